@@ -1,0 +1,28 @@
+# Every dsinfer build option, in one place.
+include(CMakeDependentOption)
+
+set(DSINFER_IS_MAIN_PROJECT OFF)
+if(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)
+  set(DSINFER_IS_MAIN_PROJECT ON)
+endif()
+
+# CUDA defaults to on when a toolkit is found (nvcc on PATH or in /usr/local/cuda).
+set(_dsinfer_cuda_default OFF)
+find_program(_DSINFER_NVCC nvcc HINTS /usr/local/cuda/bin)
+if(_DSINFER_NVCC)
+  set(_dsinfer_cuda_default ON)
+endif()
+
+option(DSINFER_WITH_ONEDNN "dsinfer: build the oneDNN CPU backend (dsinfer::onednn; lands in Step 2)" OFF)
+option(DSINFER_WITH_CUDA "dsinfer: build the CUDA backend (dsinfer::cuda)" ${_dsinfer_cuda_default})
+set(DSINFER_CUDA_ARCHITECTURES "80;90" CACHE STRING "dsinfer: CUDA architectures to build")
+option(DSINFER_BUILD_TESTS "dsinfer: build the test suite" ${DSINFER_IS_MAIN_PROJECT})
+option(DSINFER_BUILD_EXAMPLES "dsinfer: build the examples" ${DSINFER_IS_MAIN_PROJECT})
+option(DSINFER_BUILD_BENCHMARKS "dsinfer: build the Google Benchmark suites" OFF)
+option(DSINFER_BUILD_TOOLS "dsinfer: build ds-conformance and the other tools" ${DSINFER_IS_MAIN_PROJECT})
+option(DSINFER_BUILD_FUZZERS "dsinfer: build libFuzzer targets (clang)" OFF)
+option(DSINFER_INSTALL "dsinfer: generate install and export rules" ${DSINFER_IS_MAIN_PROJECT})
+option(DSINFER_WARNINGS_AS_ERRORS "dsinfer: treat warnings in dsinfer's own code as errors" OFF)
+set(DSINFER_SANITIZE "" CACHE STRING "dsinfer: sanitizers: '', 'address;undefined' or 'thread'")
+set(DSINFER_ONNX_TESTS_DIR "${PROJECT_SOURCE_DIR}/../shared/onnx-backend-tests" CACHE PATH
+    "dsinfer: ONNX backend conformance data (node/, simple/, pytorch-*/)")

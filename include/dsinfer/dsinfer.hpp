@@ -1,0 +1,14 @@
+// dsinfer/dsinfer.hpp — umbrella header: everything a consumer normally needs.
+//
+// Usage:
+//   #include <dsinfer/dsinfer.hpp>
+//   auto engine = dsinfer::InferenceEngine::load("model.onnx");
+#pragma once
+
+#include "dsinfer/config.hpp"
+#include "dsinfer/engine.hpp"
+#include "dsinfer/graph.hpp"
+#include "dsinfer/kernel.hpp"
+#include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"

@@ -1,0 +1,119 @@
+// dsinfer/engine.hpp — InferenceEngine: load a model, run it.
+//
+// Purpose: the main entry point. load() reads an ONNX model (validating it against
+// ModelLimits), compiles it for the configured backends (kernel selection, attribute
+// validation, weight packing, static shape inference), and run() executes it.
+//
+// Ownership/threading: InferenceEngine is move-only and owns the compiled model. run() is
+// const and thread-safe: any number of threads may call run() on one engine at once; each
+// call has its own intermediate tensors. Output tensors are owned by the caller and stay
+// valid after the engine is destroyed. Inputs are read during run() only (not retained).
+// Errors are thrown as dsinfer::Error with an ErrorCode:
+//   load: io_error (file), invalid_model (malformed), unsupported (op/opset/dtype/IR version),
+//         resource_exhausted (a ModelLimits bound);
+//   run:  invalid_argument (input names, dtype, rank, dims, byte size; data-dependent
+//         indices), resource_exhausted, cancelled / deadline_exceeded (RunOptions).
+//
+// Usage:
+//   auto engine = dsinfer::InferenceEngine::load("model.onnx");
+//   auto x = dsinfer::Tensor::from_vector<float>({1, 64}, pixels);
+//   std::vector<dsinfer::NamedTensor> out = engine.run({{"input", x}});
+//   const float* logits = out[0].tensor.data<float>();
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsinfer/export.hpp"
+#include "dsinfer/graph.hpp"
+#include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"
+
+namespace dsinfer {
+
+/// Bounds on what a model file may make the loader do. Every size or count a model controls
+/// is checked against these before memory is committed to it.
+struct ModelLimits {
+    std::uint64_t max_model_bytes = 4ull << 30;      ///< protobuf file size
+    std::uint64_t max_external_bytes = 64ull << 30;  ///< all external data together
+    std::uint64_t max_tensor_bytes = 16ull << 30;    ///< one initializer or attribute tensor
+    std::int64_t max_nodes = 1'000'000;              ///< all nodes, subgraphs included
+    int max_rank = kMaxRank;                         ///< declared ranks above this: unsupported
+    int max_subgraph_depth = 32;                     ///< nesting of If/Loop/Scan bodies
+    int max_protobuf_depth = 100;                    ///< protobuf message nesting
+};
+
+/// Options for InferenceEngine::load / compile. Every field has a safe default.
+struct EngineOptions {
+    /// Backends in priority order; "cpu" (the reference kernels) is always available last.
+    std::vector<std::string> backends{"cpu"};
+    /// Intra-op threads for backends that use them (0 = hardware concurrency).
+    int num_threads = 0;
+    ModelLimits limits;
+};
+
+/// Per-call options of run().
+struct RunOptions {
+    /// Absolute deadline; exceeding it ends the run with deadline_exceeded (checked between
+    /// nodes and inside Loop/Scan iterations).
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+/// Declared name, element type and shape of a model input or output.
+struct IOInfo {
+    std::string name;
+    std::optional<DType> dtype;
+    SymbolicShape shape;
+};
+
+class DSINFER_API InferenceEngine {
+public:
+    /// Loads and compiles an ONNX model file. Throws dsinfer::Error.
+    static InferenceEngine load(const std::filesystem::path& model, EngineOptions options = {});
+    /// Compiles an in-memory graph (e.g. after passes). Throws dsinfer::Error.
+    static InferenceEngine compile(Graph graph, EngineOptions options = {});
+
+    InferenceEngine(InferenceEngine&&) noexcept;
+    InferenceEngine& operator=(InferenceEngine&&) noexcept;
+    InferenceEngine(const InferenceEngine&) = delete;
+    InferenceEngine& operator=(const InferenceEngine&) = delete;
+    ~InferenceEngine();
+
+    /// Runs the model. `inputs` must name every graph input exactly once (no unknown names).
+    /// Returns the graph outputs in declaration order. Thread-safe; throws dsinfer::Error.
+    std::vector<NamedTensor> run(const std::vector<NamedTensor>& inputs,
+                                 const RunOptions& options = {}) const;
+    /// Like run(), but returns a Status instead of throwing.
+    Status try_run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>& outputs,
+                   const RunOptions& options = {}) const noexcept;
+
+    const std::vector<IOInfo>& inputs() const noexcept;
+    const std::vector<IOInfo>& outputs() const noexcept;
+    /// The compiled graph (nodes in execution order).
+    const Graph& graph() const noexcept;
+    /// Milliseconds spent in load()/compile().
+    double load_ms() const noexcept;
+
+private:
+    struct Impl;
+    explicit InferenceEngine(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+/// Reads an ONNX model into the graph IR without compiling it (validates structure and
+/// limits, sorts nodes). Throws dsinfer::Error.
+DSINFER_API Graph load_onnx(const std::filesystem::path& model, const ModelLimits& limits = {});
+/// Parses a model from memory. `base_dir` resolves external data ("" forbids external data).
+DSINFER_API Graph load_onnx_from_bytes(const void* data, std::size_t size,
+                                       const std::filesystem::path& base_dir = {},
+                                       const ModelLimits& limits = {});
+/// Reads one serialized onnx.TensorProto file (the backend-test .pb format).
+DSINFER_API Tensor load_tensor_proto(const std::filesystem::path& file,
+                                     const ModelLimits& limits = {});
+
+}  // namespace dsinfer

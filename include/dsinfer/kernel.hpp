@@ -1,0 +1,279 @@
+// dsinfer/kernel.hpp — the kernel interface: create, prepare, run.
+//
+// Purpose: every op implementation (reference CPU, oneDNN, CUDA) is a Kernel. Its life has
+// three phases (the XNNPACK create/reshape/run split, ORT's PrePack):
+//   1. create (the KernelFactory, once per node at load): read and validate attributes
+//      (invalid_model on bad ones), look at constant inputs, pack weights. May allocate.
+//   2. prepare (const, per run or per shape class): from input dtypes/shapes (and, for inputs
+//      that define shapes, their values) compute output dtypes/shapes and workspace size.
+//   3. run (const, noexcept): compute only. Outputs are preallocated by the executor, scratch
+//      memory comes from ctx.workspace(). No allocation, no throwing.
+// Both prepare and run are const: one Kernel serves concurrent runs of one engine; per-run
+// state lives in the contexts.
+//
+// Load-time inference: the executor also calls prepare at load to infer static output
+// shapes. Then an input whose value is not a constant has no data: a kernel must check
+// ctx.has_data(i) before reading input i's values in prepare, and when it is false return
+// Status::ok() leaving the dependent outputs unset (= unknown at load).
+//
+// Dynamic outputs: a kernel whose output shape is only known while computing (If, Loop,
+// NonZero-like ops) calls ctx.set_output_dynamic(i) in prepare and allocates the output in
+// run with RunContext::allocate_output — the one sanctioned allocation inside run.
+//
+// Errors: kernels return Status; the executor prefixes "node 'name' (Op): ", so messages
+// should not repeat the node name.
+//
+// Usage (a complete kernel):
+//   class ReluKernel final : public dsinfer::Kernel {
+//    public:
+//     dsinfer::Status prepare(dsinfer::PrepareContext& ctx) const override {
+//       ctx.set_output(0, ctx.input(0).dtype(), ctx.input(0).shape());
+//       return dsinfer::Status::ok();
+//     }
+//     dsinfer::Status run(dsinfer::RunContext& ctx) const noexcept override {
+//       auto x = ctx.input(0); auto y = ctx.output(0);
+//       for (int64_t i = 0; i < x.num_elements(); ++i)
+//         y.data<float>()[i] = std::max(0.f, x.data<float>()[i]);
+//       return dsinfer::Status::ok();
+//     }
+//   };
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dsinfer/allocator.hpp"
+#include "dsinfer/graph.hpp"
+#include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"
+
+namespace dsinfer {
+
+class SubgraphRunner;
+
+/// Given to a KernelFactory once per node at load.
+class KernelCreateContext {
+public:
+    KernelCreateContext(const Node& node, const Graph& graph, std::int64_t opset,
+                        std::vector<const Tensor*> constant_inputs)
+        : node_(node), graph_(graph), opset_(opset), constants_(std::move(constant_inputs)) {}
+    virtual ~KernelCreateContext() = default;
+
+    const Node& node() const noexcept { return node_; }
+    const Graph& graph() const noexcept { return graph_; }
+    /// The opset version the model imports for the node's domain.
+    std::int64_t opset() const noexcept { return opset_; }
+    int num_inputs() const noexcept { return static_cast<int>(node_.inputs.size()); }
+    int num_outputs() const noexcept { return static_cast<int>(node_.outputs.size()); }
+    bool has_input(int i) const noexcept {
+        return i >= 0 && i < num_inputs() && node_.inputs[static_cast<std::size_t>(i)] != kNoValue;
+    }
+    bool has_output(int i) const noexcept {
+        return i >= 0 && i < num_outputs() && node_.outputs[static_cast<std::size_t>(i)] != kNoValue;
+    }
+    /// The value of input i when it is a constant (initializer), else nullptr.
+    const Tensor* constant_input(int i) const noexcept {
+        return (i >= 0 && static_cast<std::size_t>(i) < constants_.size())
+                   ? constants_[static_cast<std::size_t>(i)]
+                   : nullptr;
+    }
+    /// Declared information about input i (dtype/shape may be unknown).
+    const Value* input_value(int i) const noexcept {
+        return has_input(i) ? &graph_.value(node_.inputs[static_cast<std::size_t>(i)]) : nullptr;
+    }
+    /// Compiles a subgraph attribute for execution (control-flow kernels). Only the executor's
+    /// context implements it.
+    virtual StatusOr<std::shared_ptr<SubgraphRunner>> compile_subgraph(
+        const std::shared_ptr<Graph>& /*subgraph*/) const {
+        return Status::error(ErrorCode::unsupported, "subgraphs are not supported here");
+    }
+
+private:
+    const Node& node_;
+    const Graph& graph_;
+    std::int64_t opset_;
+    std::vector<const Tensor*> constants_;
+};
+
+/// Given to Kernel::prepare.
+class PrepareContext {
+public:
+    struct OutputSpec {
+        DType dtype = DType::f32;
+        Shape shape;
+        bool set = false;
+        bool dynamic = false;
+    };
+
+    PrepareContext(const Node& node, std::vector<Tensor> inputs, bool inferring)
+        : node_(&node), inputs_(std::move(inputs)), outputs_(node.outputs.size()),
+          inferring_(inferring) {}
+
+    const Node& node() const noexcept { return *node_; }
+    int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+    int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
+    /// False for an omitted optional input (or i out of range).
+    bool has_input(int i) const noexcept {
+        return i >= 0 && i < num_inputs() && node_->inputs[static_cast<std::size_t>(i)] != kNoValue;
+    }
+    /// False for an omitted optional output (or i out of range).
+    bool has_output(int i) const noexcept {
+        return i >= 0 && i < num_outputs() &&
+               node_->outputs[static_cast<std::size_t>(i)] != kNoValue;
+    }
+    /// Input i (dtype and shape always valid when has_input(i); a null Tensor otherwise).
+    const Tensor& input(int i) const noexcept { return inputs_[static_cast<std::size_t>(i)]; }
+    /// True when input i's values can be read (always at run time; at load only for
+    /// constants). See "Load-time inference" above.
+    bool has_data(int i) const noexcept {
+        return has_input(i) && (inputs_[static_cast<std::size_t>(i)].raw_data() != nullptr ||
+                                inputs_[static_cast<std::size_t>(i)].num_elements() == 0);
+    }
+    /// True during load-time inference.
+    bool inferring() const noexcept { return inferring_; }
+
+    void set_output(int i, DType dtype, const Shape& shape) noexcept {
+        if (i < 0 || i >= num_outputs()) return;
+        auto& o = outputs_[static_cast<std::size_t>(i)];
+        o.dtype = dtype;
+        o.shape = shape;
+        o.set = true;
+    }
+    /// Output i's shape is known only in run (which must call RunContext::allocate_output).
+    void set_output_dynamic(int i, DType dtype) noexcept {
+        if (i < 0 || i >= num_outputs()) return;
+        auto& o = outputs_[static_cast<std::size_t>(i)];
+        o.dtype = dtype;
+        o.dynamic = true;
+        o.set = false;
+    }
+    /// Bytes of scratch memory run() needs (64-byte aligned).
+    void set_workspace(std::size_t bytes) noexcept { workspace_bytes_ = bytes; }
+
+    // Executor side.
+    const OutputSpec& output_spec(int i) const noexcept {
+        return outputs_[static_cast<std::size_t>(i)];
+    }
+    std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+    std::vector<Tensor>& mutable_inputs() noexcept { return inputs_; }
+
+private:
+    const Node* node_;
+    std::vector<Tensor> inputs_;
+    std::vector<OutputSpec> outputs_;
+    std::size_t workspace_bytes_ = 0;
+    bool inferring_ = false;
+};
+
+/// Cancellation and deadline for a run; checked by long-running kernels (Loop, Scan).
+struct RunControl {
+    const std::atomic<bool>* cancelled = nullptr;
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+    Status check() const noexcept {
+        if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed))
+            return Status(ErrorCode::cancelled, "run cancelled");
+        if (deadline != std::chrono::steady_clock::time_point::max() &&
+            std::chrono::steady_clock::now() > deadline)
+            return Status(ErrorCode::deadline_exceeded, "run deadline exceeded");
+        return Status::ok();
+    }
+};
+
+/// Given to Kernel::run. Views are valid for the duration of run().
+class RunContext {
+public:
+    RunContext(const Node& node, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
+               void* workspace, std::size_t workspace_bytes, Allocator& allocator,
+               const RunControl& control)
+        : node_(&node), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+          dynamic_(outputs_.size()), workspace_(workspace), workspace_bytes_(workspace_bytes),
+          allocator_(&allocator), control_(&control) {}
+
+    const Node& node() const noexcept { return *node_; }
+    int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+    int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
+    bool has_input(int i) const noexcept {
+        return i >= 0 && i < num_inputs() && node_->inputs[static_cast<std::size_t>(i)] != kNoValue;
+    }
+    bool has_output(int i) const noexcept {
+        return i >= 0 && i < num_outputs() &&
+               node_->outputs[static_cast<std::size_t>(i)] != kNoValue;
+    }
+    const TensorView& input(int i) const noexcept { return inputs_[static_cast<std::size_t>(i)]; }
+    const TensorView& output(int i) const noexcept {
+        return outputs_[static_cast<std::size_t>(i)];
+    }
+    void* workspace() const noexcept { return workspace_; }
+    std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+    const RunControl& control() const noexcept { return *control_; }
+    /// The executing frame, passed to SubgraphRunner::run so bodies can read outer names.
+    const void* frame() const noexcept { return frame_; }
+    void set_frame(const void* frame) noexcept { frame_ = frame; }
+
+    /// For outputs declared dynamic in prepare: allocates output i. On success output(i) is
+    /// the new tensor's view.
+    Status allocate_output(int i, DType dtype, const Shape& shape) noexcept {
+        if (i < 0 || i >= num_outputs())
+            return Status(ErrorCode::internal, "allocate_output: index out of range");
+        try {
+            auto t = Tensor::allocate(dtype, shape, *allocator_);
+            if (!t.is_ok()) return t.status();
+            dynamic_[static_cast<std::size_t>(i)] = std::move(t).value();
+            outputs_[static_cast<std::size_t>(i)] = dynamic_[static_cast<std::size_t>(i)].view();
+            return Status::ok();
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory allocating an output");
+        }
+    }
+    /// Sets a dynamic output to an existing tensor (shares its buffer; e.g. a subgraph result).
+    Status set_output_tensor(int i, Tensor t) noexcept {
+        if (i < 0 || i >= num_outputs())
+            return Status(ErrorCode::internal, "set_output_tensor: index out of range");
+        outputs_[static_cast<std::size_t>(i)] = t.view();
+        dynamic_[static_cast<std::size_t>(i)] = std::move(t);
+        return Status::ok();
+    }
+    /// Executor side: the tensor allocated by allocate_output/set_output_tensor (or null).
+    Tensor& dynamic_output(int i) noexcept { return dynamic_[static_cast<std::size_t>(i)]; }
+
+private:
+    const Node* node_;
+    std::vector<TensorView> inputs_;
+    std::vector<TensorView> outputs_;
+    std::vector<Tensor> dynamic_;
+    void* workspace_;
+    std::size_t workspace_bytes_;
+    Allocator* allocator_;
+    const RunControl* control_;
+    const void* frame_ = nullptr;
+};
+
+class Kernel {
+public:
+    virtual ~Kernel() = default;
+    /// Output dtypes/shapes and workspace for the given inputs. See the file comment.
+    [[nodiscard]] virtual Status prepare(PrepareContext& ctx) const = 0;
+    /// Computes outputs. Never throws, never allocates (except dynamic outputs).
+    [[nodiscard]] virtual Status run(RunContext& ctx) const noexcept = 0;
+};
+
+/// Runs a compiled subgraph (If/Loop/Scan bodies). Implemented by the executor.
+class SubgraphRunner {
+public:
+    virtual ~SubgraphRunner() = default;
+    /// Number of formal inputs/outputs of the subgraph.
+    virtual int num_inputs() const noexcept = 0;
+    virtual int num_outputs() const noexcept = 0;
+    /// Runs the body with `inputs` bound to its formal inputs. `outer` resolves captured
+    /// outer-scope names (pass RunContext::frame() of the enclosing kernel's run). Fills
+    /// `outputs` (shared buffers, safe to keep).
+    virtual Status run(const std::vector<Tensor>& inputs, const void* outer_frame,
+                       const RunControl& control, std::vector<Tensor>& outputs) const = 0;
+};
+
+}  // namespace dsinfer

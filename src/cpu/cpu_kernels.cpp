@@ -1,0 +1,15 @@
+// Explicit registration of every reference CPU kernel (no static self-registration).
+#include "cpu/reference/groups.hpp"
+
+namespace dsinfer {
+
+void register_cpu_kernels(KernelRegistry& registry) {
+    detail::register_elementwise_kernels(registry);
+    detail::register_tensor_kernels(registry);
+    detail::register_nn_kernels(registry);
+    detail::register_reduce_kernels(registry);
+    detail::register_sequence_model_kernels(registry);
+    detail::register_control_flow_kernels(registry);
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,14 @@
+// Registration functions of the reference CPU kernel groups (one per file family under
+// src/cpu/reference/). register_cpu_kernels() calls each of them, in this order.
+#pragma once
+
+#include "dsinfer/kernel_registry.hpp"
+
+namespace dsinfer::detail {
+void register_elementwise_kernels(KernelRegistry& r);  // elementwise.cpp, elementwise_*.cpp
+void register_tensor_kernels(KernelRegistry& r);       // tensor_*.cpp: shape and data movement
+void register_nn_kernels(KernelRegistry& r);           // nn_*.cpp: MatMul, Gemm, Conv, pool, norm
+void register_reduce_kernels(KernelRegistry& r);       // reduce*.cpp: Reduce*, ArgMax, TopK, ...
+void register_sequence_model_kernels(KernelRegistry& r);  // rnn.cpp, resize.cpp, quant.cpp, misc
+void register_control_flow_kernels(KernelRegistry& r);    // control_flow.cpp: If, Loop, Scan
+}  // namespace dsinfer::detail
