@@ -46,6 +46,7 @@ struct ModelLimits {
     int max_rank = kMaxRank;                         ///< declared ranks above this: unsupported
     int max_subgraph_depth = 32;                     ///< nesting of If/Loop/Scan bodies
     int max_protobuf_depth = 100;                    ///< protobuf message nesting
+    std::int64_t max_loop_iterations = 100'000'000;  ///< iterations of one Loop/Scan node per run
 };
 
 /// Options for InferenceEngine::load / compile. Every field has a safe default.

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dsinfer/allocator.hpp"
@@ -107,6 +108,7 @@ public:
         Shape shape;
         bool set = false;
         bool dynamic = false;
+        bool dtype_known = true;
     };
 
     PrepareContext(const Node& node, std::vector<Tensor> inputs, bool inferring)
@@ -143,11 +145,13 @@ public:
         o.shape = shape;
         o.set = true;
     }
-    /// Output i's shape is known only in run (which must call RunContext::allocate_output).
-    void set_output_dynamic(int i, DType dtype) noexcept {
+    /// Output i's shape is known only in run (which must call RunContext::allocate_output
+    /// or set_output_tensor). Pass the dtype when it is known (used by load-time inference).
+    void set_output_dynamic(int i, std::optional<DType> dtype = std::nullopt) noexcept {
         if (i < 0 || i >= num_outputs()) return;
         auto& o = outputs_[static_cast<std::size_t>(i)];
-        o.dtype = dtype;
+        o.dtype = dtype.value_or(DType::f32);
+        o.dtype_known = dtype.has_value();
         o.dynamic = true;
         o.set = false;
     }
@@ -172,6 +176,8 @@ private:
 /// Cancellation and deadline for a run; checked by long-running kernels (Loop, Scan).
 struct RunControl {
     const std::atomic<bool>* cancelled = nullptr;
+    /// Upper bound on iterations of one Loop/Scan node (ModelLimits::max_loop_iterations).
+    std::int64_t max_loop_iterations = std::int64_t{1} << 40;
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 
     Status check() const noexcept {

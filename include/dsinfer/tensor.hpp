@@ -135,6 +135,26 @@ public:
         return t;
     }
 
+    /// Wraps a caller buffer of `bytes` bytes, checking that it holds exactly `shape` of
+    /// `dtype` (invalid_argument "expected N bytes, got M" otherwise) and is not null when
+    /// non-empty. Never copies.
+    static StatusOr<Tensor> wrap_checked(void* data, std::size_t bytes, DType dtype,
+                                         const Shape& shape,
+                                         std::shared_ptr<void> keep_alive = nullptr) {
+        const auto n = static_cast<std::uint64_t>(shape.num_elements());
+        if (dtype == DType::string)
+            return Status::error(ErrorCode::invalid_argument,
+                                 "string tensors cannot wrap raw bytes");
+        if (n > SIZE_MAX / dtype_size(dtype) || n * dtype_size(dtype) != bytes)
+            return Status::error(ErrorCode::invalid_argument, "buffer for shape ",
+                                 shape.to_string(), " of ", dtype_name(dtype), ": expected ",
+                                 n * dtype_size(dtype), " bytes, got ", bytes);
+        if (data == nullptr && bytes != 0)
+            return Status::error(ErrorCode::invalid_argument, "null data pointer for ", bytes,
+                                 " bytes");
+        return wrap(data, dtype, shape, Device{}, std::move(keep_alive));
+    }
+
     bool is_null() const noexcept { return !owner_; }
     DType dtype() const noexcept { return dtype_; }
     const Shape& shape() const noexcept { return shape_; }

@@ -8,7 +8,10 @@ namespace dsinfer::detail {
 void register_elementwise_kernels(KernelRegistry& r);  // elementwise.cpp, elementwise_*.cpp
 void register_tensor_kernels(KernelRegistry& r);       // tensor_*.cpp: shape and data movement
 void register_nn_kernels(KernelRegistry& r);           // nn_*.cpp: MatMul, Gemm, Conv, pool, norm
-void register_reduce_kernels(KernelRegistry& r);       // reduce*.cpp: Reduce*, ArgMax, TopK, ...
-void register_sequence_model_kernels(KernelRegistry& r);  // rnn.cpp, resize.cpp, quant.cpp, misc
+void register_reduce_kernels(KernelRegistry& r);       // reduce*.cpp: Reduce*, ArgMax, TopK, NMS
+void register_quant_kernels(KernelRegistry& r);        // quant*.cpp: (De)QuantizeLinear, QLinear*
+void register_sequence_model_kernels(KernelRegistry& r);  // sequence_models*.cpp: RNNs, Resize,
+                                                          // Attention
+void register_misc_kernels(KernelRegistry& r);         // misc*.cpp: losses, signal, strings, ml
 void register_control_flow_kernels(KernelRegistry& r);    // control_flow.cpp: If, Loop, Scan
 }  // namespace dsinfer::detail

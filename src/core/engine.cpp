@@ -1,0 +1,201 @@
+#include "dsinfer/engine.hpp"
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "core/executor.hpp"
+#include "onnx/onnx_loader.hpp"
+
+namespace dsinfer {
+
+struct InferenceEngine::Impl {
+    EngineOptions options;
+    KernelRegistry registry;
+    std::shared_ptr<Graph> graph;
+    std::shared_ptr<detail::CompiledGraph> compiled;
+    std::vector<IOInfo> inputs;
+    std::vector<IOInfo> outputs;
+    std::unordered_map<std::string, std::size_t> input_index;
+    double load_ms = 0.0;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status validate_options(const EngineOptions& o) {
+    DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
+                  "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
+    for (const auto& b : o.backends) {
+        if (b == "cpu") continue;
+        if (b == "onednn" || b == "cuda" || b.rfind("cuda:", 0) == 0)
+            return Status::error(ErrorCode::unsupported, "backend '", b,
+                                 "' is not available in this build (only 'cpu')");
+        return Status::error(ErrorCode::invalid_argument, "unknown backend '", b,
+                             "' (known: cpu, onednn, cuda[:N])");
+    }
+    DSINFER_CHECK(o.limits.max_subgraph_depth >= 0 && o.limits.max_rank >= 0 &&
+                      o.limits.max_rank <= kMaxRank,
+                  ErrorCode::invalid_argument, "ModelLimits out of range (max_rank must be <= ",
+                  kMaxRank, ")");
+    return Status::ok();
+}
+
+IOInfo io_info(const Value& v) { return IOInfo{v.name, v.dtype, v.shape}; }
+
+std::string dims_string(const Shape& s) { return s.to_string(); }
+
+}  // namespace
+
+InferenceEngine::InferenceEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+InferenceEngine::InferenceEngine(InferenceEngine&&) noexcept = default;
+InferenceEngine& InferenceEngine::operator=(InferenceEngine&&) noexcept = default;
+InferenceEngine::~InferenceEngine() = default;
+
+InferenceEngine InferenceEngine::load(const std::filesystem::path& model, EngineOptions options) {
+    const auto t0 = Clock::now();
+    throw_if_error(validate_options(options));
+    Graph g = detail::read_onnx_model(model, options.limits).value_or_throw();
+    InferenceEngine e = compile(std::move(g), std::move(options));
+    e.impl_->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return e;
+}
+
+InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
+    const auto t0 = Clock::now();
+    throw_if_error(validate_options(options));
+    auto impl = std::make_unique<Impl>();
+    impl->options = std::move(options);
+    register_cpu_kernels(impl->registry);
+    throw_if_error(graph.sort_topologically());
+    impl->graph = std::make_shared<Graph>(std::move(graph));
+    detail::CompileOptions co;
+    co.registry = &impl->registry;
+    co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
+    impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
+    for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
+        const Value& v = impl->graph->value(impl->graph->inputs[i]);
+        impl->inputs.push_back(io_info(v));
+        impl->input_index.emplace(v.name, i);
+    }
+    for (ValueId id : impl->graph->outputs) impl->outputs.push_back(io_info(impl->graph->value(id)));
+    impl->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return InferenceEngine(std::move(impl));
+}
+
+Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
+                                std::vector<NamedTensor>& outputs,
+                                const RunOptions& options) const noexcept {
+    try {
+        const Impl& m = *impl_;
+        // Names: every input exactly once, nothing unknown.
+        std::vector<const Tensor*> bound(m.inputs.size(), nullptr);
+        std::vector<std::string> unknown, duplicate;
+        for (const auto& nt : inputs) {
+            auto it = m.input_index.find(nt.name);
+            if (it == m.input_index.end()) {
+                unknown.push_back(nt.name);
+            } else if (bound[it->second] != nullptr) {
+                duplicate.push_back(nt.name);
+            } else {
+                bound[it->second] = &nt.tensor;
+            }
+        }
+        std::vector<std::string> missing;
+        for (std::size_t i = 0; i < bound.size(); ++i)
+            if (bound[i] == nullptr) missing.push_back(m.inputs[i].name);
+        if (!unknown.empty() || !missing.empty() || !duplicate.empty()) {
+            auto join = [](const std::vector<std::string>& v) {
+                std::string s;
+                for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+                return s;
+            };
+            std::string msg = "input names do not match the model:";
+            if (!missing.empty()) msg += " missing " + join(missing) + ";";
+            if (!unknown.empty()) msg += " unknown " + join(unknown) + ";";
+            if (!duplicate.empty()) msg += " given more than once " + join(duplicate) + ";";
+            std::string expected;
+            for (const auto& io : m.inputs) expected += (expected.empty() ? "" : ", ") + io.name;
+            return Status(ErrorCode::invalid_argument, msg + " expected: " + expected);
+        }
+        // Types and shapes against the declared signature; symbolic dims bind consistently.
+        std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
+        std::vector<Tensor> args;
+        args.reserve(bound.size());
+        for (std::size_t i = 0; i < bound.size(); ++i) {
+            const IOInfo& io = m.inputs[i];
+            const Tensor& t = *bound[i];
+            const std::string what = "input '" + io.name + "'";
+            DSINFER_CHECK(!t.is_null(), ErrorCode::invalid_argument, what, " is an empty Tensor");
+            DSINFER_CHECK(t.device().kind == DeviceKind::cpu, ErrorCode::invalid_argument, what,
+                          " is on ", t.device().to_string(), "; the CPU engine needs host tensors");
+            DSINFER_CHECK(t.raw_data() != nullptr || t.num_elements() == 0,
+                          ErrorCode::invalid_argument, what, " has a null data pointer and ",
+                          t.num_elements(), " elements");
+            if (io.dtype)
+                DSINFER_CHECK(t.dtype() == *io.dtype, ErrorCode::invalid_argument, what,
+                              ": expected element type ", dtype_name(*io.dtype), ", got ",
+                              dtype_name(t.dtype()));
+            if (io.shape.known) {
+                DSINFER_CHECK(t.num_dims() == io.shape.rank(), ErrorCode::invalid_argument, what,
+                              ": expected rank ", io.shape.rank(), " ", io.shape.to_string(),
+                              ", got rank ", t.num_dims(), " ", dims_string(t.shape()));
+                for (int d = 0; d < io.shape.rank(); ++d) {
+                    const Dim& dim = io.shape.dims[static_cast<std::size_t>(d)];
+                    const std::int64_t got = t.shape()[d];
+                    if (dim.is_static()) {
+                        DSINFER_CHECK(got == dim.value, ErrorCode::invalid_argument, what,
+                                      ": dimension ", d, " must be ", dim.value, " (model shape ",
+                                      io.shape.to_string(), "), got ", got, " (shape ",
+                                      dims_string(t.shape()), ")");
+                    } else if (!dim.symbol.empty()) {
+                        auto [it, fresh] = symbols.emplace(dim.symbol, std::make_pair(got, io.name));
+                        DSINFER_CHECK(fresh || it->second.first == got, ErrorCode::invalid_argument,
+                                      what, ": dimension ", d, " ('", dim.symbol, "') is ", got,
+                                      " but input '", it->second.second, "' binds '", dim.symbol,
+                                      "' to ", it->second.first);
+                    }
+                }
+            }
+            args.push_back(t);
+        }
+        RunControl control;
+        if (options.deadline) control.deadline = *options.deadline;
+        control.max_loop_iterations = m.options.limits.max_loop_iterations;
+        std::vector<Tensor> outs;
+        DSINFER_RETURN_IF_ERROR(m.compiled->execute(args, nullptr, control, outs));
+        outputs.clear();
+        for (std::size_t i = 0; i < outs.size(); ++i) {
+            const ValueId id = m.graph->outputs[i];
+            const Value& v = m.graph->value(id);
+            // Never hand out the engine's weights or the caller's own input buffers.
+            const bool alias = v.initializer.has_value() ||
+                               std::find(m.graph->inputs.begin(), m.graph->inputs.end(), id) !=
+                                   m.graph->inputs.end();
+            outputs.push_back(NamedTensor{v.name, alias ? outs[i].clone() : std::move(outs[i])});
+        }
+        return Status::ok();
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, "out of memory during run");
+    } catch (const Error& e) {
+        return Status(e.code(), e.message());
+    } catch (const std::exception& e) {
+        return Status(ErrorCode::internal, std::string("unexpected exception: ") + e.what());
+    }
+}
+
+std::vector<NamedTensor> InferenceEngine::run(const std::vector<NamedTensor>& inputs,
+                                              const RunOptions& options) const {
+    std::vector<NamedTensor> outputs;
+    throw_if_error(try_run(inputs, outputs, options));
+    return outputs;
+}
+
+const std::vector<IOInfo>& InferenceEngine::inputs() const noexcept { return impl_->inputs; }
+const std::vector<IOInfo>& InferenceEngine::outputs() const noexcept { return impl_->outputs; }
+const Graph& InferenceEngine::graph() const noexcept { return *impl_->graph; }
+double InferenceEngine::load_ms() const noexcept { return impl_->load_ms; }
+
+}  // namespace dsinfer

@@ -1,0 +1,308 @@
+#include "core/executor.hpp"
+
+#include <algorithm>
+
+namespace dsinfer::detail {
+namespace {
+
+class ExecCreateContext final : public KernelCreateContext {
+public:
+    ExecCreateContext(const Node& node, const Graph& graph, std::int64_t opset,
+                      std::vector<const Tensor*> constants, const CompileOptions& options,
+                      const CompiledGraph* self, int depth,
+                      std::vector<std::shared_ptr<CompiledGraph>>& subgraphs)
+        : KernelCreateContext(node, graph, opset, std::move(constants)),
+          options_(options), self_(self), depth_(depth), subgraphs_(subgraphs) {}
+
+    StatusOr<std::shared_ptr<SubgraphRunner>> compile_subgraph(
+        const std::shared_ptr<Graph>& subgraph) const override {
+        if (!subgraph) return Status::error(ErrorCode::invalid_model, "missing subgraph");
+        DSINFER_CHECK(depth_ + 1 <= options_.max_subgraph_depth, ErrorCode::invalid_model,
+                      "subgraph nesting exceeds the limit of ", options_.max_subgraph_depth);
+        DSINFER_ASSIGN_OR_RETURN(auto cg,
+                                 CompiledGraph::compile(subgraph, options_, self_, depth_ + 1));
+        subgraphs_.push_back(cg);
+        return std::shared_ptr<SubgraphRunner>(cg);
+    }
+
+private:
+    const CompileOptions& options_;
+    const CompiledGraph* self_;
+    int depth_;
+    std::vector<std::shared_ptr<CompiledGraph>>& subgraphs_;
+};
+
+std::string node_context(const Node& n) { return n.describe() + ": "; }
+
+}  // namespace
+
+StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<Graph> graph,
+                                                                const CompileOptions& options,
+                                                                const CompiledGraph* parent,
+                                                                int depth) {
+    DSINFER_ASSERT(options.registry != nullptr && graph != nullptr);
+    std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
+    cg->graph_ = std::move(graph);
+    cg->parent_ = parent;
+    cg->allocator_ = options.allocator != nullptr ? options.allocator : &cpu_allocator();
+    const Graph& g = *cg->graph_;
+    for (std::size_t i = 0; i < g.values.size(); ++i)
+        cg->names_.emplace(g.values[i].name, static_cast<ValueId>(i));
+    for (std::size_t i = 0; i < g.values.size(); ++i) {
+        const Value& v = g.values[i];
+        if (!v.is_capture) continue;
+        int level = 1;
+        bool found = false;
+        for (const CompiledGraph* p = parent; p != nullptr; p = p->parent_, ++level) {
+            if (auto it = p->names_.find(v.name); it != p->names_.end()) {
+                cg->captures_.push_back({static_cast<ValueId>(i), level, it->second});
+                cg->outer_refs_.emplace_back(level, it->second);
+                found = true;
+                break;
+            }
+        }
+        DSINFER_CHECK(found, ErrorCode::invalid_model, "subgraph '", g.name,
+                      "' reads outer-scope name '", v.name, "' that no enclosing graph defines");
+    }
+    for (ValueId id : g.inputs) {
+        const Value& v = g.value(id);
+        DSINFER_CHECK(v.kind == ValueKind::tensor, ErrorCode::unsupported, "graph input '", v.name,
+                      "' is a sequence/optional/map value; only tensors are supported");
+    }
+    for (ValueId id : g.outputs) {
+        const Value& v = g.value(id);
+        DSINFER_CHECK(v.kind == ValueKind::tensor, ErrorCode::unsupported, "graph output '",
+                      v.name, "' is a sequence/optional/map value; only tensors are supported");
+    }
+    DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
+    DSINFER_RETURN_IF_ERROR(cg->infer_static());
+    cg->plan_lifetimes();
+    return cg;
+}
+
+Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
+    const Graph& g = *graph_;
+    nodes_.resize(g.nodes.size());
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        const std::int64_t opset = g.opset(n.domain);
+        if (opset == 0)
+            return Status::error(ErrorCode::unsupported, node_context(n), "domain '", n.domain,
+                                 "' is not imported by the model (no opset_import entry)");
+        std::optional<DType> dtype;
+        if (!n.inputs.empty() && n.inputs[0] != kNoValue) dtype = g.value(n.inputs[0]).dtype;
+        auto candidates = options.registry->find_all(n.op_type, n.domain, opset, options.device, dtype);
+        if (candidates.empty()) {
+            if (options.registry->knows(n.op_type, n.domain))
+                return Status::error(ErrorCode::unsupported, node_context(n), "opset ", opset,
+                                     " of ", n.domain.empty() ? "ai.onnx" : n.domain,
+                                     " is not supported for this op");
+            return Status::error(ErrorCode::unsupported, node_context(n), "op type '", n.op_type,
+                                 "' (domain '", n.domain.empty() ? "ai.onnx" : n.domain,
+                                 "') is not supported");
+        }
+        std::vector<const Tensor*> constants;
+        for (ValueId in : n.inputs) {
+            const Value* v = in == kNoValue ? nullptr : &g.value(in);
+            constants.push_back(v != nullptr && v->initializer ? &*v->initializer : nullptr);
+        }
+        CompiledNode& cn = nodes_[ni];
+        Status last;
+        for (const KernelEntry* entry : candidates) {
+            cn.subgraphs.clear();
+            ExecCreateContext ctx(n, g, opset, constants, options, this, depth, cn.subgraphs);
+            StatusOr<std::unique_ptr<Kernel>> k = Status::error(ErrorCode::internal, "no factory");
+            try {
+                k = entry->factory(ctx);
+            } catch (const std::bad_alloc&) {
+                k = Status::error(ErrorCode::resource_exhausted, "out of memory creating kernel");
+            } catch (const std::exception& e) {
+                k = Status::error(ErrorCode::internal, "kernel factory threw: ", e.what());
+            }
+            if (k.is_ok()) {
+                cn.kernel = std::move(k).value();
+                cn.entry = entry;
+                break;
+            }
+            last = k.status();
+            // Fall through to the next candidate only when this one cannot handle the node.
+            if (last.code() != ErrorCode::unsupported) break;
+        }
+        if (!cn.kernel) return last.with_context(node_context(n));
+        for (const auto& sub : cn.subgraphs)
+            for (const auto& [lvl, id] : sub->outer_refs_)
+                if (lvl > 1) outer_refs_.emplace_back(lvl - 1, id);
+    }
+    return Status::ok();
+}
+
+Status CompiledGraph::infer_static() {
+    Graph& g = *graph_;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        std::vector<Tensor> ins;
+        bool known = true;
+        for (ValueId id : n.inputs) {
+            if (id == kNoValue) {
+                ins.emplace_back();
+                continue;
+            }
+            const Value& v = g.value(id);
+            if (v.initializer) {
+                ins.push_back(*v.initializer);
+            } else if (v.kind == ValueKind::tensor && v.dtype && v.shape.is_static()) {
+                std::vector<std::int64_t> dims;
+                for (const auto& d : v.shape.dims) dims.push_back(d.value);
+                auto s = Shape::make(dims);
+                if (!s.is_ok()) {
+                    known = false;
+                    break;
+                }
+                ins.push_back(Tensor::wrap(nullptr, *v.dtype, s.value()));
+            } else {
+                known = false;
+                break;
+            }
+        }
+        if (!known) continue;
+        PrepareContext ctx(n, std::move(ins), /*inferring=*/true);
+        Status st;
+        try {
+            st = nodes_[ni].kernel->prepare(ctx);
+        } catch (const std::exception& e) {
+            st = Status::error(ErrorCode::internal, "prepare threw: ", e.what());
+        }
+        if (!st.is_ok()) {
+            const ErrorCode code =
+                st.code() == ErrorCode::invalid_argument ? ErrorCode::invalid_model : st.code();
+            return Status(code, node_context(n) + st.message());
+        }
+        for (int i = 0; i < ctx.num_outputs(); ++i) {
+            if (!ctx.has_output(i)) continue;
+            const auto& spec = ctx.output_spec(i);
+            Value& ov = g.value(n.outputs[static_cast<std::size_t>(i)]);
+            if (!spec.set && !spec.dynamic) continue;
+            if (!ov.dtype && spec.dtype_known) ov.dtype = spec.dtype;
+            if (spec.set && !ov.shape.is_static()) ov.shape = SymbolicShape::from(spec.shape);
+        }
+    }
+    return Status::ok();
+}
+
+void CompiledGraph::plan_lifetimes() {
+    const Graph& g = *graph_;
+    std::vector<std::int32_t> last_use(g.values.size(), -1);
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        for (ValueId id : g.nodes[ni].inputs)
+            if (id != kNoValue) last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+        // Values read by subgraphs (captures) live until the node that runs them.
+        for (const auto& sub : nodes_[ni].subgraphs)
+            for (const auto& [lvl, id] : sub->outer_refs_)
+                if (lvl == 1) last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+        // Outputs nobody reads are released right after their node.
+        for (ValueId id : g.nodes[ni].outputs)
+            if (id != kNoValue && last_use[static_cast<std::size_t>(id)] < 0)
+                last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+    }
+    std::vector<bool> keep(g.values.size(), false);
+    for (ValueId id : g.outputs) keep[static_cast<std::size_t>(id)] = true;
+    // Values that descendants read through captures must survive the whole run of this frame
+    // only if read by a later node — handled above; values an *ancestor* provides are not ours.
+    for (std::size_t v = 0; v < g.values.size(); ++v) {
+        if (keep[v] || last_use[v] < 0 || g.values[v].initializer) continue;
+        nodes_[static_cast<std::size_t>(last_use[v])].release_after.push_back(static_cast<ValueId>(v));
+    }
+}
+
+Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* outer,
+                              const RunControl& control, std::vector<Tensor>& outputs) const {
+    const Graph& g = *graph_;
+    DSINFER_CHECK(inputs.size() == g.inputs.size(), ErrorCode::invalid_argument, "graph '", g.name,
+                  "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
+    Frame frame;
+    frame.graph = this;
+    frame.parent = outer;
+    frame.values.resize(g.values.size());
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        if (g.values[v].initializer) frame.values[v] = *g.values[v].initializer;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        frame.values[static_cast<std::size_t>(g.inputs[i])] = inputs[i];
+    for (const Capture& c : captures_) {
+        const Frame* f = outer;
+        for (int l = 1; l < c.levels_up && f != nullptr; ++l) f = f->parent;
+        DSINFER_ASSERT(f != nullptr, "capture frame missing for '", g.value(c.id).name, "'");
+        frame.values[static_cast<std::size_t>(c.id)] = f->values[static_cast<std::size_t>(c.outer)];
+    }
+
+    std::vector<Tensor> node_inputs;
+    std::vector<TensorView> in_views, out_views;
+    std::vector<Tensor> out_tensors;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        DSINFER_RETURN_IF_ERROR(control.check());
+        const Node& n = g.nodes[ni];
+        const CompiledNode& cn = nodes_[ni];
+        node_inputs.clear();
+        for (ValueId id : n.inputs) {
+            if (id == kNoValue) {
+                node_inputs.emplace_back();
+                continue;
+            }
+            const Tensor& t = frame.values[static_cast<std::size_t>(id)];
+            if (t.is_null())
+                return Status::error(ErrorCode::internal, node_context(n), "input '",
+                                     g.value(id).name, "' has no value at run time");
+            node_inputs.push_back(t);
+        }
+        PrepareContext pctx(n, node_inputs, /*inferring=*/false);
+        Status st = cn.kernel->prepare(pctx);
+        if (!st.is_ok()) return st.with_context(node_context(n));
+
+        out_views.assign(n.outputs.size(), TensorView{});
+        out_tensors.assign(n.outputs.size(), Tensor());
+        for (int i = 0; i < pctx.num_outputs(); ++i) {
+            if (!pctx.has_output(i)) continue;
+            const auto& spec = pctx.output_spec(i);
+            if (spec.dynamic) continue;
+            if (!spec.set)
+                return Status::error(ErrorCode::internal, node_context(n),
+                                     "kernel did not define output ", i);
+            auto t = Tensor::allocate(spec.dtype, spec.shape, *allocator_);
+            if (!t.is_ok()) return t.status().with_context(node_context(n));
+            out_tensors[static_cast<std::size_t>(i)] = std::move(t).value();
+            out_views[static_cast<std::size_t>(i)] = out_tensors[static_cast<std::size_t>(i)].view();
+        }
+        Tensor workspace;
+        if (pctx.workspace_bytes() > 0) {
+            auto w = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(pctx.workspace_bytes())},
+                                      *allocator_);
+            if (!w.is_ok()) return w.status().with_context(node_context(n));
+            workspace = std::move(w).value();
+        }
+        in_views.clear();
+        for (const Tensor& t : node_inputs) in_views.push_back(t.is_null() ? TensorView{} : t.view());
+        RunContext rctx(n, in_views, out_views, workspace.raw_data(), pctx.workspace_bytes(),
+                        *allocator_, control);
+        rctx.set_frame(&frame);
+        st = cn.kernel->run(rctx);
+        if (!st.is_ok()) return st.with_context(node_context(n));
+        for (int i = 0; i < pctx.num_outputs(); ++i) {
+            if (!pctx.has_output(i)) continue;
+            Tensor& dst = frame.values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(i)])];
+            if (pctx.output_spec(i).dynamic) {
+                dst = std::move(rctx.dynamic_output(i));
+                if (dst.is_null())
+                    return Status::error(ErrorCode::internal, node_context(n),
+                                         "kernel did not produce dynamic output ", i);
+            } else {
+                dst = std::move(out_tensors[static_cast<std::size_t>(i)]);
+            }
+        }
+        node_inputs.clear();
+        for (ValueId id : cn.release_after) frame.values[static_cast<std::size_t>(id)] = Tensor();
+    }
+    outputs.clear();
+    for (ValueId id : g.outputs) outputs.push_back(frame.values[static_cast<std::size_t>(id)]);
+    return Status::ok();
+}
+
+}  // namespace dsinfer::detail

@@ -1,0 +1,97 @@
+// The reference executor: compiles a Graph into kernels and runs it on the CPU.
+//
+// compile: per node, pick the best registered kernel (registry priority order), create it
+// (attribute validation, constant packing), compile subgraphs (If/Loop/Scan bodies) recursively
+// with a parent link for outer-scope names, infer static dtypes/shapes by running each
+// kernel's prepare on meta tensors, and compute value lifetimes (last use, including uses by
+// subgraphs that capture a value).
+// run: one Frame per call (values indexed by ValueId), nodes in topological order:
+// prepare -> allocate outputs and workspace -> run -> release dead values. A CompiledGraph is
+// immutable after compile, so concurrent runs share it safely.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dsinfer/engine.hpp"
+#include "dsinfer/graph.hpp"
+#include "dsinfer/kernel.hpp"
+#include "dsinfer/kernel_registry.hpp"
+
+namespace dsinfer::detail {
+
+class CompiledGraph;
+
+/// Per-run storage of one (sub)graph execution.
+struct Frame {
+    const CompiledGraph* graph = nullptr;
+    const Frame* parent = nullptr;
+    std::vector<Tensor> values;
+};
+
+struct CompileOptions {
+    const KernelRegistry* registry = nullptr;
+    DeviceKind device = DeviceKind::cpu;
+    Allocator* allocator = nullptr;
+    int max_subgraph_depth = 32;
+};
+
+class CompiledGraph final : public SubgraphRunner,
+                            public std::enable_shared_from_this<CompiledGraph> {
+public:
+    /// Compiles `graph` (nodes must be topologically sorted). `parent` is the enclosing
+    /// graph for subgraphs. The graph's values get inferred dtypes/shapes where unknown.
+    static StatusOr<std::shared_ptr<CompiledGraph>> compile(std::shared_ptr<Graph> graph,
+                                                            const CompileOptions& options,
+                                                            const CompiledGraph* parent = nullptr,
+                                                            int depth = 0);
+
+    /// Runs with `inputs` bound to graph inputs in order. `outer` is the enclosing frame
+    /// (subgraphs) or nullptr.
+    Status execute(const std::vector<Tensor>& inputs, const Frame* outer,
+                   const RunControl& control, std::vector<Tensor>& outputs) const;
+
+    // SubgraphRunner
+    int num_inputs() const noexcept override { return static_cast<int>(graph_->inputs.size()); }
+    int num_outputs() const noexcept override {
+        return static_cast<int>(graph_->outputs.size());
+    }
+    Status run(const std::vector<Tensor>& inputs, const void* outer_frame,
+               const RunControl& control, std::vector<Tensor>& outputs) const override {
+        return execute(inputs, static_cast<const Frame*>(outer_frame), control, outputs);
+    }
+
+    const Graph& graph() const noexcept { return *graph_; }
+    /// Name -> id of every value defined in this graph (captures included).
+    const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
+
+private:
+    struct CompiledNode {
+        std::unique_ptr<Kernel> kernel;
+        const KernelEntry* entry = nullptr;
+        std::vector<std::shared_ptr<CompiledGraph>> subgraphs;
+        std::vector<ValueId> release_after;  // values whose last use is this node
+    };
+    struct Capture {
+        ValueId id;      // in this graph
+        int levels_up;   // 1 = the parent frame
+        ValueId outer;   // id in that ancestor
+    };
+
+    Status compile_nodes(const CompileOptions& options, int depth);
+    Status infer_static();
+    void plan_lifetimes();
+
+    std::shared_ptr<Graph> graph_;
+    const CompiledGraph* parent_ = nullptr;
+    Allocator* allocator_ = nullptr;
+    std::vector<CompiledNode> nodes_;
+    std::vector<Capture> captures_;
+    /// Ancestor values read by this graph or its subgraphs: (levels_up, id).
+    std::vector<std::pair<int, ValueId>> outer_refs_;
+    std::unordered_map<std::string, ValueId> names_;
+};
+
+}  // namespace dsinfer::detail

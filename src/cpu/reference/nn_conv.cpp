@@ -1,0 +1,673 @@
+// Reference Conv and ConvTranspose (1-D to 6-D spatial). Conv is im2col + Eigen GEMM per
+// (image, group), with a direct loop for depthwise convolutions and no im2col for 1x1
+// stride-1 unpadded kernels; ConvTranspose is GEMM + col2im. 16-bit floats compute in float.
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cpu/kernel_utils.hpp"
+
+namespace dsinfer::detail {
+namespace {
+
+using std::int64_t;
+using Dims = std::array<int64_t, kMaxRank>;
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MapC = Eigen::Map<const RowMat<T>>;
+template <class T>
+using MapM = Eigen::Map<RowMat<T>>;
+
+enum class AutoPad { notset, same_upper, same_lower, valid };
+
+StatusOr<AutoPad> parse_auto_pad(const Node& n) {
+    DSINFER_ASSIGN_OR_RETURN(std::string s, n.attr_or<std::string>("auto_pad", "NOTSET"));
+    if (s == "NOTSET" || s.empty()) return AutoPad::notset;
+    if (s == "SAME_UPPER") return AutoPad::same_upper;
+    if (s == "SAME_LOWER") return AutoPad::same_lower;
+    if (s == "VALID") return AutoPad::valid;
+    return Status::error(ErrorCode::invalid_model, "attribute 'auto_pad' has invalid value '", s,
+                         "' (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)");
+}
+
+struct ConvAttrs {
+    std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape;
+    AutoPad auto_pad = AutoPad::notset;
+    int64_t group = 1;
+};
+
+// Checks attribute lengths against the spatial rank `nsp` (-1: unknown yet) and values.
+// `code` is invalid_model at create and invalid_argument at prepare.
+Status check_conv_attrs(const ConvAttrs& a, int nsp, ErrorCode code) {
+    auto check_len = [&](const std::vector<int64_t>& v, const char* name,
+                         std::size_t mult) -> Status {
+        if (nsp >= 0 && !v.empty() && v.size() != mult * static_cast<std::size_t>(nsp))
+            return Status::error(code, "attribute '", name, "' has ", v.size(),
+                                 " values, expected ", mult * static_cast<std::size_t>(nsp),
+                                 " for ", nsp, " spatial dimensions");
+        return Status::ok();
+    };
+    DSINFER_RETURN_IF_ERROR(check_len(a.kernel_shape, "kernel_shape", 1));
+    DSINFER_RETURN_IF_ERROR(check_len(a.strides, "strides", 1));
+    DSINFER_RETURN_IF_ERROR(check_len(a.dilations, "dilations", 1));
+    DSINFER_RETURN_IF_ERROR(check_len(a.pads, "pads", 2));
+    DSINFER_RETURN_IF_ERROR(check_len(a.output_padding, "output_padding", 1));
+    for (auto v : a.kernel_shape)
+        DSINFER_CHECK(v > 0, ErrorCode::invalid_model, "attribute 'kernel_shape' has value ", v,
+                      "; kernel dimensions must be positive");
+    for (auto v : a.strides)
+        DSINFER_CHECK(v > 0, ErrorCode::invalid_model, "attribute 'strides' has value ", v,
+                      "; strides must be positive");
+    for (auto v : a.dilations)
+        DSINFER_CHECK(v > 0, ErrorCode::invalid_model, "attribute 'dilations' has value ", v,
+                      "; dilations must be positive");
+    for (auto v : a.pads)
+        DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'pads' has value ", v,
+                      "; pads must be non-negative");
+    for (auto v : a.output_padding)
+        DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'output_padding' has value ",
+                      v, "; it must be non-negative");
+    DSINFER_CHECK(a.group > 0, ErrorCode::invalid_model, "attribute 'group' must be positive, got ",
+                  a.group);
+    return Status::ok();
+}
+
+StatusOr<ConvAttrs> read_conv_attrs(const KernelCreateContext& ctx, bool transpose) {
+    const Node& n = ctx.node();
+    ConvAttrs a;
+    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape,
+                             n.attr_or<std::vector<int64_t>>("kernel_shape", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.group, n.attr_or<int64_t>("group", 1));
+    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
+    if (transpose) {
+        DSINFER_ASSIGN_OR_RETURN(a.output_padding,
+                                 n.attr_or<std::vector<int64_t>>("output_padding", {}));
+        DSINFER_ASSIGN_OR_RETURN(a.output_shape,
+                                 n.attr_or<std::vector<int64_t>>("output_shape", {}));
+    }
+    // Spatial rank, when the model lets us know it now.
+    int nsp = -1;
+    if (!a.kernel_shape.empty()) {
+        nsp = static_cast<int>(a.kernel_shape.size());
+    } else if (const Tensor* w = ctx.constant_input(1); w != nullptr) {
+        nsp = w->shape().rank() - 2;
+    } else if (const Value* v = ctx.input_value(1); v != nullptr && v->shape.known) {
+        nsp = v->shape.rank() - 2;
+    } else if (const Value* x = ctx.input_value(0); x != nullptr && x->shape.known) {
+        nsp = x->shape.rank() - 2;
+    }
+    if (nsp == 0 || nsp > kMaxRank - 2)
+        return Status::error(ErrorCode::invalid_model, "expected 1 to ", kMaxRank - 2,
+                             " spatial dimensions, got ", nsp);
+    DSINFER_RETURN_IF_ERROR(check_conv_attrs(a, nsp, ErrorCode::invalid_model));
+    if (!a.output_shape.empty() && nsp >= 0 &&
+        a.output_shape.size() != static_cast<std::size_t>(nsp) &&
+        a.output_shape.size() != static_cast<std::size_t>(nsp + 2))
+        return Status::error(ErrorCode::invalid_model, "attribute 'output_shape' has ",
+                             a.output_shape.size(), " values, expected ", nsp);
+    // Channel/group consistency when both shapes are declared.
+    const Value* xv = ctx.input_value(0);
+    const Value* wv = ctx.input_value(1);
+    if (xv && wv && xv->shape.known && wv->shape.known && xv->shape.rank() >= 2 &&
+        wv->shape.rank() >= 2) {
+        const Dim& c = xv->shape.dims[1];
+        const Dim& w0 = wv->shape.dims[0];
+        const Dim& w1 = wv->shape.dims[1];
+        if (!transpose && c.is_static() && w1.is_static() && c.value != w1.value * a.group)
+            return Status::error(ErrorCode::invalid_model, "input X has ", c.value,
+                                 " channels but W expects ", w1.value, " x group ", a.group);
+        if (!transpose && w0.is_static() && w0.value % a.group != 0)
+            return Status::error(ErrorCode::invalid_model, "group ", a.group,
+                                 " does not divide the ", w0.value, " output channels of W");
+        if (transpose && c.is_static() && c.value % a.group != 0)
+            return Status::error(ErrorCode::invalid_model, "group ", a.group,
+                                 " does not divide the ", c.value, " input channels");
+    }
+    return a;
+}
+
+struct ConvGeom {
+    int nsp = 0;
+    Dims in{}, k{}, out{}, stride{}, dil{}, pb{}, pe{};
+    int64_t in_size = 1, k_size = 1, out_size = 1;
+};
+
+int64_t attr_at(const std::vector<int64_t>& v, int i, int64_t dflt) {
+    return v.empty() ? dflt : v[static_cast<std::size_t>(i)];
+}
+
+// Forward convolution geometry from X [N, C, in...] and the kernel dims.
+Status conv_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeom& g) {
+    g.nsp = x.rank() - 2;
+    for (int i = 0; i < g.nsp; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        g.in[u] = x[i + 2];
+        g.k[u] = w[i + 2];
+        g.stride[u] = attr_at(a.strides, i, 1);
+        g.dil[u] = attr_at(a.dilations, i, 1);
+        const int64_t ek = g.dil[u] * (g.k[u] - 1) + 1;
+        if (a.auto_pad == AutoPad::same_upper || a.auto_pad == AutoPad::same_lower) {
+            g.out[u] = (g.in[u] + g.stride[u] - 1) / g.stride[u];
+            const int64_t total = std::max<int64_t>(0, (g.out[u] - 1) * g.stride[u] + ek - g.in[u]);
+            const int64_t small = total / 2;
+            g.pb[u] = a.auto_pad == AutoPad::same_upper ? small : total - small;
+            g.pe[u] = total - g.pb[u];
+        } else {
+            g.pb[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, i, 0);
+            g.pe[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, g.nsp + i, 0);
+            const int64_t padded = g.in[u] + g.pb[u] + g.pe[u];
+            if (padded < ek)
+                return Status::error(ErrorCode::invalid_argument, "spatial dimension ", i,
+                                     ": padded input size ", padded,
+                                     " is smaller than the dilated kernel size ", ek);
+            g.out[u] = (padded - ek) / g.stride[u] + 1;
+        }
+        g.in_size *= g.in[u];
+        g.k_size *= g.k[u];
+        g.out_size *= g.out[u];
+    }
+    return Status::ok();
+}
+
+Status check_shapes_common(const PrepareContext& ctx, const ConvAttrs& a, const char* op) {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    DSINFER_CHECK(kFloatTypes.contains(x.dtype()), ErrorCode::unsupported, op,
+                  " does not support element type ", dtype_name(x.dtype()));
+    DSINFER_CHECK(w.dtype() == x.dtype(), ErrorCode::invalid_argument, "input W has type ",
+                  dtype_name(w.dtype()), ", expected ", dtype_name(x.dtype()));
+    DSINFER_CHECK(x.shape().rank() >= 3, ErrorCode::invalid_argument,
+                  "input X must have rank >= 3 (N, C, spatial...), got ", x.shape().to_string());
+    DSINFER_CHECK(w.shape().rank() == x.shape().rank(), ErrorCode::invalid_argument,
+                  "input W of shape ", w.shape().to_string(), " must have the rank of X ",
+                  x.shape().to_string());
+    const int nsp = x.shape().rank() - 2;
+    DSINFER_RETURN_IF_ERROR(check_conv_attrs(a, nsp, ErrorCode::invalid_argument));
+    for (int i = 0; i < static_cast<int>(a.kernel_shape.size()); ++i)
+        DSINFER_CHECK(a.kernel_shape[static_cast<std::size_t>(i)] == w.shape()[i + 2],
+                      ErrorCode::invalid_argument, "attribute 'kernel_shape' does not match W of shape ",
+                      w.shape().to_string());
+    return Status::ok();
+}
+
+template <class T>
+void widen(const T* src, float* dst, int64_t n) noexcept {
+    for (int64_t i = 0; i < n; ++i) dst[i] = load(src[i]);
+}
+
+// ---- Conv ------------------------------------------------------------------------------------
+
+class ConvKernel final : public Kernel {
+public:
+    explicit ConvKernel(ConvAttrs a) : a_(std::move(a)) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(check_shapes_common(ctx, a_, "Conv"));
+        const Shape& xs = ctx.input(0).shape();
+        const Shape& ws = ctx.input(1).shape();
+        const int64_t c = xs[1], m = ws[0];
+        DSINFER_CHECK(c == ws[1] * a_.group, ErrorCode::invalid_argument, "input X has ", c,
+                      " channels but W ", ws.to_string(), " with group ", a_.group,
+                      " expects ", ws[1] * a_.group);
+        DSINFER_CHECK(m % a_.group == 0, ErrorCode::invalid_argument, "group ", a_.group,
+                      " does not divide the ", m, " output channels of W");
+        if (ctx.has_input(2)) {
+            const Tensor& b = ctx.input(2);
+            DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
+                          ErrorCode::invalid_argument, "input B must be a ",
+                          dtype_name(ctx.input(0).dtype()), " vector of ", m,
+                          " elements, got ", dtype_name(b.dtype()), " ", b.shape().to_string());
+        }
+        ConvGeom g;
+        DSINFER_RETURN_IF_ERROR(conv_geometry(a_, xs, ws, g));
+        Shape out{xs[0], m};
+        for (int i = 0; i < g.nsp; ++i) out.push_back(g.out[static_cast<std::size_t>(i)]);
+        ctx.set_output(0, ctx.input(0).dtype(), out);
+        const bool half = is_half(ctx.input(0).dtype());
+        const std::size_t fsz = ctx.input(0).dtype() == DType::f64 ? 8 : 4;
+        std::size_t ws_elems = 0;
+        if (!depthwise(c, m)) {
+            const int64_t cg = c / a_.group, mg = m / a_.group;
+            if (half || !pointwise(g)) ws_elems += static_cast<std::size_t>(cg * g.k_size * g.out_size);
+            if (half)
+                ws_elems += static_cast<std::size_t>(ws.num_elements() + mg * g.out_size +
+                                                     cg * g.in_size);
+        }
+        ctx.set_workspace(ws_elems * fsz);
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& w = ctx.input(1);
+        ConvGeom g;
+        DSINFER_RETURN_IF_ERROR(conv_geometry(a_, x.shape, w.shape, g));
+        return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
+            if (depthwise(x.shape[1], w.shape[0]))
+                run_depthwise<T>(ctx, g);
+            else
+                run_gemm<T>(ctx, g);
+            return Status::ok();
+        });
+    }
+
+private:
+    static bool is_half(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
+    bool depthwise(int64_t c, int64_t /*m*/) const { return a_.group == c && a_.group > 1; }
+    static bool pointwise(const ConvGeom& g) {
+        for (int i = 0; i < g.nsp; ++i) {
+            const auto u = static_cast<std::size_t>(i);
+            if (g.k[u] != 1 || g.stride[u] != 1 || g.pb[u] != 0 || g.pe[u] != 0) return false;
+        }
+        return true;
+    }
+
+    // col[(c * K + kidx), o] = x[c, o * stride - pad + kpos * dil] (0 outside).
+    template <class T, class F>
+    static void im2col(const T* x, F* col, int64_t channels, const ConvGeom& g) noexcept {
+        const int nsp = g.nsp;
+        const int last = nsp - 1;
+        const auto ul = static_cast<std::size_t>(last);
+        const Dims in_st = [&] {
+            Dims s{};
+            int64_t acc = 1;
+            for (int i = nsp - 1; i >= 0; --i) {
+                s[static_cast<std::size_t>(i)] = acc;
+                acc *= g.in[static_cast<std::size_t>(i)];
+            }
+            return s;
+        }();
+        const int64_t out_last = g.out[ul];
+        const int64_t outer_count = g.out_size / std::max<int64_t>(1, out_last);
+        F* dst = col;
+        for (int64_t c = 0; c < channels; ++c) {
+            const T* xc = x + c * g.in_size;
+            Dims kp{};
+            for (int64_t kidx = 0; kidx < g.k_size; ++kidx) {
+                Dims op{};
+                for (int64_t oo = 0; oo < outer_count; ++oo) {
+                    int64_t base = 0;
+                    bool inside = true;
+                    for (int d = 0; d < last; ++d) {
+                        const auto u = static_cast<std::size_t>(d);
+                        const int64_t i = op[u] * g.stride[u] - g.pb[u] + kp[u] * g.dil[u];
+                        if (i < 0 || i >= g.in[u]) {
+                            inside = false;
+                            break;
+                        }
+                        base += i * in_st[u];
+                    }
+                    if (!inside) {
+                        std::fill(dst, dst + out_last, F(0));
+                    } else {
+                        const int64_t s = g.stride[ul];
+                        const int64_t off = kp[ul] * g.dil[ul] - g.pb[ul];
+                        const T* row = xc + base;
+                        for (int64_t o = 0; o < out_last; ++o) {
+                            const int64_t i = o * s + off;
+                            dst[o] = (i >= 0 && i < g.in[ul]) ? static_cast<F>(load(row[i])) : F(0);
+                        }
+                    }
+                    dst += out_last;
+                    for (int d = last - 1; d >= 0; --d) {
+                        const auto u = static_cast<std::size_t>(d);
+                        if (++op[u] < g.out[u]) break;
+                        op[u] = 0;
+                    }
+                }
+                for (int d = nsp - 1; d >= 0; --d) {
+                    const auto u = static_cast<std::size_t>(d);
+                    if (++kp[u] < g.k[u]) break;
+                    kp[u] = 0;
+                }
+            }
+        }
+    }
+
+    template <class T>
+    void run_gemm(RunContext& ctx, const ConvGeom& g) const noexcept {
+        using F = compute_t<T>;
+        const TensorView& x = ctx.input(0);
+        const TensorView& w = ctx.input(1);
+        const TensorView& y = ctx.output(0);
+        const int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
+        const int64_t cg = c / a_.group, mg = m / a_.group;
+        const int64_t kk = cg * g.k_size;
+        const bool pw = pointwise(g);
+        F* ws = static_cast<F*>(ctx.workspace());
+        F* col = ws;
+        const F* wf;
+        F* yf = nullptr;
+        F* xf = nullptr;
+        if constexpr (is_half_v<T>) {
+            F* wbuf = col + kk * g.out_size;
+            widen(w.data<T>(), wbuf, w.num_elements());
+            wf = wbuf;
+            yf = wbuf + w.num_elements();
+            xf = yf + mg * g.out_size;
+        } else {
+            wf = w.data<T>();
+        }
+        const T* px = x.data<T>();
+        T* py = y.data<T>();
+        for (int64_t i = 0; i < n; ++i) {
+            for (int64_t gi = 0; gi < a_.group; ++gi) {
+                const T* xg = px + (i * c + gi * cg) * g.in_size;
+                const F* b;
+                if constexpr (is_half_v<T>) {
+                    if (pw) {
+                        widen(xg, xf, cg * g.in_size);
+                        b = xf;
+                    } else {
+                        im2col<T, F>(xg, col, cg, g);
+                        b = col;
+                    }
+                } else {
+                    if (pw) {
+                        b = xg;
+                    } else {
+                        im2col<T, F>(xg, col, cg, g);
+                        b = col;
+                    }
+                }
+                F* out;
+                if constexpr (is_half_v<T>) out = yf;
+                else out = py + (i * m + gi * mg) * g.out_size;
+                if (g.out_size > 0 && mg > 0) {
+                    auto ym = MapM<F>(out, mg, g.out_size);
+                    if (kk == 0) ym.setZero();
+                    else ym.noalias() = MapC<F>(wf + gi * mg * kk, mg, kk) * MapC<F>(b, kk, g.out_size);
+                }
+                T* dst = py + (i * m + gi * mg) * g.out_size;
+                for (int64_t mm = 0; mm < mg; ++mm) {
+                    const F bias = ctx.has_input(2)
+                                       ? static_cast<F>(load(ctx.input(2).data<T>()[gi * mg + mm]))
+                                       : F(0);
+                    F* orow = out + mm * g.out_size;
+                    T* drow = dst + mm * g.out_size;
+                    for (int64_t o = 0; o < g.out_size; ++o) drow[o] = store<T>(orow[o] + bias);
+                }
+            }
+        }
+    }
+
+    // One input channel per group: out channel oc reads input channel oc / (M / C).
+    template <class T>
+    void run_depthwise(RunContext& ctx, const ConvGeom& g) const noexcept {
+        using F = compute_t<T>;
+        const TensorView& x = ctx.input(0);
+        const TensorView& w = ctx.input(1);
+        const int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
+        const int64_t mult = m / c;
+        const T* px = x.data<T>();
+        const T* pw = w.data<T>();
+        T* py = ctx.output(0).data<T>();
+        const int nsp = g.nsp;
+        Dims in_st{};
+        int64_t acc = 1;
+        for (int i = nsp - 1; i >= 0; --i) {
+            in_st[static_cast<std::size_t>(i)] = acc;
+            acc *= g.in[static_cast<std::size_t>(i)];
+        }
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t oc = 0; oc < m; ++oc) {
+                const T* xc = px + (i * c + oc / mult) * g.in_size;
+                const T* wk = pw + oc * g.k_size;
+                T* yc = py + (i * m + oc) * g.out_size;
+                const F bias =
+                    ctx.has_input(2) ? static_cast<F>(load(ctx.input(2).data<T>()[oc])) : F(0);
+                Dims op{};
+                for (int64_t o = 0; o < g.out_size; ++o) {
+                    F sum = bias;
+                    Dims kp{};
+                    for (int64_t k = 0; k < g.k_size; ++k) {
+                        int64_t off = 0;
+                        bool inside = true;
+                        for (int d = 0; d < nsp; ++d) {
+                            const auto u = static_cast<std::size_t>(d);
+                            const int64_t ii = op[u] * g.stride[u] - g.pb[u] + kp[u] * g.dil[u];
+                            if (ii < 0 || ii >= g.in[u]) {
+                                inside = false;
+                                break;
+                            }
+                            off += ii * in_st[u];
+                        }
+                        if (inside) sum += static_cast<F>(load(xc[off])) * static_cast<F>(load(wk[k]));
+                        for (int d = nsp - 1; d >= 0; --d) {
+                            const auto u = static_cast<std::size_t>(d);
+                            if (++kp[u] < g.k[u]) break;
+                            kp[u] = 0;
+                        }
+                    }
+                    yc[o] = store<T>(sum);
+                    for (int d = nsp - 1; d >= 0; --d) {
+                        const auto u = static_cast<std::size_t>(d);
+                        if (++op[u] < g.out[u]) break;
+                        op[u] = 0;
+                    }
+                }
+            }
+    }
+
+    ConvAttrs a_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, false));
+    return make_kernel<ConvKernel>(std::move(a));
+}
+
+// ---- ConvTranspose ---------------------------------------------------------------------------
+
+Status convt_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeom& g) {
+    g.nsp = x.rank() - 2;
+    const std::size_t skip =
+        a.output_shape.size() == static_cast<std::size_t>(g.nsp + 2) ? 2 : 0;
+    if (!a.output_shape.empty() && a.output_shape.size() != static_cast<std::size_t>(g.nsp) &&
+        skip == 0)
+        return Status::error(ErrorCode::invalid_argument, "attribute 'output_shape' has ",
+                             a.output_shape.size(), " values, expected ", g.nsp);
+    for (int i = 0; i < g.nsp; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        g.in[u] = x[i + 2];
+        g.k[u] = w[i + 2];
+        g.stride[u] = attr_at(a.strides, i, 1);
+        g.dil[u] = attr_at(a.dilations, i, 1);
+        const int64_t opad = attr_at(a.output_padding, i, 0);
+        const int64_t ek = g.dil[u] * (g.k[u] - 1) + 1;
+        const int64_t full = g.stride[u] * (g.in[u] - 1) + opad + ek;
+        const bool same = a.auto_pad == AutoPad::same_upper || a.auto_pad == AutoPad::same_lower;
+        if (!a.output_shape.empty() || same) {
+            g.out[u] = !a.output_shape.empty() ? a.output_shape[skip + u] : g.in[u] * g.stride[u];
+            const int64_t total = full - g.out[u];
+            // Per the spec: SAME_UPPER puts the smaller half first, otherwise the larger.
+            if (a.auto_pad == AutoPad::same_upper) {
+                g.pb[u] = total / 2;
+                g.pe[u] = total - total / 2;
+            } else {
+                g.pb[u] = total - total / 2;
+                g.pe[u] = total / 2;
+            }
+        } else {
+            g.pb[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, i, 0);
+            g.pe[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, g.nsp + i, 0);
+            g.out[u] = full - g.pb[u] - g.pe[u];
+        }
+        if (g.out[u] < 0)
+            return Status::error(ErrorCode::invalid_argument, "spatial dimension ", i,
+                                 ": computed output size ", g.out[u], " is negative");
+        g.in_size *= g.in[u];
+        g.k_size *= g.k[u];
+        g.out_size *= g.out[u];
+    }
+    return Status::ok();
+}
+
+class ConvTransposeKernel final : public Kernel {
+public:
+    explicit ConvTransposeKernel(ConvAttrs a) : a_(std::move(a)) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(check_shapes_common(ctx, a_, "ConvTranspose"));
+        const Shape& xs = ctx.input(0).shape();
+        const Shape& ws = ctx.input(1).shape();
+        const int64_t c = xs[1];
+        DSINFER_CHECK(c % a_.group == 0, ErrorCode::invalid_argument, "group ", a_.group,
+                      " does not divide the ", c, " input channels");
+        DSINFER_CHECK(ws[0] == c, ErrorCode::invalid_argument, "input W of shape ",
+                      ws.to_string(), " must have ", c, " (input channels) as dimension 0");
+        const int64_t m = ws[1] * a_.group;
+        for (int i = 0; i < static_cast<int>(a_.output_padding.size()); ++i) {
+            const auto u = static_cast<std::size_t>(i);
+            DSINFER_CHECK(a_.output_padding[u] < std::max(attr_at(a_.strides, i, 1),
+                                                          attr_at(a_.dilations, i, 1)),
+                          ErrorCode::invalid_argument, "output_padding ", a_.output_padding[u],
+                          " must be smaller than the stride or dilation");
+        }
+        if (ctx.has_input(2)) {
+            const Tensor& b = ctx.input(2);
+            DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
+                          ErrorCode::invalid_argument, "input B must be a ",
+                          dtype_name(ctx.input(0).dtype()), " vector of ", m,
+                          " elements, got ", dtype_name(b.dtype()), " ", b.shape().to_string());
+        }
+        ConvGeom g;
+        DSINFER_RETURN_IF_ERROR(convt_geometry(a_, xs, ws, g));
+        Shape out{xs[0], m};
+        for (int i = 0; i < g.nsp; ++i) out.push_back(g.out[static_cast<std::size_t>(i)]);
+        ctx.set_output(0, ctx.input(0).dtype(), out);
+        const int64_t mg = m / a_.group;
+        std::size_t elems = static_cast<std::size_t>(mg * g.k_size * g.in_size);
+        const bool half = ctx.input(0).dtype() == DType::f16 || ctx.input(0).dtype() == DType::bf16;
+        if (half)
+            elems += static_cast<std::size_t>(ws.num_elements() + xs.num_elements() +
+                                              out.num_elements());
+        ctx.set_workspace(elems * (ctx.input(0).dtype() == DType::f64 ? 8 : 4));
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& w = ctx.input(1);
+        ConvGeom g;
+        DSINFER_RETURN_IF_ERROR(convt_geometry(a_, x.shape, w.shape, g));
+        return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
+            compute<T>(ctx, g);
+            return Status::ok();
+        });
+    }
+
+private:
+    template <class T>
+    void compute(RunContext& ctx, const ConvGeom& g) const noexcept {
+        using F = compute_t<T>;
+        const TensorView& x = ctx.input(0);
+        const TensorView& w = ctx.input(1);
+        const TensorView& y = ctx.output(0);
+        const int64_t n = x.shape[0], c = x.shape[1];
+        const int64_t cg = c / a_.group, mg = w.shape[1], m = mg * a_.group;
+        const int64_t rows = mg * g.k_size;
+        F* col = static_cast<F*>(ctx.workspace());
+        const F* wf;
+        const F* xf;
+        F* yf;
+        if constexpr (is_half_v<T>) {
+            F* wb = col + rows * g.in_size;
+            F* xb = wb + w.num_elements();
+            F* yb = xb + x.num_elements();
+            widen(w.data<T>(), wb, w.num_elements());
+            widen(x.data<T>(), xb, x.num_elements());
+            wf = wb;
+            xf = xb;
+            yf = yb;
+        } else {
+            wf = w.data<T>();
+            xf = x.data<T>();
+            yf = y.data<T>();
+        }
+        // Y starts as the bias.
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t oc = 0; oc < m; ++oc) {
+                const F b =
+                    ctx.has_input(2) ? static_cast<F>(load(ctx.input(2).data<T>()[oc])) : F(0);
+                std::fill(yf + (i * m + oc) * g.out_size, yf + (i * m + oc + 1) * g.out_size, b);
+            }
+        const int nsp = g.nsp;
+        Dims out_st{};
+        int64_t acc = 1;
+        for (int d = nsp - 1; d >= 0; --d) {
+            out_st[static_cast<std::size_t>(d)] = acc;
+            acc *= g.out[static_cast<std::size_t>(d)];
+        }
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t gi = 0; gi < a_.group; ++gi) {
+                if (rows == 0 || g.in_size == 0) continue;
+                auto colm = MapM<F>(col, rows, g.in_size);
+                if (cg == 0) colm.setZero();
+                else
+                    colm.noalias() = MapC<F>(wf + gi * cg * rows, cg, rows).transpose() *
+                                     MapC<F>(xf + (i * c + gi * cg) * g.in_size, cg, g.in_size);
+                F* yg = yf + (i * m + gi * mg) * g.out_size;
+                // col2im: scatter-add each column entry to its output position.
+                for (int64_t mm = 0; mm < mg; ++mm) {
+                    F* yc = yg + mm * g.out_size;
+                    Dims kp{};
+                    for (int64_t k = 0; k < g.k_size; ++k) {
+                        const F* crow = col + (mm * g.k_size + k) * g.in_size;
+                        Dims ip{};
+                        for (int64_t p = 0; p < g.in_size; ++p) {
+                            int64_t off = 0;
+                            bool inside = true;
+                            for (int d = 0; d < nsp; ++d) {
+                                const auto u = static_cast<std::size_t>(d);
+                                const int64_t o = ip[u] * g.stride[u] - g.pb[u] + kp[u] * g.dil[u];
+                                if (o < 0 || o >= g.out[u]) {
+                                    inside = false;
+                                    break;
+                                }
+                                off += o * out_st[u];
+                            }
+                            if (inside) yc[off] += crow[p];
+                            for (int d = nsp - 1; d >= 0; --d) {
+                                const auto u = static_cast<std::size_t>(d);
+                                if (++ip[u] < g.in[u]) break;
+                                ip[u] = 0;
+                            }
+                        }
+                        for (int d = nsp - 1; d >= 0; --d) {
+                            const auto u = static_cast<std::size_t>(d);
+                            if (++kp[u] < g.k[u]) break;
+                            kp[u] = 0;
+                        }
+                    }
+                }
+            }
+        if constexpr (is_half_v<T>) {
+            T* py = y.data<T>();
+            for (int64_t e = 0; e < y.num_elements(); ++e) py[e] = store<T>(yf[e]);
+        }
+    }
+
+    ConvAttrs a_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, true));
+    return make_kernel<ConvTransposeKernel>(std::move(a));
+}
+
+}  // namespace
+
+void register_nn_conv_kernels(KernelRegistry& r) {
+    r.add({"Conv", "", 1, kMaxOpset, DeviceKind::cpu}, &make_conv);
+    r.add({"ConvTranspose", "", 1, kMaxOpset, DeviceKind::cpu}, &make_conv_transpose);
+}
+
+}  // namespace dsinfer::detail

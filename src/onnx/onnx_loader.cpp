@@ -1,0 +1,740 @@
+// ONNX importer: ModelProto -> dsinfer::Graph.
+//
+// Model files are untrusted. Every length, count, dim and offset is validated before memory
+// is committed to it; protobuf parsing is bounded in bytes and nesting; subgraph conversion
+// recursion is bounded by ModelLimits::max_subgraph_depth (checked before recursing);
+// external data is resolved strictly inside the model's directory on opened descriptors.
+#include "onnx/onnx_loader.hpp"
+
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dsinfer::detail {
+namespace {
+
+// ---- file helpers ---------------------------------------------------------------------------
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f = -1) : fd(f) {}
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            if (fd >= 0) ::close(fd);
+            fd = o.fd;
+            o.fd = -1;
+        }
+        return *this;
+    }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+/// A read-only private mapping, released when the last owner goes away.
+struct Mapping {
+    void* base = MAP_FAILED;
+    std::size_t length = 0;
+    ~Mapping() {
+        if (base != MAP_FAILED && length > 0) ::munmap(base, length);
+    }
+};
+
+StatusOr<std::shared_ptr<Mapping>> map_fd(int fd, std::uint64_t offset, std::uint64_t length,
+                                          const std::string& what) {
+    auto m = std::make_shared<Mapping>();
+    if (length == 0) return m;
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t aligned = offset - offset % page;
+    const std::uint64_t span = length + (offset - aligned);
+    void* p = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(aligned));
+    if (p == MAP_FAILED)
+        return Status::error(ErrorCode::io_error, "cannot map ", what, ": ", std::strerror(errno));
+    m->base = p;
+    m->length = span;
+    return m;
+}
+
+// ---- conversion context ---------------------------------------------------------------------
+
+struct Scope {
+    std::unordered_map<std::string, ValueId> names;
+    Graph* graph = nullptr;
+};
+
+class Converter {
+public:
+    Converter(std::filesystem::path base_dir, const ModelLimits& limits)
+        : base_dir_(std::move(base_dir)), limits_(limits) {}
+
+    Status convert_model(const onnx::ModelProto& model, Graph& out);
+    StatusOr<Tensor> convert_tensor(const onnx::TensorProto& t, const std::string& what);
+
+private:
+    Status convert_graph(const onnx::GraphProto& g, Graph& out, std::vector<Scope*>& scopes,
+                         int depth);
+    Status convert_attribute(const onnx::AttributeProto& a, Attribute& out,
+                             std::vector<Scope*>& scopes, int depth, const std::string& where);
+    Status convert_type(const onnx::TypeProto& type, Value& v, const std::string& what);
+    StatusOr<Tensor> read_external(const onnx::TensorProto& t, DType dtype, const Shape& shape,
+                                   std::size_t bytes, const std::string& what);
+    StatusOr<ValueId> resolve(const std::string& name, std::vector<Scope*>& scopes,
+                              const std::string& where);
+
+    std::filesystem::path base_dir_;
+    const ModelLimits& limits_;
+    std::int64_t node_count_ = 0;
+    std::uint64_t external_bytes_ = 0;
+    std::vector<OpsetImport> opsets_;
+};
+
+Status check_name(const std::string& s, const std::string& what) {
+    DSINFER_CHECK(s.size() <= 4096, ErrorCode::invalid_model, what, " name is ", s.size(),
+                  " bytes long (limit 4096)");
+    return Status::ok();
+}
+
+StatusOr<std::uint64_t> parse_u64(const std::string& s, const std::string& what) {
+    DSINFER_CHECK(!s.empty() && s.size() <= 20, ErrorCode::invalid_model, what,
+                  " is not a non-negative integer: '", s, "'");
+    std::uint64_t v = 0;
+    for (char c : s) {
+        DSINFER_CHECK(c >= '0' && c <= '9', ErrorCode::invalid_model, what,
+                      " is not a non-negative integer: '", s, "'");
+        const auto d = static_cast<std::uint64_t>(c - '0');
+        DSINFER_CHECK(v <= (std::numeric_limits<std::uint64_t>::max() - d) / 10,
+                      ErrorCode::invalid_model, what, " overflows: '", s, "'");
+        v = v * 10 + d;
+    }
+    return v;
+}
+
+StatusOr<Tensor> Converter::read_external(const onnx::TensorProto& t, DType dtype,
+                                          const Shape& shape, std::size_t bytes,
+                                          const std::string& what) {
+    std::string location;
+    bool has_offset = false, has_length = false;
+    std::uint64_t offset = 0, length = 0;
+    for (const auto& kv : t.external_data()) {
+        if (kv.key() == "location") {
+            location = kv.value();
+        } else if (kv.key() == "offset") {
+            DSINFER_ASSIGN_OR_RETURN(offset, parse_u64(kv.value(), what + " external offset"));
+            has_offset = true;
+        } else if (kv.key() == "length") {
+            DSINFER_ASSIGN_OR_RETURN(length, parse_u64(kv.value(), what + " external length"));
+            has_length = true;
+        } else if (kv.key() == "checksum") {
+            // Not verified (no hash is prescribed by the spec); ignored by design.
+        } else {
+            return Status::error(ErrorCode::invalid_model, what, ": unknown external_data key '",
+                                 kv.key(), "'");
+        }
+    }
+    (void)has_offset;
+    DSINFER_CHECK(dtype != DType::string, ErrorCode::invalid_model, what,
+                  ": string tensors cannot use external data");
+    DSINFER_CHECK(!location.empty(), ErrorCode::invalid_model, what,
+                  ": external data has an empty location");
+    DSINFER_CHECK(!base_dir_.empty(), ErrorCode::invalid_model, what,
+                  ": external data '", location, "' but the model was not loaded from a file");
+    // Reject anything that is not a plain relative path inside the model directory.
+    DSINFER_CHECK(location.find('\\') == std::string::npos && location.find(':') == std::string::npos &&
+                      location.find('\0') == std::string::npos && location.front() != '/',
+                  ErrorCode::invalid_model, what, ": external data location '", location,
+                  "' escapes the model directory (absolute, drive or UNC path)");
+    if (location.rfind("*/_ORT_MEM_ADDR_/*", 0) == 0 || location.rfind("*/", 0) == 0)
+        return Status::error(ErrorCode::invalid_model, what, ": external data location '",
+                             location, "' is an in-memory sentinel, not a file");
+    std::vector<std::string> parts;
+    {
+        std::size_t start = 0;
+        while (start <= location.size()) {
+            std::size_t end = location.find('/', start);
+            if (end == std::string::npos) end = location.size();
+            std::string part = location.substr(start, end - start);
+            if (part == "..")
+                return Status::error(ErrorCode::invalid_model, what, ": external data location '",
+                                     location, "' escapes the model directory ('..')");
+            if (!part.empty() && part != ".") parts.push_back(std::move(part));
+            start = end + 1;
+        }
+    }
+    DSINFER_CHECK(!parts.empty(), ErrorCode::invalid_model, what,
+                  ": external data location '", location, "' names no file");
+
+    Fd dir(::open(base_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.fd < 0)
+        return Status::error(ErrorCode::io_error, "cannot open model directory '",
+                             base_dir_.string(), "': ", std::strerror(errno));
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+        Fd next(::openat(dir.fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (next.fd < 0)
+            return Status::error(ErrorCode::invalid_model, what, ": external data location '",
+                                 location, "': directory component '", parts[i],
+                                 "' is missing, not a directory, or a symlink (",
+                                 std::strerror(errno), ")");
+        dir = std::move(next);
+    }
+    Fd file(::openat(dir.fd, parts.back().c_str(),
+                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    if (file.fd < 0)
+        return Status::error(ErrorCode::invalid_model, what, ": cannot open external data file '",
+                             location, "' (missing or a symlink): ", std::strerror(errno));
+    struct stat st {};
+    if (::fstat(file.fd, &st) != 0)
+        return Status::error(ErrorCode::io_error, what, ": cannot stat '", location, "'");
+    DSINFER_CHECK(S_ISREG(st.st_mode), ErrorCode::invalid_model, what, ": external data '",
+                  location, "' is not a regular file");
+    DSINFER_CHECK(st.st_nlink == 1, ErrorCode::invalid_model, what, ": external data '", location,
+                  "' has ", st.st_nlink, " hard links (refused: it may alias a file outside the "
+                  "model directory)");
+    const auto file_size = static_cast<std::uint64_t>(st.st_size);
+    if (!has_length) length = bytes;
+    DSINFER_CHECK(length == bytes, ErrorCode::invalid_model, what, ": external data length ",
+                  length, " does not match ", bytes, " bytes for shape ", shape.to_string(), " ",
+                  dtype_name(dtype));
+    DSINFER_CHECK(offset <= file_size && length <= file_size - offset, ErrorCode::invalid_model,
+                  what, ": external data [", offset, ", +", length, ") exceeds file '", location,
+                  "' of ", file_size, " bytes");
+    DSINFER_CHECK(length <= limits_.max_external_bytes - std::min(limits_.max_external_bytes,
+                                                                  external_bytes_),
+                  ErrorCode::resource_exhausted, what, ": external data exceeds the limit of ",
+                  limits_.max_external_bytes, " bytes");
+    external_bytes_ += length;
+    if (length == 0) return Tensor::allocate(dtype, shape);
+    // Use the mapping in place when the data is suitably aligned; else copy it out.
+    DSINFER_ASSIGN_OR_RETURN(auto mapping, map_fd(file.fd, offset, length, "'" + location + "'"));
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    auto* ptr = static_cast<char*>(mapping->base) + (offset % page);
+    if (reinterpret_cast<std::uintptr_t>(ptr) % kTensorAlignment == 0) {
+        return Tensor::wrap(ptr, dtype, shape, Device{}, std::shared_ptr<void>(mapping, ptr));
+    }
+    DSINFER_ASSIGN_OR_RETURN(Tensor copy, Tensor::allocate(dtype, shape));
+    std::memcpy(copy.raw_data(), ptr, bytes);
+    return copy;
+}
+
+template <class Dst, class Src>
+void copy_typed(Tensor& t, const Src& field) {
+    auto* d = static_cast<Dst*>(t.raw_data());
+    for (int i = 0; i < field.size(); ++i) d[i] = static_cast<Dst>(field.Get(i));
+}
+
+StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std::string& what) {
+    DSINFER_CHECK(!t.has_segment(), ErrorCode::unsupported, what, ": segmented tensors are not supported");
+    const int onnx_type = t.data_type();
+    auto dtype_opt = from_onnx_dtype(onnx_type);
+    if (!dtype_opt) {
+        if (onnx_type == 0 || onnx_type > 26 || onnx_type < 0)
+            return Status::error(ErrorCode::invalid_model, what, ": invalid element type ",
+                                 onnx_type);
+        return Status::error(ErrorCode::unsupported, what, ": element type ",
+                             onnx_dtype_name(onnx_type), " is not supported");
+    }
+    const DType dtype = *dtype_opt;
+    DSINFER_CHECK(t.dims_size() <= limits_.max_rank, ErrorCode::invalid_model, what, ": rank ",
+                  t.dims_size(), " exceeds the maximum rank ", limits_.max_rank);
+    std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
+    auto shape_or = Shape::make(dims);
+    if (!shape_or.is_ok())
+        return Status(ErrorCode::invalid_model, what + ": " + shape_or.status().message());
+    const Shape shape = shape_or.value();
+    const auto numel = static_cast<std::uint64_t>(shape.num_elements());
+    const std::size_t esize = dtype == DType::string ? 1 : dtype_size(dtype);
+    DSINFER_CHECK(numel <= limits_.max_tensor_bytes / esize, ErrorCode::invalid_model, what,
+                  ": shape ", shape.to_string(), " of ", dtype_name(dtype), " exceeds the tensor "
+                  "size limit of ", limits_.max_tensor_bytes, " bytes");
+    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(dtype);
+
+    const bool external = t.has_data_location() &&
+                          t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+    const int typed_count = t.float_data_size() + t.int32_data_size() + t.string_data_size() +
+                            t.int64_data_size() + t.double_data_size() + t.uint64_data_size();
+    if (external) {
+        DSINFER_CHECK(!t.has_raw_data() && typed_count == 0, ErrorCode::invalid_model, what,
+                      ": external tensor also carries inline data");
+        return read_external(t, dtype, shape, bytes, what);
+    }
+    if (t.has_raw_data()) {
+        DSINFER_CHECK(typed_count == 0, ErrorCode::invalid_model, what,
+                      ": data in both raw_data and a typed field");
+        DSINFER_CHECK(dtype != DType::string, ErrorCode::invalid_model, what,
+                      ": string tensors cannot use raw_data");
+        DSINFER_CHECK(t.raw_data().size() == bytes, ErrorCode::invalid_model, what,
+                      ": raw_data has ", t.raw_data().size(), " bytes, expected ", bytes,
+                      " for shape ", shape.to_string(), " of ", dtype_name(dtype));
+        DSINFER_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype, shape));
+        if (bytes > 0) std::memcpy(out.raw_data(), t.raw_data().data(), bytes);
+        return out;
+    }
+    auto expect = [&](int count, const char* field) -> Status {
+        DSINFER_CHECK(static_cast<std::uint64_t>(count) == numel && typed_count == count,
+                      ErrorCode::invalid_model, what, ": ", field, " has ", count,
+                      " values (other typed fields ", typed_count - count, "), expected ", numel,
+                      " for shape ", shape.to_string());
+        return Status::ok();
+    };
+    DSINFER_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype, shape));
+    switch (dtype) {
+        case DType::f32:
+            DSINFER_RETURN_IF_ERROR(expect(t.float_data_size(), "float_data"));
+            copy_typed<float>(out, t.float_data());
+            break;
+        case DType::f64:
+            DSINFER_RETURN_IF_ERROR(expect(t.double_data_size(), "double_data"));
+            copy_typed<double>(out, t.double_data());
+            break;
+        case DType::i64:
+            DSINFER_RETURN_IF_ERROR(expect(t.int64_data_size(), "int64_data"));
+            copy_typed<std::int64_t>(out, t.int64_data());
+            break;
+        case DType::u32:
+            DSINFER_RETURN_IF_ERROR(expect(t.uint64_data_size(), "uint64_data"));
+            copy_typed<std::uint32_t>(out, t.uint64_data());
+            break;
+        case DType::u64:
+            DSINFER_RETURN_IF_ERROR(expect(t.uint64_data_size(), "uint64_data"));
+            copy_typed<std::uint64_t>(out, t.uint64_data());
+            break;
+        case DType::i32:
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            copy_typed<std::int32_t>(out, t.int32_data());
+            break;
+        case DType::i16:
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            copy_typed<std::int16_t>(out, t.int32_data());
+            break;
+        case DType::u16:
+        case DType::f16:
+        case DType::bf16:  // bit patterns in int32_data
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            copy_typed<std::uint16_t>(out, t.int32_data());
+            break;
+        case DType::i8:
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            copy_typed<std::int8_t>(out, t.int32_data());
+            break;
+        case DType::u8:
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            copy_typed<std::uint8_t>(out, t.int32_data());
+            break;
+        case DType::boolean: {
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            auto* d = static_cast<bool*>(out.raw_data());
+            for (int i = 0; i < t.int32_data_size(); ++i) d[i] = t.int32_data(i) != 0;
+            break;
+        }
+        case DType::string: {
+            DSINFER_RETURN_IF_ERROR(expect(t.string_data_size(), "string_data"));
+            auto* d = static_cast<std::string*>(out.raw_data());
+            for (int i = 0; i < t.string_data_size(); ++i) d[i] = t.string_data(i);
+            break;
+        }
+    }
+    return out;
+}
+
+Status Converter::convert_type(const onnx::TypeProto& type, Value& v, const std::string& what) {
+    switch (type.value_case()) {
+        case onnx::TypeProto::kTensorType: {
+            const auto& tt = type.tensor_type();
+            v.kind = ValueKind::tensor;
+            if (tt.has_elem_type() && tt.elem_type() != 0) {
+                auto d = from_onnx_dtype(tt.elem_type());
+                if (!d) {
+                    if (tt.elem_type() < 0 || tt.elem_type() > 26)
+                        return Status::error(ErrorCode::invalid_model, what,
+                                             ": invalid element type ", tt.elem_type());
+                    return Status::error(ErrorCode::unsupported, what, ": element type ",
+                                         onnx_dtype_name(tt.elem_type()), " is not supported");
+                }
+                v.dtype = *d;
+            }
+            if (tt.has_shape()) {
+                DSINFER_CHECK(tt.shape().dim_size() <= limits_.max_rank, ErrorCode::invalid_model,
+                              what, ": declared rank ", tt.shape().dim_size(),
+                              " exceeds the maximum rank ", limits_.max_rank);
+                v.shape.known = true;
+                v.shape.dims.clear();
+                for (const auto& d : tt.shape().dim()) {
+                    if (d.has_dim_value()) {
+                        DSINFER_CHECK(d.dim_value() >= 0, ErrorCode::invalid_model, what,
+                                      ": negative declared dimension ", d.dim_value());
+                        v.shape.dims.push_back(Dim::fixed(d.dim_value()));
+                    } else {
+                        v.shape.dims.push_back(Dim::named(d.dim_param()));
+                    }
+                }
+            }
+            return Status::ok();
+        }
+        case onnx::TypeProto::kSequenceType: v.kind = ValueKind::sequence; return Status::ok();
+        case onnx::TypeProto::kOptionalType: v.kind = ValueKind::optional; return Status::ok();
+        case onnx::TypeProto::kMapType: v.kind = ValueKind::map; return Status::ok();
+        case onnx::TypeProto::kSparseTensorType: v.kind = ValueKind::other; return Status::ok();
+        default: return Status::ok();  // no type given: inferred later
+    }
+}
+
+StatusOr<ValueId> Converter::resolve(const std::string& name, std::vector<Scope*>& scopes,
+                                     const std::string& where) {
+    Scope& cur = *scopes.back();
+    if (auto it = cur.names.find(name); it != cur.names.end()) return it->second;
+    for (std::size_t i = scopes.size() - 1; i-- > 0;) {
+        if (scopes[i]->names.count(name) != 0) {
+            // A capture: the subgraph reads this name from an enclosing graph at run time.
+            Value v;
+            v.name = name;
+            v.is_capture = true;
+            const Value& outer = scopes[i]->graph->value(scopes[i]->names.at(name));
+            v.kind = outer.kind;
+            v.dtype = outer.dtype;
+            v.shape = outer.shape;
+            cur.graph->values.push_back(std::move(v));
+            const auto id = static_cast<ValueId>(cur.graph->values.size() - 1);
+            cur.names.emplace(name, id);
+            return id;
+        }
+    }
+    return Status::error(ErrorCode::invalid_model, where, ": input '", name,
+                         "' is not defined (no graph input, initializer, node output or "
+                         "outer-scope value has that name)");
+}
+
+Status Converter::convert_attribute(const onnx::AttributeProto& a, Attribute& out,
+                                    std::vector<Scope*>& scopes, int depth,
+                                    const std::string& where) {
+    const std::string what = where + " attribute '" + a.name() + "'";
+    DSINFER_CHECK(!a.has_ref_attr_name() || a.ref_attr_name().empty(), ErrorCode::unsupported,
+                  what, ": attribute references (function bodies) are not supported");
+    using AP = onnx::AttributeProto;
+    auto type = a.has_type() ? a.type() : AP::UNDEFINED;
+    if (type == AP::UNDEFINED) {
+        // Old models omit the type: infer it from the single populated field.
+        if (a.has_f()) type = AP::FLOAT;
+        else if (a.has_i()) type = AP::INT;
+        else if (a.has_s()) type = AP::STRING;
+        else if (a.has_t()) type = AP::TENSOR;
+        else if (a.has_g()) type = AP::GRAPH;
+        else if (a.floats_size()) type = AP::FLOATS;
+        else if (a.ints_size()) type = AP::INTS;
+        else if (a.strings_size()) type = AP::STRINGS;
+        else if (a.tensors_size()) type = AP::TENSORS;
+        else if (a.graphs_size()) type = AP::GRAPHS;
+        else return Status::error(ErrorCode::invalid_model, what, ": no type and no value");
+    }
+    switch (type) {
+        case AP::FLOAT: out.kind = AttrKind::f; out.f = a.f(); break;
+        case AP::INT: out.kind = AttrKind::i; out.i = a.i(); break;
+        case AP::STRING: out.kind = AttrKind::s; out.s = a.s(); break;
+        case AP::FLOATS:
+            out.kind = AttrKind::floats;
+            out.floats.assign(a.floats().begin(), a.floats().end());
+            break;
+        case AP::INTS:
+            out.kind = AttrKind::ints;
+            out.ints.assign(a.ints().begin(), a.ints().end());
+            break;
+        case AP::STRINGS:
+            out.kind = AttrKind::strings;
+            out.strings.assign(a.strings().begin(), a.strings().end());
+            break;
+        case AP::TENSOR: {
+            out.kind = AttrKind::t;
+            DSINFER_ASSIGN_OR_RETURN(out.t, convert_tensor(a.t(), what));
+            break;
+        }
+        case AP::TENSORS:
+            out.kind = AttrKind::tensors;
+            for (const auto& t : a.tensors()) {
+                DSINFER_ASSIGN_OR_RETURN(Tensor tt, convert_tensor(t, what));
+                out.tensors.push_back(std::move(tt));
+            }
+            break;
+        case AP::GRAPH:
+        case AP::GRAPHS: {
+            DSINFER_CHECK(depth + 1 <= limits_.max_subgraph_depth, ErrorCode::invalid_model, what,
+                          ": subgraph nesting exceeds the limit of ", limits_.max_subgraph_depth);
+            std::vector<const onnx::GraphProto*> gs;
+            if (type == AP::GRAPH) gs.push_back(&a.g());
+            else for (const auto& g : a.graphs()) gs.push_back(&g);
+            out.kind = type == AP::GRAPH ? AttrKind::g : AttrKind::graphs;
+            for (const auto* gp : gs) {
+                auto sub = std::make_shared<Graph>();
+                sub->opset_imports = opsets_;
+                DSINFER_RETURN_IF_ERROR(convert_graph(*gp, *sub, scopes, depth + 1));
+                if (type == AP::GRAPH) out.g = sub;
+                else out.graphs.push_back(sub);
+            }
+            break;
+        }
+        case AP::SPARSE_TENSOR: out.kind = AttrKind::sparse_tensor; break;
+        case AP::SPARSE_TENSORS: out.kind = AttrKind::sparse_tensors; break;
+        case AP::TYPE_PROTO: out.kind = AttrKind::type_proto; break;
+        case AP::TYPE_PROTOS: out.kind = AttrKind::type_protos; break;
+        default:
+            return Status::error(ErrorCode::invalid_model, what, ": unknown attribute type ",
+                                 static_cast<int>(type));
+    }
+    return Status::ok();
+}
+
+Status Converter::convert_graph(const onnx::GraphProto& g, Graph& out,
+                                std::vector<Scope*>& scopes, int depth) {
+    Scope scope;
+    scope.graph = &out;
+    scopes.push_back(&scope);
+    struct Pop {
+        std::vector<Scope*>& s;
+        ~Pop() { s.pop_back(); }
+    } pop{scopes};
+    out.name = g.name();
+    const std::string gname = depth == 0 ? "graph" : "subgraph '" + g.name() + "'";
+    DSINFER_CHECK(g.sparse_initializer_size() == 0, ErrorCode::unsupported, gname,
+                  ": sparse initializers are not supported");
+
+    node_count_ += g.node_size();
+    DSINFER_CHECK(node_count_ <= limits_.max_nodes, ErrorCode::resource_exhausted,
+                  "model has more than ", limits_.max_nodes, " nodes (limit)");
+
+    auto define = [&](const std::string& name, const std::string& what) -> StatusOr<ValueId> {
+        DSINFER_RETURN_IF_ERROR(check_name(name, what));
+        DSINFER_CHECK(!name.empty(), ErrorCode::invalid_model, what, " has an empty name");
+        DSINFER_CHECK(scope.names.count(name) == 0, ErrorCode::invalid_model, what, " '", name,
+                      "' is defined more than once in ", gname);
+        const auto id = out.add_value(name);
+        scope.names.emplace(name, id);
+        return id;
+    };
+
+    for (int i = 0; i < g.initializer_size(); ++i) {
+        const auto& t = g.initializer(i);
+        DSINFER_ASSIGN_OR_RETURN(ValueId id, define(t.name(), "initializer"));
+        DSINFER_ASSIGN_OR_RETURN(Tensor tensor, convert_tensor(t, "initializer '" + t.name() + "'"));
+        Value& v = out.value(id);
+        v.dtype = tensor.dtype();
+        v.shape = SymbolicShape::from(tensor.shape());
+        v.initializer = std::move(tensor);
+    }
+    for (const auto& in : g.input()) {
+        const std::string what = "graph input '" + in.name() + "'";
+        if (auto it = scope.names.find(in.name()); it != scope.names.end() &&
+                                                   out.value(it->second).initializer) {
+            // Old exporters list initializers among the inputs: they keep their value.
+            continue;
+        }
+        DSINFER_ASSIGN_OR_RETURN(ValueId id, define(in.name(), "graph input"));
+        DSINFER_RETURN_IF_ERROR(convert_type(in.type(), out.value(id), what));
+        out.inputs.push_back(id);
+    }
+    // Define node outputs first so inputs may refer to later nodes (unsorted graphs).
+    for (int ni = 0; ni < g.node_size(); ++ni) {
+        for (const auto& o : g.node(ni).output()) {
+            if (o.empty()) continue;
+            DSINFER_RETURN_IF_ERROR(define(o, "output of node '" + g.node(ni).name() + "'").status());
+        }
+    }
+    for (const auto& vi : g.value_info()) {
+        auto it = scope.names.find(vi.name());
+        if (it == scope.names.end()) continue;  // information about an unused name
+        Value& v = out.value(it->second);
+        if (v.initializer) continue;
+        DSINFER_RETURN_IF_ERROR(convert_type(vi.type(), v, "value_info '" + vi.name() + "'"));
+    }
+    out.nodes.reserve(static_cast<std::size_t>(g.node_size()));
+    for (int ni = 0; ni < g.node_size(); ++ni) {
+        const auto& np = g.node(ni);
+        Node n;
+        n.name = np.name();
+        n.op_type = np.op_type();
+        n.domain = np.domain() == "ai.onnx" ? std::string() : np.domain();
+        const std::string where = n.describe();
+        DSINFER_CHECK(!n.op_type.empty(), ErrorCode::invalid_model, where, ": empty op_type");
+        DSINFER_RETURN_IF_ERROR(check_name(n.name, "node"));
+        for (const auto& in : np.input()) {
+            if (in.empty()) {
+                n.inputs.push_back(kNoValue);
+                continue;
+            }
+            DSINFER_ASSIGN_OR_RETURN(ValueId id, resolve(in, scopes, where));
+            n.inputs.push_back(id);
+        }
+        for (const auto& o : np.output())
+            n.outputs.push_back(o.empty() ? kNoValue : scope.names.at(o));
+        for (const auto& a : np.attribute()) {
+            Attribute attr;
+            DSINFER_RETURN_IF_ERROR(convert_attribute(a, attr, scopes, depth, where));
+            for (const auto& [existing, unused] : n.attributes)
+                DSINFER_CHECK(existing != a.name(), ErrorCode::invalid_model, where,
+                              ": attribute '", a.name(), "' given twice");
+            n.attributes.emplace_back(a.name(), std::move(attr));
+        }
+        out.nodes.push_back(std::move(n));
+    }
+    for (const auto& o : g.output()) {
+        DSINFER_CHECK(!o.name().empty(), ErrorCode::invalid_model, gname,
+                      ": graph output with an empty name");
+        DSINFER_ASSIGN_OR_RETURN(ValueId id, resolve(o.name(), scopes, gname + " output"));
+        Value& v = out.value(id);
+        if (!v.initializer)
+            DSINFER_RETURN_IF_ERROR(convert_type(o.type(), v, "graph output '" + o.name() + "'"));
+        out.outputs.push_back(id);
+    }
+    return out.sort_topologically().with_context(depth == 0 ? "" : gname + ": ");
+}
+
+Status Converter::convert_model(const onnx::ModelProto& model, Graph& out) {
+    DSINFER_CHECK(model.has_ir_version(), ErrorCode::invalid_model,
+                  "not an ONNX model: ir_version is missing");
+    DSINFER_CHECK(model.ir_version() >= 1, ErrorCode::invalid_model, "invalid ir_version ",
+                  model.ir_version());
+    DSINFER_CHECK(model.ir_version() <= kMaxKnownIrVersion, ErrorCode::unsupported,
+                  "ONNX IR version ", model.ir_version(), " is newer than the newest supported (",
+                  kMaxKnownIrVersion, ")");
+    DSINFER_CHECK(model.has_graph(), ErrorCode::invalid_model, "not an ONNX model: no graph");
+    DSINFER_CHECK(model.functions_size() == 0, ErrorCode::unsupported,
+                  "model-local functions are not supported (", model.functions_size(),
+                  " defined)");
+    for (const auto& op : model.opset_import()) {
+        std::string domain = op.domain() == "ai.onnx" ? std::string() : op.domain();
+        DSINFER_CHECK(op.version() >= 1, ErrorCode::invalid_model, "opset import for domain '",
+                      domain, "' has invalid version ", op.version());
+        if (domain.empty())
+            DSINFER_CHECK(op.version() <= kMaxKnownOnnxOpset, ErrorCode::unsupported,
+                          "ai.onnx opset ", op.version(), " is newer than the newest supported (",
+                          kMaxKnownOnnxOpset, ")");
+        for (const auto& o : opsets_)
+            DSINFER_CHECK(o.domain != domain, ErrorCode::invalid_model, "opset for domain '",
+                          domain, "' imported twice");
+        opsets_.push_back({domain, op.version()});
+    }
+    if (model.opset_import_size() == 0) {
+        // IR version 1/2 models predate opset_import: they mean opset 1.
+        DSINFER_CHECK(model.ir_version() < 3, ErrorCode::invalid_model,
+                      "model imports no opset");
+        opsets_.push_back({"", 1});
+    }
+    out.opset_imports = opsets_;
+    std::vector<Scope*> scopes;
+    return convert_graph(model.graph(), out, scopes, 0);
+}
+
+bool parse_bounded(google::protobuf::MessageLite& msg, const void* data, std::size_t size,
+                   int depth_limit) {
+    google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
+    google::protobuf::io::CodedInputStream cis(&raw);
+    cis.SetTotalBytesLimit(static_cast<int>(size));
+    cis.SetRecursionLimit(depth_limit);
+    return msg.ParseFromCodedStream(&cis) && cis.ConsumedEntireMessage();
+}
+
+struct MappedFile {
+    Fd fd;
+    std::shared_ptr<Mapping> map;
+    std::size_t size = 0;
+};
+
+StatusOr<MappedFile> map_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+    MappedFile f;
+    f.fd = Fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+    if (f.fd.fd < 0)
+        return Status::error(ErrorCode::io_error, "cannot open '", path.string(),
+                             "': ", std::strerror(errno));
+    struct stat st {};
+    if (::fstat(f.fd.fd, &st) != 0)
+        return Status::error(ErrorCode::io_error, "cannot stat '", path.string(), "'");
+    DSINFER_CHECK(S_ISREG(st.st_mode), ErrorCode::invalid_model, "'", path.string(),
+                  "' is not a regular file");
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    DSINFER_CHECK(size <= max_bytes, ErrorCode::resource_exhausted, "'", path.string(), "' is ",
+                  size, " bytes, over the limit of ", max_bytes, " bytes");
+    DSINFER_CHECK(size <= static_cast<std::uint64_t>(INT_MAX), ErrorCode::invalid_model, "'",
+                  path.string(), "' is ", size,
+                  " bytes: a single protobuf message cannot exceed 2 GiB (use external data)");
+    DSINFER_CHECK(size > 0, ErrorCode::invalid_model, "'", path.string(), "' is empty");
+    DSINFER_ASSIGN_OR_RETURN(f.map, map_fd(f.fd.fd, 0, size, "'" + path.string() + "'"));
+    f.size = static_cast<std::size_t>(size);
+    return f;
+}
+
+}  // namespace
+
+StatusOr<Graph> parse_onnx_model(const void* data, std::size_t size,
+                                 const std::filesystem::path& base_dir,
+                                 const ModelLimits& limits) {
+    DSINFER_CHECK(size > 0, ErrorCode::invalid_model, "model is empty (0 bytes)");
+    DSINFER_CHECK(size <= limits.max_model_bytes, ErrorCode::resource_exhausted, "model is ",
+                  size, " bytes, over the limit of ", limits.max_model_bytes, " bytes");
+    DSINFER_CHECK(size <= static_cast<std::size_t>(INT_MAX), ErrorCode::invalid_model,
+                  "model is ", size, " bytes: a single protobuf message cannot exceed 2 GiB");
+    try {
+        onnx::ModelProto model;
+        if (!parse_bounded(model, data, size, limits.max_protobuf_depth))
+            return Status::error(ErrorCode::invalid_model,
+                                 "not a valid ONNX ModelProto (protobuf parse failed: truncated, "
+                                 "corrupt, or nested deeper than ", limits.max_protobuf_depth, ")");
+        Graph g;
+        Converter conv(base_dir, limits);
+        DSINFER_RETURN_IF_ERROR(conv.convert_model(model, g));
+        return g;
+    } catch (const std::bad_alloc&) {
+        return Status::error(ErrorCode::resource_exhausted, "out of memory while loading the model");
+    }
+}
+
+StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLimits& limits) {
+    DSINFER_ASSIGN_OR_RETURN(MappedFile f, map_file(path, limits.max_model_bytes));
+    std::filesystem::path dir = path.parent_path();
+    if (dir.empty()) dir = ".";
+    return parse_onnx_model(f.map->base, f.size, dir, limits);
+}
+
+StatusOr<Tensor> read_tensor_proto(const std::filesystem::path& path, const ModelLimits& limits) {
+    DSINFER_ASSIGN_OR_RETURN(MappedFile f, map_file(path, limits.max_model_bytes));
+    try {
+        onnx::TensorProto t;
+        if (!parse_bounded(t, f.map->base, f.size, limits.max_protobuf_depth))
+            return Status::error(ErrorCode::invalid_argument, "'", path.string(),
+                                 "' is not a valid TensorProto");
+        Converter conv({}, limits);
+        return conv.convert_tensor(t, "tensor '" + t.name() + "'");
+    } catch (const std::bad_alloc&) {
+        return Status::error(ErrorCode::resource_exhausted, "out of memory reading a tensor");
+    }
+}
+
+}  // namespace dsinfer::detail
+
+namespace dsinfer {
+
+Graph load_onnx(const std::filesystem::path& model, const ModelLimits& limits) {
+    return detail::read_onnx_model(model, limits).value_or_throw();
+}
+
+Graph load_onnx_from_bytes(const void* data, std::size_t size, const std::filesystem::path& base_dir,
+                           const ModelLimits& limits) {
+    return detail::parse_onnx_model(data, size, base_dir, limits).value_or_throw();
+}
+
+Tensor load_tensor_proto(const std::filesystem::path& file, const ModelLimits& limits) {
+    return detail::read_tensor_proto(file, limits).value_or_throw();
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,87 @@
+// Builds small ONNX models in memory for tests (valid ones, then mutated into malformed ones).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <dsinfer/dsinfer.hpp>
+#include <string>
+#include <vector>
+
+namespace dsinfer::test {
+
+inline onnx::ValueInfoProto tensor_info(const std::string& name, int elem_type,
+                                        const std::vector<std::int64_t>& dims) {
+    onnx::ValueInfoProto v;
+    v.set_name(name);
+    auto* tt = v.mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem_type);
+    auto* shape = tt->mutable_shape();
+    for (auto d : dims) {
+        if (d < 0) shape->add_dim()->set_dim_param("batch");
+        else shape->add_dim()->set_dim_value(d);
+    }
+    return v;
+}
+
+inline onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op,
+                                 const std::vector<std::string>& ins,
+                                 const std::vector<std::string>& outs,
+                                 const std::string& name = "") {
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_" + std::to_string(g.node_size()) : name);
+    for (const auto& i : ins) n->add_input(i);
+    for (const auto& o : outs) n->add_output(o);
+    return n;
+}
+
+/// x float[1,4] -> Relu -> y, opset 13.
+inline onnx::ModelProto relu_model() {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(13);
+    auto* g = m.mutable_graph();
+    g->set_name("relu");
+    *g->add_input() = tensor_info("x", 1, {1, 4});
+    *g->add_output() = tensor_info("y", 1, {1, 4});
+    add_node(*g, "Relu", {"x"}, {"y"}, "relu");
+    return m;
+}
+
+inline std::string bytes_of(const onnx::ModelProto& m) {
+    std::string s;
+    m.SerializeToString(&s);
+    return s;
+}
+
+/// Loads serialized model bytes; returns the error code (ErrorCode::ok when it loaded).
+inline ErrorCode load_code(const std::string& bytes, const std::filesystem::path& dir = {},
+                           const ModelLimits& limits = {}, std::string* message = nullptr) {
+    try {
+        Graph g = load_onnx_from_bytes(bytes.data(), bytes.size(), dir, limits);
+        (void)InferenceEngine::compile(std::move(g));
+        return ErrorCode::ok;
+    } catch (const Error& e) {
+        if (message) *message = e.message();
+        return e.code();
+    }
+}
+
+inline ErrorCode load_code(const onnx::ModelProto& m, const std::filesystem::path& dir = {},
+                           const ModelLimits& limits = {}, std::string* message = nullptr) {
+    return load_code(bytes_of(m), dir, limits, message);
+}
+
+inline onnx::TensorProto float_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                                      const std::vector<float>& values) {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(1);
+    for (auto d : dims) t.add_dims(d);
+    t.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+    return t;
+}
+
+}  // namespace dsinfer::test

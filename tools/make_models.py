@@ -1,0 +1,493 @@
+#!/usr/bin/python3
+"""Writes dsinfer's benchmark and test models (ONNX, seeded random weights) to a folder.
+
+Usage:
+    tools/make_models.py --out DIR [--only NAME ...] [--seed N] [--no-check]
+
+Needs only numpy and onnx (Debian: python3-numpy, python3-onnx); run it with /usr/bin/python3.
+The big models are a few hundred MB: write them outside the repository (e.g. /tmp/dsinfer-models).
+
+Models (symbolic dims are named "batch" and "sequence"):
+  bert_base        BERT-base encoder: 12 layers, hidden 768, 12 heads, FFN 3072, vocab 30522,
+                   512 positions. Inputs input_ids, attention_mask: int64 [batch, sequence];
+                   output last_hidden_state: float32 [batch, sequence, 768]. Opset 13, graph
+                   shaped like a PyTorch export: Gather embeddings (word + position +
+                   token type), LayerNorm decomposed into ReduceMean/Sub/Pow/ReduceMean/Add/
+                   Sqrt/Div/Mul/Add, attention as MatMul+Add projections, Reshape/Transpose
+                   head split, scaled QK^T, additive mask (1 - mask) * -10000, Softmax,
+                   GELU in the exact erf form.
+  bert_base_ln17   The same weights and graph, opset 17, one LayerNormalization per LayerNorm.
+  resnet50         ResNet-50 v1.5 (stride in the 3x3 conv). Input "input" float32
+                   [batch, 3, 224, 224], output "output" float32 [batch, 1000]. Opset 13; Conv
+                   without bias followed by a separate BatchNormalization (inference stats).
+  mlp              x float32 [batch, 1024] -> Gemm 4096 -> Relu -> Gemm 4096 -> Relu ->
+                   Gemm 1024 -> y. Opset 13; Gemm with transB=1 (nn.Linear weight layout).
+  bert_tiny        bert_base's graph at 2 layers, hidden 64, 4 heads, FFN 128, vocab 1000.
+  bert_tiny_ln17   bert_tiny with LayerNormalization nodes, opset 17.
+  resnet_tiny      Same block structure as resnet50 with three small stages, input
+                   [batch, 3, 32, 32], 10 classes.
+
+Weights are scaled to keep activations O(1): normal * 0.02 for BERT (LayerNorm gain near 1),
+He initialisation for ResNet and the MLP, BatchNormalization with positive variances.
+Also writes DIR/models.json: per model the file size and SHA-256, inputs and outputs, parameter
+count (learned weights; scalar constants, index buffers and BatchNorm running statistics
+excluded) and FLOPs per sample (2 x the multiply-adds of MatMul, Gemm and Conv; for BERT per
+sequence length, with flops_per_sample itself at sequence 128).
+
+Output is deterministic: the same --seed gives byte-identical files. Each model draws from its
+own random stream, so --only NAME writes the same file as a full run.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import zlib
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+DEFAULT_SEED = 1234
+BERT_SEQUENCES = (32, 64, 128, 256, 384, 512)
+
+
+class Builder:
+    """Collects nodes and initializers for one graph and tallies parameters and multiply-adds."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.nodes = []
+        self.initializers = []
+        self.params = 0
+        self.macs = 0  # per sample (BERT: set by the caller per sequence length)
+        self._used = set()
+
+    def _unique(self, name):
+        candidate, n = name, 1
+        while candidate in self._used:
+            candidate = f"{name}_{n}"
+            n += 1
+        self._used.add(candidate)
+        return candidate
+
+    def weight(self, name, array):
+        """A learned float32 tensor (counted as parameters)."""
+        # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
+        array = np.asarray(array, dtype=np.float32, order="C")
+        name = self._unique(name)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        self.params += array.size
+        return name
+
+    def const(self, name, array):
+        """A constant that is not a parameter: scalars, shapes, index buffers."""
+        array = np.asarray(array, order="C")
+        name = self._unique(name)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def normal(self, shape, std):
+        return self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+
+    def uniform(self, shape, low, high):
+        return self.rng.uniform(low, high, size=shape).astype(np.float32)
+
+    def op(self, op_type, inputs, name, outputs=None, **attrs):
+        """Adds a node named `name`; returns its output name (or list of names)."""
+        name = self._unique(name)
+        if outputs is None:
+            outputs = [self._unique(name + "_output_0")]
+        else:
+            outputs = [self._unique(o) for o in outputs]
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=name, **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def model(self, graph_name, inputs, outputs, opset, doc):
+        graph = helper.make_graph(self.nodes, graph_name, inputs, outputs, self.initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                                  producer_name="dsinfer tools/make_models.py",
+                                  producer_version="1", doc_string=doc)
+        model.ir_version = 8
+        return model
+
+
+# ---------------------------------------------------------------------------------------------
+# BERT
+
+BERT_CONFIGS = {
+    "bert_base": dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, positions=512),
+    "bert_tiny": dict(layers=2, hidden=64, heads=4, ffn=128, vocab=1000, positions=512),
+}
+
+
+def bert_macs(cfg, seq):
+    """Multiply-adds per sample of every MatMul in the BERT graph at sequence length `seq`."""
+    h, f, layers = cfg["hidden"], cfg["ffn"], cfg["layers"]
+    projections = seq * (4 * h * h + 2 * h * f)  # Q, K, V, output; two FFN matrices
+    attention = 2 * seq * seq * h  # QK^T and probabilities x V over all heads
+    return layers * (projections + attention)
+
+
+def layer_norm(b, x, prefix, hidden, fused, eps):
+    gamma = b.weight(f"{prefix}.weight", 1.0 + b.normal((hidden,), 0.02))
+    beta = b.weight(f"{prefix}.bias", b.normal((hidden,), 0.02))
+    if fused:
+        return b.op("LayerNormalization", [x, gamma, beta], f"/{prefix}/LayerNormalization",
+                    axis=-1, epsilon=eps)
+    p = "/" + prefix.replace(".", "/")
+    mean = b.op("ReduceMean", [x], f"{p}/ReduceMean", axes=[-1], keepdims=1)
+    centered = b.op("Sub", [x, mean], f"{p}/Sub")
+    sq = b.op("Pow", [centered, b.const(f"{prefix}.two", np.array(2.0, np.float32))],
+              f"{p}/Pow")
+    var = b.op("ReduceMean", [sq], f"{p}/ReduceMean_1", axes=[-1], keepdims=1)
+    var_eps = b.op("Add", [var, b.const(f"{prefix}.eps", np.array(eps, np.float32))],
+                   f"{p}/Add")
+    std = b.op("Sqrt", [var_eps], f"{p}/Sqrt")
+    normed = b.op("Div", [centered, std], f"{p}/Div")
+    scaled = b.op("Mul", [normed, gamma], f"{p}/Mul")
+    return b.op("Add", [scaled, beta], f"{p}/Add_1")
+
+
+def linear(b, x, prefix, k, n, std):
+    """x @ W + bias, as PyTorch exports nn.Linear on a 3-D input (MatMul then Add)."""
+    w = b.weight(f"{prefix}.weight_t", b.normal((k, n), std))
+    bias = b.weight(f"{prefix}.bias", b.normal((n,), std))
+    p = "/" + prefix.replace(".", "/")
+    y = b.op("MatMul", [x, w], f"{p}/MatMul")
+    return b.op("Add", [bias, y], f"{p}/Add")
+
+
+def build_bert(name, cfg, fused_ln, opset, rng):
+    b = Builder(rng)
+    h, heads, ffn = cfg["hidden"], cfg["heads"], cfg["ffn"]
+    head_dim = h // heads
+    std = 0.02
+    eps = 1e-12
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+
+    # Embeddings: word + token type (all zeros, sliced from a buffer) + position.
+    word_emb = b.weight("embeddings.word_embeddings.weight", b.normal((cfg["vocab"], h), std))
+    pos_emb = b.weight("embeddings.position_embeddings.weight",
+                       b.normal((cfg["positions"], h), std))
+    type_emb = b.weight("embeddings.token_type_embeddings.weight", b.normal((2, h), std))
+    pos_ids = b.const("embeddings.position_ids", i64([list(range(cfg["positions"]))]))
+    type_ids = b.const("embeddings.token_type_ids",
+                       np.zeros((1, cfg["positions"]), np.int64))
+
+    shape = b.op("Shape", ["input_ids"], "/embeddings/Shape")
+    seq = b.op("Gather", [shape, b.const("const.one_i64", i64(1))], "/embeddings/Gather",
+               axis=0)
+    seq_1d = b.op("Unsqueeze", [seq, b.const("const.axes_0", i64([0]))],
+                  "/embeddings/Unsqueeze")
+    zero_1d = b.const("const.zero_1d", i64([0]))
+    axis1_1d = b.const("const.axes_1", i64([1]))
+    pos_slice = b.op("Slice", [pos_ids, zero_1d, seq_1d, axis1_1d], "/embeddings/Slice")
+    type_slice = b.op("Slice", [type_ids, zero_1d, seq_1d, axis1_1d], "/embeddings/Slice_1")
+
+    words = b.op("Gather", [word_emb, "input_ids"], "/embeddings/word_embeddings/Gather")
+    types = b.op("Gather", [type_emb, type_slice], "/embeddings/token_type_embeddings/Gather")
+    x = b.op("Add", [words, types], "/embeddings/Add")
+    positions = b.op("Gather", [pos_emb, pos_slice], "/embeddings/position_embeddings/Gather")
+    x = b.op("Add", [x, positions], "/embeddings/Add_1")
+    x = layer_norm(b, x, "embeddings.LayerNorm", h, fused_ln, eps)
+
+    # Additive mask [batch, 1, 1, sequence]: 0 where attended, -10000 where masked.
+    m = b.op("Unsqueeze", ["attention_mask", axis1_1d], "/Unsqueeze")
+    m = b.op("Unsqueeze", [m, b.const("const.axes_2", i64([2]))], "/Unsqueeze_1")
+    m = b.op("Cast", [m], "/Cast", to=TensorProto.FLOAT)
+    m = b.op("Sub", [b.const("const.one_f32", f32(1.0)), m], "/Sub")
+    mask = b.op("Mul", [m, b.const("const.mask_value", f32(-10000.0))], "/Mul")
+
+    split_shape = b.const("const.split_heads_shape", i64([0, 0, heads, head_dim]))
+    merge_shape = b.const("const.merge_heads_shape", i64([0, 0, h]))
+    scale = b.const("const.attention_scale", f32(math.sqrt(head_dim)))
+    sqrt2 = b.const("const.sqrt2", f32(math.sqrt(2.0)))
+    one = b.const("const.gelu_one", f32(1.0))
+    half = b.const("const.gelu_half", f32(0.5))
+
+    for i in range(cfg["layers"]):
+        pre = f"encoder.layer.{i}"
+        p = "/" + pre.replace(".", "/")
+        heads_in = []
+        for proj in ("query", "key", "value"):
+            t = linear(b, x, f"{pre}.attention.self.{proj}", h, h, std)
+            heads_in.append(b.op("Reshape", [t, split_shape],
+                                 f"{p}/attention/self/{proj}/Reshape"))
+        q = b.op("Transpose", [heads_in[0]], f"{p}/attention/self/Transpose", perm=[0, 2, 1, 3])
+        k = b.op("Transpose", [heads_in[1]], f"{p}/attention/self/Transpose_1",
+                 perm=[0, 2, 3, 1])
+        v = b.op("Transpose", [heads_in[2]], f"{p}/attention/self/Transpose_2",
+                 perm=[0, 2, 1, 3])
+        scores = b.op("MatMul", [q, k], f"{p}/attention/self/MatMul")
+        scores = b.op("Div", [scores, scale], f"{p}/attention/self/Div")
+        scores = b.op("Add", [scores, mask], f"{p}/attention/self/Add")
+        probs = b.op("Softmax", [scores], f"{p}/attention/self/Softmax", axis=-1)
+        ctx = b.op("MatMul", [probs, v], f"{p}/attention/self/MatMul_1")
+        ctx = b.op("Transpose", [ctx], f"{p}/attention/self/Transpose_3", perm=[0, 2, 1, 3])
+        ctx = b.op("Reshape", [ctx, merge_shape], f"{p}/attention/self/Reshape_3")
+        attn = linear(b, ctx, f"{pre}.attention.output.dense", h, h, std)
+        attn = b.op("Add", [attn, x], f"{p}/attention/output/Add")
+        x = layer_norm(b, attn, f"{pre}.attention.output.LayerNorm", h, fused_ln, eps)
+
+        inter = linear(b, x, f"{pre}.intermediate.dense", h, ffn, std)
+        g = b.op("Div", [inter, sqrt2], f"{p}/intermediate/intermediate_act_fn/Div")
+        g = b.op("Erf", [g], f"{p}/intermediate/intermediate_act_fn/Erf")
+        g = b.op("Add", [g, one], f"{p}/intermediate/intermediate_act_fn/Add")
+        g = b.op("Mul", [inter, g], f"{p}/intermediate/intermediate_act_fn/Mul")
+        g = b.op("Mul", [g, half], f"{p}/intermediate/intermediate_act_fn/Mul_1")
+        out = linear(b, g, f"{pre}.output.dense", ffn, h, std)
+        out = b.op("Add", [out, x], f"{p}/output/Add")
+        x = layer_norm(b, out, f"{pre}.output.LayerNorm", h, fused_ln, eps)
+
+    # The last node writes the graph output directly.
+    b.nodes[-1].output[0] = "last_hidden_state"
+
+    ids_info = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+                for n in ("input_ids", "attention_mask")]
+    out_info = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                              ["batch", "sequence", h])]
+    ln_desc = ("one LayerNormalization node per LayerNorm" if fused_ln else
+               "LayerNorm decomposed as PyTorch exports it")
+    doc = (f"{name}: BERT encoder with seeded random weights ({cfg['layers']} layers, hidden {h}, "
+           f"{heads} heads, FFN {ffn}, vocab {cfg['vocab']}, {cfg['positions']} positions), "
+           f"{ln_desc}. Token type ids are all zero. Written by dsinfer tools/make_models.py.")
+    model = b.model(name, ids_info, out_info, opset, doc)
+    flops = {str(s): 2 * bert_macs(cfg, s) for s in BERT_SEQUENCES}
+    return model, b.params, flops
+
+
+# ---------------------------------------------------------------------------------------------
+# ResNet
+
+RESNET_CONFIGS = {
+    "resnet50": dict(image=224, stem=64, stem_kernel=7, stem_stride=2, blocks=[3, 4, 6, 3],
+                     widths=[64, 128, 256, 512], classes=1000),
+    "resnet_tiny": dict(image=32, stem=16, stem_kernel=3, stem_stride=1, blocks=[1, 1, 1],
+                        widths=[16, 32, 64], classes=10),
+}
+
+
+def conv_out(size, kernel, stride, pad):
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+class ConvNet:
+    """Tracks channels and spatial size while adding Conv/BN/Relu nodes."""
+
+    def __init__(self, b):
+        self.b = b
+
+    def conv_bn(self, x, prefix, cin, cout, kernel, stride, size, relu, gain=1.0):
+        b = self.b
+        pad = kernel // 2
+        fan_in = cin * kernel * kernel
+        w = b.weight(f"{prefix}.conv.weight",
+                     b.normal((cout, cin, kernel, kernel), math.sqrt(2.0 / fan_in)))
+        p = "/" + prefix.replace(".", "/")
+        y = b.op("Conv", [x, w], f"{p}/conv/Conv", kernel_shape=[kernel, kernel],
+                 strides=[stride, stride], pads=[pad] * 4, dilations=[1, 1], group=1)
+        out = conv_out(size, kernel, stride, pad)
+        b.macs += cout * out * out * fan_in
+        # Inference statistics of a trained-looking BatchNorm: positive variances, small means.
+        # `gain` < 1 on a block's last BN keeps the residual stream from growing with depth.
+        scale = b.weight(f"{prefix}.bn.weight", gain * b.uniform((cout,), 0.5, 1.0))
+        bias = b.weight(f"{prefix}.bn.bias", b.normal((cout,), 0.05))
+        # Running statistics are buffers, not parameters (as PyTorch counts them).
+        mean = b.const(f"{prefix}.bn.running_mean", b.normal((cout,), 0.05))
+        var = b.const(f"{prefix}.bn.running_var", b.uniform((cout,), 0.5, 1.5))
+        y = b.op("BatchNormalization", [y, scale, bias, mean, var], f"{p}/bn/BatchNormalization",
+                 epsilon=1e-5, momentum=0.9)
+        if relu:
+            y = b.op("Relu", [y], f"{p}/Relu")
+        return y, out
+
+    def bottleneck(self, x, prefix, cin, width, stride, size):
+        """ResNet v1.5 bottleneck: 1x1 -> 3x3 (stride) -> 1x1 (x4), projection shortcut when
+        the shape changes."""
+        cout = width * 4
+        y, s = self.conv_bn(x, f"{prefix}.conv1", cin, width, 1, 1, size, relu=True)
+        y, s = self.conv_bn(y, f"{prefix}.conv2", width, width, 3, stride, s, relu=True)
+        y, s = self.conv_bn(y, f"{prefix}.conv3", width, cout, 1, 1, s, relu=False, gain=0.3)
+        shortcut = x
+        if stride != 1 or cin != cout:
+            shortcut, _ = self.conv_bn(x, f"{prefix}.downsample", cin, cout, 1, stride, size,
+                                       relu=False)
+        p = "/" + prefix.replace(".", "/")
+        y = self.b.op("Add", [y, shortcut], f"{p}/Add")
+        return self.b.op("Relu", [y], f"{p}/Relu"), cout, s
+
+
+def build_resnet(name, cfg, rng):
+    b = Builder(rng)
+    net = ConvNet(b)
+    size = cfg["image"]
+    x, size = net.conv_bn("input", "stem", 3, cfg["stem"], cfg["stem_kernel"],
+                          cfg["stem_stride"], size, relu=True)
+    x = b.op("MaxPool", [x], "/stem/MaxPool", kernel_shape=[3, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1])
+    size = conv_out(size, 3, 2, 1)
+    channels = cfg["stem"]
+    for stage, (blocks, width) in enumerate(zip(cfg["blocks"], cfg["widths"])):
+        for i in range(blocks):
+            stride = 2 if (i == 0 and stage > 0) else 1
+            x, channels, size = net.bottleneck(x, f"layer{stage + 1}.{i}", channels, width,
+                                               stride, size)
+    x = b.op("GlobalAveragePool", [x], "/GlobalAveragePool")
+    x = b.op("Flatten", [x], "/Flatten", axis=1)
+    w = b.weight("fc.weight", b.normal((cfg["classes"], channels), math.sqrt(1.0 / channels)))
+    bias = b.weight("fc.bias", b.normal((cfg["classes"],), 0.01))
+    b.op("Gemm", [x, w, bias], "/fc/Gemm", outputs=["output"], alpha=1.0, beta=1.0, transB=1)
+    b.macs += channels * cfg["classes"]
+
+    image = cfg["image"]
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                            ["batch", 3, image, image])]
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                             ["batch", cfg["classes"]])]
+    doc = (f"{name}: ResNet v1.5 with bottleneck blocks {cfg['blocks']} and seeded random "
+           f"weights (He initialisation, BatchNormalization inference statistics). Input "
+           f"[batch, 3, {image}, {image}]. Written by dsinfer tools/make_models.py.")
+    return b.model(name, inputs, outputs, 13, doc), b.params, 2 * b.macs
+
+
+# ---------------------------------------------------------------------------------------------
+# MLP
+
+def build_mlp(name, rng):
+    b = Builder(rng)
+    dims = [1024, 4096, 4096, 1024]
+    x = "x"
+    for i in range(3):
+        k, n = dims[i], dims[i + 1]
+        last = i == 2
+        w = b.weight(f"fc{i + 1}.weight", b.normal((n, k), math.sqrt((1.0 if last else 2.0) / k)))
+        bias = b.weight(f"fc{i + 1}.bias", b.normal((n,), 0.01))
+        x = b.op("Gemm", [x, w, bias], f"/fc{i + 1}/Gemm", outputs=["y"] if last else None,
+                 alpha=1.0, beta=1.0, transB=1)
+        b.macs += k * n
+        if not last:
+            x = b.op("Relu", [x], f"/relu{i + 1}/Relu")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1024])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 1024])]
+    doc = ("mlp: 1024-4096-4096-1024 perceptron (Gemm transB=1, Relu) with seeded random "
+           "weights. Written by dsinfer tools/make_models.py.")
+    return b.model(name, inputs, outputs, 13, doc), b.params, 2 * b.macs
+
+
+# ---------------------------------------------------------------------------------------------
+
+# name -> (random stream name, builder). Models sharing a stream get identical weights.
+MODELS = {
+    "bert_base": ("bert_base", lambda rng: build_bert("bert_base", BERT_CONFIGS["bert_base"],
+                                                      False, 13, rng)),
+    "bert_base_ln17": ("bert_base", lambda rng: build_bert(
+        "bert_base_ln17", BERT_CONFIGS["bert_base"], True, 17, rng)),
+    "resnet50": ("resnet50", lambda rng: build_resnet("resnet50", RESNET_CONFIGS["resnet50"],
+                                                      rng)),
+    "mlp": ("mlp", lambda rng: build_mlp("mlp", rng)),
+    "bert_tiny": ("bert_tiny", lambda rng: build_bert("bert_tiny", BERT_CONFIGS["bert_tiny"],
+                                                      False, 13, rng)),
+    "bert_tiny_ln17": ("bert_tiny", lambda rng: build_bert(
+        "bert_tiny_ln17", BERT_CONFIGS["bert_tiny"], True, 17, rng)),
+    "resnet_tiny": ("resnet_tiny", lambda rng: build_resnet(
+        "resnet_tiny", RESNET_CONFIGS["resnet_tiny"], rng)),
+}
+
+
+def value_info_json(vi):
+    t = vi.type.tensor_type
+    dims = [d.dim_param if d.HasField("dim_param") else d.dim_value for d in t.shape.dim]
+    dtype = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t.elem_type]).name
+    return {"name": vi.name, "dtype": dtype, "shape": dims}
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_model(name, out_dir, seed, check):
+    stream, build = MODELS[name]
+    rng = np.random.default_rng([seed, zlib.crc32(stream.encode())])
+    model, params, flops = build(rng)
+    data = model.SerializeToString()
+    if len(data) >= 2**31:
+        raise RuntimeError(f"{name}: serialized model is {len(data)} bytes (protobuf limit 2 GiB)")
+    path = os.path.join(out_dir, name + ".onnx")
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    del data
+    if check:
+        # check_model(path, full_check=True) would rewrite the file with inferred shapes (onnx
+        # 1.12), so run the strict shape inference on the in-memory model instead.
+        onnx.checker.check_model(path)
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    graph = model.graph
+    info = {
+        "file": name + ".onnx",
+        "bytes": os.path.getsize(path),
+        "sha256": sha256_of(path),
+        "opset": model.opset_import[0].version,
+        "nodes": len(graph.node),
+        "parameters": int(params),
+        "inputs": [value_info_json(v) for v in graph.input],
+        "outputs": [value_info_json(v) for v in graph.output],
+    }
+    if isinstance(flops, dict):
+        info["flops_per_sample_by_sequence"] = {k: int(v) for k, v in flops.items()}
+        info["flops_per_sample"] = int(flops["128"])
+        info["flops_note"] = ("2 x multiply-adds of MatMul/Gemm/Conv per sample; "
+                              "flops_per_sample is at sequence 128")
+    else:
+        info["flops_per_sample"] = int(flops)
+        info["flops_note"] = "2 x multiply-adds of MatMul/Gemm/Conv per sample"
+    return info
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description="Write dsinfer's ONNX benchmark/test models.")
+    ap.add_argument("--out", required=True, help="output folder (created if missing)")
+    ap.add_argument("--only", nargs="+", choices=sorted(MODELS), metavar="NAME",
+                    help="models to write (default: all): " + ", ".join(MODELS))
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed (%(default)s)")
+    ap.add_argument("--no-check", action="store_true",
+                    help="skip onnx.checker.check_model and strict shape inference on each file")
+    args = ap.parse_args(argv)
+
+    os.makedirs(args.out, exist_ok=True)
+    names = [n for n in MODELS if args.only is None or n in args.only]
+    manifest_path = os.path.join(args.out, "models.json")
+    manifest = {}
+    if args.only is not None and os.path.exists(manifest_path):
+        # Keep the entries of models this run does not rewrite, when they were made with the
+        # same seed.
+        with open(manifest_path, encoding="utf-8") as f:
+            old = json.load(f)
+        if old.get("seed") == args.seed:
+            manifest = old.get("models", {})
+    for name in names:
+        info = write_model(name, args.out, args.seed, not args.no_check)
+        manifest[name] = info
+        print(f"{name:16s} {info['parameters']:>12,d} params  "
+              f"{info['flops_per_sample'] / 1e9:9.4f} GFLOP/sample  "
+              f"{info['bytes'] / 2**20:8.1f} MiB  {info['nodes']:5d} nodes", flush=True)
+    ordered = {n: manifest[n] for n in MODELS if n in manifest}
+    with open(manifest_path, "w", encoding="utf-8", newline="\n") as f:
+        json.dump({"generator": "tools/make_models.py", "seed": args.seed, "models": ordered},
+                  f, indent=2, sort_keys=False)
+        f.write("\n")
+    print(f"wrote {manifest_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
