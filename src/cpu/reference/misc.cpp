@@ -16,6 +16,7 @@ namespace dsinfer::detail {
 void register_misc_signal_kernels(KernelRegistry& r);
 void register_misc_image_kernels(KernelRegistry& r);
 void register_misc_string_kernels(KernelRegistry& r);
+void register_misc_tree_kernels(KernelRegistry& r);
 
 namespace {
 
@@ -171,6 +172,7 @@ void register_misc_kernels(KernelRegistry& r) {
     register_misc_signal_kernels(r);
     register_misc_image_kernels(r);
     register_misc_string_kernels(r);
+    register_misc_tree_kernels(r);
 }
 
 }  // namespace dsinfer::detail

@@ -194,16 +194,42 @@ public:
         const TensorView& ind = ctx.input(1);
         const TensorView& y = ctx.output(0);
         const int64_t total = y.num_elements();
+        // Indices address the default (inferred) output shape; an explicit output_shape
+        // places the same coordinates into a larger tensor.
+        const int rank = x.shape.rank();
+        const std::size_t nd = kernel_.size();
+        Shape def = x.shape;
+        for (std::size_t d = 0; d < nd; ++d)
+            def[static_cast<int>(d) + 2] = (x.shape[static_cast<int>(d) + 2] - 1) * strides_[d] +
+                                           kernel_[d] - pads_[d] - pads_[d + nd];
+        const int64_t def_total = def.num_elements();
+        const bool same = def == y.shape;
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
             const T* px = x.data<T>();
             const int64_t* pi = ind.data<int64_t>();
             T* py = y.data<T>();
             for (int64_t i = 0; i < total; ++i) py[i] = store<T>(0.0f);
             for (int64_t i = 0; i < x.num_elements(); ++i) {
-                if (pi[i] < 0 || pi[i] >= total)
+                if (pi[i] < 0 || pi[i] >= def_total)
                     return Status::error(ErrorCode::invalid_argument, "index ", pi[i],
-                                         " is outside the output of ", total, " elements");
-                py[pi[i]] = px[i];
+                                         " is outside the unpooled output of ", def_total,
+                                         " elements");
+                int64_t dst = pi[i];
+                if (!same) {
+                    int64_t rem = pi[i], mul = 1;
+                    dst = 0;
+                    for (int d = rank - 1; d >= 0; --d) {
+                        const int64_t c = rem % def[d];
+                        rem /= def[d];
+                        if (c >= y.shape[d])
+                            return Status::error(ErrorCode::invalid_argument, "index ", pi[i],
+                                                 " does not fit output_shape ",
+                                                 y.shape.to_string());
+                        dst += c * mul;
+                        mul *= y.shape[d];
+                    }
+                }
+                py[dst] = px[i];
             }
             return Status::ok();
         });

@@ -2,7 +2,6 @@
 // (image, group), with a direct loop for depthwise convolutions and no im2col for 1x1
 // stride-1 unpadded kernels; ConvTranspose is GEMM + col2im. 16-bit floats compute in float.
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -69,8 +68,8 @@ Status check_conv_attrs(const ConvAttrs& a, int nsp, ErrorCode code) {
         DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'pads' has value ", v,
                       "; pads must be non-negative");
     for (auto v : a.output_padding)
-        DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'output_padding' has value ",
-                      v, "; it must be non-negative");
+        DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'output_padding' has value ", v,
+                      "; it must be non-negative");
     DSINFER_CHECK(a.group > 0, ErrorCode::invalid_model, "attribute 'group' must be positive, got ",
                   a.group);
     return Status::ok();
@@ -79,8 +78,7 @@ Status check_conv_attrs(const ConvAttrs& a, int nsp, ErrorCode code) {
 StatusOr<ConvAttrs> read_conv_attrs(const KernelCreateContext& ctx, bool transpose) {
     const Node& n = ctx.node();
     ConvAttrs a;
-    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape,
-                             n.attr_or<std::vector<int64_t>>("kernel_shape", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape, n.attr_or<std::vector<int64_t>>("kernel_shape", {}));
     DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
     DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
     DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
@@ -192,8 +190,8 @@ Status check_shapes_common(const PrepareContext& ctx, const ConvAttrs& a, const 
     DSINFER_RETURN_IF_ERROR(check_conv_attrs(a, nsp, ErrorCode::invalid_argument));
     for (int i = 0; i < static_cast<int>(a.kernel_shape.size()); ++i)
         DSINFER_CHECK(a.kernel_shape[static_cast<std::size_t>(i)] == w.shape()[i + 2],
-                      ErrorCode::invalid_argument, "attribute 'kernel_shape' does not match W of shape ",
-                      w.shape().to_string());
+                      ErrorCode::invalid_argument,
+                      "attribute 'kernel_shape' does not match W of shape ", w.shape().to_string());
     return Status::ok();
 }
 
@@ -214,16 +212,16 @@ public:
         const Shape& ws = ctx.input(1).shape();
         const int64_t c = xs[1], m = ws[0];
         DSINFER_CHECK(c == ws[1] * a_.group, ErrorCode::invalid_argument, "input X has ", c,
-                      " channels but W ", ws.to_string(), " with group ", a_.group,
-                      " expects ", ws[1] * a_.group);
+                      " channels but W ", ws.to_string(), " with group ", a_.group, " expects ",
+                      ws[1] * a_.group);
         DSINFER_CHECK(m % a_.group == 0, ErrorCode::invalid_argument, "group ", a_.group,
                       " does not divide the ", m, " output channels of W");
         if (ctx.has_input(2)) {
             const Tensor& b = ctx.input(2);
             DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
                           ErrorCode::invalid_argument, "input B must be a ",
-                          dtype_name(ctx.input(0).dtype()), " vector of ", m,
-                          " elements, got ", dtype_name(b.dtype()), " ", b.shape().to_string());
+                          dtype_name(ctx.input(0).dtype()), " vector of ", m, " elements, got ",
+                          dtype_name(b.dtype()), " ", b.shape().to_string());
         }
         ConvGeom g;
         DSINFER_RETURN_IF_ERROR(conv_geometry(a_, xs, ws, g));
@@ -235,10 +233,11 @@ public:
         std::size_t ws_elems = 0;
         if (!depthwise(c, m)) {
             const int64_t cg = c / a_.group, mg = m / a_.group;
-            if (half || !pointwise(g)) ws_elems += static_cast<std::size_t>(cg * g.k_size * g.out_size);
+            if (half || !pointwise(g))
+                ws_elems += static_cast<std::size_t>(cg * g.k_size * g.out_size);
             if (half)
-                ws_elems += static_cast<std::size_t>(ws.num_elements() + mg * g.out_size +
-                                                     cg * g.in_size);
+                ws_elems +=
+                    static_cast<std::size_t>(ws.num_elements() + mg * g.out_size + cg * g.in_size);
         }
         ctx.set_workspace(ws_elems * fsz);
         return Status::ok();
@@ -378,12 +377,17 @@ private:
                     }
                 }
                 F* out;
-                if constexpr (is_half_v<T>) out = yf;
-                else out = py + (i * m + gi * mg) * g.out_size;
+                if constexpr (is_half_v<T>)
+                    out = yf;
+                else
+                    out = py + (i * m + gi * mg) * g.out_size;
                 if (g.out_size > 0 && mg > 0) {
                     auto ym = MapM<F>(out, mg, g.out_size);
-                    if (kk == 0) ym.setZero();
-                    else ym.noalias() = MapC<F>(wf + gi * mg * kk, mg, kk) * MapC<F>(b, kk, g.out_size);
+                    if (kk == 0)
+                        ym.setZero();
+                    else
+                        ym.noalias() =
+                            MapC<F>(wf + gi * mg * kk, mg, kk) * MapC<F>(b, kk, g.out_size);
                 }
                 T* dst = py + (i * m + gi * mg) * g.out_size;
                 for (int64_t mm = 0; mm < mg; ++mm) {
@@ -439,7 +443,8 @@ private:
                             }
                             off += ii * in_st[u];
                         }
-                        if (inside) sum += static_cast<F>(load(xc[off])) * static_cast<F>(load(wk[k]));
+                        if (inside)
+                            sum += static_cast<F>(load(xc[off])) * static_cast<F>(load(wk[k]));
                         for (int d = nsp - 1; d >= 0; --d) {
                             const auto u = static_cast<std::size_t>(d);
                             if (++kp[u] < g.k[u]) break;
@@ -468,8 +473,7 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
 
 Status convt_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeom& g) {
     g.nsp = x.rank() - 2;
-    const std::size_t skip =
-        a.output_shape.size() == static_cast<std::size_t>(g.nsp + 2) ? 2 : 0;
+    const std::size_t skip = a.output_shape.size() == static_cast<std::size_t>(g.nsp + 2) ? 2 : 0;
     if (!a.output_shape.empty() && a.output_shape.size() != static_cast<std::size_t>(g.nsp) &&
         skip == 0)
         return Status::error(ErrorCode::invalid_argument, "attribute 'output_shape' has ",
@@ -488,12 +492,15 @@ Status convt_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGe
             g.out[u] = !a.output_shape.empty() ? a.output_shape[skip + u] : g.in[u] * g.stride[u];
             const int64_t total = full - g.out[u];
             // Per the spec: SAME_UPPER puts the smaller half first, otherwise the larger.
+            // Floor division: a negative total (output_shape larger than the natural size)
+            // adds the extra row at the end, as the ONNX reference does.
+            const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
             if (a.auto_pad == AutoPad::same_upper) {
-                g.pb[u] = total / 2;
-                g.pe[u] = total - total / 2;
+                g.pb[u] = half;
+                g.pe[u] = total - half;
             } else {
-                g.pb[u] = total - total / 2;
-                g.pe[u] = total / 2;
+                g.pb[u] = total - half;
+                g.pe[u] = half;
             }
         } else {
             g.pb[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, i, 0);
@@ -521,13 +528,13 @@ public:
         const int64_t c = xs[1];
         DSINFER_CHECK(c % a_.group == 0, ErrorCode::invalid_argument, "group ", a_.group,
                       " does not divide the ", c, " input channels");
-        DSINFER_CHECK(ws[0] == c, ErrorCode::invalid_argument, "input W of shape ",
-                      ws.to_string(), " must have ", c, " (input channels) as dimension 0");
+        DSINFER_CHECK(ws[0] == c, ErrorCode::invalid_argument, "input W of shape ", ws.to_string(),
+                      " must have ", c, " (input channels) as dimension 0");
         const int64_t m = ws[1] * a_.group;
         for (int i = 0; i < static_cast<int>(a_.output_padding.size()); ++i) {
             const auto u = static_cast<std::size_t>(i);
-            DSINFER_CHECK(a_.output_padding[u] < std::max(attr_at(a_.strides, i, 1),
-                                                          attr_at(a_.dilations, i, 1)),
+            DSINFER_CHECK(a_.output_padding[u] <
+                              std::max(attr_at(a_.strides, i, 1), attr_at(a_.dilations, i, 1)),
                           ErrorCode::invalid_argument, "output_padding ", a_.output_padding[u],
                           " must be smaller than the stride or dilation");
         }
@@ -535,8 +542,8 @@ public:
             const Tensor& b = ctx.input(2);
             DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
                           ErrorCode::invalid_argument, "input B must be a ",
-                          dtype_name(ctx.input(0).dtype()), " vector of ", m,
-                          " elements, got ", dtype_name(b.dtype()), " ", b.shape().to_string());
+                          dtype_name(ctx.input(0).dtype()), " vector of ", m, " elements, got ",
+                          dtype_name(b.dtype()), " ", b.shape().to_string());
         }
         ConvGeom g;
         DSINFER_RETURN_IF_ERROR(convt_geometry(a_, xs, ws, g));
@@ -610,7 +617,8 @@ private:
             for (int64_t gi = 0; gi < a_.group; ++gi) {
                 if (rows == 0 || g.in_size == 0) continue;
                 auto colm = MapM<F>(col, rows, g.in_size);
-                if (cg == 0) colm.setZero();
+                if (cg == 0)
+                    colm.setZero();
                 else
                     colm.noalias() = MapC<F>(wf + gi * cg * rows, cg, rows).transpose() *
                                      MapC<F>(xf + (i * c + gi * cg) * g.in_size, cg, g.in_size);

@@ -2,7 +2,6 @@
 // floats are widened to float in the workspace (accumulation in float); integer types use a
 // plain loop with wrapping (two's complement) arithmetic.
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -34,8 +33,10 @@ inline acc_t<T> to_acc(T v) noexcept {
 }
 template <class T>
 inline T from_acc(acc_t<T> v) noexcept {
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(v);
-    else return store<T>(v);
+    if constexpr (std::is_integral_v<T>)
+        return static_cast<T>(v);
+    else
+        return store<T>(v);
 }
 
 /// C[M,N] = A[M,K] * B[K,N] (row-major, contiguous). For float and double.
@@ -109,9 +110,9 @@ public:
         DSINFER_ASSIGN_OR_RETURN(MatMulDims d, matmul_dims(a.shape(), b.shape()));
         ctx.set_output(0, a.dtype(), d.out);
         if (is_half_dtype(a.dtype()))
-            ctx.set_workspace(static_cast<std::size_t>(a.num_elements() + b.num_elements() +
-                                                       d.m * d.n) *
-                              sizeof(float));
+            ctx.set_workspace(
+                static_cast<std::size_t>(a.num_elements() + b.num_elements() + d.m * d.n) *
+                sizeof(float));
         return Status::ok();
     }
 
@@ -167,9 +168,8 @@ private:
             return;
         }
         int64_t iy = 0;
-        for_each_offset<2>(d.batch, st, [&](const std::array<int64_t, 2>& off) {
-            f(off[0], off[1], iy++);
-        });
+        for_each_offset<2>(d.batch, st,
+                           [&](const std::array<int64_t, 2>& off) { f(off[0], off[1], iy++); });
     }
 };
 
@@ -192,9 +192,9 @@ public:
                       dtype_name(b.dtype()));
         DSINFER_CHECK(kNumericTypes.contains(a.dtype()), ErrorCode::unsupported,
                       "Gemm does not support element type ", dtype_name(a.dtype()));
-        DSINFER_CHECK(a.shape().rank() == 2 && b.shape().rank() == 2,
-                      ErrorCode::invalid_argument, "Gemm inputs A and B must be 2-D, got ",
-                      a.shape().to_string(), " and ", b.shape().to_string());
+        DSINFER_CHECK(a.shape().rank() == 2 && b.shape().rank() == 2, ErrorCode::invalid_argument,
+                      "Gemm inputs A and B must be 2-D, got ", a.shape().to_string(), " and ",
+                      b.shape().to_string());
         const int64_t m = trans_a_ ? a.shape()[1] : a.shape()[0];
         const int64_t k = trans_a_ ? a.shape()[0] : a.shape()[1];
         const int64_t kb = trans_b_ ? b.shape()[1] : b.shape()[0];
@@ -211,14 +211,14 @@ public:
             bool ok = cs.rank() <= 2;
             if (ok && cs.rank() >= 1) ok = cs[cs.rank() - 1] == n || cs[cs.rank() - 1] == 1;
             if (ok && cs.rank() == 2) ok = cs[0] == m || cs[0] == 1;
-            DSINFER_CHECK(ok, ErrorCode::invalid_argument, "Gemm input C of shape ",
-                          cs.to_string(), " cannot be broadcast to [", m, ",", n, "]");
+            DSINFER_CHECK(ok, ErrorCode::invalid_argument, "Gemm input C of shape ", cs.to_string(),
+                          " cannot be broadcast to [", m, ",", n, "]");
         }
         ctx.set_output(0, a.dtype(), Shape{m, n});
         if (a.dtype() == DType::f16 || a.dtype() == DType::bf16)
-            ctx.set_workspace(static_cast<std::size_t>(a.num_elements() + b.num_elements() +
-                                                       m * n) *
-                              sizeof(float));
+            ctx.set_workspace(
+                static_cast<std::size_t>(a.num_elements() + b.num_elements() + m * n) *
+                sizeof(float));
         return Status::ok();
     }
 
@@ -289,8 +289,7 @@ private:
         else if (!trans_a_ && trans_b_)
             out.noalias() = alpha * (MapC<F>(a, m, k) * MapC<F>(b, n, k).transpose());
         else
-            out.noalias() =
-                alpha * (MapC<F>(a, k, m).transpose() * MapC<F>(b, n, k).transpose());
+            out.noalias() = alpha * (MapC<F>(a, k, m).transpose() * MapC<F>(b, n, k).transpose());
     }
 
     template <class T>
@@ -364,9 +363,9 @@ public:
                       "Einsum does not support element type ", dtype_name(dt));
         std::array<Shape, kMaxEinsumInputs> shapes{};
         for (int i = 0; i < ctx.num_inputs(); ++i) {
-            DSINFER_CHECK(ctx.input(i).dtype() == dt, ErrorCode::invalid_argument,
-                          "Einsum input ", i, " has type ", dtype_name(ctx.input(i).dtype()),
-                          ", expected ", dtype_name(dt));
+            DSINFER_CHECK(ctx.input(i).dtype() == dt, ErrorCode::invalid_argument, "Einsum input ",
+                          i, " has type ", dtype_name(ctx.input(i).dtype()), ", expected ",
+                          dtype_name(dt));
             shapes[static_cast<std::size_t>(i)] = ctx.input(i).shape();
         }
         EinsumPlan plan;
@@ -389,8 +388,8 @@ public:
 
 private:
     // Resolves ellipses and label dims for concrete shapes. No allocation (runs in run()).
-    Status make_plan(const std::array<Shape, kMaxEinsumInputs>& shapes, EinsumPlan& p) const
-        noexcept {
+    Status make_plan(const std::array<Shape, kMaxEinsumInputs>& shapes,
+                     EinsumPlan& p) const noexcept {
         const int ni = static_cast<int>(terms_.size());
         std::array<bool, kMaxLabels> seen{};
         std::array<int, kMaxLabels> count{};
@@ -402,8 +401,10 @@ private:
             int explicit_count = 0;
             bool has_ell = false;
             for (int l : term) {
-                if (l == kEllipsis) has_ell = true;
-                else ++explicit_count;
+                if (l == kEllipsis)
+                    has_ell = true;
+                else
+                    ++explicit_count;
             }
             const int e = s.rank() - explicit_count;
             if (e < 0 || (!has_ell && e != 0))
@@ -428,11 +429,13 @@ private:
                         const int lab = kLetters + (ell - e) + j;
                         const int64_t d = s[axis];
                         auto& pd = p.dim[static_cast<std::size_t>(lab)];
-                        if (pd == -1 || pd == 1) pd = d;
+                        if (pd == -1 || pd == 1)
+                            pd = d;
                         else if (d != pd && d != 1)
                             return Status(ErrorCode::invalid_argument,
                                           "Einsum ellipsis dimensions cannot be broadcast");
-                        if (d != 1) st[static_cast<std::size_t>(lab)] += cs[static_cast<std::size_t>(axis)];
+                        if (d != 1)
+                            st[static_cast<std::size_t>(lab)] += cs[static_cast<std::size_t>(axis)];
                         seen[static_cast<std::size_t>(lab)] = true;
                         ++count[static_cast<std::size_t>(lab)];
                     }
@@ -440,7 +443,8 @@ private:
                 }
                 const int64_t d = s[axis];
                 auto& pd = p.dim[static_cast<std::size_t>(l)];
-                if (pd == -1) pd = d;
+                if (pd == -1)
+                    pd = d;
                 else if (pd != d)
                     return Status(ErrorCode::invalid_argument,
                                   "Einsum label '" + std::string(1, label_char(l)) +
@@ -455,7 +459,10 @@ private:
         // Output labels.
         std::array<bool, kMaxLabels> in_out{};
         p.out_rank = 0;
-        auto push_out = [&](int lab) { p.out_labels[static_cast<std::size_t>(p.out_rank++)] = lab; in_out[static_cast<std::size_t>(lab)] = true; };
+        auto push_out = [&](int lab) {
+            p.out_labels[static_cast<std::size_t>(p.out_rank++)] = lab;
+            in_out[static_cast<std::size_t>(lab)] = true;
+        };
         if (explicit_) {
             for (int l : out_) {
                 if (l == kEllipsis) {
@@ -481,7 +488,8 @@ private:
                 p.red_labels[static_cast<std::size_t>(p.red_count++)] = l;
         p.out_shape = Shape{};
         for (int i = 0; i < p.out_rank; ++i)
-            p.out_shape.push_back(p.dim[static_cast<std::size_t>(p.out_labels[static_cast<std::size_t>(i)])]);
+            p.out_shape.push_back(
+                p.dim[static_cast<std::size_t>(p.out_labels[static_cast<std::size_t>(i)])]);
         return Status::ok();
     }
 
@@ -499,7 +507,8 @@ private:
         T* out = ctx.output(0).data<T>();
         const int64_t out_total = p.out_shape.num_elements();
         int64_t red_total = 1;
-        for (int r = 0; r < p.red_count; ++r) red_total *= p.dim[static_cast<std::size_t>(p.red_labels[static_cast<std::size_t>(r)])];
+        for (int r = 0; r < p.red_count; ++r)
+            red_total *= p.dim[static_cast<std::size_t>(p.red_labels[static_cast<std::size_t>(r)])];
         std::array<int64_t, kMaxLabels> oidx{}, ridx{};
         std::array<int64_t, kMaxEinsumInputs> base{}, off{};
         auto lstride = [&](int i, int lab) {
@@ -507,18 +516,21 @@ private:
         };
         for (int64_t o = 0; o < out_total; ++o) {
             C acc = C(0);
-            for (int i = 0; i < ni; ++i) off[static_cast<std::size_t>(i)] = base[static_cast<std::size_t>(i)];
+            for (int i = 0; i < ni; ++i)
+                off[static_cast<std::size_t>(i)] = base[static_cast<std::size_t>(i)];
             for (int r = 0; r < p.red_count; ++r) ridx[static_cast<std::size_t>(r)] = 0;
             for (int64_t rr = 0; rr < red_total; ++rr) {
                 C prod = C(1);
                 for (int i = 0; i < ni; ++i)
-                    prod *= to_acc(in[static_cast<std::size_t>(i)][off[static_cast<std::size_t>(i)]]);
+                    prod *=
+                        to_acc(in[static_cast<std::size_t>(i)][off[static_cast<std::size_t>(i)]]);
                 acc += prod;
                 for (int r = p.red_count - 1; r >= 0; --r) {
                     const int lab = p.red_labels[static_cast<std::size_t>(r)];
                     auto& ix = ridx[static_cast<std::size_t>(r)];
                     ++ix;
-                    for (int i = 0; i < ni; ++i) off[static_cast<std::size_t>(i)] += lstride(i, lab);
+                    for (int i = 0; i < ni; ++i)
+                        off[static_cast<std::size_t>(i)] += lstride(i, lab);
                     if (ix < p.dim[static_cast<std::size_t>(lab)]) break;
                     for (int i = 0; i < ni; ++i)
                         off[static_cast<std::size_t>(i)] -= lstride(i, lab) * ix;
@@ -532,7 +544,8 @@ private:
                 ++ix;
                 for (int i = 0; i < ni; ++i) base[static_cast<std::size_t>(i)] += lstride(i, lab);
                 if (ix < p.dim[static_cast<std::size_t>(lab)]) break;
-                for (int i = 0; i < ni; ++i) base[static_cast<std::size_t>(i)] -= lstride(i, lab) * ix;
+                for (int i = 0; i < ni; ++i)
+                    base[static_cast<std::size_t>(i)] -= lstride(i, lab) * ix;
                 ix = 0;
             }
         }

@@ -64,10 +64,9 @@ public:
             DSINFER_CHECK(ctx.has_input(i), ErrorCode::invalid_argument, "input ", names[i],
                           " is required");
             DSINFER_RETURN_IF_ERROR(check_float(ctx.input(i), names[i]));
-            DSINFER_CHECK(ctx.input(i).num_elements() == p, ErrorCode::invalid_argument,
-                          "input ", names[i], " has shape ", ctx.input(i).shape().to_string(),
-                          ", expected ", p, " elements for X of shape ",
-                          x.shape().to_string());
+            DSINFER_CHECK(ctx.input(i).num_elements() == p, ErrorCode::invalid_argument, "input ",
+                          names[i], " has shape ", ctx.input(i).shape().to_string(), ", expected ",
+                          p, " elements for X of shape ", x.shape().to_string());
         }
         ctx.set_output(0, x.dtype(), x.shape());
         ctx.set_workspace(static_cast<std::size_t>(2 * p) * sizeof(double));
@@ -155,9 +154,9 @@ public:
             DSINFER_CHECK(ctx.has_input(i), ErrorCode::invalid_argument, "input ", names[i],
                           " is required");
             DSINFER_RETURN_IF_ERROR(check_float(ctx.input(i), names[i]));
-            DSINFER_CHECK(ctx.input(i).num_elements() == np, ErrorCode::invalid_argument,
-                          "input ", names[i], " has shape ", ctx.input(i).shape().to_string(),
-                          ", expected ", np, " elements");
+            DSINFER_CHECK(ctx.input(i).num_elements() == np, ErrorCode::invalid_argument, "input ",
+                          names[i], " has shape ", ctx.input(i).shape().to_string(), ", expected ",
+                          np, " elements");
         }
         ctx.set_output(0, x.dtype(), x.shape());
         return Status::ok();
@@ -180,7 +179,8 @@ public:
                 for (int64_t gi = 0; gi < g; ++gi) {
                     const int64_t base = (i * g + gi) * block;
                     double sum = 0, sq = 0;
-                    for (int64_t j = 0; j < block; ++j) sum += static_cast<double>(load(px[base + j]));
+                    for (int64_t j = 0; j < block; ++j)
+                        sum += static_cast<double>(load(px[base + j]));
                     const double mean = block > 0 ? sum / static_cast<double>(block) : 0.0;
                     for (int64_t j = 0; j < block; ++j) {
                         const double d = static_cast<double>(load(px[base + j])) - mean;
@@ -218,8 +218,7 @@ StatusOr<std::unique_ptr<Kernel>> make_groupnorm(const KernelCreateContext& ctx)
     DSINFER_ASSIGN_OR_RETURN(float eps, n.attr_or<float>("epsilon", 1e-5f));
     DSINFER_ASSIGN_OR_RETURN(int64_t groups, n.attr<int64_t>("num_groups"));
     if (groups <= 0)
-        return Status::error(ErrorCode::invalid_model, "num_groups must be positive, got ",
-                             groups);
+        return Status::error(ErrorCode::invalid_model, "num_groups must be positive, got ", groups);
     return make_kernel<GroupNormKernel>(groups, eps, ctx.opset() < 21);
 }
 
@@ -234,8 +233,8 @@ public:
         const Tensor& x = ctx.input(0);
         DSINFER_RETURN_IF_ERROR(check_float(x, "input X"));
         const int rank = x.shape().rank();
-        DSINFER_CHECK(axis_ >= -rank && axis_ < rank, ErrorCode::invalid_argument, "axis ",
-                      axis_, " is outside [", -rank, ", ", rank, ") for X of shape ",
+        DSINFER_CHECK(axis_ >= -rank && axis_ < rank, ErrorCode::invalid_argument, "axis ", axis_,
+                      " is outside [", -rank, ", ", rank, ") for X of shape ",
                       x.shape().to_string());
         const int a = static_cast<int>(axis_ < 0 ? axis_ + rank : axis_);
         static const char* names[] = {"X", "Scale", "B"};
@@ -474,7 +473,10 @@ public:
             }
             for_each_offset<2>(xs, st, [&](const std::array<int64_t, 2>& off) {
                 const double v = static_cast<double>(load(px[off[0]]));
-                const double y = lp_ == 0 ? (v - s1[off[1]]) / s2[off[1]] : v / s1[off[1]];
+                // A zero Lp norm gives 0 (as the ONNX reference does), not 0/0.
+                const double y = lp_ == 0            ? (v - s1[off[1]]) / s2[off[1]]
+                                 : s1[off[1]] == 0.0 ? 0.0
+                                                     : v / s1[off[1]];
                 py[off[0]] = store<T>(static_cast<compute_t<T>>(y));
             });
             return Status::ok();

@@ -52,8 +52,7 @@ Status pool_geometry(const PoolAttrs& a, const Shape& x, PoolGeom& g) {
         const int64_t ek = g.dil[u] * (g.k[u] - 1) + 1;
         if (a.auto_pad == AutoPad::same_upper || a.auto_pad == AutoPad::same_lower) {
             g.out[u] = (g.in[u] + g.stride[u] - 1) / g.stride[u];
-            const int64_t total =
-                std::max<int64_t>(0, (g.out[u] - 1) * g.stride[u] + ek - g.in[u]);
+            const int64_t total = std::max<int64_t>(0, (g.out[u] - 1) * g.stride[u] + ek - g.in[u]);
             const int64_t small = total / 2;
             g.pb[u] = a.auto_pad == AutoPad::same_upper ? small : total - small;
             g.pe[u] = total - g.pb[u];
@@ -142,7 +141,8 @@ private:
             Dims op{};
             for (int64_t o = 0; o < g.out_size; ++o) {
                 F best = std::numeric_limits<F>::lowest();
-                if constexpr (std::is_floating_point_v<F>) best = -std::numeric_limits<F>::infinity();
+                if constexpr (std::is_floating_point_v<F>)
+                    best = -std::numeric_limits<F>::infinity();
                 int64_t best_idx = -1;
                 double sum = 0;
                 int64_t count = 0, count_pad = 0;
@@ -185,7 +185,8 @@ private:
                 T& out = py[pl * g.out_size + o];
                 if (a_.kind == PoolKind::max) {
                     out = store<T>(best);
-                    if (pi) pi[pl * g.out_size + o] = pl * g.in_size + std::max<int64_t>(best_idx, 0);
+                    if (pi)
+                        pi[pl * g.out_size + o] = pl * g.in_size + std::max<int64_t>(best_idx, 0);
                 } else if (a_.kind == PoolKind::average) {
                     const int64_t div = a_.count_include_pad ? count_pad : count;
                     const double v = div > 0 ? sum / static_cast<double>(div)
@@ -232,8 +233,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
         DSINFER_ASSIGN_OR_RETURN(a.storage_order, n.attr_or<int64_t>("storage_order", 0));
         if (a.storage_order != 0 && a.storage_order != 1)
             return Status::error(ErrorCode::invalid_model,
-                                 "attribute 'storage_order' must be 0 or 1, got ",
-                                 a.storage_order);
+                                 "attribute 'storage_order' must be 0 or 1, got ", a.storage_order);
     }
     if (K == PoolKind::average) {
         DSINFER_ASSIGN_OR_RETURN(int64_t cip, n.attr_or<int64_t>("count_include_pad", 0));
@@ -258,12 +258,12 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     auto check = [&](const std::vector<int64_t>& v, const char* name, std::size_t len,
                      int64_t min) -> Status {
         if (!v.empty() && v.size() != len)
-            return Status::error(ErrorCode::invalid_model, "attribute '", name, "' has ",
-                                 v.size(), " values, expected ", len);
+            return Status::error(ErrorCode::invalid_model, "attribute '", name, "' has ", v.size(),
+                                 " values, expected ", len);
         for (auto e : v)
             if (e < min)
-                return Status::error(ErrorCode::invalid_model, "attribute '", name,
-                                     "' has value ", e, ", expected >= ", min);
+                return Status::error(ErrorCode::invalid_model, "attribute '", name, "' has value ",
+                                     e, ", expected >= ", min);
         return Status::ok();
     };
     DSINFER_RETURN_IF_ERROR(check(a.kernel_shape, "kernel_shape", nsp, 1));
@@ -362,8 +362,7 @@ void register_nn_pool_kernels(KernelRegistry& r) {
     r.add({"MaxPool", "", 1, kMaxOpset, DeviceKind::cpu}, &make_pool<PoolKind::max>);
     r.add({"AveragePool", "", 1, kMaxOpset, DeviceKind::cpu}, &make_pool<PoolKind::average>);
     r.add({"LpPool", "", 1, kMaxOpset, DeviceKind::cpu}, &make_pool<PoolKind::lp>);
-    r.add({"GlobalMaxPool", "", 1, kMaxOpset, DeviceKind::cpu},
-          &make_global_pool<PoolKind::max>);
+    r.add({"GlobalMaxPool", "", 1, kMaxOpset, DeviceKind::cpu}, &make_global_pool<PoolKind::max>);
     r.add({"GlobalAveragePool", "", 1, kMaxOpset, DeviceKind::cpu},
           &make_global_pool<PoolKind::average>);
     r.add({"GlobalLpPool", "", 1, kMaxOpset, DeviceKind::cpu}, &make_global_pool<PoolKind::lp>);

@@ -20,14 +20,14 @@ public:
 
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& x = ctx.input(0);
-        DSINFER_CHECK(kFloatTypes.contains(x.dtype()), ErrorCode::unsupported,
-                      "element type ", dtype_name(x.dtype()), " is not supported");
+        DSINFER_CHECK(kFloatTypes.contains(x.dtype()), ErrorCode::unsupported, "element type ",
+                      dtype_name(x.dtype()), " is not supported");
         const int rank = x.shape().rank();
         // Opset < 13 allows axis == rank (an empty trailing block); ranks 0 are treated as 1-D.
         const int r = std::max(rank, 1);
         if (coerce_2d_) {
-            DSINFER_CHECK(axis_ >= -r && axis_ <= r, ErrorCode::invalid_argument, "axis ",
-                          axis_, " is outside [", -r, ", ", r, "] for input of rank ", rank);
+            DSINFER_CHECK(axis_ >= -r && axis_ <= r, ErrorCode::invalid_argument, "axis ", axis_,
+                          " is outside [", -r, ", ", r, "] for input of rank ", rank);
         } else {
             DSINFER_CHECK(axis_ >= -r && axis_ < r, ErrorCode::invalid_argument, "axis ", axis_,
                           " is outside [", -r, ", ", r, ") for input of rank ", rank);
@@ -93,8 +93,10 @@ private:
         bool has_nan = false;
         for (int64_t j = 0; j < n; ++j) {
             const F v = static_cast<F>(load(x[j * s]));
-            if (std::isnan(v)) has_nan = true;
-            else mx = std::max(mx, v);
+            if (std::isnan(v))
+                has_nan = true;
+            else
+                mx = std::max(mx, v);
         }
         if (has_nan) {
             for (int64_t j = 0; j < n; ++j)

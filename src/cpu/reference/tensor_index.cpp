@@ -9,6 +9,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,6 +167,15 @@ public:
         for (int d = 0; d < axis; ++d) out.push_back(x.shape()[d]);
         for (int d = 0; d < ind.num_dims(); ++d) out.push_back(ind.shape()[d]);
         for (int d = axis + 1; d < x.num_dims(); ++d) out.push_back(x.shape()[d]);
+        // Constant indices are checked once at load (run() checks data-dependent ones).
+        if (ctx.inferring() && ctx.has_data(1)) {
+            const TensorView iv = ind.view();
+            const std::int64_t dim = x.shape()[axis];
+            for (std::int64_t j = 0; j < iv.num_elements(); ++j) {
+                std::int64_t idx = int_at(iv, j);
+                if (!wrap_index(idx, dim)) return index_error("indices", int_at(iv, j), dim);
+            }
+        }
         ctx.set_output(0, x.dtype(), out);
         return Status::ok();
     }

@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <numeric>
 #include <string>
 #include <vector>

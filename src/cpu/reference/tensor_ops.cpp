@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,7 +106,7 @@ Factory make_identity(const KernelCreateContext&) { return make_kernel<IdentityK
 
 class DropoutKernel final : public Kernel {
 public:
-    DropoutKernel(std::int64_t opset, float ratio) : opset_(opset), ratio_(ratio) {}
+    explicit DropoutKernel(std::int64_t opset) : opset_(opset) {}
 
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& x = ctx.input(0);
@@ -126,7 +128,6 @@ public:
                               " > 0 (random masks) is not supported");
             }
         }
-        (void)ratio_;
         return Status::ok();
     }
 
@@ -146,12 +147,12 @@ public:
 
 private:
     std::int64_t opset_;
-    float ratio_;
 };
 
 Factory make_dropout(const KernelCreateContext& ctx) {
-    DSINFER_ASSIGN_OR_RETURN(float ratio, ctx.node().attr_or<float>("ratio", 0.5f));
-    return make_kernel<DropoutKernel>(ctx.opset(), ratio);
+    // Inference only: before opset 12 the 'ratio' attribute does not change the output.
+    DSINFER_RETURN_IF_ERROR(ctx.node().attr_or<float>("ratio", 0.5f).status());
+    return make_kernel<DropoutKernel>(ctx.opset());
 }
 
 // ---- Constant -------------------------------------------------------------------------------
@@ -683,10 +684,8 @@ public:
         return dispatch_storage(x.dtype, [&]<class T>() {
             std::int64_t off = 0;
             for (int i = 0; i < ctx.num_outputs(); ++i) {
+                // make_split rejects omitted outputs, so every output view is valid here.
                 const TensorView& y = ctx.output(i);
-                // Omitted outputs still advance the offset; their size is unknown here, so
-                // outputs must all be present (ONNX Split outputs are not optional).
-                if (!ctx.has_output(i)) continue;
                 const std::int64_t inner = y.shape.size_between(axis, r);
                 for (std::int64_t o = 0; o < outer; ++o)
                     copy_elems(x.data<T>() + o * in_inner + off, inner, y.data<T>() + o * inner);
