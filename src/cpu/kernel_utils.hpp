@@ -61,11 +61,15 @@ struct TypeList {};
 
 template <class... Ts, class F>
 Status dispatch_types(DType dt, TypeList<Ts...>, F&& f) {
-    Status result = Status::error(ErrorCode::unsupported, "element type ", dtype_name(dt),
-                                  " is not supported");
+    // The error message is built only when no type matched: run() paths dispatch too, and
+    // must not allocate on success.
+    Status result;
     bool done = false;
     (void)((!done && dt == dtype_of<Ts>() ? (result = f.template operator()<Ts>(), done = true)
                                          : false) || ...);
+    if (!done)
+        return Status::error(ErrorCode::unsupported, "element type ", dtype_name(dt),
+                             " is not supported");
     return result;
 }
 

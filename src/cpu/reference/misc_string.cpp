@@ -290,8 +290,9 @@ StatusOr<std::unique_ptr<Kernel>> make_regex_full_match(const KernelCreateContex
         // ECMAScript covers the RE2 subset used in practice (\w, \b, classes, alternation).
         return make_kernel<RegexFullMatchKernel>(std::regex(pattern, std::regex::ECMAScript));
     } catch (const std::regex_error& e) {
-        return Status::error(ErrorCode::invalid_model, "attribute 'pattern' '", pattern,
-                             "' is not a valid regular expression: ", e.what());
+        // RE2 syntax that std::regex lacks ((?i), \p{..}, ...) lands here too.
+        return Status::error(ErrorCode::unsupported, "attribute 'pattern' '", pattern,
+                             "' is not a regular expression this build supports: ", e.what());
     }
 }
 
@@ -540,7 +541,8 @@ void register_misc_string_kernels(KernelRegistry& r) {
     r.add({"StringSplit", "", 20, kMaxOpset, cpu}, &make_string_split);
     r.add({"StringConcat", "", 20, kMaxOpset, cpu}, &make_string_concat);
     r.add({"RegexFullMatch", "", 20, kMaxOpset, cpu}, &make_regex_full_match);
-    r.add({"LabelEncoder", "ai.onnx.ml", 1, kMaxOpset, cpu}, &make_label_encoder);
+    // LabelEncoder-1 (classes_strings) is not implemented; 2 added keys_*/values_*, 4 tensors.
+    r.add({"LabelEncoder", "ai.onnx.ml", 2, kMaxOpset, cpu}, &make_label_encoder);
     r.add({"Binarizer", "ai.onnx.ml", 1, kMaxOpset, cpu}, &make_binarizer);
     r.add({"ArrayFeatureExtractor", "ai.onnx.ml", 1, kMaxOpset, cpu},
           &make_array_feature_extractor);
