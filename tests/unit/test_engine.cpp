@@ -58,7 +58,7 @@ TEST_CASE("engine runs a model and reports its signature", "[engine]") {
     for (float v : out[0].tensor.span<float>()) CHECK(v == 3.5f);
 }
 
-TEST_CASE("E: missing, unknown and duplicate input names are invalid_argument", "[engine][bad]") {
+TEST_CASE("E: missing / unknown and duplicate input names are invalid_argument", "[engine][bad]") {
     auto e = engine_of(add_model());
     std::string msg;
     CHECK(run_code(e, {{"x", f32({1, 4})}}, &msg) == ErrorCode::invalid_argument);
@@ -71,7 +71,7 @@ TEST_CASE("E: missing, unknown and duplicate input names are invalid_argument", 
     CHECK(msg.find("more than once 'x'") != std::string::npos);
 }
 
-TEST_CASE("E: dtype, rank and dim mismatches are invalid_argument naming the input", "[engine][bad]") {
+TEST_CASE("E: dtype / rank and dim mismatches are invalid_argument naming the input", "[engine][bad]") {
     auto e = engine_of(add_model());
     std::string msg;
     CHECK(run_code(e, {{"x", Tensor::zeros(DType::i64, {1, 4})}, {"y", f32({1, 4})}}, &msg) ==

@@ -64,7 +64,7 @@ TEST_CASE("D: Transpose perm that is not a permutation is invalid_model", "[ops]
     CHECK(load_code(m2) == ErrorCode::invalid_model);
 }
 
-TEST_CASE("D: axis outside [-rank, rank) is invalid_model", "[ops][bad]") {
+TEST_CASE("D: axis outside the valid range is invalid_model", "[ops][bad]") {
     auto m = unary_model("Softmax");
     set_int(m.mutable_graph()->mutable_node(0), "axis", 7);
     CHECK(load_code(m) == ErrorCode::invalid_model);
@@ -73,7 +73,7 @@ TEST_CASE("D: axis outside [-rank, rank) is invalid_model", "[ops][bad]") {
     CHECK(load_code(f) == ErrorCode::invalid_model);
 }
 
-TEST_CASE("D: zero stride, zero dilation, bad group in Conv are invalid_model", "[ops][bad]") {
+TEST_CASE("D: zero stride / zero dilation / bad group in Conv are invalid_model", "[ops][bad]") {
     onnx::TensorProto w = float_tensor("W", {2, 1, 1, 1}, {1, 1});
     for (const char* attr : {"strides", "dilations"}) {
         onnx::ModelProto m = unary_model("Conv", {w});
@@ -120,7 +120,7 @@ TEST_CASE("D: Reshape to a different element count is invalid_model", "[ops][bad
     CHECK(load_code(m) == ErrorCode::invalid_model);
 }
 
-TEST_CASE("D: quantization scale 0, negative or NaN is invalid_model", "[ops][bad]") {
+TEST_CASE("D: quantization scale 0 / negative or NaN is invalid_model", "[ops][bad]") {
     for (float s : {0.0f, -1.0f, std::nanf("")}) {
         INFO("scale " << s);
         auto m = unary_model("QuantizeLinear", {float_tensor("scale", {}, {s})});
@@ -136,7 +136,7 @@ TEST_CASE("D: Split with zero outputs or mismatched split sizes is invalid_model
     CHECK(load_code(m) == ErrorCode::invalid_model);
 }
 
-TEST_CASE("D: integer division by zero is invalid_argument, never UB", "[ops][bad]") {
+TEST_CASE("D: integer division by zero is invalid_argument / never UB", "[ops][bad]") {
     onnx::ModelProto m = relu_model();
     auto* g = m.mutable_graph();
     g->clear_input();
