@@ -6,14 +6,14 @@
 # 1. generates bert_base.onnx, bert_base_ln17.onnx and resnet50.onnx (random weights, not
 #    committed) into WORK_DIR/models;
 # 2. makes ONNX Runtime reference cases with ../shared/peers/ort_case.mjs (the peers harness;
-#    it installs onnxruntime-node into $PEERS_DIR, default /tmp/peers, on first use);
+#    it installs onnxruntime-node into $PEERS_DIR, default $TMPDIR/peers, on first use);
 # 3. runs ds-conformance on the cases with rtol 1e-4.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
 work="${2:-${TMPDIR:-/tmp}/dsinfer-ort}"
 peers_src="$here/../shared/peers"
-peers="${PEERS_DIR:-/tmp/peers}"
+peers="${PEERS_DIR:-${TMPDIR:-/tmp}/peers}"
 rtol="${RTOL:-1e-4}"
 atol="${ATOL:-1e-5}"
 mkdir -p "$work/models" "$work/cases"

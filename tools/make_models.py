@@ -5,7 +5,7 @@ Usage:
     tools/make_models.py --out DIR [--only NAME ...] [--seed N] [--no-check]
 
 Needs only numpy and onnx (Debian: python3-numpy, python3-onnx); run it with /usr/bin/python3.
-The big models are a few hundred MB: write them outside the repository (e.g. /tmp/dsinfer-models).
+The big models are a few hundred MB: write them outside the repository (e.g. ~/dsinfer-models).
 
 Models (symbolic dims are named "batch" and "sequence"):
   bert_base        BERT-base encoder: 12 layers, hidden 768, 12 heads, FFN 3072, vocab 30522,

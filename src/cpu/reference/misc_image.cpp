@@ -334,11 +334,15 @@ public:
                                         double xx = std::max(xx0, 0.0);
                                         int64_t yl = static_cast<int64_t>(yy);
                                         int64_t xl = static_cast<int64_t>(xx);
-                                        int64_t yh, xh;
-                                        if (yl >= h - 1) { yh = yl = h - 1; yy = static_cast<double>(yl); }
-                                        else yh = yl + 1;
-                                        if (xl >= w - 1) { xh = xl = w - 1; xx = static_cast<double>(xl); }
-                                        else xh = xl + 1;
+                                        int64_t yh = yl + 1, xh = xl + 1;
+                                        if (yl >= h - 1) {
+                                            yh = yl = h - 1;
+                                            yy = static_cast<double>(yl);
+                                        }
+                                        if (xl >= w - 1) {
+                                            xh = xl = w - 1;
+                                            xx = static_cast<double>(xl);
+                                        }
                                         const double ly = yy - yl, lx = xx - xl;
                                         const double hy = 1.0 - ly, hx = 1.0 - lx;
                                         vals[0] = hy * hx * at(yl, xl);
