@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/kernel_utils.hpp"
+#include "cpu/reference/nn_window.hpp"
 
 namespace dsinfer::detail {
 namespace {
@@ -21,17 +22,7 @@ using MapC = Eigen::Map<const RowMat<T>>;
 template <class T>
 using MapM = Eigen::Map<RowMat<T>>;
 
-enum class AutoPad { notset, same_upper, same_lower, valid };
 
-StatusOr<AutoPad> parse_auto_pad(const Node& n) {
-    DSINFER_ASSIGN_OR_RETURN(std::string s, n.attr_or<std::string>("auto_pad", "NOTSET"));
-    if (s == "NOTSET" || s.empty()) return AutoPad::notset;
-    if (s == "SAME_UPPER") return AutoPad::same_upper;
-    if (s == "SAME_LOWER") return AutoPad::same_lower;
-    if (s == "VALID") return AutoPad::valid;
-    return Status::error(ErrorCode::invalid_model, "attribute 'auto_pad' has invalid value '", s,
-                         "' (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)");
-}
 
 struct ConvAttrs {
     std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape;
@@ -137,9 +128,6 @@ struct ConvGeom {
     int64_t in_size = 1, k_size = 1, out_size = 1;
 };
 
-int64_t attr_at(const std::vector<int64_t>& v, int i, int64_t dflt) {
-    return v.empty() ? dflt : v[static_cast<std::size_t>(i)];
-}
 
 // Forward convolution geometry from X [N, C, in...] and the kernel dims.
 Status conv_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeom& g) {
@@ -150,23 +138,12 @@ Status conv_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeo
         g.k[u] = w[i + 2];
         g.stride[u] = attr_at(a.strides, i, 1);
         g.dil[u] = attr_at(a.dilations, i, 1);
-        const int64_t ek = g.dil[u] * (g.k[u] - 1) + 1;
-        if (a.auto_pad == AutoPad::same_upper || a.auto_pad == AutoPad::same_lower) {
-            g.out[u] = (g.in[u] + g.stride[u] - 1) / g.stride[u];
-            const int64_t total = std::max<int64_t>(0, (g.out[u] - 1) * g.stride[u] + ek - g.in[u]);
-            const int64_t small = total / 2;
-            g.pb[u] = a.auto_pad == AutoPad::same_upper ? small : total - small;
-            g.pe[u] = total - g.pb[u];
-        } else {
-            g.pb[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, i, 0);
-            g.pe[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, g.nsp + i, 0);
-            const int64_t padded = g.in[u] + g.pb[u] + g.pe[u];
-            if (padded < ek)
-                return Status::error(ErrorCode::invalid_argument, "spatial dimension ", i,
-                                     ": padded input size ", padded,
-                                     " is smaller than the dilated kernel size ", ek);
-            g.out[u] = (padded - ek) / g.stride[u] + 1;
-        }
+        DSINFER_ASSIGN_OR_RETURN(const WindowDim wd,
+                                 window_dim(i, g.nsp, g.in[u], g.k[u], g.stride[u], g.dil[u],
+                                            a.auto_pad, a.pads, /*ceil_mode=*/false));
+        g.out[u] = wd.out;
+        g.pb[u] = wd.pb;
+        g.pe[u] = wd.pe;
         g.in_size *= g.in[u];
         g.k_size *= g.k[u];
         g.out_size *= g.out[u];
