@@ -151,6 +151,17 @@ Status conv_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeo
     return Status::ok();
 }
 
+/// The optional bias B: a vector of `m` elements of X's type.
+Status check_bias(const PrepareContext& ctx, int64_t m) {
+    if (!ctx.has_input(2)) return Status::ok();
+    const Tensor& b = ctx.input(2);
+    DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
+                  ErrorCode::invalid_argument, "input B must be a ", dtype_name(ctx.input(0).dtype()),
+                  " vector of ", m, " elements, got ", dtype_name(b.dtype()), " ",
+                  b.shape().to_string());
+    return Status::ok();
+}
+
 Status check_shapes_common(const PrepareContext& ctx, const ConvAttrs& a, const char* op) {
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
@@ -193,13 +204,7 @@ public:
                       ws[1] * a_.group);
         DSINFER_CHECK(m % a_.group == 0, ErrorCode::invalid_argument, "group ", a_.group,
                       " does not divide the ", m, " output channels of W");
-        if (ctx.has_input(2)) {
-            const Tensor& b = ctx.input(2);
-            DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
-                          ErrorCode::invalid_argument, "input B must be a ",
-                          dtype_name(ctx.input(0).dtype()), " vector of ", m, " elements, got ",
-                          dtype_name(b.dtype()), " ", b.shape().to_string());
-        }
+        DSINFER_RETURN_IF_ERROR(check_bias(ctx, m));
         ConvGeom g;
         DSINFER_RETURN_IF_ERROR(conv_geometry(a_, xs, ws, g));
         Shape out{xs[0], m};
@@ -515,13 +520,7 @@ public:
                           ErrorCode::invalid_argument, "output_padding ", a_.output_padding[u],
                           " must be smaller than the stride or dilation");
         }
-        if (ctx.has_input(2)) {
-            const Tensor& b = ctx.input(2);
-            DSINFER_CHECK(b.dtype() == ctx.input(0).dtype() && b.num_elements() == m,
-                          ErrorCode::invalid_argument, "input B must be a ",
-                          dtype_name(ctx.input(0).dtype()), " vector of ", m, " elements, got ",
-                          dtype_name(b.dtype()), " ", b.shape().to_string());
-        }
+        DSINFER_RETURN_IF_ERROR(check_bias(ctx, m));
         ConvGeom g;
         DSINFER_RETURN_IF_ERROR(convt_geometry(a_, xs, ws, g));
         Shape out{xs[0], m};
