@@ -13,7 +13,12 @@ if(_DSINFER_NVCC)
   set(_dsinfer_cuda_default ON)
 endif()
 
-option(DSINFER_WITH_ONEDNN "dsinfer: build the oneDNN CPU backend (dsinfer::onednn; lands in Step 2)" OFF)
+# oneDNN defaults to on when Debian's libdnnl-dev is installed (scripts/install_deps.sh does).
+set(_dsinfer_onednn_default OFF)
+if(EXISTS /usr/include/dnnl.hpp OR EXISTS /usr/local/include/dnnl.hpp)
+  set(_dsinfer_onednn_default ON)
+endif()
+option(DSINFER_WITH_ONEDNN "dsinfer: build the oneDNN CPU backend (dsinfer::onednn)" ${_dsinfer_onednn_default})
 option(DSINFER_WITH_CUDA "dsinfer: build the CUDA backend (dsinfer::cuda)" ${_dsinfer_cuda_default})
 set(DSINFER_CUDA_ARCHITECTURES "80;90" CACHE STRING "dsinfer: CUDA architectures to build")
 option(DSINFER_BUILD_TESTS "dsinfer: build the test suite" ${DSINFER_IS_MAIN_PROJECT})

@@ -51,12 +51,22 @@ struct ModelLimits {
 
 /// Options for InferenceEngine::load / compile. Every field has a safe default.
 struct EngineOptions {
-    /// Backends in priority order; "cpu" (the reference kernels) is always available last.
-    std::vector<std::string> backends{"cpu"};
-    /// Intra-op threads for backends that use them (0 = hardware concurrency).
+    /// Backends in priority order, with per-node fall-through to the next one that supports the
+    /// node: "onednn" (oneDNN primitives, when built with it), "cpu" (dsinfer's own optimized
+    /// CPU kernels, then the reference kernels), "reference" (reference kernels only: slow,
+    /// for checking). The reference kernels are always the last resort. Empty = every CPU
+    /// backend this build has, fastest first (default_backends()).
+    std::vector<std::string> backends{};
+    /// Intra-op threads of one run, shared by oneDNN and dsinfer's kernels (one OpenMP pool);
+    /// 0 = the processors available to the process. Results are bitwise identical run to run
+    /// for the same value.
     int num_threads = 0;
     ModelLimits limits;
 };
+
+/// The backends an empty EngineOptions::backends means: {"onednn", "cpu"} when built with
+/// oneDNN, else {"cpu"}.
+DSINFER_API std::vector<std::string> default_backends();
 
 /// Per-call options of run().
 struct RunOptions {
@@ -99,6 +109,10 @@ public:
     const Graph& graph() const noexcept;
     /// Milliseconds spent in load()/compile().
     double load_ms() const noexcept;
+    /// The provider running each node of graph().nodes ("onednn", "cpu", "reference").
+    const std::vector<std::string>& node_providers() const noexcept;
+    /// How many nodes exchange tensors in a backend's blocked layout (layout negotiation).
+    int blocked_layout_nodes() const noexcept;
 
 private:
     struct Impl;

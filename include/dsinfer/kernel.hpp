@@ -92,6 +92,13 @@ public:
         const std::shared_ptr<Graph>& /*subgraph*/) const {
         return Status::error(ErrorCode::unsupported, "subgraphs are not supported here");
     }
+    /// Creates the kernel the next backend in priority order would use for this node (the one
+    /// selected if this factory returned unsupported). A backend kernel that handles only some
+    /// run-time shapes keeps it and delegates the rest to it (prepare and run). Only the
+    /// executor's context implements it.
+    virtual StatusOr<std::unique_ptr<class Kernel>> create_fallback() const {
+        return Status::error(ErrorCode::unsupported, "no fallback kernel here");
+    }
 
 private:
     const Node& node_;
@@ -259,6 +266,20 @@ private:
     const void* frame_ = nullptr;
 };
 
+/// Layout negotiation. Tensors between nodes are row-major (ONNX order) unless the two sides
+/// agree on a backend's blocked layout (e.g. oneDNN's nChw8c): a blocked tensor keeps its
+/// logical shape and byte size (the backend only offers it when that holds); only the kernels
+/// at both ends know the element order. The executor (after shape inference) marks a value
+/// blocked only when its producer offers a blocked output, every consumer accepts a blocked
+/// input, it is no graph input/output/initializer, and no subgraph reads it; "uniform" kernels
+/// (elementwise, normalization, pooling) need all their offered slots to agree.
+struct LayoutSupport {
+    int layout = 0;                       ///< backend layout id; 0 = none offered
+    std::uint64_t inputs = 0;             ///< bit i: input i may be blocked
+    std::uint64_t outputs = 0;            ///< bit j: output j may be blocked
+    bool uniform = false;                 ///< offered slots must all be blocked or all plain
+};
+
 class Kernel {
 public:
     virtual ~Kernel() = default;
@@ -266,6 +287,18 @@ public:
     [[nodiscard]] virtual Status prepare(PrepareContext& ctx) const = 0;
     /// Computes outputs. Never throws, never allocates (except dynamic outputs).
     [[nodiscard]] virtual Status run(RunContext& ctx) const noexcept = 0;
+
+    /// Which inputs/outputs could use a backend layout, given the node's values after shape
+    /// inference. Default: none (row-major only).
+    virtual LayoutSupport layout_support(const Graph& /*graph*/, const Node& /*node*/) const {
+        return {};
+    }
+    /// Called once at compile, before any run, with the slots that were made blocked (a
+    /// subset of what layout_support offered). Default: nothing to do.
+    [[nodiscard]] virtual Status use_layouts(std::uint64_t /*blocked_inputs*/,
+                                             std::uint64_t /*blocked_outputs*/) {
+        return Status::ok();
+    }
 };
 
 /// Runs a compiled subgraph (If/Loop/Scan bodies). Implemented by the executor.

@@ -88,7 +88,16 @@ private:
     std::vector<KernelEntry> entries_;
 };
 
-/// Registers every reference CPU kernel (src/cpu). Defined in dsinfer::dsinfer.
+/// Registration priorities of the CPU backends (higher wins; fall-through goes down).
+inline constexpr int kPriorityReference = 0;
+inline constexpr int kPriorityCpu = 10;
+inline constexpr int kPriorityOnednn = 20;
+
+/// Registers the reference CPU kernels only (src/cpu/reference): plain, single-threaded,
+/// the numerical reference every other backend is checked against.
+void register_reference_kernels(KernelRegistry& registry);
+/// Registers dsinfer's optimized CPU kernels (src/cpu/fast, vectorized and multithreaded)
+/// and, below them, the reference kernels.
 void register_cpu_kernels(KernelRegistry& registry);
 
 }  // namespace dsinfer

@@ -6,6 +6,8 @@
 #include <unordered_map>
 
 #include "core/executor.hpp"
+#include "cpu/parallel.hpp"
+#include "dsinfer/backends/onednn.hpp"
 #include "onnx/onnx_loader.hpp"
 
 namespace dsinfer {
@@ -18,6 +20,7 @@ struct InferenceEngine::Impl {
     std::vector<IOInfo> inputs;
     std::vector<IOInfo> outputs;
     std::unordered_map<std::string, std::size_t> input_index;
+    std::vector<std::string> providers;
     double load_ms = 0.0;
 };
 
@@ -29,12 +32,18 @@ Status validate_options(const EngineOptions& o) {
     DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
     for (const auto& b : o.backends) {
-        if (b == "cpu") continue;
-        if (b == "onednn" || b == "cuda" || b.rfind("cuda:", 0) == 0)
+        if (b == "cpu" || b == "reference") continue;
+        if (b == "onednn") {
+            if (onednn_available()) continue;
+            return Status::error(ErrorCode::unsupported,
+                                 "backend 'onednn' is not available in this build "
+                                 "(configure with -DDSINFER_WITH_ONEDNN=ON)");
+        }
+        if (b == "cuda" || b.rfind("cuda:", 0) == 0)
             return Status::error(ErrorCode::unsupported, "backend '", b,
-                                 "' is not available in this build (only 'cpu')");
+                                 "' is not available in this build (CPU backends only)");
         return Status::error(ErrorCode::invalid_argument, "unknown backend '", b,
-                             "' (known: cpu, onednn, cuda[:N])");
+                             "' (known: onednn, cpu, reference, cuda[:N])");
     }
     DSINFER_CHECK(o.limits.max_subgraph_depth >= 0 && o.limits.max_rank >= 0 &&
                       o.limits.max_rank <= kMaxRank,
@@ -43,11 +52,29 @@ Status validate_options(const EngineOptions& o) {
     return Status::ok();
 }
 
+/// Fills the registry from EngineOptions::backends (already validated). Priorities order the
+/// backends as listed; the reference kernels are always registered last as the fall-through.
+void register_backends(EngineOptions& o, KernelRegistry& registry) {
+    if (o.backends.empty()) o.backends = default_backends();
+    bool cpu = false;
+    for (const auto& b : o.backends) {
+        if (b == "onednn") register_onednn_kernels(registry);
+        if (b == "cpu") cpu = true;
+    }
+    if (cpu) register_cpu_kernels(registry);
+    else register_reference_kernels(registry);
+}
+
 IOInfo io_info(const Value& v) { return IOInfo{v.name, v.dtype, v.shape}; }
 
 std::string dims_string(const Shape& s) { return s.to_string(); }
 
 }  // namespace
+
+std::vector<std::string> default_backends() {
+    if (onednn_available()) return {"onednn", "cpu"};
+    return {"cpu"};
+}
 
 InferenceEngine::InferenceEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 InferenceEngine::InferenceEngine(InferenceEngine&&) noexcept = default;
@@ -68,11 +95,13 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
     throw_if_error(validate_options(options));
     auto impl = std::make_unique<Impl>();
     impl->options = std::move(options);
-    register_cpu_kernels(impl->registry);
+    register_backends(impl->options, impl->registry);
     throw_if_error(graph.sort_topologically());
     impl->graph = std::make_shared<Graph>(std::move(graph));
     detail::CompileOptions co;
     co.registry = &impl->registry;
+    // Kernels may create primitives and pack weights at load: they see the same budget.
+    detail::ThreadBudget threads(impl->options.num_threads);
     co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
     impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
     for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
@@ -81,6 +110,8 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         impl->input_index.emplace(v.name, i);
     }
     for (ValueId id : impl->graph->outputs) impl->outputs.push_back(io_info(impl->graph->value(id)));
+    for (std::size_t i = 0; i < impl->graph->nodes.size(); ++i)
+        impl->providers.push_back(impl->compiled->provider(i));
     impl->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return InferenceEngine(std::move(impl));
 }
@@ -165,6 +196,7 @@ Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
         if (options.deadline) control.deadline = *options.deadline;
         control.max_loop_iterations = m.options.limits.max_loop_iterations;
         std::vector<Tensor> outs;
+        detail::ThreadBudget threads(m.options.num_threads);
         DSINFER_RETURN_IF_ERROR(m.compiled->execute(args, nullptr, control, outs));
         outputs.clear();
         for (std::size_t i = 0; i < outs.size(); ++i) {
@@ -197,5 +229,11 @@ const std::vector<IOInfo>& InferenceEngine::inputs() const noexcept { return imp
 const std::vector<IOInfo>& InferenceEngine::outputs() const noexcept { return impl_->outputs; }
 const Graph& InferenceEngine::graph() const noexcept { return *impl_->graph; }
 double InferenceEngine::load_ms() const noexcept { return impl_->load_ms; }
+const std::vector<std::string>& InferenceEngine::node_providers() const noexcept {
+    return impl_->providers;
+}
+int InferenceEngine::blocked_layout_nodes() const noexcept {
+    return impl_->compiled->blocked_nodes();
+}
 
 }  // namespace dsinfer

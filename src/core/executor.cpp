@@ -1,6 +1,7 @@
 #include "core/executor.hpp"
 
 #include <algorithm>
+#include <span>
 
 namespace dsinfer::detail {
 namespace {
@@ -10,9 +11,25 @@ public:
     ExecCreateContext(const Node& node, const Graph& graph, std::int64_t opset,
                       std::vector<const Tensor*> constants, const CompileOptions& options,
                       const CompiledGraph* self, int depth,
-                      std::vector<std::shared_ptr<CompiledGraph>>& subgraphs)
+                      std::vector<std::shared_ptr<CompiledGraph>>& subgraphs,
+                      std::span<const KernelEntry* const> lower)
         : KernelCreateContext(node, graph, opset, std::move(constants)),
-          options_(options), self_(self), depth_(depth), subgraphs_(subgraphs) {}
+          options_(options), self_(self), depth_(depth), subgraphs_(subgraphs), lower_(lower) {}
+
+    StatusOr<std::unique_ptr<Kernel>> create_fallback() const override {
+        Status last = Status::error(ErrorCode::unsupported, "no lower-priority kernel for ",
+                                    node().op_type);
+        for (std::size_t i = 0; i < lower_.size(); ++i) {
+            std::vector<const Tensor*> constants;
+            for (int k = 0; k < num_inputs(); ++k) constants.push_back(constant_input(k));
+            ExecCreateContext ctx(node(), graph(), opset(), std::move(constants), options_, self_,
+                                  depth_, subgraphs_, lower_.subspan(i + 1));
+            auto k = lower_[i]->factory(ctx);
+            if (k.is_ok() || k.status().code() != ErrorCode::unsupported) return k;
+            last = k.status();
+        }
+        return last;
+    }
 
     StatusOr<std::shared_ptr<SubgraphRunner>> compile_subgraph(
         const std::shared_ptr<Graph>& subgraph) const override {
@@ -30,6 +47,7 @@ private:
     const CompiledGraph* self_;
     int depth_;
     std::vector<std::shared_ptr<CompiledGraph>>& subgraphs_;
+    std::span<const KernelEntry* const> lower_;
 };
 
 std::string node_context(const Node& n) { return n.describe() + ": "; }
@@ -76,6 +94,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     }
     DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
     DSINFER_RETURN_IF_ERROR(cg->infer_static());
+    DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
     return cg;
 }
@@ -108,9 +127,11 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
         }
         CompiledNode& cn = nodes_[ni];
         Status last;
-        for (const KernelEntry* entry : candidates) {
+        for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
+            const KernelEntry* entry = candidates[ci];
             cn.subgraphs.clear();
-            ExecCreateContext ctx(n, g, opset, constants, options, this, depth, cn.subgraphs);
+            ExecCreateContext ctx(n, g, opset, constants, options, this, depth, cn.subgraphs,
+                                  std::span<const KernelEntry* const>(candidates).subspan(ci + 1));
             StatusOr<std::unique_ptr<Kernel>> k = Status::error(ErrorCode::internal, "no factory");
             try {
                 k = entry->factory(ctx);
@@ -185,6 +206,88 @@ Status CompiledGraph::infer_static() {
             if (!ov.dtype && spec.dtype_known) ov.dtype = spec.dtype;
             if (spec.set && !ov.shape.is_static()) ov.shape = SymbolicShape::from(spec.shape);
         }
+    }
+    return Status::ok();
+}
+
+Status CompiledGraph::negotiate_layouts() {
+    const Graph& g = *graph_;
+    const std::size_t nv = g.values.size();
+    std::vector<LayoutSupport> support(g.nodes.size());
+    bool any = false;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        support[ni] = nodes_[ni].kernel->layout_support(g, g.nodes[ni]);
+        any = any || support[ni].layout != 0;
+    }
+    if (!any) return Status::ok();
+    // Candidate values: offered by the producer, accepted by every consumer, same layout id.
+    std::vector<int> layout(nv, 0);
+    std::vector<bool> pinned(nv, false);  // must stay row-major
+    for (ValueId id : g.inputs) pinned[static_cast<std::size_t>(id)] = true;
+    for (ValueId id : g.outputs) pinned[static_cast<std::size_t>(id)] = true;
+    for (std::size_t v = 0; v < nv; ++v)
+        if (g.values[v].initializer || g.values[v].is_capture) pinned[v] = true;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
+        for (const auto& sub : nodes_[ni].subgraphs)
+            for (const auto& [lvl, id] : sub->outer_refs_)
+                if (lvl == 1) pinned[static_cast<std::size_t>(id)] = true;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        for (std::size_t j = 0; j < n.outputs.size() && j < 64; ++j) {
+            const ValueId id = n.outputs[j];
+            if (id != kNoValue && (support[ni].outputs >> j & 1u) && !pinned[static_cast<std::size_t>(id)])
+                layout[static_cast<std::size_t>(id)] = support[ni].layout;
+        }
+    }
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+            const ValueId id = n.inputs[i];
+            if (id == kNoValue) continue;
+            const bool ok = i < 64 && (support[ni].inputs >> i & 1u) &&
+                            support[ni].layout == layout[static_cast<std::size_t>(id)];
+            if (!ok) layout[static_cast<std::size_t>(id)] = 0;
+        }
+    }
+    // Uniform kernels: all offered slots agree, else all go row-major. Iterate to a fixed point.
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+            if (!support[ni].uniform) continue;
+            const Node& n = g.nodes[ni];
+            bool all = true;
+            auto visit = [&](const std::vector<ValueId>& slots, std::uint64_t mask, auto&& f) {
+                for (std::size_t i = 0; i < slots.size() && i < 64; ++i)
+                    if ((mask >> i & 1u) && slots[i] != kNoValue) f(static_cast<std::size_t>(slots[i]));
+            };
+            auto check = [&](std::size_t v) { all = all && layout[v] != 0; };
+            visit(n.inputs, support[ni].inputs, check);
+            visit(n.outputs, support[ni].outputs, check);
+            if (all) continue;
+            auto clear = [&](std::size_t v) {
+                if (layout[v] != 0) {
+                    layout[v] = 0;
+                    changed = true;
+                }
+            };
+            visit(n.inputs, support[ni].inputs, clear);
+            visit(n.outputs, support[ni].outputs, clear);
+        }
+    }
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        if (support[ni].layout == 0) continue;
+        const Node& n = g.nodes[ni];
+        std::uint64_t in = 0, out = 0;
+        for (std::size_t i = 0; i < n.inputs.size() && i < 64; ++i)
+            if (n.inputs[i] != kNoValue && layout[static_cast<std::size_t>(n.inputs[i])] != 0)
+                in |= std::uint64_t{1} << i;
+        for (std::size_t j = 0; j < n.outputs.size() && j < 64; ++j)
+            if (n.outputs[j] != kNoValue && layout[static_cast<std::size_t>(n.outputs[j])] != 0)
+                out |= std::uint64_t{1} << j;
+        if (in == 0 && out == 0) continue;
+        Status st = nodes_[ni].kernel->use_layouts(in, out);
+        if (!st.is_ok()) return st.with_context(node_context(n));
+        ++blocked_nodes_;
     }
     return Status::ok();
 }

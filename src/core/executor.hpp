@@ -64,6 +64,12 @@ public:
     }
 
     const Graph& graph() const noexcept { return *graph_; }
+    /// Nodes that run with at least one input or output in a backend's blocked layout.
+    int blocked_nodes() const noexcept { return blocked_nodes_; }
+    /// The provider ("onednn", "cpu", "reference") that runs node i of graph().nodes.
+    const std::string& provider(std::size_t node_index) const noexcept {
+        return nodes_[node_index].entry->provider;
+    }
     /// Name -> id of every value defined in this graph (captures included).
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
 
@@ -82,6 +88,9 @@ private:
 
     Status compile_nodes(const CompileOptions& options, int depth);
     Status infer_static();
+    /// Layout negotiation (kernel.hpp LayoutSupport): which values use a backend's blocked
+    /// layout. Runs after shape inference, before lifetimes.
+    Status negotiate_layouts();
     void plan_lifetimes();
 
     std::shared_ptr<Graph> graph_;
@@ -92,6 +101,7 @@ private:
     /// Ancestor values read by this graph or its subgraphs: (levels_up, id).
     std::vector<std::pair<int, ValueId>> outer_refs_;
     std::unordered_map<std::string, ValueId> names_;
+    int blocked_nodes_ = 0;
 };
 
 }  // namespace dsinfer::detail

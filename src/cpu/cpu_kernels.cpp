@@ -1,9 +1,10 @@
-// Explicit registration of every reference CPU kernel (no static self-registration).
+// Explicit registration of the CPU kernels (no static self-registration).
+#include "cpu/fast/groups.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer {
 
-void register_cpu_kernels(KernelRegistry& registry) {
+void register_reference_kernels(KernelRegistry& registry) {
     detail::register_elementwise_kernels(registry);
     detail::register_tensor_kernels(registry);
     detail::register_nn_kernels(registry);
@@ -12,6 +13,11 @@ void register_cpu_kernels(KernelRegistry& registry) {
     detail::register_sequence_model_kernels(registry);
     detail::register_misc_kernels(registry);
     detail::register_control_flow_kernels(registry);
+}
+
+void register_cpu_kernels(KernelRegistry& registry) {
+    detail::register_fast_kernels(registry);
+    register_reference_kernels(registry);
 }
 
 }  // namespace dsinfer

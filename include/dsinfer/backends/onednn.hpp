@@ -1,0 +1,28 @@
+// dsinfer/backends/onednn.hpp — the oneDNN CPU backend (factory functions only).
+//
+// Built into dsinfer when configured with DSINFER_WITH_ONEDNN (the default when Debian's
+// libdnnl-dev is installed). Its kernels (MatMul/Gemm, Conv/ConvTranspose, pooling,
+// normalization, softmax, eltwise, binary, Resize) register above dsinfer's own CPU kernels;
+// a node or shape they cannot handle falls through to the next backend.
+//
+// Usage:
+//   dsinfer::EngineOptions o;
+//   o.backends = {"onednn", "cpu"};     // the default when available
+//   if (!dsinfer::onednn_available()) o.backends = {"cpu"};
+#pragma once
+
+#include <string>
+
+#include "dsinfer/export.hpp"
+#include "dsinfer/kernel_registry.hpp"
+
+namespace dsinfer {
+
+/// True when this build contains the oneDNN backend.
+DSINFER_API bool onednn_available() noexcept;
+/// "oneDNN 2.6.3 (cpu runtime: OpenMP, isa: ...)" or "" when not built.
+DSINFER_API std::string onednn_version();
+/// Registers the oneDNN kernels (priority kPriorityOnednn). No-op when not built.
+DSINFER_API void register_onednn_kernels(KernelRegistry& registry);
+
+}  // namespace dsinfer

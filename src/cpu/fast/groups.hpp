@@ -1,0 +1,18 @@
+// Registration of dsinfer's optimized CPU kernels (src/cpu/fast/): vectorized with runtime ISA
+// dispatch and multithreaded on the shared OpenMP pool (cpu/parallel.hpp). Each registers at
+// kPriorityCpu with provider "cpu", above the reference kernel of the same op, and returns
+// unsupported from its factory for the cases it leaves to the reference kernel.
+#pragma once
+
+#include "dsinfer/kernel_registry.hpp"
+
+namespace dsinfer::detail {
+void register_fast_kernels(KernelRegistry& r);  // fast_kernels.cpp
+}  // namespace dsinfer::detail
+
+namespace dsinfer::detail::fast {
+void register_fast_elementwise_kernels(KernelRegistry& r);  // fast_elementwise.cpp
+void register_fast_movement_kernels(KernelRegistry& r);     // fast_movement.cpp
+void register_fast_reduce_kernels(KernelRegistry& r);       // fast_reduce.cpp
+void register_fast_cast_kernels(KernelRegistry& r);         // fast_cast.cpp
+}  // namespace dsinfer::detail::fast

@@ -1,0 +1,234 @@
+// The oneDNN backend: engine, streams, shared helpers and registration of every oneDNN kernel.
+#include <dnnl.hpp>
+
+#include "dsinfer/backends/onednn.hpp"
+#include "onednn/onednn_common.hpp"
+
+namespace dsinfer {
+namespace detail::onednn {
+
+dnnl::engine& cpu_engine() {
+    static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    return eng;
+}
+
+dnnl::stream& thread_stream() {
+    thread_local dnnl::stream s(cpu_engine());
+    return s;
+}
+
+int channel_block() {
+    static const int block = [] {
+        const auto isa = dnnl::get_effective_cpu_isa();
+        return (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+                isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx)
+                   ? 16
+                   : 8;
+    }();
+    return block;
+}
+
+tag blocked_tag4() { return channel_block() == 16 ? tag::nChw16c : tag::nChw8c; }
+
+bool blockable_channels(std::int64_t channels) {
+    return channels > 0 && channels % channel_block() == 0;
+}
+
+Status from_error(const dnnl::error& e, const char* what) {
+    const ErrorCode code = e.status == dnnl_unimplemented ? ErrorCode::unsupported
+                           : e.status == dnnl_out_of_memory ? ErrorCode::resource_exhausted
+                                                            : ErrorCode::internal;
+    return Status(code, std::string("oneDNN ") + what + ": " + e.what());
+}
+
+dnnl::memory::desc rowmajor_md(const dims& d, bool transposed_last2, dt type) {
+    dims strides(d.size());
+    std::int64_t acc = 1;
+    for (int i = static_cast<int>(d.size()) - 1; i >= 0; --i) {
+        strides[static_cast<std::size_t>(i)] = acc;
+        acc *= std::max<std::int64_t>(d[static_cast<std::size_t>(i)], 1);
+    }
+    if (transposed_last2 && d.size() >= 2) {
+        const std::size_t r = d.size();
+        strides[r - 1] = std::max<std::int64_t>(d[r - 2], 1);
+        strides[r - 2] = 1;
+    }
+    return dnnl::memory::desc(d, type, strides);
+}
+
+dnnl::memory::desc plain_md(const Shape& s, dt type) {
+    if (s.rank() == 0) return dnnl::memory::desc({1}, type, tag::a);
+    return rowmajor_md(to_dims(s), false, type);
+}
+
+std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& have,
+                                                      const dnnl::memory::desc& want) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [md, mem] : packed_)
+        if (md == want) return mem;
+    auto out = std::make_shared<dnnl::memory>(want, cpu_engine());
+    dnnl::memory src = wrap(have, w_.raw_data());
+    auto& s = thread_stream();
+    dnnl::reorder(src, *out).execute(s, src, *out);
+    s.wait();
+    packed_.emplace_back(want, out);
+    return out;
+}
+
+dnnl::memory::desc act_md(const Shape& s, bool blocked) {
+    if (blocked && s.rank() == 4) return dnnl::memory::desc(to_dims(s), dt::f32, blocked_tag4());
+    return plain_md(s);
+}
+
+dnnl::primitive_attr Epilogue::attr() const {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (output_scale != 1.f) a.set_output_scales(0, {output_scale});
+    dnnl::post_ops po;
+    if (sum) po.append_sum(sum_scale);
+    if (activation != dnnl::algorithm::undef) po.append_eltwise(1.f, activation, alpha, beta);
+    if (po.len() > 0) a.set_post_ops(po);
+    return a;
+}
+
+StatusOr<Epilogue> epilogue_from_attributes(const Node& node) {
+    Epilogue e;
+    DSINFER_ASSIGN_OR_RETURN(const std::string act,
+                             node.attr_or<std::string>("activation", std::string()));
+    DSINFER_ASSIGN_OR_RETURN(e.alpha, node.attr_or<float>("activation_alpha", 0.f));
+    DSINFER_ASSIGN_OR_RETURN(e.beta, node.attr_or<float>("activation_beta", 0.f));
+    using A = dnnl::algorithm;
+    if (act.empty()) return e;
+    if (act == "Relu") e.activation = A::eltwise_relu, e.alpha = 0.f;
+    else if (act == "LeakyRelu") e.activation = A::eltwise_relu;
+    else if (act == "Gelu") e.activation = A::eltwise_gelu_erf;
+    else if (act == "GeluTanh") e.activation = A::eltwise_gelu_tanh;
+    else if (act == "Tanh") e.activation = A::eltwise_tanh;
+    else if (act == "Sigmoid") e.activation = A::eltwise_logistic;
+    else if (act == "Clip") e.activation = A::eltwise_clip;
+    else if (act == "HardSwish") e.activation = A::eltwise_hardswish;
+    else
+        return Status::error(ErrorCode::unsupported, "fused activation '", act,
+                             "' is not supported");
+    return e;
+}
+
+Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
+               const char* what) noexcept {
+    try {
+        auto& s = thread_stream();
+        p.execute(s, args);
+        s.wait();
+        return Status::ok();
+    } catch (const dnnl::error& e) {
+        return from_error(e, what);
+    } catch (const std::exception& e) {
+        return Status(ErrorCode::internal, std::string(what) + ": " + e.what());
+    }
+}
+
+StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
+    const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
+    std::vector<std::int64_t> key;
+    for (const Shape& s : in) key_append(key, s);
+    key.push_back(-1);
+    for (const Shape& s : out) key_append(key, s);
+    for (float f : sc) {
+        std::uint32_t bits;
+        std::memcpy(&bits, &f, sizeof bits);
+        key.push_back(bits);
+    }
+    return cache_.get(key, [&]() -> StatusOr<BoundPrimitive> {
+        BoundPrimitive p;
+        Status st = guarded("primitive", [&] {
+            for (const Shape& s : in)
+                if (s.num_elements() == 0) return Status(ErrorCode::unsupported, "empty");
+            return build(in, out, sc, p);
+        });
+        if (st.code() == ErrorCode::unsupported) return BoundPrimitive{};
+        if (!st.is_ok()) return st;
+        return p;
+    });
+}
+
+Status SimplePrimitiveKernel::prepare(PrepareContext& ctx) const {
+    DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
+    std::vector<Shape> in, out;
+    std::vector<const void*> data;
+    std::vector<DType> types;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+        const bool present = ctx.has_input(i);
+        in.push_back(present ? ctx.input(i).shape() : Shape{});
+        types.push_back(present ? ctx.input(i).dtype() : DType::f32);
+        data.push_back(present ? ctx.input(i).raw_data() : nullptr);
+        if (present && needs_scalars() && !ctx.has_data(i)) return Status::ok();
+    }
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+        if (!ctx.has_output(i)) {
+            out.emplace_back();
+            continue;
+        }
+        if (!ctx.output_spec(i).set) return Status::ok();  // unknown at load
+        out.push_back(ctx.output_spec(i).shape);
+    }
+    DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
+    DSINFER_ASSIGN_OR_RETURN(auto p, lookup(in, out, sc));
+    if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+    return Status::ok();
+}
+
+Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {
+    try {
+        std::vector<Shape> in, out;
+        std::vector<const void*> data;
+        std::vector<DType> types;
+        for (int i = 0; i < ctx.num_inputs(); ++i) {
+            const bool present = ctx.has_input(i);
+            in.push_back(present ? ctx.input(i).shape : Shape{});
+            types.push_back(present ? ctx.input(i).dtype : DType::f32);
+            data.push_back(present ? ctx.input(i).raw : nullptr);
+        }
+        for (int i = 0; i < ctx.num_outputs(); ++i)
+            out.push_back(ctx.has_output(i) ? ctx.output(i).shape : Shape{});
+        DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
+        DSINFER_ASSIGN_OR_RETURN(auto pp, lookup(in, out, sc));
+        const BoundPrimitive& p = *pp;
+        if (!p.usable) return run_fallback(ctx);
+        std::unordered_map<int, dnnl::memory> args;
+        for (const auto& a : p.args) {
+            const void* ptr = a.output ? ctx.output(a.index).raw : ctx.input(a.index).raw;
+            args.emplace(a.dnnl_arg, wrap(a.md, ptr));
+        }
+        if (p.scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch_md, ctx.workspace()));
+        return execute(p.prim, args, ctx.node().op_type.c_str());
+    } catch (const dnnl::error& e) {
+        return from_error(e, ctx.node().op_type.c_str());
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, "out of memory");
+    } catch (const std::exception& e) {
+        return Status(ErrorCode::internal, e.what());
+    }
+}
+
+}  // namespace detail::onednn
+
+bool onednn_available() noexcept { return true; }
+
+std::string onednn_version() {
+    const dnnl_version_t* v = dnnl_version();
+    const char* isa = detail::onednn::channel_block() == 16 ? "avx512" : "avx2 or lower";
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch) + " (cpu runtime: OpenMP, isa: " + isa + ")";
+}
+
+void register_onednn_kernels(KernelRegistry& registry) {
+    namespace o = detail::onednn;
+    o::register_matmul(registry);
+    o::register_conv(registry);
+    o::register_pool(registry);
+    o::register_norm(registry);
+    o::register_eltwise(registry);
+    o::register_resize(registry);
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,271 @@
+// Shared pieces of the oneDNN backend (src/onednn/): the engine, per-thread streams, error
+// conversion, memory descriptors for dsinfer tensors, the blocked activation layout, post-op
+// epilogues, and the per-kernel primitive cache. Internal (dsinfer::detail::onednn).
+//
+// Threading: oneDNN is built with OpenMP (Debian), so a primitive runs on the calling thread's
+// OpenMP team sized by omp_get_max_threads() — the engine's ThreadBudget. Primitives and
+// packed weights are immutable after creation and shared by concurrent runs; each run makes
+// its own dnnl::memory objects over its own buffers and passes a user-provided scratchpad
+// (the kernel workspace), so no state is shared between concurrent executions.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cpu/kernel_utils.hpp"
+#include "dsinfer/kernel.hpp"
+#include "dsinfer/kernel_registry.hpp"
+
+namespace dsinfer::detail::onednn {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+
+/// The process-wide CPU engine.
+dnnl::engine& cpu_engine();
+/// A stream for the calling thread (oneDNN CPU streams are cheap but not free to create).
+dnnl::stream& thread_stream();
+
+/// Layout id of the backend's blocked activation layout (kernel.hpp LayoutSupport).
+inline constexpr int kBlockedLayout = 1;
+/// Channel block of the blocked layout on this CPU: 16 with AVX-512, else 8 (nChw16c/nChw8c).
+int channel_block();
+/// The 4-D blocked format tag for channel_block().
+tag blocked_tag4();
+/// True when a rank-4 f32 tensor with `channels` (static) can use the blocked layout without
+/// padding (so its byte size equals the row-major one).
+bool blockable_channels(std::int64_t channels);
+
+/// Converts a oneDNN exception into a Status (unsupported for unimplemented, else internal).
+Status from_error(const dnnl::error& e, const char* what);
+
+/// Runs f() and turns oneDNN/std exceptions into a Status. For prepare/create paths.
+template <class F>
+Status guarded(const char* what, F&& f) noexcept {
+    try {
+        return f();
+    } catch (const dnnl::error& e) {
+        return from_error(e, what);
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, std::string("out of memory in ") + what);
+    } catch (const std::exception& e) {
+        return Status(ErrorCode::internal, std::string(what) + ": " + e.what());
+    }
+}
+
+inline dims to_dims(const Shape& s) {
+    dims d;
+    for (int i = 0; i < s.rank(); ++i) d.push_back(s[i]);
+    return d;
+}
+
+/// Row-major (plain) descriptor of a shape; rank 0 becomes {1}.
+dnnl::memory::desc plain_md(const Shape& s, dt type = dt::f32);
+/// Row-major descriptor of dims; with `transposed_last2` the memory holds the last two dims
+/// swapped ([..., cols, rows]), as Gemm's transA/transB operands do.
+dnnl::memory::desc rowmajor_md(const dims& d, bool transposed_last2 = false, dt type = dt::f32);
+/// Descriptor with explicit strides.
+inline dnnl::memory::desc strided_md(const dims& d, const dims& strides, dt type = dt::f32) {
+    return dnnl::memory::desc(d, type, strides);
+}
+/// A flat 1-D descriptor of n elements (layout-agnostic elementwise work).
+inline dnnl::memory::desc flat_md(std::int64_t n, dt type = dt::f32) {
+    return dnnl::memory::desc({n}, type, tag::a);
+}
+/// Row-major or blocked descriptor of a rank-4 activation.
+dnnl::memory::desc act_md(const Shape& s, bool blocked);
+
+/// Wraps a pointer as a dnnl::memory (no copy).
+inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
+    return dnnl::memory(md, cpu_engine(), const_cast<void*>(p));
+}
+
+/// An activation applied after the main computation (oneDNN eltwise post-op), and an optional
+/// in-place sum with the destination's previous contents. Step 3's fusions build these.
+struct Epilogue {
+    dnnl::algorithm activation = dnnl::algorithm::undef;
+    float alpha = 0.f;
+    float beta = 0.f;
+    bool sum = false;       ///< dst = op(...) + sum_scale * dst_previous (before activation)
+    float sum_scale = 1.f;
+    float output_scale = 1.f;  ///< multiplies the result before sum/activation (Gemm alpha)
+
+    bool empty() const noexcept {
+        return activation == dnnl::algorithm::undef && !sum && output_scale == 1.f;
+    }
+    /// Primitive attributes: post-ops, output scale, user scratchpad.
+    dnnl::primitive_attr attr() const;
+};
+
+/// Reads the optional fused-activation attributes of dsinfer's fused ops
+/// (activation = "Relu"|"Gelu"|"GeluTanh"|"Tanh"|"Sigmoid"|"Clip"|"HardSwish"|"LeakyRelu",
+/// activation_alpha, activation_beta). unsupported for unknown names.
+StatusOr<Epilogue> epilogue_from_attributes(const Node& node);
+
+/// A small thread-safe LRU cache of compiled primitives, keyed by a vector of integers (shapes
+/// and flags). Values are shared_ptr, so a run keeps its entry alive even if evicted.
+template <class V>
+class PrimitiveCache {
+public:
+    using Key = std::vector<std::int64_t>;
+    explicit PrimitiveCache(std::size_t capacity = 16) : capacity_(capacity) {}
+
+    /// Returns the entry for key, building it with make() (returning StatusOr<V>) on a miss.
+    template <class Make>
+    StatusOr<std::shared_ptr<const V>> get(const Key& key, Make&& make) const {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            for (auto it = items_.begin(); it != items_.end(); ++it) {
+                if (it->first == key) {
+                    items_.splice(items_.begin(), items_, it);
+                    return items_.front().second;
+                }
+            }
+        }
+        StatusOr<V> v = make();
+        if (!v.is_ok()) return v.status();
+        auto sp = std::make_shared<const V>(std::move(v).value());
+        std::lock_guard<std::mutex> lock(mu_);
+        items_.emplace_front(key, sp);
+        if (items_.size() > capacity_) items_.pop_back();
+        return sp;
+    }
+    /// The entry for key if cached (no build).
+    std::shared_ptr<const V> find(const Key& key) const {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [k, v] : items_)
+            if (k == key) return v;
+        return nullptr;
+    }
+
+private:
+    std::size_t capacity_;
+    mutable std::mutex mu_;
+    mutable std::list<std::pair<Key, std::shared_ptr<const V>>> items_;
+};
+
+/// Appends a shape to a cache key.
+inline void key_append(std::vector<std::int64_t>& k, const Shape& s) {
+    k.push_back(s.rank());
+    for (int i = 0; i < s.rank(); ++i) k.push_back(s[i]);
+}
+
+/// Executes a primitive on this thread's stream, converting failures to Status.
+Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
+               const char* what) noexcept;
+
+/// Base for oneDNN kernels that own the kernel the next backend would use for the node:
+/// prepare() of the fallback validates inputs and defines outputs (one set of semantics), and
+/// run-time shapes oneDNN cannot take are delegated to it.
+class FallbackKernel : public Kernel {
+public:
+    explicit FallbackKernel(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
+
+protected:
+    /// fallback->prepare(ctx): validation + output shapes; returns its workspace bytes.
+    Status prepare_fallback(PrepareContext& ctx) const { return fallback_->prepare(ctx); }
+    Status run_fallback(RunContext& ctx) const noexcept { return fallback_->run(ctx); }
+
+private:
+    std::unique_ptr<Kernel> fallback_;
+};
+
+/// A constant weight tensor reordered into the layouts primitives ask for: once per distinct
+/// layout (in practice once per kernel), shared by every shape class and concurrent run.
+class WeightPacker {
+public:
+    explicit WeightPacker(Tensor weights) : w_(std::move(weights)) {}
+    const Tensor& weights() const noexcept { return w_; }
+    /// The weights (read through `have`, a view of the stored tensor) in layout `want`.
+    std::shared_ptr<const dnnl::memory> get(const dnnl::memory::desc& have,
+                                            const dnnl::memory::desc& want) const;
+
+private:
+    Tensor w_;
+    mutable std::mutex mu_;
+    mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<const dnnl::memory>>> packed_;
+};
+
+/// A compiled primitive and how to bind its arguments to a node's tensors.
+struct BoundPrimitive {
+    bool usable = false;  ///< false: this shape class runs on the fallback kernel
+    dnnl::primitive prim;
+    struct Arg {
+        int dnnl_arg;
+        bool output;  ///< node output (else node input)
+        int index;
+        dnnl::memory::desc md;
+    };
+    std::vector<Arg> args;
+    dnnl::memory::desc scratch_md;
+    std::size_t scratch_bytes = 0;
+
+    void bind(int dnnl_arg, bool output, int index, const dnnl::memory::desc& md) {
+        args.push_back({dnnl_arg, output, index, md});
+    }
+    template <class PD>
+    void set(const PD& pd, dnnl::primitive primitive) {
+        prim = std::move(primitive);
+        scratch_md = pd.scratchpad_desc();
+        scratch_bytes = scratch_md.get_size();
+        usable = true;
+    }
+};
+
+/// Run-time facts a primitive depends on besides shapes (e.g. Clip's bounds).
+using Scalars = std::vector<float>;
+
+/// Base of the single-primitive kernels (eltwise, binary, pooling, normalization, softmax,
+/// resampling): caches one BoundPrimitive per (input shapes, output shapes, scalars) and
+/// delegates shape classes it cannot build to the fallback.
+class SimplePrimitiveKernel : public FallbackKernel {
+public:
+    using FallbackKernel::FallbackKernel;
+
+    Status prepare(PrepareContext& ctx) const override;
+    Status run(RunContext& ctx) const noexcept override;
+
+protected:
+    /// Builds the primitive for these shapes; return unsupported to use the fallback.
+    virtual Status build(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                         const Scalars& scalars, BoundPrimitive& p) const = 0;
+    /// Reads the scalars from inputs (only called when every input has data). Default none.
+    virtual StatusOr<Scalars> scalars(const std::vector<const void*>& /*in_data*/,
+                                      const std::vector<Shape>& /*in_shapes*/,
+                                      const std::vector<DType>& /*in_types*/) const {
+        return Scalars{};
+    }
+    /// True when build() needs scalars (so prepare at load without data skips the build).
+    virtual bool needs_scalars() const { return false; }
+
+private:
+    StatusOr<std::shared_ptr<const BoundPrimitive>> lookup(const std::vector<Shape>& in,
+                                                           const std::vector<Shape>& out,
+                                                           const Scalars& sc) const;
+    PrimitiveCache<BoundPrimitive> cache_;
+};
+
+/// Registration of each kernel family (one file each).
+void register_matmul(KernelRegistry& r);    // onednn_matmul.cpp: MatMul, Gemm, FusedMatMul
+void register_conv(KernelRegistry& r);      // onednn_conv.cpp: Conv, ConvTranspose, FusedConv
+void register_pool(KernelRegistry& r);      // onednn_pool.cpp: Max/Average/Global pooling
+void register_norm(KernelRegistry& r);      // onednn_norm.cpp: BatchNorm, LayerNorm, Softmax
+void register_eltwise(KernelRegistry& r);   // onednn_eltwise.cpp: unary and binary ops
+void register_resize(KernelRegistry& r);    // onednn_resize.cpp: Resize
+
+/// The domain of dsinfer's own fused ops.
+inline constexpr const char* kDsDomain = "com.dsinfer";
+
+}  // namespace dsinfer::detail::onednn

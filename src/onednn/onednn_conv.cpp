@@ -1,0 +1,259 @@
+// oneDNN Conv and ConvTranspose (f32, 1-D/2-D/3-D, groups incl. depthwise, dilations, pads,
+// auto_pad). Constant weights are reordered once into the layout the primitive picks ("any")
+// and shared by every shape class that picks the same one. 2-D activations may stay in the
+// backend's blocked layout between oneDNN kernels (layout negotiation, kernel.hpp): Conv offers
+// a blocked input when its channels fit the block and a blocked output when its output channels
+// do. Output shapes and validation come from the fallback kernel's prepare.
+#include <algorithm>
+
+#include "cpu/reference/nn_window.hpp"
+#include "onednn/onednn_common.hpp"
+
+namespace dsinfer::detail::onednn {
+namespace {
+
+using std::int64_t;
+
+struct ConvPrim {
+    bool usable = false;
+    dnnl::primitive prim;
+    dnnl::memory::desc src_md, dst_md, bias_md, scratch_md;
+    std::shared_ptr<const dnnl::memory> weights;
+    std::size_t scratch_bytes = 0;
+};
+
+struct ConvAttrs {
+    std::vector<int64_t> strides, dilations, pads, output_padding;
+    AutoPad auto_pad = AutoPad::notset;
+    int64_t group = 1;
+    bool has_output_shape = false;
+};
+
+StatusOr<ConvAttrs> read_attrs(const Node& n, bool transpose) {
+    ConvAttrs a;
+    DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
+    DSINFER_ASSIGN_OR_RETURN(a.group, n.attr_or<int64_t>("group", 1));
+    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
+    if (transpose) {
+        DSINFER_ASSIGN_OR_RETURN(a.output_padding,
+                                 n.attr_or<std::vector<int64_t>>("output_padding", {}));
+        a.has_output_shape = n.has_attr("output_shape");
+    }
+    return a;
+}
+
+class OnednnConvKernel final : public FallbackKernel {
+public:
+    OnednnConvKernel(std::unique_ptr<Kernel> fallback, bool transpose, ConvAttrs attrs, Tensor w,
+                     std::optional<Tensor> bias, Epilogue epilogue)
+        : FallbackKernel(std::move(fallback)), transpose_(transpose), a_(std::move(attrs)),
+          w_(std::move(w)), bias_(std::move(bias)), epilogue_(epilogue) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
+        if (!ctx.output_spec(0).set) return Status::ok();
+        DSINFER_ASSIGN_OR_RETURN(auto p, primitive(ctx.input(0).shape(), ctx.output_spec(0).shape));
+        if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        StatusOr<std::shared_ptr<const ConvPrim>> p = Status::ok();
+        try {
+            p = primitive(ctx.input(0).shape, ctx.output(0).shape);
+        } catch (const std::exception& e) {
+            return Status(ErrorCode::internal, std::string("conv primitive: ") + e.what());
+        }
+        if (!p.is_ok()) return p.status();
+        const ConvPrim& c = *p.value();
+        if (!c.usable) return run_fallback(ctx);
+        try {
+            std::unordered_map<int, dnnl::memory> args;
+            args.emplace(DNNL_ARG_SRC, wrap(c.src_md, ctx.input(0).raw));
+            args.emplace(DNNL_ARG_WEIGHTS, *c.weights);
+            if (bias_) args.emplace(DNNL_ARG_BIAS, wrap(c.bias_md, bias_->raw_data()));
+            args.emplace(DNNL_ARG_DST, wrap(c.dst_md, ctx.output(0).raw));
+            if (c.scratch_bytes > 0)
+                args.emplace(DNNL_ARG_SCRATCHPAD, wrap(c.scratch_md, ctx.workspace()));
+            return execute(c.prim, args, transpose_ ? "deconvolution" : "convolution");
+        } catch (const dnnl::error& e) {
+            return from_error(e, "convolution");
+        } catch (const std::exception& e) {
+            return Status(ErrorCode::internal, std::string("convolution: ") + e.what());
+        }
+    }
+
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        LayoutSupport s;
+        const Value& x = g.value(n.inputs[0]);
+        if (!x.shape.known || x.shape.rank() != 4 || w_.num_dims() != 4) return s;
+        const Dim& c = x.shape.dims[1];
+        const int64_t out_c = transpose_ ? w_.shape()[1] * a_.group : w_.shape()[0];
+        s.layout = kBlockedLayout;
+        if (c.is_static() && blockable_channels(c.value)) s.inputs = 1;
+        if (blockable_channels(out_c)) s.outputs = 1;
+        return s;
+    }
+    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
+        blocked_in_ = (in & 1u) != 0;
+        blocked_out_ = (out & 1u) != 0;
+        return Status::ok();
+    }
+
+private:
+    StatusOr<std::shared_ptr<const ConvPrim>> primitive(const Shape& x, const Shape& y) const {
+        std::vector<int64_t> key;
+        key_append(key, x);
+        key_append(key, y);
+        return cache_.get(key, [&]() -> StatusOr<ConvPrim> {
+            ConvPrim c;
+            Status st = guarded("convolution primitive", [&] { return build(x, y, c); });
+            if (st.code() == ErrorCode::unsupported) return ConvPrim{};
+            if (!st.is_ok()) return st;
+            return c;
+        });
+    }
+
+    Status build(const Shape& x, const Shape& y, ConvPrim& c) const {
+        const int nsp = x.rank() - 2;
+        if (nsp < 1 || nsp > 3 || x.num_elements() == 0 || y.num_elements() == 0)
+            return Status(ErrorCode::unsupported, "shape");
+        dims strides, dil, pl, pr;
+        for (int i = 0; i < nsp; ++i) {
+            const int64_t k = w_.shape()[2 + i];
+            const int64_t s = attr_at(a_.strides, i, 1);
+            const int64_t d = attr_at(a_.dilations, i, 1);
+            strides.push_back(s);
+            dil.push_back(d - 1);
+            if (!transpose_) {
+                DSINFER_ASSIGN_OR_RETURN(WindowDim wd, window_dim(i, nsp, x[2 + i], k, s, d,
+                                                                  a_.auto_pad, a_.pads, false));
+                if (wd.out != y[2 + i]) return Status(ErrorCode::unsupported, "geometry");
+                pl.push_back(wd.pb);
+                pr.push_back(wd.pe);
+            } else {
+                if (a_.auto_pad != AutoPad::notset || a_.has_output_shape)
+                    return Status(ErrorCode::unsupported, "ConvTranspose auto_pad/output_shape");
+                const int64_t b = attr_at(a_.pads, i, 0);
+                // dst = (src - 1) * s + (k - 1) * d + 1 - pl - pr; the fallback's output shape
+                // includes output_padding, which oneDNN sees as less end padding.
+                const int64_t e = (x[2 + i] - 1) * s + (k - 1) * d + 1 - b - y[2 + i];
+                if (b < 0 || e < 0) return Status(ErrorCode::unsupported, "negative padding");
+                pl.push_back(b);
+                pr.push_back(e);
+            }
+        }
+        const bool blocked = nsp == 2;
+        c.src_md = act_md(x, blocked && blocked_in_);
+        c.dst_md = act_md(y, blocked && blocked_out_);
+        const auto src_any = c.src_md, dst_any = c.dst_md;
+        // Weights as stored by ONNX: Conv [OC, IC/G, k...], ConvTranspose [IC, OC/G, k...].
+        dims wd = to_dims(w_.shape());
+        dnnl::memory::desc w_user;
+        const int64_t g = a_.group;
+        if (!transpose_) {
+            if (g > 1) {
+                wd.insert(wd.begin(), g);
+                wd[1] /= g;
+            }
+            w_user = rowmajor_md(wd);
+        } else {
+            // ONNX [IC, OC/G, k...] = per group [IC/G][OC/G][k...]; oneDNN dims are
+            // (G,) OC/G, IC/G, k... with strides pointing into that storage.
+            const int64_t ic = wd[0], ocg = wd[1];
+            int64_t ksize = 1;
+            for (int i = 0; i < nsp; ++i) ksize *= wd[static_cast<std::size_t>(2 + i)];
+            dims d, st;
+            if (g > 1) {
+                d.push_back(g);
+                st.push_back((ic / g) * ocg * ksize);
+            }
+            d.push_back(ocg);
+            st.push_back(ksize);
+            d.push_back(ic / g);
+            st.push_back(ocg * ksize);
+            int64_t acc = 1;
+            dims kst(static_cast<std::size_t>(nsp));
+            for (int i = nsp - 1; i >= 0; --i) {
+                kst[static_cast<std::size_t>(i)] = acc;
+                acc *= wd[static_cast<std::size_t>(2 + i)];
+            }
+            for (int i = 0; i < nsp; ++i) {
+                d.push_back(wd[static_cast<std::size_t>(2 + i)]);
+                st.push_back(kst[static_cast<std::size_t>(i)]);
+            }
+            wd = d;
+            w_user = dnnl::memory::desc(d, dt::f32, st);
+        }
+        const dnnl::memory::desc w_any(wd, dt::f32, tag::any);
+        if (bias_) c.bias_md = dnnl::memory::desc({bias_->num_elements()}, dt::f32, tag::a);
+        const auto attr = epilogue_.attr();
+        dnnl::memory::desc chosen;
+        auto make = [&]<class Prim>(dnnl::algorithm alg) {
+            auto d = bias_ ? typename Prim::desc(dnnl::prop_kind::forward_inference, alg, src_any,
+                                                 w_any, c.bias_md, dst_any, strides, dil, pl, pr)
+                           : typename Prim::desc(dnnl::prop_kind::forward_inference, alg, src_any,
+                                                 w_any, dst_any, strides, dil, pl, pr);
+            typename Prim::primitive_desc pd(d, attr, cpu_engine());
+            c.prim = Prim(pd);
+            chosen = pd.weights_desc();
+            c.scratch_md = pd.scratchpad_desc();
+        };
+        if (!transpose_)
+            make.template operator()<dnnl::convolution_forward>(dnnl::algorithm::convolution_direct);
+        else
+            make.template operator()<dnnl::deconvolution_forward>(
+                dnnl::algorithm::deconvolution_direct);
+        c.scratch_bytes = c.scratch_md.get_size();
+        c.weights = packer_.get(w_user, chosen);
+        c.usable = true;
+        return Status::ok();
+    }
+
+    bool transpose_;
+    ConvAttrs a_;
+    Tensor w_;
+    std::optional<Tensor> bias_;
+    Epilogue epilogue_;
+    bool blocked_in_ = false, blocked_out_ = false;
+    WeightPacker packer_{w_};
+    PrimitiveCache<ConvPrim> cache_;
+};
+
+template <bool Transpose>
+StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
+    const Value* x = ctx.input_value(0);
+    const Tensor* w = ctx.constant_input(1);
+    if (x == nullptr || !x->dtype || *x->dtype != DType::f32 || w == nullptr ||
+        w->dtype() != DType::f32 || w->num_dims() < 3 || w->num_dims() > 5 ||
+        w->num_elements() == 0)
+        return Status::error(ErrorCode::unsupported, "f32 with constant weights only");
+    std::optional<Tensor> bias;
+    if (ctx.has_input(2)) {
+        const Tensor* b = ctx.constant_input(2);
+        if (b == nullptr || b->dtype() != DType::f32)
+            return Status::error(ErrorCode::unsupported, "constant f32 bias only");
+        bias = *b;
+    }
+    // The fallback validates the attributes (invalid_model) before we read them.
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_attrs(ctx.node(), Transpose));
+    if (a.group < 1) return Status::error(ErrorCode::unsupported, "group");
+    DSINFER_ASSIGN_OR_RETURN(Epilogue e, epilogue_from_attributes(ctx.node()));
+    return make_kernel<OnednnConvKernel>(std::move(fallback), Transpose, std::move(a), *w,
+                                         std::move(bias), e);
+}
+
+}  // namespace
+
+void register_conv(KernelRegistry& r) {
+    const DTypeSet f32{DType::f32};
+    r.add({"Conv", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_conv<false>, kPriorityOnednn,
+          "onednn");
+    r.add({"ConvTranspose", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_conv<true>,
+          kPriorityOnednn, "onednn");
+}
+
+}  // namespace dsinfer::detail::onednn

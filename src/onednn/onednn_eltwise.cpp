@@ -1,0 +1,220 @@
+// oneDNN elementwise kernels (f32): unary activations on the eltwise primitive and two-input
+// arithmetic with numpy broadcasting on the binary primitive. Unary ops and same-shape binary
+// ops work on the flat buffer, so they take either layout and pass it on (uniform layout).
+#include <cmath>
+
+#include "onednn/onednn_common.hpp"
+
+namespace dsinfer::detail::onednn {
+namespace {
+
+using std::int64_t;
+using A = dnnl::algorithm;
+
+// ---- unary -----------------------------------------------------------------------------------
+
+struct UnaryOp {
+    A alg = A::undef;
+    float alpha = 0.f, beta = 0.f;
+    bool clip_inputs = false;   // Clip >= 11: bounds come from inputs 1 and 2
+};
+
+class UnaryKernel final : public SimplePrimitiveKernel {
+public:
+    UnaryKernel(std::unique_ptr<Kernel> fallback, UnaryOp op)
+        : SimplePrimitiveKernel(std::move(fallback)), op_(op) {}
+
+    LayoutSupport layout_support(const Graph&, const Node&) const override {
+        return {kBlockedLayout, 1, 1, true};
+    }
+
+protected:
+    bool needs_scalars() const override { return op_.clip_inputs; }
+
+    StatusOr<Scalars> scalars(const std::vector<const void*>& data, const std::vector<Shape>& shapes,
+                              const std::vector<DType>& types) const override {
+        if (!op_.clip_inputs) return Scalars{};
+        Scalars s{-INFINITY, INFINITY};
+        for (int i = 1; i <= 2 && i < static_cast<int>(data.size()); ++i) {
+            const auto u = static_cast<std::size_t>(i);
+            if (data[u] == nullptr) continue;
+            if (types[u] != DType::f32 || shapes[u].num_elements() != 1)
+                return Status::error(ErrorCode::invalid_argument, "Clip bound ", i,
+                                     " must be a float scalar");
+            s[u - 1] = *static_cast<const float*>(data[u]);
+        }
+        return s;
+    }
+
+    Status build(const std::vector<Shape>& in, const std::vector<Shape>&, const Scalars& sc,
+                 BoundPrimitive& p) const override {
+        const auto md = flat_md(in[0].num_elements());
+        A alg = op_.alg;
+        float alpha = op_.alpha, beta = op_.beta;
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        if (op_.clip_inputs) {
+            if (std::isnan(sc[0]) || std::isnan(sc[1]))
+                return Status(ErrorCode::unsupported, "NaN bound");
+            alpha = sc[0];
+            beta = sc[1];
+        }
+        if (alg == A::eltwise_clip_v2 && !(alpha <= beta))
+            return Status(ErrorCode::unsupported, "empty clip range");
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, alpha, beta);
+        dnnl::eltwise_forward::primitive_desc pd(d, attr, cpu_engine());
+        p.set(pd, dnnl::eltwise_forward(pd));
+        p.bind(DNNL_ARG_SRC, false, 0, md);
+        p.bind(DNNL_ARG_DST, true, 0, md);
+        return Status::ok();
+    }
+
+private:
+    UnaryOp op_;
+};
+
+template <class F>
+StatusOr<std::unique_ptr<Kernel>> make_unary_with(const KernelCreateContext& ctx, F&& op_of) {
+    const Value* x = ctx.input_value(0);
+    if (x == nullptr || !x->dtype || *x->dtype != DType::f32)
+        return Status::error(ErrorCode::unsupported, "f32 only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(UnaryOp op, op_of(ctx.node(), ctx.opset()));
+    return make_kernel<UnaryKernel>(std::move(fallback), op);
+}
+
+template <A Alg, int AlphaX1000 = 0, int BetaX1000 = 0>
+StatusOr<std::unique_ptr<Kernel>> make_fixed(const KernelCreateContext& ctx) {
+    return make_unary_with(ctx, [](const Node&, int64_t) -> StatusOr<UnaryOp> {
+        return UnaryOp{Alg, AlphaX1000 / 1000.f, BetaX1000 / 1000.f};
+    });
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_leaky_relu(const KernelCreateContext& ctx) {
+    return make_unary_with(ctx, [](const Node& n, int64_t) -> StatusOr<UnaryOp> {
+        DSINFER_ASSIGN_OR_RETURN(float a, n.attr_or<float>("alpha", 0.01f));
+        return UnaryOp{A::eltwise_relu, a, 0.f};
+    });
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_elu(const KernelCreateContext& ctx) {
+    return make_unary_with(ctx, [](const Node& n, int64_t) -> StatusOr<UnaryOp> {
+        DSINFER_ASSIGN_OR_RETURN(float a, n.attr_or<float>("alpha", 1.f));
+        return UnaryOp{A::eltwise_elu, a, 0.f};
+    });
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_clip(const KernelCreateContext& ctx) {
+    return make_unary_with(ctx, [](const Node& n, int64_t opset) -> StatusOr<UnaryOp> {
+        UnaryOp op{A::eltwise_clip_v2, 0.f, 0.f};
+        if (opset >= 11) {
+            op.clip_inputs = true;
+            return op;
+        }
+        DSINFER_ASSIGN_OR_RETURN(op.alpha, n.attr_or<float>("min", -INFINITY));
+        DSINFER_ASSIGN_OR_RETURN(op.beta, n.attr_or<float>("max", INFINITY));
+        return op;
+    });
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_gelu(const KernelCreateContext& ctx) {
+    return make_unary_with(ctx, [](const Node& n, int64_t) -> StatusOr<UnaryOp> {
+        DSINFER_ASSIGN_OR_RETURN(std::string approx, n.attr_or<std::string>("approximate", "none"));
+        if (approx == "tanh") return UnaryOp{A::eltwise_gelu_tanh, 0.f, 0.f};
+        if (approx == "none") return UnaryOp{A::eltwise_gelu_erf, 0.f, 0.f};
+        return Status::error(ErrorCode::unsupported, "approximate");
+    });
+}
+
+// ---- binary ----------------------------------------------------------------------------------
+
+class BinaryKernel final : public SimplePrimitiveKernel {
+public:
+    BinaryKernel(std::unique_ptr<Kernel> fallback, A alg, bool commutative)
+        : SimplePrimitiveKernel(std::move(fallback)), alg_(alg), commutative_(commutative) {}
+
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        const Value& a = g.value(n.inputs[0]);
+        const Value& b = g.value(n.inputs[1]);
+        if (!a.shape.known || !b.shape.known || a.shape.rank() != 4 || !a.shape.is_static() ||
+            !b.shape.is_static() || a.shape.to_string() != b.shape.to_string())
+            return {};
+        return {kBlockedLayout, 3, 1, true};
+    }
+
+protected:
+    Status build(const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars&,
+                 BoundPrimitive& p) const override {
+        const Shape& y = out[0];
+        int src0 = 0;
+        if (!(in[0] == y)) {
+            if (!(commutative_ && in[1] == y)) return Status(ErrorCode::unsupported, "broadcast");
+            src0 = 1;
+        }
+        const int src1 = 1 - src0;
+        dnnl::memory::desc md0, md1, mdy;
+        if (in[src1] == y) {  // same shape: flat
+            md0 = md1 = mdy = flat_md(y.num_elements());
+        } else {
+            Shape b;
+            for (int i = 0; i < y.rank() - in[src1].rank(); ++i) b.push_back(1);
+            for (int i = 0; i < in[src1].rank(); ++i) b.push_back(in[src1][i]);
+            md0 = mdy = plain_md(y);
+            md1 = plain_md(b);
+        }
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::binary::desc d(alg_, md0, md1, mdy);
+        dnnl::binary::primitive_desc pd(d, attr, cpu_engine());
+        p.set(pd, dnnl::binary(pd));
+        p.bind(DNNL_ARG_SRC_0, false, src0, md0);
+        p.bind(DNNL_ARG_SRC_1, false, src1, md1);
+        p.bind(DNNL_ARG_DST, true, 0, mdy);
+        return Status::ok();
+    }
+
+private:
+    A alg_;
+    bool commutative_;
+};
+
+template <A Alg, bool Commutative>
+StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
+    const Value* a = ctx.input_value(0);
+    const Value* b = ctx.input_value(1);
+    if (ctx.num_inputs() != 2 || a == nullptr || b == nullptr || !a->dtype || !b->dtype ||
+        *a->dtype != DType::f32 || *b->dtype != DType::f32)
+        return Status::error(ErrorCode::unsupported, "two f32 inputs only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    return make_kernel<BinaryKernel>(std::move(fallback), Alg, Commutative);
+}
+
+}  // namespace
+
+void register_eltwise(KernelRegistry& r) {
+    const DTypeSet f32{DType::f32};
+    auto add = [&](const char* op, int64_t since, KernelFactory f) {
+        r.add({op, "", since, kMaxOpset, DeviceKind::cpu, f32}, f, kPriorityOnednn, "onednn");
+    };
+    add("Relu", 6, &make_fixed<A::eltwise_relu>);
+    add("LeakyRelu", 6, &make_leaky_relu);
+    add("Elu", 6, &make_elu);
+    add("Tanh", 6, &make_fixed<A::eltwise_tanh>);
+    add("Sigmoid", 6, &make_fixed<A::eltwise_logistic>);
+    add("HardSwish", 14, &make_fixed<A::eltwise_hardswish>);
+    add("Clip", 6, &make_clip);
+    add("Exp", 6, &make_fixed<A::eltwise_exp>);
+    add("Sqrt", 6, &make_fixed<A::eltwise_sqrt>);
+    add("Abs", 6, &make_fixed<A::eltwise_abs>);
+    add("Neg", 6, &make_fixed<A::eltwise_linear, -1000, 0>);
+    add("Mish", 18, &make_fixed<A::eltwise_mish>);
+    add("Gelu", 20, &make_gelu);
+    add("Add", 7, &make_binary<A::binary_add, true>);
+    add("Sub", 7, &make_binary<A::binary_sub, false>);
+    add("Mul", 7, &make_binary<A::binary_mul, true>);
+    add("Div", 7, &make_binary<A::binary_div, false>);
+    add("Max", 8, &make_binary<A::binary_max, true>);
+    add("Min", 8, &make_binary<A::binary_min, true>);
+}
+
+}  // namespace dsinfer::detail::onednn

@@ -1,0 +1,241 @@
+// oneDNN MatMul and Gemm (f32) on the matmul primitive.
+//
+// A constant right-hand side (the weights of Linear/Gemm layers) is reordered once into the
+// layout the primitive chooses for this CPU ("any") and shared by every later run and shape
+// class that picks the same layout; nothing is repacked per run. Batched MatMul with two run-time
+// operands (attention's Q·Kᵀ and P·V) uses plain strided descriptors with batch broadcasting.
+// Primitives are cached per shape class. Shapes the primitive cannot take (rank-1 operands,
+// Gemm's alpha with a bias, a C that is not a row vector, ...) run on the fallback kernel.
+#include <algorithm>
+#include <numeric>
+
+#include "onednn/onednn_common.hpp"
+
+namespace dsinfer::detail::onednn {
+namespace {
+
+using std::int64_t;
+
+struct MatMulPrim {
+    bool usable = false;  // false: run the fallback for this shape class
+    dnnl::matmul prim;
+    dnnl::memory::desc a_md, b_md, bias_md, y_md, scratch_md;
+    std::shared_ptr<const dnnl::memory> packed_b;  // constant B in the primitive's layout
+    std::size_t scratch_bytes = 0;
+};
+
+class OnednnMatMulKernel final : public FallbackKernel {
+public:
+    struct Config {
+        bool gemm = false;
+        bool trans_a = false, trans_b = false;
+        float alpha = 1.f, beta = 1.f;
+        std::optional<Tensor> b_const;     // constant B as given (plain)
+        std::optional<Tensor> bias_const;  // constant C as [N], prescaled by beta
+        bool runtime_bias = false;         // C is a run-time [N]/[1,N] with beta == 1
+        Epilogue epilogue;
+    };
+
+    OnednnMatMulKernel(std::unique_ptr<Kernel> fallback, Config cfg)
+        : FallbackKernel(std::move(fallback)), cfg_(std::move(cfg)) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
+        if (!ctx.output_spec(0).set) return Status::ok();
+        const Shape& a = ctx.input(0).shape();
+        const Shape& b = ctx.input(1).shape();
+        DSINFER_ASSIGN_OR_RETURN(auto p, primitive(a, b, ctx.has_input(2) ? ctx.input(2).shape()
+                                                                           : Shape{}));
+        if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& a = ctx.input(0);
+        const TensorView& b = ctx.input(1);
+        StatusOr<std::shared_ptr<const MatMulPrim>> p = Status::ok();
+        try {
+            p = primitive(a.shape, b.shape, ctx.has_input(2) ? ctx.input(2).shape : Shape{});
+        } catch (const std::exception& e) {
+            return Status(ErrorCode::internal, std::string("MatMul primitive: ") + e.what());
+        }
+        if (!p.is_ok()) return p.status();
+        const MatMulPrim& m = *p.value();
+        if (!m.usable) return run_fallback(ctx);
+        try {
+            std::unordered_map<int, dnnl::memory> args;
+            args.emplace(DNNL_ARG_SRC, wrap(m.a_md, a.raw));
+            args.emplace(DNNL_ARG_WEIGHTS, m.packed_b ? *m.packed_b : wrap(m.b_md, b.raw));
+            if (cfg_.bias_const) args.emplace(DNNL_ARG_BIAS, wrap(m.bias_md, cfg_.bias_const->raw_data()));
+            else if (cfg_.runtime_bias && ctx.has_input(2))
+                args.emplace(DNNL_ARG_BIAS, wrap(m.bias_md, ctx.input(2).raw));
+            args.emplace(DNNL_ARG_DST, wrap(m.y_md, ctx.output(0).raw));
+            if (m.scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(m.scratch_md, ctx.workspace()));
+            return execute(m.prim, args, "matmul");
+        } catch (const dnnl::error& e) {
+            return from_error(e, "matmul");
+        } catch (const std::exception& e) {
+            return Status(ErrorCode::internal, std::string("matmul: ") + e.what());
+        }
+    }
+
+private:
+    StatusOr<std::shared_ptr<const MatMulPrim>> primitive(const Shape& a, const Shape& b,
+                                                          const Shape& c) const {
+        std::vector<int64_t> key;
+        key_append(key, a);
+        key_append(key, b);
+        key_append(key, c);
+        return cache_.get(key, [&]() -> StatusOr<MatMulPrim> {
+            MatMulPrim m;
+            Status st = guarded("matmul primitive", [&] { return build(a, b, c, m); });
+            if (st.code() == ErrorCode::unsupported) return MatMulPrim{};  // fallback
+            if (!st.is_ok()) return st;
+            return m;
+        });
+    }
+
+    static dnnl::memory::desc strided(const dims& d, bool transposed_last2) {
+        return rowmajor_md(d, transposed_last2);
+    }
+
+    Status build(const Shape& a, const Shape& b, const Shape& c, MatMulPrim& m) const {
+        if (a.rank() < 2 || b.rank() < 2 || a.num_elements() == 0 || b.num_elements() == 0)
+            return Status(ErrorCode::unsupported, "shape");
+        dims ad, bd, yd;
+        bool b_packed = cfg_.b_const.has_value() && b.rank() == 2;
+        if (cfg_.gemm) {
+            const int64_t mm = cfg_.trans_a ? a[1] : a[0], k = cfg_.trans_a ? a[0] : a[1];
+            const int64_t n = cfg_.trans_b ? b[0] : b[1];
+            ad = {mm, k};
+            bd = {k, n};
+            yd = {mm, n};
+            m.a_md = strided(ad, cfg_.trans_a);
+            m.b_md = strided(bd, cfg_.trans_b);
+        } else if (b_packed) {
+            // Fold A's batch dims into M: one tall GEMM against the packed weights.
+            const int64_t k = a[a.rank() - 1];
+            const int64_t mm = a.num_elements() / k;
+            ad = {mm, k};
+            bd = {b[0], b[1]};
+            yd = {mm, b[1]};
+            m.a_md = strided(ad, false);
+            m.b_md = strided(bd, false);
+        } else {
+            const int r = std::max(a.rank(), b.rank());
+            for (int i = 0; i < r; ++i) {
+                const int ia = i - (r - a.rank()), ib = i - (r - b.rank());
+                ad.push_back(ia >= 0 ? a[ia] : 1);
+                bd.push_back(ib >= 0 ? b[ib] : 1);
+            }
+            yd = ad;
+            for (int i = 0; i < r - 2; ++i)
+                yd[static_cast<std::size_t>(i)] =
+                    std::max(ad[static_cast<std::size_t>(i)], bd[static_cast<std::size_t>(i)]);
+            yd[static_cast<std::size_t>(r - 1)] = bd[static_cast<std::size_t>(r - 1)];
+            m.a_md = strided(ad, false);
+            m.b_md = strided(bd, false);
+        }
+        m.y_md = strided(yd, false);
+        const int64_t n = yd.back();
+        const bool has_bias = cfg_.bias_const.has_value() || cfg_.runtime_bias;
+        if (cfg_.runtime_bias) {
+            if (c.num_elements() != n) return Status(ErrorCode::unsupported, "C shape");
+        }
+        if (has_bias) {
+            dims bias_d(yd.size(), 1);
+            bias_d.back() = n;
+            m.bias_md = strided(bias_d, false);
+        }
+        const dnnl::memory::desc b_any = b_packed
+                                             ? dnnl::memory::desc(bd, dt::f32, tag::any)
+                                             : m.b_md;
+        auto attr = cfg_.epilogue.attr();
+        auto desc = has_bias ? dnnl::matmul::desc(m.a_md, b_any, m.bias_md, m.y_md)
+                             : dnnl::matmul::desc(m.a_md, b_any, m.y_md);
+        dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+        m.prim = dnnl::matmul(pd);
+        m.scratch_md = pd.scratchpad_desc();
+        m.scratch_bytes = m.scratch_md.get_size();
+        if (b_packed) {
+            m.b_md = pd.weights_desc();
+            m.packed_b = packer_->get(strided(bd, cfg_.gemm && cfg_.trans_b), m.b_md);
+        }
+        m.usable = true;
+        return Status::ok();
+    }
+
+    Config cfg_;
+    std::unique_ptr<WeightPacker> packer_ =
+        cfg_.b_const ? std::make_unique<WeightPacker>(*cfg_.b_const) : nullptr;
+    PrimitiveCache<MatMulPrim> cache_;
+};
+
+bool is_f32_input(const KernelCreateContext& ctx, int i) {
+    const Value* v = ctx.input_value(i);
+    return v != nullptr && v->dtype && *v->dtype == DType::f32;
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
+    if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    OnednnMatMulKernel::Config cfg;
+    if (const Tensor* b = ctx.constant_input(1); b != nullptr && b->dtype() == DType::f32 &&
+                                                 b->num_dims() == 2 && b->num_elements() > 0)
+        cfg.b_const = *b;
+    return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
+    if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
+    const Node& n = ctx.node();
+    OnednnMatMulKernel::Config cfg;
+    cfg.gemm = true;
+    DSINFER_ASSIGN_OR_RETURN(cfg.alpha, n.attr_or<float>("alpha", 1.f));
+    DSINFER_ASSIGN_OR_RETURN(cfg.beta, n.attr_or<float>("beta", 1.f));
+    DSINFER_ASSIGN_OR_RETURN(const int64_t ta, n.attr_or<int64_t>("transA", 0));
+    DSINFER_ASSIGN_OR_RETURN(const int64_t tb, n.attr_or<int64_t>("transB", 0));
+    cfg.trans_a = ta != 0;
+    cfg.trans_b = tb != 0;
+    if (const Tensor* b = ctx.constant_input(1);
+        b != nullptr && b->dtype() == DType::f32 && b->num_dims() == 2 && b->num_elements() > 0)
+        cfg.b_const = *b;
+    if (ctx.has_input(2) && cfg.beta != 0.f) {
+        const Tensor* c = ctx.constant_input(2);
+        const Value* cv = ctx.input_value(2);
+        auto row_vector = [](const Shape& s) {
+            return s.rank() == 1 || (s.rank() == 2 && s[0] == 1);
+        };
+        if (c != nullptr && c->dtype() == DType::f32 && row_vector(c->shape()) &&
+            c->shape()[c->num_dims() - 1] > 1) {
+            Tensor scaled = c->clone();
+            float* p = scaled.data<float>();
+            for (int64_t i = 0; i < scaled.num_elements(); ++i) p[i] *= cfg.beta;
+            cfg.bias_const = std::move(scaled);
+        } else if (c == nullptr && cfg.beta == 1.f && cv != nullptr && cv->shape.known &&
+                   (cv->shape.rank() == 1 ||
+                    (cv->shape.rank() == 2 && cv->shape.dims[0].is_static() &&
+                     cv->shape.dims[0].value == 1))) {
+            cfg.runtime_bias = true;
+        } else {
+            return Status::error(ErrorCode::unsupported, "Gemm C form");
+        }
+        // oneDNN scales before or after the bias depending on the primitive: keep alpha only
+        // without a bias.
+        if (cfg.alpha != 1.f) return Status::error(ErrorCode::unsupported, "alpha with bias");
+    }
+    cfg.epilogue.output_scale = cfg.alpha;
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
+}
+
+}  // namespace
+
+void register_matmul(KernelRegistry& r) {
+    const DTypeSet f32{DType::f32};
+    r.add({"MatMul", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_matmul, kPriorityOnednn,
+          "onednn");
+    r.add({"Gemm", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_gemm, kPriorityOnednn, "onednn");
+}
+
+}  // namespace dsinfer::detail::onednn

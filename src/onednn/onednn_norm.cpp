@@ -1,0 +1,201 @@
+// oneDNN normalization and softmax (f32): BatchNormalization (inference), LayerNormalization
+// (over the trailing axes, without the optional Mean/InvStdDev outputs), Softmax and
+// LogSoftmax (opset >= 13 over one axis; earlier opsets over the coerced 2-D trailing block).
+#include "onednn/onednn_common.hpp"
+
+namespace dsinfer::detail::onednn {
+namespace {
+
+using std::int64_t;
+using F = dnnl::normalization_flags;
+
+bool f32_input(const KernelCreateContext& ctx, int i) {
+    const Value* v = ctx.input_value(i);
+    return v != nullptr && v->dtype && *v->dtype == DType::f32;
+}
+
+// ---- BatchNormalization ------------------------------------------------------------------
+
+class BatchNormKernel final : public SimplePrimitiveKernel {
+public:
+    BatchNormKernel(std::unique_ptr<Kernel> fallback, float eps)
+        : SimplePrimitiveKernel(std::move(fallback)), eps_(eps) {}
+
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        const Value& x = g.value(n.inputs[0]);
+        if (!x.shape.known || x.shape.rank() != 4 || !x.shape.dims[1].is_static() ||
+            !blockable_channels(x.shape.dims[1].value))
+            return {};
+        return {kBlockedLayout, 1, 1, true};
+    }
+    Status use_layouts(std::uint64_t in, std::uint64_t) override {
+        blocked_ = (in & 1u) != 0;
+        return Status::ok();
+    }
+
+protected:
+    Status build(const std::vector<Shape>& in, const std::vector<Shape>&, const Scalars&,
+                 BoundPrimitive& p) const override {
+        const Shape& x = in[0];
+        if (x.rank() < 2 || x.rank() > 5) return Status(ErrorCode::unsupported, "rank");
+        const int64_t c = x[1];
+        for (int i = 1; i <= 4; ++i)
+            if (in[static_cast<std::size_t>(i)].num_elements() != c)
+                return Status(ErrorCode::unsupported, "parameter shape");
+        const auto md = act_md(x, blocked_ && x.rank() == 4);
+        const auto vec = dnnl::memory::desc({c}, dt::f32, tag::a);
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps_,
+                                                  F::use_global_stats | F::use_scale |
+                                                      F::use_shift);
+        dnnl::batch_normalization_forward::primitive_desc pd(d, attr, cpu_engine());
+        p.set(pd, dnnl::batch_normalization_forward(pd));
+        p.bind(DNNL_ARG_SRC, false, 0, md);
+        p.bind(DNNL_ARG_SCALE, false, 1, vec);
+        p.bind(DNNL_ARG_SHIFT, false, 2, vec);
+        p.bind(DNNL_ARG_MEAN, false, 3, vec);
+        p.bind(DNNL_ARG_VARIANCE, false, 4, vec);
+        p.bind(DNNL_ARG_DST, true, 0, md);
+        return Status::ok();
+    }
+
+private:
+    float eps_;
+    bool blocked_ = false;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_batchnorm(const KernelCreateContext& ctx) {
+    if (ctx.opset() < 9 || ctx.num_inputs() != 5 || ctx.num_outputs() > 1)
+        return Status::error(ErrorCode::unsupported, "inference form of opset >= 9 only");
+    for (int i = 0; i < 5; ++i)
+        if (!f32_input(ctx, i)) return Status::error(ErrorCode::unsupported, "f32 only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(int64_t training, ctx.node().attr_or<int64_t>("training_mode", 0));
+    if (training != 0) return Status::error(ErrorCode::unsupported, "training_mode");
+    DSINFER_ASSIGN_OR_RETURN(float eps, ctx.node().attr_or<float>("epsilon", 1e-5f));
+    return make_kernel<BatchNormKernel>(std::move(fallback), eps);
+}
+
+// ---- LayerNormalization ------------------------------------------------------------------
+
+class LayerNormKernel final : public SimplePrimitiveKernel {
+public:
+    LayerNormKernel(std::unique_ptr<Kernel> fallback, int64_t axis, float eps)
+        : SimplePrimitiveKernel(std::move(fallback)), axis_(axis), eps_(eps) {}
+
+protected:
+    Status build(const std::vector<Shape>& in, const std::vector<Shape>&, const Scalars&,
+                 BoundPrimitive& p) const override {
+        const Shape& x = in[0];
+        const int r = x.rank();
+        if (r < 1) return Status(ErrorCode::unsupported, "rank");
+        const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+        if (axis < 0 || axis >= r) return Status(ErrorCode::unsupported, "axis");
+        const int64_t inner = x.size_between(static_cast<int>(axis), r);
+        const int64_t outer = x.num_elements() / inner;
+        if (in[1].num_elements() != inner) return Status(ErrorCode::unsupported, "scale shape");
+        const bool bias = in.size() > 2 && in[2].rank() > 0 && in[2].num_elements() == inner;
+        if (in.size() > 2 && in[2].num_elements() > 0 && !bias)
+            return Status(ErrorCode::unsupported, "bias shape");
+        const auto md = dnnl::memory::desc({outer, inner}, dt::f32, tag::ab);
+        const auto vec = dnnl::memory::desc({inner}, dt::f32, tag::a);
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        auto flags = F::use_scale;
+        if (bias) flags = flags | F::use_shift;
+        dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps_,
+                                                  flags);
+        dnnl::layer_normalization_forward::primitive_desc pd(d, attr, cpu_engine());
+        p.set(pd, dnnl::layer_normalization_forward(pd));
+        p.bind(DNNL_ARG_SRC, false, 0, md);
+        p.bind(DNNL_ARG_SCALE, false, 1, vec);
+        if (bias) p.bind(DNNL_ARG_SHIFT, false, 2, vec);
+        p.bind(DNNL_ARG_DST, true, 0, md);
+        return Status::ok();
+    }
+
+private:
+    int64_t axis_;
+    float eps_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_layernorm(const KernelCreateContext& ctx) {
+    if (!f32_input(ctx, 0) || !f32_input(ctx, 1) || (ctx.has_input(2) && !f32_input(ctx, 2)) ||
+        ctx.has_output(1) || ctx.has_output(2))
+        return Status::error(ErrorCode::unsupported, "f32 without Mean/InvStdDev only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(int64_t axis, ctx.node().attr_or<int64_t>("axis", -1));
+    DSINFER_ASSIGN_OR_RETURN(float eps, ctx.node().attr_or<float>("epsilon", 1e-5f));
+    return make_kernel<LayerNormKernel>(std::move(fallback), axis, eps);
+}
+
+// ---- Softmax / LogSoftmax ----------------------------------------------------------------
+
+class SoftmaxKernel final : public SimplePrimitiveKernel {
+public:
+    SoftmaxKernel(std::unique_ptr<Kernel> fallback, bool log, int64_t axis, bool coerce)
+        : SimplePrimitiveKernel(std::move(fallback)), log_(log), axis_(axis), coerce_(coerce) {}
+
+protected:
+    Status build(const std::vector<Shape>& in, const std::vector<Shape>&, const Scalars&,
+                 BoundPrimitive& p) const override {
+        const Shape& x = in[0];
+        const int r = x.rank();
+        if (r < 1) return Status(ErrorCode::unsupported, "rank");
+        const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+        if (axis < 0 || axis >= r) return Status(ErrorCode::unsupported, "axis");
+        dnnl::memory::desc md;
+        int dnnl_axis = static_cast<int>(axis);
+        if (coerce_) {
+            const int64_t inner = x.size_between(static_cast<int>(axis), r);
+            md = dnnl::memory::desc({x.num_elements() / inner, inner}, dt::f32, tag::ab);
+            dnnl_axis = 1;
+        } else {
+            md = plain_md(x);
+        }
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        if (log_) {
+            dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, md, dnnl_axis);
+            dnnl::logsoftmax_forward::primitive_desc pd(d, attr, cpu_engine());
+            p.set(pd, dnnl::logsoftmax_forward(pd));
+        } else {
+            dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, dnnl_axis);
+            dnnl::softmax_forward::primitive_desc pd(d, attr, cpu_engine());
+            p.set(pd, dnnl::softmax_forward(pd));
+        }
+        p.bind(DNNL_ARG_SRC, false, 0, md);
+        p.bind(DNNL_ARG_DST, true, 0, md);
+        return Status::ok();
+    }
+
+private:
+    bool log_;
+    int64_t axis_;
+    bool coerce_;
+};
+
+template <bool Log>
+StatusOr<std::unique_ptr<Kernel>> make_softmax(const KernelCreateContext& ctx) {
+    if (!f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    const bool coerce = ctx.opset() < 13;
+    DSINFER_ASSIGN_OR_RETURN(int64_t axis, ctx.node().attr_or<int64_t>("axis", coerce ? 1 : -1));
+    return make_kernel<SoftmaxKernel>(std::move(fallback), Log, axis, coerce);
+}
+
+}  // namespace
+
+void register_norm(KernelRegistry& r) {
+    const DTypeSet f32{DType::f32};
+    auto add = [&](const char* op, int64_t since, KernelFactory f) {
+        r.add({op, "", since, kMaxOpset, DeviceKind::cpu, f32}, f, kPriorityOnednn, "onednn");
+    };
+    add("BatchNormalization", 9, &make_batchnorm);
+    add("LayerNormalization", 17, &make_layernorm);
+    add("Softmax", 1, &make_softmax<false>);
+    add("LogSoftmax", 1, &make_softmax<true>);
+}
+
+}  // namespace dsinfer::detail::onednn

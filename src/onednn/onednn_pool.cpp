@@ -1,0 +1,135 @@
+// oneDNN pooling (f32): MaxPool (without the Indices output), AveragePool, GlobalMaxPool and
+// GlobalAveragePool, 1-D to 3-D, with pads, auto_pad, strides, dilations and ceil_mode.
+// Rank-4 pooling keeps the backend's blocked layout between oneDNN kernels (uniform layout);
+// global pooling reads it and writes [N, C, 1, 1], which is the same bytes in either layout.
+#include "cpu/reference/nn_window.hpp"
+#include "onednn/onednn_common.hpp"
+
+namespace dsinfer::detail::onednn {
+namespace {
+
+using std::int64_t;
+
+struct PoolAttrs {
+    bool max = true, global = false, count_include_pad = false, ceil_mode = false;
+    std::vector<int64_t> kernel, strides, dilations, pads;
+    AutoPad auto_pad = AutoPad::notset;
+};
+
+class PoolKernel final : public SimplePrimitiveKernel {
+public:
+    PoolKernel(std::unique_ptr<Kernel> fallback, PoolAttrs a)
+        : SimplePrimitiveKernel(std::move(fallback)), a_(std::move(a)) {}
+
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        const Value& x = g.value(n.inputs[0]);
+        if (!x.shape.known || x.shape.rank() != 4 || !x.shape.dims[1].is_static() ||
+            !blockable_channels(x.shape.dims[1].value))
+            return {};
+        if (a_.global) return {kBlockedLayout, 1, 0, false};
+        return {kBlockedLayout, 1, 1, true};
+    }
+    Status use_layouts(std::uint64_t in, std::uint64_t) override {
+        blocked_ = (in & 1u) != 0;
+        return Status::ok();
+    }
+
+protected:
+    Status build(const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars&,
+                 BoundPrimitive& p) const override {
+        const Shape& x = in[0];
+        const Shape& y = out[0];
+        const int nsp = x.rank() - 2;
+        if (nsp < 1 || nsp > 3) return Status(ErrorCode::unsupported, "rank");
+        dims k, s, d, pl, pr;
+        for (int i = 0; i < nsp; ++i) {
+            const int64_t kk = a_.global ? x[2 + i] : a_.kernel[static_cast<std::size_t>(i)];
+            const int64_t ss = a_.global ? 1 : attr_at(a_.strides, i, 1);
+            const int64_t dd = a_.global ? 1 : attr_at(a_.dilations, i, 1);
+            int64_t pb = 0, pe = 0;
+            if (!a_.global) {
+                DSINFER_ASSIGN_OR_RETURN(WindowDim w, window_dim(i, nsp, x[2 + i], kk, ss, dd,
+                                                                 a_.auto_pad, a_.pads,
+                                                                 a_.ceil_mode));
+                if (w.out != y[2 + i]) return Status(ErrorCode::unsupported, "geometry");
+                pb = w.pb;
+                // oneDNN wants the end padding that makes floor() give this output size.
+                pe = (w.out - 1) * ss + dd * (kk - 1) + 1 - x[2 + i] - pb;
+                if (pe < 0) return Status(ErrorCode::unsupported, "padding");
+                // Averages that count padding differ from ONNX on the ceil_mode overhang.
+                if (!a_.max && a_.count_include_pad && pe != w.pe)
+                    return Status(ErrorCode::unsupported, "ceil overhang");
+                // A window entirely in padding has no defined value in oneDNN.
+                if (pb >= dd * (kk - 1) + 1 || pe >= dd * (kk - 1) + 1)
+                    return Status(ErrorCode::unsupported, "window in padding");
+            }
+            k.push_back(kk);
+            s.push_back(ss);
+            d.push_back(dd - 1);
+            pl.push_back(pb);
+            pr.push_back(pe);
+        }
+        const bool blocked = blocked_ && nsp == 2;
+        const auto src = act_md(x, blocked);
+        const auto dst = act_md(y, blocked);  // global: [N,C,1,1] is identical in both layouts
+        const auto alg = a_.max ? dnnl::algorithm::pooling_max
+                         : a_.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                                : dnnl::algorithm::pooling_avg_exclude_padding;
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, src, dst, s,
+                                            k, d, pl, pr);
+        dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, cpu_engine());
+        p.set(pd, dnnl::pooling_v2_forward(pd));
+        p.bind(DNNL_ARG_SRC, false, 0, src);
+        p.bind(DNNL_ARG_DST, true, 0, dst);
+        return Status::ok();
+    }
+
+private:
+    PoolAttrs a_;
+    bool blocked_ = false;
+};
+
+template <bool Max, bool Global>
+StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
+    const Value* x = ctx.input_value(0);
+    if (x == nullptr || !x->dtype || *x->dtype != DType::f32 || ctx.has_output(1))
+        return Status::error(ErrorCode::unsupported, "f32 without Indices only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    const Node& n = ctx.node();
+    PoolAttrs a;
+    a.max = Max;
+    a.global = Global;
+    if (!Global) {
+        DSINFER_ASSIGN_OR_RETURN(a.kernel, n.attr<std::vector<int64_t>>("kernel_shape"));
+        DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
+        DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
+        DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
+        DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
+        DSINFER_ASSIGN_OR_RETURN(int64_t ceil, n.attr_or<int64_t>("ceil_mode", 0));
+        DSINFER_ASSIGN_OR_RETURN(int64_t cip, n.attr_or<int64_t>("count_include_pad", 0));
+        a.ceil_mode = ceil != 0;
+        a.count_include_pad = cip != 0;
+        if (Max && n.has_attr("storage_order")) {
+            DSINFER_ASSIGN_OR_RETURN(int64_t so, n.attr_or<int64_t>("storage_order", 0));
+            (void)so;  // only affects Indices, which this kernel never produces
+        }
+    }
+    return make_kernel<PoolKernel>(std::move(fallback), std::move(a));
+}
+
+}  // namespace
+
+void register_pool(KernelRegistry& r) {
+    const DTypeSet f32{DType::f32};
+    auto add = [&](const char* op, KernelFactory f) {
+        r.add({op, "", 1, kMaxOpset, DeviceKind::cpu, f32}, f, kPriorityOnednn, "onednn");
+    };
+    add("MaxPool", &make_pool<true, false>);
+    add("AveragePool", &make_pool<false, false>);
+    add("GlobalMaxPool", &make_pool<true, true>);
+    add("GlobalAveragePool", &make_pool<false, true>);
+}
+
+}  // namespace dsinfer::detail::onednn
