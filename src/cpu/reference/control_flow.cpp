@@ -243,17 +243,23 @@ StatusOr<std::unique_ptr<Kernel>> make_loop(const KernelCreateContext& ctx) {
     return make_kernel<LoopKernel>(std::move(runner), n, k);
 }
 
-// ---- Scan (opset 9+) ------------------------------------------------------------------------
+// ---- Scan ----------------------------------------------------------------------------------
+// Opset 9+: scan inputs are sliced along scan_input_axes. Opset 8 (batched): input 0 is the
+// optional sequence_lens [batch], states and scan inputs carry a leading batch axis (scan inputs
+// are [batch, sequence, ...]), each batch entry runs its own sequence_lens[b] iterations, and
+// scan outputs are [batch, max sequence, ...] with the steps past sequence_lens[b] zero-filled.
 
 class ScanKernel final : public Kernel {
 public:
     struct Config {
         int n = 0, m = 0, k = 0;
+        bool batched = false;  // opset 8
         std::vector<std::int64_t> in_axes, in_dirs, out_axes, out_dirs;
     };
     ScanKernel(std::shared_ptr<SubgraphRunner> body, Config c) : body_(std::move(body)), c_(std::move(c)) {}
 
     Status prepare(PrepareContext& ctx) const override {
+        if (c_.batched) return prepare_batched(ctx);
         std::int64_t len = -1;
         for (int j = 0; j < c_.m; ++j) {
             const Tensor& x = ctx.input(c_.n + j);
@@ -273,6 +279,7 @@ public:
 
     Status run(RunContext& ctx) const noexcept override {
         try {
+            if (c_.batched) return run_batched(ctx);
             std::vector<Tensor> state;
             for (int i = 0; i < c_.n; ++i) state.push_back(as_tensor(ctx.input(i)));
             std::vector<Tensor> scan_in;
@@ -291,19 +298,7 @@ public:
             std::vector<std::vector<Tensor>> scans(static_cast<std::size_t>(c_.k));
             std::vector<Tensor> args, outs;
             for (std::int64_t t = 0; t < len; ++t) {
-                DSINFER_RETURN_IF_ERROR(ctx.control().check());
-                args.assign(state.begin(), state.end());
-                for (int j = 0; j < c_.m; ++j) {
-                    const std::int64_t idx = c_.in_dirs[static_cast<std::size_t>(j)] ? len - 1 - t : t;
-                    DSINFER_ASSIGN_OR_RETURN(Tensor s, take_slice(scan_in[static_cast<std::size_t>(j)],
-                                                                  axes[static_cast<std::size_t>(j)], idx));
-                    args.push_back(std::move(s));
-                }
-                DSINFER_RETURN_IF_ERROR(body_->run(args, ctx.frame(), ctx.control(), outs));
-                if (static_cast<int>(outs.size()) != c_.n + c_.k)
-                    return Status::error(ErrorCode::invalid_model, "Scan body produced ",
-                                         outs.size(), " outputs, expected ", c_.n + c_.k);
-                for (int i = 0; i < c_.n; ++i) state[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(i)];
+                DSINFER_RETURN_IF_ERROR(step(ctx, scan_in, axes, len, t, state, args, outs));
                 for (int i = 0; i < c_.k; ++i)
                     scans[static_cast<std::size_t>(i)].push_back(outs[static_cast<std::size_t>(c_.n + i)]);
             }
@@ -335,20 +330,168 @@ public:
     }
 
 private:
+    // One iteration: the body on (state, slice t of each scan input along its axis; reversed
+    // inputs take slice len - 1 - t). Updates `state`; `outs` holds all body outputs.
+    Status step(const RunContext& ctx, const std::vector<Tensor>& scan_in,
+                const std::vector<int>& axes, std::int64_t len, std::int64_t t,
+                std::vector<Tensor>& state, std::vector<Tensor>& args,
+                std::vector<Tensor>& outs) const {
+        DSINFER_RETURN_IF_ERROR(ctx.control().check());
+        args.assign(state.begin(), state.end());
+        for (int j = 0; j < c_.m; ++j) {
+            const auto ju = static_cast<std::size_t>(j);
+            const std::int64_t idx = c_.in_dirs[ju] ? len - 1 - t : t;
+            DSINFER_ASSIGN_OR_RETURN(Tensor s, take_slice(scan_in[ju], axes[ju], idx));
+            args.push_back(std::move(s));
+        }
+        DSINFER_RETURN_IF_ERROR(body_->run(args, ctx.frame(), ctx.control(), outs));
+        if (static_cast<int>(outs.size()) != c_.n + c_.k)
+            return Status::error(ErrorCode::invalid_model, "Scan body produced ", outs.size(),
+                                 " outputs, expected ", c_.n + c_.k);
+        for (int i = 0; i < c_.n; ++i)
+            state[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(i)];
+        return Status::ok();
+    }
+
+    // Batched form (opset 8): see the section comment. Inputs are shifted by one
+    // (sequence_lens first).
+    Status prepare_batched(PrepareContext& ctx) const {
+        std::int64_t batch = -1, len = -1;
+        for (int j = 0; j < c_.m; ++j) {
+            const Tensor& x = ctx.input(1 + c_.n + j);
+            DSINFER_CHECK(x.num_dims() >= 2, ErrorCode::invalid_argument, "scan input ", j,
+                          " must be [batch, sequence, ...], got ", x.shape().to_string());
+            DSINFER_CHECK((batch < 0 || x.shape()[0] == batch) && (len < 0 || x.shape()[1] == len),
+                          ErrorCode::invalid_argument,
+                          "scan inputs differ in batch size or sequence length");
+            batch = x.shape()[0];
+            len = x.shape()[1];
+        }
+        for (int i = 0; i < c_.n; ++i) {
+            const Tensor& s = ctx.input(1 + i);
+            DSINFER_CHECK(s.num_dims() >= 1 && s.shape()[0] == batch, ErrorCode::invalid_argument,
+                          "initial state ", i, " must have batch size ", batch, ", got shape ",
+                          s.shape().to_string());
+        }
+        if (ctx.has_input(0)) {
+            const Tensor& sl = ctx.input(0);
+            DSINFER_CHECK(sl.num_elements() == batch, ErrorCode::invalid_argument,
+                          "sequence_lens must have ", batch, " elements, got ", sl.num_elements());
+            if (ctx.has_data(0)) {
+                DSINFER_ASSIGN_OR_RETURN(auto lens, read_ints(sl, "sequence_lens"));
+                for (auto l : lens)
+                    DSINFER_CHECK(l >= 0 && l <= len, ErrorCode::invalid_argument,
+                                  "sequence_lens value ", l, " is outside [0, ", len, "]");
+            }
+        }
+        for (int i = 0; i < ctx.num_outputs(); ++i) {
+            if (i < c_.n)
+                ctx.set_output(i, ctx.input(1 + i).dtype(), ctx.input(1 + i).shape());
+            else
+                ctx.set_output_dynamic(i);
+        }
+        return Status::ok();
+    }
+
+    Status run_batched(RunContext& ctx) const {
+        const int first_scan = 1 + c_.n;
+        const TensorView& x0 = ctx.input(first_scan);
+        const std::int64_t batch = x0.shape[0], max_len = x0.shape[1];
+        std::vector<std::int64_t> lens(static_cast<std::size_t>(batch), max_len);
+        if (ctx.has_input(0)) {
+            DSINFER_ASSIGN_OR_RETURN(lens, read_ints(as_tensor(ctx.input(0)), "sequence_lens"));
+            for (auto l : lens)
+                DSINFER_CHECK(l >= 0 && l <= max_len, ErrorCode::invalid_argument,
+                              "sequence_lens value ", l, " is outside [0, ", max_len, "]");
+        }
+        std::int64_t total = 0;
+        for (auto l : lens) total += l;
+        if (total > ctx.control().max_loop_iterations)
+            return Status::error(ErrorCode::resource_exhausted, "Scan length ", total,
+                                 " exceeds ModelLimits::max_loop_iterations");
+        std::vector<Tensor> final_state;  // outputs 0..n-1: [batch, ...] each (null if omitted)
+        for (int i = 0; i < c_.n; ++i)
+            final_state.push_back(ctx.has_output(i) ? as_tensor(ctx.output(i)) : Tensor());
+        std::vector<Tensor> scan_out(static_cast<std::size_t>(c_.k));  // allocated on first use
+        std::vector<Tensor> state, args, outs;
+        const std::vector<int> seq_axes(static_cast<std::size_t>(c_.m), 0);
+        for (std::int64_t b = 0; b < batch; ++b) {
+            const std::int64_t len = lens[static_cast<std::size_t>(b)];
+            state.clear();
+            for (int i = 0; i < c_.n; ++i) {
+                DSINFER_ASSIGN_OR_RETURN(Tensor s, take_slice(as_tensor(ctx.input(1 + i)), 0, b));
+                state.push_back(std::move(s));
+            }
+            std::vector<Tensor> seqs;
+            for (int j = 0; j < c_.m; ++j) {
+                DSINFER_ASSIGN_OR_RETURN(Tensor s,
+                                         take_slice(as_tensor(ctx.input(first_scan + j)), 0, b));
+                seqs.push_back(std::move(s));
+            }
+            for (std::int64_t t = 0; t < len; ++t) {
+                DSINFER_RETURN_IF_ERROR(step(ctx, seqs, seq_axes, len, t, state, args, outs));
+                for (int i = 0; i < c_.k; ++i) {
+                    const Tensor& part = outs[static_cast<std::size_t>(c_.n + i)];
+                    Tensor& dst = scan_out[static_cast<std::size_t>(i)];
+                    if (dst.is_null()) {
+                        DSINFER_CHECK(part.num_dims() + 2 <= kMaxRank, ErrorCode::unsupported,
+                                      "Scan output rank exceeds ", kMaxRank);
+                        Shape shape{batch, max_len};
+                        for (int d = 0; d < part.num_dims(); ++d) shape.push_back(part.shape()[d]);
+                        DSINFER_ASSIGN_OR_RETURN(dst, Tensor::allocate(part.dtype(), shape));
+                        if (part.dtype() != DType::string && dst.num_bytes() > 0)
+                            std::memset(dst.raw_data(), 0, dst.num_bytes());
+                    }
+                    const std::int64_t inner = dst.shape().size_between(2, dst.num_dims());
+                    DSINFER_CHECK(part.dtype() == dst.dtype() && part.num_elements() == inner,
+                                  ErrorCode::invalid_argument, "Scan output ", i,
+                                  ": iterations differ in shape or type");
+                    DSINFER_RETURN_IF_ERROR(
+                        copy_elements(part, 0, dst, (b * max_len + t) * inner, inner));
+                }
+            }
+            for (int i = 0; i < c_.n; ++i) {
+                const Tensor& s = state[static_cast<std::size_t>(i)];
+                Tensor& dst = final_state[static_cast<std::size_t>(i)];
+                if (dst.is_null()) continue;
+                const std::int64_t inner = dst.shape().size_between(1, dst.num_dims());
+                DSINFER_CHECK(s.dtype() == dst.dtype() && s.num_elements() == inner,
+                              ErrorCode::invalid_argument, "Scan state ", i,
+                              " changed shape or type in the body");
+                DSINFER_RETURN_IF_ERROR(copy_elements(s, 0, dst, b * inner, inner));
+            }
+        }
+        for (int i = 0; i < c_.k; ++i) {
+            if (!ctx.has_output(c_.n + i)) continue;
+            Tensor& t = scan_out[static_cast<std::size_t>(i)];
+            if (t.is_null()) {
+                // No iteration ran: the per-step shape is unknown.
+                DSINFER_RETURN_IF_ERROR(
+                    ctx.allocate_output(c_.n + i, DType::f32, Shape{batch, max_len}));
+                if (batch * max_len > 0)
+                    std::memset(ctx.output(c_.n + i).raw, 0,
+                                static_cast<std::size_t>(batch * max_len) * sizeof(float));
+                continue;
+            }
+            DSINFER_RETURN_IF_ERROR(ctx.set_output_tensor(c_.n + i, std::move(t)));
+        }
+        return Status::ok();
+    }
+
     std::shared_ptr<SubgraphRunner> body_;
     Config c_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_scan(const KernelCreateContext& ctx) {
-    DSINFER_CHECK(ctx.opset() >= 9, ErrorCode::unsupported,
-                  "Scan before opset 9 (batched form with sequence_lens) is not supported");
     DSINFER_ASSIGN_OR_RETURN(auto body, ctx.node().attr<std::shared_ptr<Graph>>("body"));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t m, ctx.node().attr<std::int64_t>("num_scan_inputs"));
     ScanKernel::Config c;
-    DSINFER_CHECK(m >= 1 && m <= ctx.num_inputs(), ErrorCode::invalid_model, "num_scan_inputs ",
-                  m, " must be in [1, ", ctx.num_inputs(), "]");
+    c.batched = ctx.opset() < 9;
+    const int first = c.batched ? 1 : 0;  // opset 8: input 0 is sequence_lens
+    DSINFER_CHECK(m >= 1 && m <= ctx.num_inputs() - first, ErrorCode::invalid_model,
+                  "num_scan_inputs ", m, " must be in [1, ", ctx.num_inputs() - first, "]");
     c.m = static_cast<int>(m);
-    c.n = ctx.num_inputs() - c.m;
+    c.n = ctx.num_inputs() - first - c.m;
     DSINFER_CHECK(static_cast<int>(body->inputs.size()) == c.n + c.m, ErrorCode::invalid_model,
                   "Scan body takes ", body->inputs.size(), " inputs, expected ", c.n + c.m);
     DSINFER_CHECK(static_cast<int>(body->outputs.size()) >= c.n, ErrorCode::invalid_model,
@@ -363,8 +506,9 @@ StatusOr<std::unique_ptr<Kernel>> make_scan(const KernelCreateContext& ctx) {
                       " has ", out.size(), " entries, expected ", count);
         return Status::ok();
     };
-    DSINFER_RETURN_IF_ERROR(list("scan_input_axes", c.m, c.in_axes));
-    DSINFER_RETURN_IF_ERROR(list("scan_input_directions", c.m, c.in_dirs));
+    DSINFER_RETURN_IF_ERROR(
+        list(c.batched ? "directions" : "scan_input_directions", c.m, c.in_dirs));
+    if (!c.batched) DSINFER_RETURN_IF_ERROR(list("scan_input_axes", c.m, c.in_axes));
     DSINFER_RETURN_IF_ERROR(list("scan_output_axes", c.k, c.out_axes));
     DSINFER_RETURN_IF_ERROR(list("scan_output_directions", c.k, c.out_dirs));
     DSINFER_ASSIGN_OR_RETURN(auto runner, ctx.compile_subgraph(body));

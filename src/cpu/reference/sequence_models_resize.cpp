@@ -4,6 +4,17 @@
 // element is the sum over the tensor product of its axes' taps. The tables follow the ONNX
 // definition: coordinate transform, then nearest rounding or linear/cubic coefficients
 // (optionally stretched for antialiasing), edge padding or exclude_outside renormalization.
+//
+// Coordinates from a float32 scales input are computed in float32 arithmetic, as ONNX Runtime
+// and the ONNX reference (numpy 2) do: with floor/ceil rounding a float64 coordinate can land on
+// the other side of an integer ((1 + 0.5) / 0.6f - 0.5 is 2 in float32, 1.9999999 in float64).
+// Scales derived from sizes are size / input_size in float64, as in the ONNX reference.
+// Where the two reference implementations disagree we follow the ONNX reference (the
+// specification): align_corners, pytorch_half_pixel and tf_crop_and_resize use the real-valued
+// output length scale * input length, not the rounded one. Like both, axes with scale 1 map
+// one-to-one in nearest mode (tf_half_pixel_for_nn would otherwise shift them), Resize-10 and
+// Upsample round nearest down when upsampling and up when downsampling, and integer outputs of
+// linear/cubic are truncated toward zero (numpy astype) after saturation.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,7 +39,8 @@ enum class CoordMode {
     tf_crop_and_resize,
     tf_half_pixel_for_nn,
 };
-enum class NearestMode { round_prefer_floor, round_prefer_ceil, floor, ceil };
+// simple: Resize-10/Upsample (floor when upsampling, ceil when downsampling).
+enum class NearestMode { round_prefer_floor, round_prefer_ceil, floor, ceil, simple };
 enum class AspectPolicy { stretch, not_larger, not_smaller };
 
 struct ResizeConfig {
@@ -55,6 +67,8 @@ struct Tap {
 struct ResizePlan {
     int rank = 0;
     std::array<double, kMaxRank> scale{};
+    std::array<float, kMaxRank> scale_f{};  // float32 scales (coordinates from input scales)
+    bool float64_coords = false;            // sizes given: scale = size / in, in float64
     std::array<std::int64_t, kMaxRank> out{};
     std::array<double, kMaxRank> roi_start{};
     std::array<double, kMaxRank> roi_end{};
@@ -69,6 +83,11 @@ inline double read_as_double(const TensorView& t, std::int64_t i) noexcept {
         return Status::ok();
     });
     return v;
+}
+
+// The float32 value of element i (exact for float32/float16/bfloat16 tensors).
+inline float read_as_float(const TensorView& t, std::int64_t i) noexcept {
+    return t.dtype == DType::f32 ? t.data<float>()[i] : static_cast<float>(read_as_double(t, i));
 }
 
 inline bool present(const TensorView* t) noexcept { return t != nullptr && t->num_elements() > 0; }
@@ -104,6 +123,8 @@ StatusOr<ResizePlan> make_plan(const ResizeConfig& cfg, const Shape& in, const T
     for (int d = 0; d < r; ++d) {
         const auto du = static_cast<std::size_t>(d);
         p.scale[du] = 1.0;
+        p.scale_f[du] = 1.0f;
+        p.float64_coords = present(sizes) || (present(scales) && scales->dtype == DType::f64);
         p.out[du] = in[d];
         p.roi_start[du] = 0.0;
         p.roi_end[du] = 1.0;
@@ -157,15 +178,18 @@ StatusOr<ResizePlan> make_plan(const ResizeConfig& cfg, const Shape& in, const T
                       " elements, got ", n);
         for (int i = 0; i < n_axes; ++i) {
             const int d = axes[static_cast<std::size_t>(i)];
-            const double s =
-                present(scales) ? read_as_double(*scales, i)
-                                : static_cast<double>(cfg.attr_scales[static_cast<std::size_t>(i)]);
+            const float sf = present(scales) ? read_as_float(*scales, i)
+                                             : cfg.attr_scales[static_cast<std::size_t>(i)];
+            const double s = present(scales) && scales->dtype == DType::f64
+                                 ? read_as_double(*scales, i)
+                                 : static_cast<double>(sf);
             DSINFER_CHECK(s > 0 && std::isfinite(s), ErrorCode::invalid_argument, "scales[", i,
                           "] must be positive, got ", s);
             const double o = std::floor(s * static_cast<double>(in[d]));
             DSINFER_CHECK(o < 9.0e15, ErrorCode::invalid_argument, "scales[", i, "] = ", s,
                           " gives an output dimension that is too large");
             p.scale[static_cast<std::size_t>(d)] = s;
+            p.scale_f[static_cast<std::size_t>(d)] = sf;
             p.out[static_cast<std::size_t>(d)] = static_cast<std::int64_t>(o);
         }
     } else {
@@ -189,53 +213,72 @@ double cubic_kernel(double x, double a) noexcept {
     return 0.0;
 }
 
+// The input coordinate of output index `o` along axis d (R: float or double arithmetic, see the
+// file comment). Sets `extrapolate` when tf_crop_and_resize maps outside the input.
+template <class R>
+R input_coordinate(const ResizeConfig& cfg, const ResizePlan& p, int d, std::int64_t in_len,
+                   std::int64_t o, bool& extrapolate) noexcept {
+    const auto du = static_cast<std::size_t>(d);
+    const R s =
+        std::is_same_v<R, float> ? static_cast<R>(p.scale_f[du]) : static_cast<R>(p.scale[du]);
+    const R in_f = static_cast<R>(in_len);
+    const R ow = s * in_f;  // the real-valued output length
+    const R of = static_cast<R>(o);
+    const R half = R(0.5), one = R(1);
+    extrapolate = false;
+    switch (cfg.coord) {
+        case CoordMode::half_pixel: return (of + half) / s - half;
+        case CoordMode::half_pixel_symmetric: {
+            const R adjustment = static_cast<R>(p.out[du]) / ow;
+            const R offset = in_f / R(2) * (one - adjustment);
+            return offset + (of + half) / s - half;
+        }
+        case CoordMode::pytorch_half_pixel: return ow == one ? -half : (of + half) / s - half;
+        case CoordMode::align_corners: return ow == one ? R(0) : of * (in_f - one) / (ow - one);
+        case CoordMode::asymmetric: return of / s;
+        case CoordMode::tf_half_pixel_for_nn: return (of + half) / s;
+        case CoordMode::tf_crop_and_resize: {
+            const R st = static_cast<R>(p.roi_start[du]);
+            const R en = static_cast<R>(p.roi_end[du]);
+            R x = ow == one ? (en - st) * (in_f - one) / R(2)
+                            : of * (en - st) * (in_f - one) / (ow - one);
+            x += st * (in_f - one);
+            extrapolate = x < R(0) || x > in_f - one;
+            return x;
+        }
+    }
+    return R(0);
+}
+
 // Fills `taps` (out * n entries) for one axis.
 void fill_axis_taps(const ResizeConfig& cfg, const ResizePlan& p, int d, std::int64_t in_len,
                     std::int64_t stride, Tap* taps) noexcept {
     const auto du = static_cast<std::size_t>(d);
-    const double s = p.scale[du];
     const std::int64_t out_len = p.out[du];
     const int n = p.taps[du];
-    const double in_f = static_cast<double>(in_len);
-    const double ow = s * in_f;  // the real-valued output length
+    const bool identity = cfg.mode == ResizeMode::nearest && p.scale[du] == 1.0 &&
+                          out_len == in_len && cfg.coord != CoordMode::tf_crop_and_resize;
     for (std::int64_t o = 0; o < out_len; ++o) {
         Tap* t = taps + o * n;
-        const double of = static_cast<double>(o);
-        double x = 0.0;
-        bool extrapolate = false;
-        switch (cfg.coord) {
-            case CoordMode::half_pixel: x = (of + 0.5) / s - 0.5; break;
-            case CoordMode::half_pixel_symmetric: {
-                const double adjustment = static_cast<double>(out_len) / ow;
-                const double center = in_f / 2.0;
-                const double offset = center * (1.0 - adjustment);
-                x = offset + (of + 0.5) / s - 0.5;
-                break;
-            }
-            case CoordMode::pytorch_half_pixel: x = ow == 1.0 ? -0.5 : (of + 0.5) / s - 0.5; break;
-            case CoordMode::align_corners:
-                x = ow == 1.0 ? 0.0 : of * (in_f - 1.0) / (ow - 1.0);
-                break;
-            case CoordMode::asymmetric: x = of / s; break;
-            case CoordMode::tf_half_pixel_for_nn: x = (of + 0.5) / s; break;
-            case CoordMode::tf_crop_and_resize: {
-                const double st = p.roi_start[du], en = p.roi_end[du];
-                x = ow == 1.0 ? (en - st) * (in_f - 1.0) / 2.0
-                              : of * (en - st) * (in_f - 1.0) / (ow - 1.0);
-                x += st * (in_f - 1.0);
-                extrapolate = x < 0.0 || x > in_f - 1.0;
-                break;
-            }
+        if (identity) {
+            t[0] = Tap{o * stride, 1.0};
+            continue;
         }
+        bool extrapolate = false;
+        const double x =
+            p.float64_coords
+                ? input_coordinate<double>(cfg, p, d, in_len, o, extrapolate)
+                : static_cast<double>(input_coordinate<float>(cfg, p, d, in_len, o, extrapolate));
         if (extrapolate || !std::isfinite(x)) {
             for (int i = 0; i < n; ++i) t[i] = Tap{-1, 0.0};
             continue;
         }
+        const double in_d = static_cast<double>(in_len);
         double base = std::floor(x);
         double ratio = x - base;
         auto clamp_idx = [&](double v) {
             return v < 0 ? std::int64_t{0}
-                         : (v > in_f - 1.0 ? in_len - 1 : static_cast<std::int64_t>(v));
+                         : (v > in_d - 1.0 ? in_len - 1 : static_cast<std::int64_t>(v));
         };
         if (cfg.mode == ResizeMode::nearest) {
             double idx = base;
@@ -247,6 +290,7 @@ void fill_axis_taps(const ResizeConfig& cfg, const ResizePlan& p, int d, std::in
                     case NearestMode::round_prefer_ceil: idx = ratio < 0.5 ? base : base + 1; break;
                     case NearestMode::floor: idx = base; break;
                     case NearestMode::ceil: idx = base + 1; break;
+                    case NearestMode::simple: idx = p.scale[du] < 1.0 ? base + 1 : base; break;
                 }
             }
             t[0] = Tap{clamp_idx(idx) * stride, 1.0};
@@ -258,14 +302,14 @@ void fill_axis_taps(const ResizeConfig& cfg, const ResizePlan& p, int d, std::in
             ratio = 1.0;
         }
         const int start = 1 - n / 2;
-        const double se = cfg.antialias ? std::min(s, 1.0) : 1.0;
+        const double se = cfg.antialias ? std::min(p.scale[du], 1.0) : 1.0;
         double sum = 0.0;
         for (int i = 0; i < n; ++i) {
             const double arg = (static_cast<double>(start + i) - ratio) * se;
             double w = cfg.mode == ResizeMode::linear ? std::clamp(1.0 - std::abs(arg), 0.0, 1.0)
                                                       : cubic_kernel(arg, cfg.cubic_a);
             const double idx = base + static_cast<double>(start + i);
-            if (cfg.exclude_outside && (idx < 0.0 || idx > in_f - 1.0)) w = 0.0;
+            if (cfg.exclude_outside && (idx < 0.0 || idx > in_d - 1.0)) w = 0.0;
             sum += w;
             t[i] = Tap{clamp_idx(idx) * stride, w};
         }
@@ -275,10 +319,10 @@ void fill_axis_taps(const ResizeConfig& cfg, const ResizePlan& p, int d, std::in
 }
 
 template <class T>
-T store_rounded(double v) noexcept {
+T store_truncated(double v) noexcept {
     if constexpr (std::is_integral_v<T>) {
         if (!(v == v)) return T(0);
-        v = std::nearbyint(v);
+        v = std::trunc(v);
         const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
         const double hi = static_cast<double>(std::numeric_limits<T>::max());
         if (v <= lo) return std::numeric_limits<T>::lowest();
@@ -378,13 +422,13 @@ private:
             if (r == 0) {
                 out[e] = in[0];
             } else if (extrapolate) {
-                out[e] = store_rounded<T>(cfg_.extrapolation);
+                out[e] = store_truncated<T>(cfg_.extrapolation);
             } else if (cfg_.mode == ResizeMode::nearest) {
                 std::int64_t off = 0;
                 for (int d = 0; d < r; ++d) off += cur[static_cast<std::size_t>(d)][0].offset;
                 out[e] = in[off];
             } else {
-                out[e] = store_rounded<T>(accumulate<T>(in, plan, cur, 0, 0));
+                out[e] = store_truncated<T>(accumulate<T>(in, plan, cur, 0, 0));
             }
             for (int d = r - 1; d >= 0; --d) {
                 const auto du = static_cast<std::size_t>(d);
@@ -427,9 +471,9 @@ StatusOr<std::unique_ptr<Kernel>> make_resize(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(auto mode, n.attr_or<std::string>("mode", std::string("nearest")));
     DSINFER_ASSIGN_OR_RETURN(cfg.mode, parse_mode(mode));
     if (opset < 11) {
-        // Resize-10: X, scales; asymmetric coordinates, nearest rounds down.
+        // Resize-10: X, scales; asymmetric coordinates, nearest mode "simple".
         cfg.coord = CoordMode::asymmetric;
-        cfg.nearest = NearestMode::floor;
+        cfg.nearest = NearestMode::simple;
         cfg.scales_input = 1;
         if (cfg.mode == ResizeMode::cubic)
             return Status::error(ErrorCode::invalid_model,
@@ -504,7 +548,7 @@ StatusOr<std::unique_ptr<Kernel>> make_upsample(const KernelCreateContext& ctx) 
     DSINFER_CHECK(cfg.mode != ResizeMode::cubic, ErrorCode::invalid_model,
                   "Upsample supports modes nearest and linear, got '", mode, "'");
     cfg.coord = CoordMode::asymmetric;
-    cfg.nearest = NearestMode::floor;
+    cfg.nearest = NearestMode::simple;
     if (ctx.opset() < 9) {
         DSINFER_ASSIGN_OR_RETURN(cfg.attr_scales, n.attr<std::vector<float>>("scales"));
         for (float s : cfg.attr_scales)
