@@ -1,0 +1,137 @@
+# ctest driver for ds-benchmark.
+#   cmake -DBENCH=<ds-benchmark> -DMODE=json -DMODEL=<model.onnx> -DARGS="--batch;4" \
+#         [-DBATCH=N] [-DSEQ=N] [-DIDS_HIGH=N] -P check_ds_benchmark.cmake
+#       runs ds-benchmark --json and checks that the line parses and every field is sane;
+#       SEQ: expected "seq"; IDS_HIGH: expected upper bound of the token ids of input 0.
+#   ... -DMAKE_MODEL=NAME -DPYTHON=<python3> -DSRC=<repo> -DWORK=<dir>
+#       first writes NAME.onnx with tools/make_models.py into WORK and uses it as MODEL.
+#   cmake -DBENCH=<ds-benchmark> -DMODE=bad -DMODEL=<model.onnx> -P check_ds_benchmark.cmake
+#       checks that bad command lines exit 2 with the usage, and that CUDA and lower
+#       precisions fail with "not available yet".
+function(run_bench out_rc out_stdout out_stderr)
+  execute_process(COMMAND ${BENCH} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE so
+                  ERROR_VARIABLE se)
+  set(${out_rc} "${rc}" PARENT_SCOPE)
+  set(${out_stdout} "${so}" PARENT_SCOPE)
+  set(${out_stderr} "${se}" PARENT_SCOPE)
+endfunction()
+
+if(MODE STREQUAL "bad")
+  # exit status | stderr must match | arguments, space-separated (@M@ is the model)
+  set(cases
+      "2|unknown argument|--model @M@ --frobnicate"
+      "2|--batch must be in|--model @M@ --batch 0"
+      "2|expects an integer|--model @M@ --iterations ten"
+      "2|--device must be cpu or cuda|--model @M@ --device gpu"
+      "2|--model PATH is required|--batch 2"
+      "2|--model expects a value|--model"
+      "2|unknown backend|--model @M@ --backends onednn,gpu"
+      "2|expects NAME=DxD|--model @M@ --shape pixels"
+      "2|not an input of the model|--model @M@ --shape nope=2x64 --min-time 0"
+      "1|not available yet|--model @M@ --device cuda"
+      "1|not available yet|--model @M@ --precision bf16"
+      "1|io_error|--model @M@.missing")
+  foreach(c IN LISTS cases)
+    string(REPLACE "|" ";" parts "${c}")
+    list(GET parts 0 want_rc)
+    list(GET parts 1 want_msg)
+    list(GET parts 2 argstr)
+    string(REPLACE " " ";" args "${argstr}")
+    list(TRANSFORM args REPLACE "^@M@" "${MODEL}")
+    run_bench(rc so se ${args})
+    if(NOT rc EQUAL want_rc OR NOT se MATCHES "${want_msg}")
+      message(FATAL_ERROR "ds-benchmark ${args}: exit ${rc} (want ${want_rc}), stderr:\n${se}"
+                          "\nwant a message matching '${want_msg}'")
+    endif()
+    if(want_rc EQUAL 2 AND NOT se MATCHES "usage: ds-benchmark")
+      message(FATAL_ERROR "ds-benchmark ${args}: no usage on a bad command line:\n${se}")
+    endif()
+  endforeach()
+  return()
+endif()
+
+if(DEFINED MAKE_MODEL)
+  file(MAKE_DIRECTORY ${WORK})
+  execute_process(COMMAND ${PYTHON} ${SRC}/tools/make_models.py --out ${WORK} --only ${MAKE_MODEL}
+                  RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "make_models.py --only ${MAKE_MODEL} failed (${rc})")
+  endif()
+  set(MODEL ${WORK}/${MAKE_MODEL}.onnx)
+endif()
+
+run_bench(rc so se --model ${MODEL} ${ARGS} --json)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ds-benchmark --model ${MODEL} ${ARGS} --json exited ${rc}:\n${se}")
+endif()
+string(STRIP "${so}" line)
+if(line MATCHES "\n")
+  message(FATAL_ERROR "--json printed more than one line:\n${so}")
+endif()
+message("${line}")
+
+macro(get_field var)
+  string(JSON ${var} ERROR_VARIABLE err GET "${line}" ${ARGN})
+  if(err)
+    message(FATAL_ERROR "field ${ARGN}: ${err}")
+  endif()
+endmacro()
+macro(expect_positive)
+  get_field(v ${ARGN})
+  if(NOT v GREATER 0)
+    message(FATAL_ERROR "field ${ARGN} = ${v}, want > 0")
+  endif()
+endmacro()
+
+get_field(model model)
+get_field(device device)
+get_field(precision precision)
+get_field(seq seq)
+string(JSON seq_type TYPE "${line}" seq)
+string(JSON backends_type TYPE "${line}" backends)
+string(JSON cpu_type TYPE "${line}" cpu)
+get_field(isa isa)
+if(NOT model STREQUAL MODEL OR NOT device STREQUAL "cpu" OR NOT precision STREQUAL "fp32"
+   OR NOT backends_type STREQUAL "ARRAY" OR NOT cpu_type STREQUAL "STRING"
+   OR NOT isa MATCHES "^(avx512|avx2|sse4.2|baseline)$")
+  message(FATAL_ERROR "unexpected model/device/precision/backends/cpu/isa in ${line}")
+endif()
+foreach(f load_ms first_run_ms throughput peak_rss_bytes iterations threads batch)
+  expect_positive(${f})
+endforeach()
+foreach(q p50 p90 p99 mean min)
+  expect_positive(latency_ms ${q})
+endforeach()
+get_field(p50 latency_ms p50)
+get_field(p90 latency_ms p90)
+get_field(p99 latency_ms p99)
+get_field(lmin latency_ms min)
+if(lmin GREATER p50 OR p50 GREATER p90 OR p90 GREATER p99)
+  message(FATAL_ERROR "latencies out of order: min ${lmin} p50 ${p50} p90 ${p90} p99 ${p99}")
+endif()
+get_field(finite outputs_finite)
+if(NOT finite)
+  message(FATAL_ERROR "the model produced non-finite outputs")
+endif()
+if(DEFINED BATCH)
+  get_field(batch batch)
+  get_field(shape0 inputs 0 shape 0)
+  if(NOT batch EQUAL BATCH OR NOT shape0 EQUAL BATCH)
+    message(FATAL_ERROR "batch ${batch}, first input dim ${shape0}: want ${BATCH}")
+  endif()
+endif()
+if(DEFINED SEQ)
+  get_field(shape1 inputs 0 shape 1)
+  if(NOT seq EQUAL SEQ OR NOT shape1 EQUAL SEQ)
+    message(FATAL_ERROR "seq ${seq}, input 0 dim 1 ${shape1}: want ${SEQ}")
+  endif()
+elseif(NOT seq_type STREQUAL "NULL")
+  message(FATAL_ERROR "seq is ${seq} for a model without a sequence dim, want null")
+endif()
+if(DEFINED IDS_HIGH)
+  get_field(fill inputs 0 fill)
+  get_field(high inputs 0 range 1)
+  if(NOT fill STREQUAL "token ids" OR NOT high EQUAL IDS_HIGH)
+    message(FATAL_ERROR "input 0: ${fill} up to ${high}, want token ids below ${IDS_HIGH}")
+  endif()
+endif()

@@ -1,0 +1,653 @@
+// ds-benchmark: times one model at one shape with InferenceEngine.
+//
+//   ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]
+//                [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N] [--warmup N]
+//                [--iterations N] [--backends onednn,cpu|cpu|reference] [--seed N]
+//                [--min-time SECONDS] [--json]
+//
+// Inputs are random and valid (tools/bench_inputs.hpp: the same shapes and values as the ONNX
+// Runtime peer harness, ../shared/peers/common.mjs). Timing: the load, the first run alone,
+// --warmup runs, then timed runs until both --iterations runs and --min-time seconds are
+// reached. Reports latency p50/p90/p99/mean/min, throughput (batch x timed runs / timed
+// seconds), the process's peak RSS, and GFLOP/s when a models.json beside the model (written by
+// tools/make_models.py or the peers' make_models.py) gives the FLOPs per sample.
+// --json prints one JSON object on one line. Exit status: 0 ok, 1 engine error or a feature not
+// available yet (CUDA, precisions other than fp32), 2 bad command line.
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_inputs.hpp"
+
+namespace fs = std::filesystem;
+using namespace dsinfer;
+
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+constexpr const char* kUsage =
+    "usage: ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]\n"
+    "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
+    "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
+    "                    [--seed N] [--min-time SECONDS] [--json]\n"
+    "\n"
+    "  --model PATH        ONNX model to time (required)\n"
+    "  --device D          cpu (default); cuda is not available yet (Step 5)\n"
+    "  --precision P       fp32 (default); bf16, fp16, int8 are not available yet\n"
+    "  --batch N           first symbolic dim of every input (default 1)\n"
+    "  --seq N             every later symbolic dim (required when the model has one)\n"
+    "  --shape NAME=DxD    the whole shape of input NAME (repeatable; e.g. input_ids=2x128)\n"
+    "  --threads N         intra-op threads; 0 = the processors available (default 0)\n"
+    "  --warmup N          untimed runs after the first run (default 3)\n"
+    "  --iterations N      at least N timed runs (default 10)\n"
+    "  --min-time S        and at least S seconds of timed runs (default 3)\n"
+    "  --backends LIST     comma-separated, in priority order (default: the build's default)\n"
+    "  --seed N            seed of the input generator (default 12345, as the ORT harness)\n"
+    "  --json              print one JSON object on one line\n";
+
+struct Args {
+    fs::path model;
+    std::string device = "cpu";
+    std::string precision = "fp32";
+    bench::ShapeRequest shapes;
+    int threads = 0;
+    int warmup = 3;
+    std::int64_t iterations = 10;
+    double min_time_s = 3.0;
+    std::vector<std::string> backends;
+    bool json = false;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+    fmt::print(stderr, "ds-benchmark: {}\n\n{}", message, kUsage);
+    std::exit(kExitUsage);
+}
+
+std::int64_t parse_int(std::string_view flag, std::string_view text, std::int64_t min,
+                       std::int64_t max) {
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+        usage_error(fmt::format("{} expects an integer, got '{}'", flag, text));
+    if (v < min || v > max)
+        usage_error(fmt::format("{} must be in [{}, {}], got {}", flag, min, max, v));
+    return v;
+}
+
+double parse_seconds(std::string_view flag, std::string_view text) {
+    const std::string s(text);
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0)
+        usage_error(fmt::format("{} expects a number of seconds >= 0, got '{}'", flag, text));
+    return v;
+}
+
+/// "input_ids=2x128" -> {"input_ids", {2, 128}}
+void parse_shape(std::string_view text, bench::ShapeRequest& req) {
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
+        usage_error(fmt::format("--shape expects NAME=DxD..., got '{}'", text));
+    const std::string name(text.substr(0, eq));
+    std::vector<std::int64_t> dims;
+    std::string_view rest = text.substr(eq + 1);
+    while (true) {
+        const auto x = rest.find('x');
+        dims.push_back(parse_int("--shape " + name, rest.substr(0, x), 0, 1ll << 40));
+        if (x == std::string_view::npos) break;
+        rest = rest.substr(x + 1);
+    }
+    if (!req.overrides.emplace(name, std::move(dims)).second)
+        usage_error(fmt::format("--shape {} is given twice", name));
+}
+
+std::vector<std::string> parse_backends(std::string_view text) {
+    std::vector<std::string> list;
+    while (true) {
+        const auto comma = text.find(',');
+        const std::string b(text.substr(0, comma));
+        if (b != "onednn" && b != "cpu" && b != "reference")
+            usage_error(
+                fmt::format("--backends: unknown backend '{}' (known: onednn, cpu, "
+                            "reference)",
+                            b));
+        if (std::find(list.begin(), list.end(), b) != list.end())
+            usage_error(fmt::format("--backends lists '{}' twice", b));
+        list.push_back(b);
+        if (comma == std::string_view::npos) break;
+        text = text.substr(comma + 1);
+    }
+    return list;
+}
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    bool have_model = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string flag = argv[i];
+        std::optional<std::string> inline_value;
+        if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+            inline_value = flag.substr(eq + 1);
+            flag.resize(eq);
+        }
+        auto value = [&]() -> std::string {
+            if (inline_value) return *inline_value;
+            if (i + 1 >= argc) usage_error(flag + " expects a value");
+            return argv[++i];
+        };
+        if (flag == "-h" || flag == "--help") {
+            fmt::print("{}", kUsage);
+            std::exit(0);
+        } else if (flag == "--model") {
+            a.model = value();
+            have_model = true;
+        } else if (flag == "--device") {
+            a.device = value();
+            if (a.device != "cpu" && a.device != "cuda")
+                usage_error("--device must be cpu or cuda, got '" + a.device + "'");
+        } else if (flag == "--precision") {
+            a.precision = value();
+            if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "fp16" &&
+                a.precision != "int8")
+                usage_error("--precision must be fp32, bf16, fp16 or int8, got '" + a.precision +
+                            "'");
+        } else if (flag == "--batch") {
+            a.shapes.batch = parse_int(flag, value(), 1, 1 << 24);
+        } else if (flag == "--seq") {
+            a.shapes.seq = parse_int(flag, value(), 1, 1 << 24);
+        } else if (flag == "--shape") {
+            parse_shape(value(), a.shapes);
+        } else if (flag == "--threads") {
+            a.threads = static_cast<int>(parse_int(flag, value(), 0, 4096));
+        } else if (flag == "--warmup") {
+            a.warmup = static_cast<int>(parse_int(flag, value(), 0, 1 << 20));
+        } else if (flag == "--iterations") {
+            a.iterations = parse_int(flag, value(), 1, 1 << 30);
+        } else if (flag == "--min-time") {
+            a.min_time_s = parse_seconds(flag, value());
+        } else if (flag == "--backends") {
+            a.backends = parse_backends(value());
+        } else if (flag == "--seed") {
+            a.shapes.seed = static_cast<std::uint32_t>(parse_int(flag, value(), 0, 0xffffffffll));
+        } else if (flag == "--json") {
+            if (inline_value) usage_error("--json takes no value");
+            a.json = true;
+        } else {
+            usage_error("unknown argument '" + std::string(argv[i]) + "'");
+        }
+    }
+    if (!have_model || a.model.empty()) usage_error("--model PATH is required");
+    return a;
+}
+
+// ---- a small JSON reader, for models.json ----
+
+struct Json {
+    enum class Kind { null, boolean, number, string, array, object };
+    Kind kind = Kind::null;
+    double number = 0;
+    std::string string;
+    std::vector<Json> items;
+    std::vector<std::pair<std::string, Json>> members;
+
+    const Json* get(std::string_view key) const {
+        if (kind != Kind::object) return nullptr;
+        for (const auto& [k, v] : members)
+            if (k == key) return &v;
+        return nullptr;
+    }
+    std::optional<double> as_number() const {
+        if (kind == Kind::number) return number;
+        return std::nullopt;
+    }
+};
+
+class JsonReader {
+public:
+    explicit JsonReader(std::string_view text) : s_(text) {}
+    std::optional<Json> document() {
+        Json v;
+        if (!value(v, 0)) return std::nullopt;
+        skip_space();
+        if (pos_ != s_.size()) return std::nullopt;
+        return v;
+    }
+
+private:
+    static constexpr int kMaxDepth = 64;
+
+    void skip_space() {
+        while (pos_ < s_.size() &&
+               (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t'))
+            ++pos_;
+    }
+    bool literal(std::string_view word) {
+        if (s_.substr(pos_, word.size()) != word) return false;
+        pos_ += word.size();
+        return true;
+    }
+    bool string(std::string& out) {
+        if (pos_ >= s_.size() || s_[pos_] != '"') return false;
+        ++pos_;
+        while (pos_ < s_.size()) {
+            const char c = s_[pos_++];
+            if (c == '"') return true;
+            if (c != '\\') {
+                out += c;
+                continue;
+            }
+            if (pos_ >= s_.size()) return false;
+            const char e = s_[pos_++];
+            switch (e) {
+                case '"':
+                case '\\':
+                case '/': out += e; break;
+                case 'b': out += '\b'; break;
+                case 'f': out += '\f'; break;
+                case 'n': out += '\n'; break;
+                case 'r': out += '\r'; break;
+                case 't': out += '\t'; break;
+                case 'u': {
+                    unsigned code = 0;
+                    if (pos_ + 4 > s_.size()) return false;
+                    const auto [end, ec] =
+                        std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, code, 16);
+                    if (ec != std::errc() || end != s_.data() + pos_ + 4) return false;
+                    pos_ += 4;
+                    // Names in models.json are ASCII; other code points are kept as '?'.
+                    out += code < 0x80 ? static_cast<char>(code) : '?';
+                    break;
+                }
+                default: return false;
+            }
+        }
+        return false;
+    }
+    /// The comma-separated elements of an object or array, from its opening bracket at pos_
+    /// to `close`; `element` parses one.
+    template <class F>
+    bool elements(char close, F element) {
+        ++pos_;
+        skip_space();
+        if (pos_ < s_.size() && s_[pos_] == close) return ++pos_, true;
+        while (true) {
+            if (!element()) return false;
+            skip_space();
+            if (pos_ >= s_.size()) return false;
+            if (s_[pos_] == close) return ++pos_, true;
+            if (s_[pos_++] != ',') return false;
+        }
+    }
+    bool value(Json& v, int depth) {
+        if (depth > kMaxDepth) return false;
+        skip_space();
+        if (pos_ >= s_.size()) return false;
+        const char c = s_[pos_];
+        if (c == '{') {
+            v.kind = Json::Kind::object;
+            return elements('}', [&] {
+                skip_space();
+                std::string key;
+                if (!string(key)) return false;
+                skip_space();
+                if (pos_ >= s_.size() || s_[pos_++] != ':') return false;
+                Json member;
+                if (!value(member, depth + 1)) return false;
+                v.members.emplace_back(std::move(key), std::move(member));
+                return true;
+            });
+        }
+        if (c == '[') {
+            v.kind = Json::Kind::array;
+            return elements(']', [&] {
+                Json item;
+                if (!value(item, depth + 1)) return false;
+                v.items.push_back(std::move(item));
+                return true;
+            });
+        }
+        if (c == '"') {
+            v.kind = Json::Kind::string;
+            return string(v.string);
+        }
+        if (literal("true") || literal("false")) {
+            v.kind = Json::Kind::boolean;
+            return true;
+        }
+        if (literal("null")) return true;
+        const std::size_t start = pos_;
+        while (pos_ < s_.size() &&
+               std::string_view("+-0123456789.eE").find(s_[pos_]) != std::string_view::npos)
+            ++pos_;
+        const std::string num(s_.substr(start, pos_ - start));
+        char* end = nullptr;
+        v.kind = Json::Kind::number;
+        v.number = std::strtod(num.c_str(), &end);
+        return !num.empty() && end == num.c_str() + num.size();
+    }
+
+    std::string_view s_;
+    std::size_t pos_ = 0;
+};
+
+/// FLOPs per sample of `model` from models.json beside it, in either layout:
+///   tools/make_models.py: {"models": {NAME: {"file": "x.onnx", "flops_per_sample": F,
+///                          "flops_per_sample_by_sequence": {"128": F}}}}
+///   ../shared/peers/make_models.py: {"x.onnx": {"flops_per_sample": F | {"128": {"total": F}}}}
+/// For models with a sequence dim the entry for `seq` is used; nullopt when unknown.
+std::optional<double> flops_per_sample(const fs::path& model, std::optional<std::int64_t> seq) {
+    std::ifstream in(model.parent_path() / "models.json", std::ios::binary);
+    if (!in) return std::nullopt;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto doc = JsonReader(text).document();
+    if (!doc) return std::nullopt;
+    const std::string file = model.filename().string();
+    const std::string seq_key = seq ? std::to_string(*seq) : std::string();
+    if (const Json* models = doc->get("models")) {
+        for (const auto& [name, info] : models->members) {
+            const Json* f = info.get("file");
+            if (!(f ? f->string == file : name + ".onnx" == file)) continue;
+            if (const Json* by_seq = info.get("flops_per_sample_by_sequence"); by_seq && seq) {
+                const Json* at = by_seq->get(seq_key);
+                return at ? at->as_number() : std::nullopt;
+            }
+            const Json* total = info.get("flops_per_sample");
+            return total ? total->as_number() : std::nullopt;
+        }
+        return std::nullopt;
+    }
+    const Json* info = doc->get(file);
+    const Json* f = info ? info->get("flops_per_sample") : nullptr;
+    if (f == nullptr) return std::nullopt;
+    if (f->kind == Json::Kind::number) return f->number;
+    const Json* at = seq ? f->get(seq_key) : nullptr;
+    const Json* total = at ? at->get("total") : nullptr;
+    return total ? total->as_number() : std::nullopt;
+}
+
+// ---- the machine ----
+
+std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("model name", 0) != 0) continue;
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        const auto start = line.find_first_not_of(' ', colon + 1);
+        return start == std::string::npos ? std::string() : line.substr(start);
+    }
+    return "unknown";
+}
+
+/// The widest vector ISA this CPU has, detected at run time.
+std::string cpu_isa() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+    if (__builtin_cpu_supports("sse4.2")) return "sse4.2";
+    return "baseline";
+}
+
+/// Extensions beyond the ISA level that matter to the kernels (from /proc/cpuinfo flags).
+std::vector<std::string> cpu_isa_extensions() {
+    static const char* const kWanted[] = {"avx512_vnni", "avx512_bf16", "avx_vnni",
+                                          "amx_tile",    "amx_bf16",    "amx_int8"};
+    std::ifstream in("/proc/cpuinfo");
+    std::vector<std::string> found;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("flags", 0) != 0) continue;
+        std::istringstream words(line.substr(line.find(':') + 1));
+        std::vector<std::string> flags{std::istream_iterator<std::string>(words), {}};
+        for (const char* w : kWanted)
+            if (std::find(flags.begin(), flags.end(), w) != flags.end()) found.emplace_back(w);
+        break;
+    }
+    return found;
+}
+
+int available_processors() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    return 1;
+}
+
+std::vector<double> load_average() {
+    std::ifstream in("/proc/loadavg");
+    std::vector<double> l(3, 0.0);
+    in >> l[0] >> l[1] >> l[2];
+    return l;
+}
+
+std::int64_t peak_rss_bytes() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<std::int64_t>(u.ru_maxrss) * 1024;
+}
+
+// ---- statistics and output ----
+
+/// Linear interpolation between order statistics (as ort_bench.mjs).
+double quantile(const std::vector<double>& sorted, double q) {
+    const double pos = static_cast<double>(sorted.size() - 1) * q;
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = static_cast<std::size_t>(std::ceil(pos));
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string json_string(std::string_view s) {
+    std::string out = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\')
+            out += '\\', out += c;
+        else if (static_cast<unsigned char>(c) < 0x20)
+            out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else
+            out += c;
+    }
+    return out + "\"";
+}
+
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+
+template <class Range, class F>
+std::string json_array(const Range& r, F element) {
+    std::string out = "[";
+    for (const auto& x : r) {
+        if (out.size() > 1) out += ',';
+        out += element(x);
+    }
+    return out + "]";
+}
+
+/// True when every floating-point element of `outputs` is finite.
+bool outputs_finite(const std::vector<NamedTensor>& outputs) {
+    for (const auto& o : outputs) {
+        const Tensor& t = o.tensor;
+        if (t.dtype() == DType::f32) {
+            for (float v : t.span<float>())
+                if (!std::isfinite(v)) return false;
+        } else if (t.dtype() == DType::f64) {
+            for (double v : t.span<double>())
+                if (!std::isfinite(v)) return false;
+        }
+    }
+    return true;
+}
+
+struct Result {
+    double load_ms = 0, engine_load_ms = 0, first_run_ms = 0, timed_s = 0;
+    std::vector<double> latencies_ms;  // sorted
+    double throughput = 0;
+    std::optional<double> flops;
+    bool finite = true;
+    std::int64_t peak_rss = 0;
+    std::vector<double> loadavg;
+};
+
+std::string dims_json(const Shape& s) {
+    return json_array(s.dims(), [](std::int64_t d) { return std::to_string(d); });
+}
+
+void print_json(const Args& a, const std::vector<std::string>& backends,
+                const bench::GeneratedInputs& in, int threads, const Result& r) {
+    const auto& lat = r.latencies_ms;
+    double sum = 0;
+    for (double v : lat) sum += v;
+    const double gflops_sample = r.flops ? *r.flops / 1e9 : NAN;
+    std::string inputs = json_array(in.inputs, [](const bench::GeneratedInput& g) {
+        std::string s =
+            fmt::format("{{\"name\":{},\"dtype\":{},\"shape\":{},\"fill\":{}",
+                        json_string(g.input.name), json_string(dtype_name(g.input.tensor.dtype())),
+                        dims_json(g.input.tensor.shape()), json_string(g.fill));
+        if (g.fill == "token ids") s += fmt::format(",\"range\":[{},{}]", g.low, g.high);
+        return s + "}";
+    });
+    fmt::print(
+        "{{\"model\":{},\"device\":{},\"precision\":{},\"batch\":{},\"seq\":{},\"threads\":{},"
+        "\"backends\":{},\"seed\":{},\"inputs\":{},\"load_ms\":{},\"engine_load_ms\":{},"
+        "\"first_run_ms\":{},\"warmup\":{},\"iterations\":{},\"timed_s\":{},"
+        "\"latency_ms\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"mean\":{},\"min\":{},\"max\":{}}},"
+        "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
+        "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{}}}\n",
+        json_string(a.model.string()), json_string(a.device), json_string(a.precision),
+        in.batch.value_or(a.shapes.batch), in.seq ? std::to_string(*in.seq) : "null", threads,
+        json_array(backends, json_string), a.shapes.seed, inputs, json_number(r.load_ms),
+        json_number(r.engine_load_ms), json_number(r.first_run_ms), a.warmup, lat.size(),
+        json_number(r.timed_s), json_number(quantile(lat, 0.5)), json_number(quantile(lat, 0.9)),
+        json_number(quantile(lat, 0.99)), json_number(sum / static_cast<double>(lat.size())),
+        json_number(lat.front()), json_number(lat.back()), json_number(r.throughput),
+        json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
+        r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()),
+        json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number));
+}
+
+void print_table(const Args& a, const std::vector<std::string>& backends,
+                 const bench::GeneratedInputs& in, int threads, const Result& r) {
+    const auto& lat = r.latencies_ms;
+    double sum = 0;
+    for (double v : lat) sum += v;
+    std::string joined;
+    for (const auto& b : backends) joined += (joined.empty() ? "" : ",") + b;
+    fmt::print("ds-benchmark {}  ({} {}, batch {}{}, threads {}, backends {})\n", a.model.string(),
+               a.device, a.precision, in.batch.value_or(a.shapes.batch),
+               in.seq ? fmt::format(", seq {}", *in.seq) : "", threads, joined);
+    std::string ext;
+    for (const auto& e : cpu_isa_extensions()) ext += " " + e;
+    fmt::print("  {:<12}{} ({}{})\n", "cpu", cpu_model_name(), cpu_isa(), ext);
+    for (const auto& g : in.inputs)
+        fmt::print("  {:<12}{} {} {} {}{}\n", "input", g.input.name,
+                   dtype_name(g.input.tensor.dtype()), g.input.tensor.shape().to_string(), g.fill,
+                   g.fill == "token ids" ? fmt::format(" in [{}, {})", g.low, g.high) : "");
+    fmt::print("  {:<12}{:.1f} ms (engine {:.1f} ms), first run {:.3f} ms\n", "load", r.load_ms,
+               r.engine_load_ms, r.first_run_ms);
+    fmt::print("  {:<12}p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  mean {:.3f}  min {:.3f}\n",
+               "latency ms", quantile(lat, 0.5), quantile(lat, 0.9), quantile(lat, 0.99),
+               sum / static_cast<double>(lat.size()), lat.front());
+    fmt::print("  {:<12}{} timed runs in {:.2f} s after {} warm-up\n", "runs", lat.size(),
+               r.timed_s, a.warmup);
+    fmt::print("  {:<12}{:.2f} samples/s{}\n", "throughput", r.throughput,
+               r.flops ? fmt::format(", {:.1f} GFLOP/s ({:.3f} GFLOP/sample)",
+                                     *r.flops * r.throughput / 1e9, *r.flops / 1e9)
+                       : "");
+    fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", static_cast<double>(r.peak_rss) / 1048576.0,
+               r.finite ? "" : "   WARNING: non-finite outputs");
+}
+
+int run(const Args& a) {
+    using Clock = std::chrono::steady_clock;
+    auto ms_since = [](Clock::time_point t0) {
+        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
+    Result r;
+    r.loadavg = load_average();
+    EngineOptions options;
+    options.backends = a.backends;
+    options.num_threads = a.threads;
+    const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
+
+    auto t0 = Clock::now();
+    InferenceEngine engine = InferenceEngine::load(a.model, options);
+    r.load_ms = ms_since(t0);
+    r.engine_load_ms = engine.load_ms();
+
+    auto generated = bench::make_inputs(engine, a.shapes);
+    if (!generated) {
+        const Status& st = generated.status();
+        if (st.code() != ErrorCode::invalid_argument) throw Error(st);
+        usage_error(st.message());
+    }
+    const std::vector<NamedTensor> inputs = generated->tensors();
+
+    t0 = Clock::now();
+    r.finite = outputs_finite(engine.run(inputs));
+    r.first_run_ms = ms_since(t0);
+    for (int i = 0; i < a.warmup; ++i) (void)engine.run(inputs);
+
+    const auto start = Clock::now();
+    while (true) {
+        t0 = Clock::now();
+        (void)engine.run(inputs);
+        r.latencies_ms.push_back(ms_since(t0));
+        r.timed_s = ms_since(start) / 1000.0;
+        if (static_cast<std::int64_t>(r.latencies_ms.size()) >= a.iterations &&
+            r.timed_s >= a.min_time_s)
+            break;
+    }
+    std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
+    r.throughput = static_cast<double>(generated->batch.value_or(a.shapes.batch)) *
+                   static_cast<double>(r.latencies_ms.size()) / r.timed_s;
+    r.flops = flops_per_sample(a.model, generated->seq);
+    r.peak_rss = peak_rss_bytes();
+    const int threads = a.threads > 0 ? a.threads : available_processors();
+    if (a.json)
+        print_json(a, backends, *generated, threads, r);
+    else
+        print_table(a, backends, *generated, threads, r);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Args a = parse_args(argc, argv);
+    if (a.device != "cpu") {
+        fmt::print(stderr,
+                   "ds-benchmark: --device {} is not available yet: dsinfer runs on the "
+                   "CPU only until the CUDA backend (Step 5)\n",
+                   a.device);
+        return kExitError;
+    }
+    if (a.precision != "fp32") {
+        fmt::print(stderr,
+                   "ds-benchmark: --precision {} is not available yet: dsinfer runs "
+                   "fp32 only until the quantizer brings lower precisions\n",
+                   a.precision);
+        return kExitError;
+    }
+    try {
+        return run(a);
+    } catch (const Error& e) {
+        fmt::print(stderr, "ds-benchmark: error [{}]: {}\n", to_string(e.code()), e.message());
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "ds-benchmark: error: {}\n", e.what());
+    }
+    return kExitError;
+}
