@@ -2,6 +2,7 @@
 // down (ONNX Runtime conventions, older opsets, integer outputs). Expected values are worked out
 // by hand from the ONNX operator definitions; every model runs on the reference backend only.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 
 #include "unit/model_builder.hpp"
@@ -41,7 +42,8 @@ void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<std
 }
 
 /// One node `op` at `opset`: graph inputs `inputs`, constant inputs `inits` (named in
-/// `node_inputs` with the graph inputs; "" = omitted), one output per name in `outputs`.
+/// `node_inputs` with the graph inputs; "" = omitted), a graph output per non-empty name in
+/// `outputs`.
 struct OneNode {
     onnx::ModelProto model;
     onnx::NodeProto* node = nullptr;
@@ -57,7 +59,8 @@ struct OneNode {
         g->set_name(op);
         for (const auto& i : inputs) *g->add_input() = i;
         for (const auto& t : inits) *g->add_initializer() = t;
-        for (const auto& o : outputs) g->add_output()->set_name(o);
+        for (const auto& o : outputs)
+            if (!o.empty()) g->add_output()->set_name(o);
         node = add_node(*g, op, node_inputs, outputs, "op");
     }
 
@@ -166,4 +169,32 @@ TEST_CASE("Scan-8 runs sequence_lens steps per batch entry and zero-pads", "[ops
     CHECK(values<float>(out[0].tensor) == std::vector<float>{6, 130});
     CHECK(out[1].tensor.shape() == Shape{2, 3, 1});
     CHECK(values<float>(out[1].tensor) == std::vector<float>{3, 5, 6, 120, 130, 0});
+}
+
+// ---- RNNs and quantization ------------------------------------------------------------------
+
+TEST_CASE("LSTM input_forget couples the forget gate to the input gate", "[ops][rnn]") {
+    // One step, hidden 1, input 1; W rows are the gates i, o, f, c. With input_forget the forget
+    // gate is 1 - i (ONNX Runtime), so the large W_f has no effect.
+    OneNode m("LSTM", 14, {tensor_info("x", 1, {1, 1, 1}), tensor_info("c0", 1, {1, 1, 1})},
+              {float_tensor("W", {1, 4, 1}, {1.f, 0.f, 5.f, 1.f}),
+               float_tensor("R", {1, 4, 1}, {0.f, 0.f, 0.f, 0.f})},
+              {"x", "W", "R", "", "", "", "c0"}, {"", "y_h", "y_c"});
+    set_int(m.node, "hidden_size", 1);
+    set_int(m.node, "input_forget", 1);
+    auto out = m.run({{"x", Tensor::from_vector<float>({1, 1, 1}, {1.f})},
+                      {"c0", Tensor::from_vector<float>({1, 1, 1}, {1.f})}});
+    const double i = 1.0 / (1.0 + std::exp(-1.0));
+    const double c = (1.0 - i) * 1.0 + i * std::tanh(1.0);
+    CHECK(out[1].tensor.data<float>()[0] == Approx(c).epsilon(1e-6));
+    CHECK(out[0].tensor.data<float>()[0] == Approx(0.5 * std::tanh(c)).epsilon(1e-6));
+}
+
+TEST_CASE("DynamicQuantizeLinear of zeros has scale 1", "[ops][quant]") {
+    OneNode m("DynamicQuantizeLinear", 11, {tensor_info("x", 1, {3})}, {}, {"x"},
+              {"y", "scale", "zp"});
+    auto out = m.run({{"x", Tensor::from_vector<float>({3}, {0.f, 0.f, 0.f})}});
+    CHECK(values<std::uint8_t>(out[0].tensor) == std::vector<std::uint8_t>{0, 0, 0});
+    CHECK(out[1].tensor.data<float>()[0] == 1.f);
+    CHECK(out[2].tensor.data<std::uint8_t>()[0] == 0);
 }

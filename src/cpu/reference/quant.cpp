@@ -401,7 +401,9 @@ public:
             lo = std::min(lo, xp[i]);
             hi = std::max(hi, xp[i]);
         }
-        const float scale = (hi - lo) / 255.f;
+        // An all-zero input has an empty range: scale 1 (as ONNX Runtime), not 0, so that
+        // consumers that divide by the scale stay finite.
+        const float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
         float zpf = 0.f;
         if (scale > 0.f && std::isfinite(scale))
             zpf = std::clamp(std::nearbyint(0.f - lo / scale), 0.f, 255.f);

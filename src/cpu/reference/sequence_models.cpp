@@ -359,8 +359,9 @@ private:
             const C pi = pd != nullptr ? load(pd[j]) : C(0);
             const C po = pd != nullptr ? load(pd[hid + j]) : C(0);
             const C pf = pd != nullptr ? load(pd[2 * hid + j]) : C(0);
-            const C f = activate(act[0], clip(gf[j] + pf * c[j]));
-            const C i = input_forget_ ? C(1) - f : activate(act[0], clip(gi[j] + pi * c[j]));
+            // input_forget couples the gates as ONNX Runtime does: f = 1 - i.
+            const C i = activate(act[0], clip(gi[j] + pi * c[j]));
+            const C f = input_forget_ ? C(1) - i : activate(act[0], clip(gf[j] + pf * c[j]));
             const C cand = activate(act[1], clip(gc[j]));
             const C cn = f * c[j] + i * cand;
             const C o = activate(act[0], clip(go[j] + po * cn));
