@@ -4,6 +4,7 @@
 //
 //   ds-conformance --suite DIR [--filter REGEX] [--rtol X] [--atol Y] [--json FILE]
 //                  [--expect-pass FILE] [--timeout SECONDS] [--no-fork] [--quiet]
+//                  [--backends LIST]   (comma-separated EngineOptions::backends, e.g. cpu)
 //
 // Each test runs in a forked child with a timeout, so a crash or hang is reported as a failure
 // of that test (and makes the exit status non-zero) instead of ending the run.
@@ -52,6 +53,7 @@ struct Options {
     bool fork = true;
     bool quiet = false;
     bool stats = false;
+    std::vector<std::string> backends;  // empty = the engine's default
 };
 
 double to_double(const Tensor& t, std::int64_t i) {
@@ -152,7 +154,9 @@ Result run_test(const fs::path& dir, const Options& opt) {
     };
     std::optional<InferenceEngine> engine;
     try {
-        engine.emplace(InferenceEngine::load(dir / "model.onnx"));
+        EngineOptions eo;
+        eo.backends = opt.backends;
+        engine.emplace(InferenceEngine::load(dir / "model.onnx", eo));
     } catch (const Error& e) {
         return finish(e.code() == ErrorCode::unsupported ? Outcome::unsupported : Outcome::fail,
                       "load: " + std::string(e.what()));
@@ -291,7 +295,7 @@ std::string json_escape(const std::string& s) {
 int usage() {
     std::cerr << "usage: ds-conformance --suite DIR [--filter REGEX] [--rtol X] [--atol Y]\n"
                  "                      [--json FILE] [--expect-pass FILE] [--timeout S]\n"
-                 "                      [--no-fork] [--quiet] [--stats]\n";
+                 "                      [--no-fork] [--quiet] [--stats] [--backends LIST]\n";
     return 2;
 }
 
@@ -316,6 +320,10 @@ int main(int argc, char** argv) {
             else if (a == "--no-fork") opt.fork = false;
             else if (a == "--quiet") opt.quiet = true;
             else if (a == "--stats") opt.stats = true;
+            else if (a == "--backends") {
+                std::stringstream list(next());
+                for (std::string b; std::getline(list, b, ',');) opt.backends.push_back(b);
+            }
             else if (a == "--help" || a == "-h") return usage();
             else {
                 std::cerr << "unknown argument: " << a << "\n";

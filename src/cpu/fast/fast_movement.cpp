@@ -1,0 +1,524 @@
+// Fast data-movement kernels: Transpose (dims collapsed first; runs of the unchanged innermost
+// dim are memcpy'd, otherwise cache-tiled 2-D transposes), Gather (row copies on any axis),
+// Concat and Split (one parallel pass over the joined tensor), Slice and Expand (strided runs),
+// and the layout-only ops Identity/Reshape/Flatten/Squeeze/Unsqueeze (a parallel memcpy: the
+// executor gives every output its own buffer). All move elements by size, so every dtype but
+// string is handled here; strings run the reference kernel's code.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "cpu/reference/tensor_common.hpp"
+
+namespace dsinfer::detail::fast {
+namespace {
+
+/// Calls f.template operator()<S>() with S an unsigned type of dt's size; false for strings.
+template <class F>
+bool with_storage(DType dt, F&& f) {
+    if (dt == DType::string) return false;
+    switch (dtype_size(dt)) {
+        case 1: f.template operator()<std::uint8_t>(); return true;
+        case 2: f.template operator()<std::uint16_t>(); return true;
+        case 4: f.template operator()<std::uint32_t>(); return true;
+        case 8: f.template operator()<std::uint64_t>(); return true;
+        default: return false;
+    }
+}
+
+/// dst[i] = src[i * step] for i < n.
+template <class T>
+inline void copy_strided(const T* src, std::int64_t step, T* dst, std::int64_t n) noexcept {
+    if (step == 1) {
+        std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+    } else if (step == 0) {
+        std::fill_n(dst, n, *src);
+    } else {
+        for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * step];
+    }
+}
+
+/// out[i] = in[offset of i in the plan's operand 1], in parallel.
+template <class T>
+void plan_copy(const LoopPlan<2>& p, const T* in, T* out) {
+    const std::int64_t step = p.step(1);
+    parallel_pieces(p, kGrainBytes / static_cast<std::int64_t>(sizeof(T)),
+                    [&](const std::array<std::int64_t, 2>& off, std::int64_t n) {
+                        copy_strided(in + off[1], step, out + off[0], n);
+                    });
+}
+
+// ---- Identity / Reshape / Flatten / Squeeze / Unsqueeze -------------------------------------
+
+class CopyFast final : public FastKernel {
+public:
+    using FastKernel::FastKernel;
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& y = ctx.output(0);
+        if (x.dtype == DType::string || x.num_elements() != y.num_elements())
+            return fallback_run(ctx);
+        if (x.raw != y.raw) parallel_copy(y.raw, x.raw, x.num_bytes());
+        return Status::ok();
+    }
+};
+
+// ---- Transpose ------------------------------------------------------------------------------
+
+/// A transpose reduced to its essential dims: size-1 dims dropped, input dims that stay
+/// adjacent and in order merged. Output dim g is input dim perm[g].
+struct TransposePlan {
+    int rank = 0;
+    std::array<std::int64_t, kMaxRank> in_dims{};
+    std::array<int, kMaxRank> perm{};
+};
+
+TransposePlan collapse_transpose(const Shape& in, const std::array<int, kMaxRank>& perm) {
+    const int r = in.rank();
+    std::array<int, kMaxRank> id{};  // index among the non-1 input dims
+    int kept = 0;
+    for (int d = 0; d < r; ++d) id[static_cast<std::size_t>(d)] = in[d] == 1 ? -1 : kept++;
+    // Groups in output order: first kept input id and merged size.
+    std::array<int, kMaxRank> first{};
+    std::array<std::int64_t, kMaxRank> size{};
+    int m = 0, last = -2;
+    for (int i = 0; i < r; ++i) {
+        const int d = perm[static_cast<std::size_t>(i)];
+        const int k = id[static_cast<std::size_t>(d)];
+        if (k < 0) continue;
+        if (m > 0 && k == last + 1) {
+            size[static_cast<std::size_t>(m - 1)] *= in[d];
+        } else {
+            first[static_cast<std::size_t>(m)] = k;
+            size[static_cast<std::size_t>(m)] = in[d];
+            ++m;
+        }
+        last = k;
+    }
+    TransposePlan t;
+    t.rank = m;
+    for (int g = 0; g < m; ++g) {
+        int pos = 0;  // rank of this group's first input dim among all groups'
+        for (int h = 0; h < m; ++h)
+            pos += first[static_cast<std::size_t>(h)] < first[static_cast<std::size_t>(g)];
+        t.perm[static_cast<std::size_t>(g)] = pos;
+        t.in_dims[static_cast<std::size_t>(pos)] = size[static_cast<std::size_t>(g)];
+    }
+    return t;
+}
+
+/// Transposes where the input's innermost dim `a` moves and input dim `b` becomes the
+/// output's innermost: for every combination of the other dims, a rows x cols matrix
+/// (rows = size of b, cols = size of a) is transposed in kTile x kTile blocks.
+template <class T>
+void tiled_transpose(const TransposePlan& t, const T* in, T* out) {
+    constexpr std::int64_t kTile = 16;
+    const int m = t.rank;
+    Strides cs{}, os{};
+    std::array<std::int64_t, kMaxRank> od{};
+    {
+        std::int64_t acc = 1;
+        for (int d = m - 1; d >= 0; --d) {
+            cs[static_cast<std::size_t>(d)] = acc;
+            acc *= t.in_dims[static_cast<std::size_t>(d)];
+        }
+        acc = 1;
+        for (int g = m - 1; g >= 0; --g) {
+            od[static_cast<std::size_t>(g)] = t.in_dims[static_cast<std::size_t>(t.perm[static_cast<std::size_t>(g)])];
+            os[static_cast<std::size_t>(g)] = acc;
+            acc *= od[static_cast<std::size_t>(g)];
+        }
+    }
+    const int a = m - 1;
+    const int b = t.perm[static_cast<std::size_t>(m - 1)];
+    int ga = 0;  // output position of input dim a
+    while (t.perm[static_cast<std::size_t>(ga)] != a) ++ga;
+    const std::int64_t rows = t.in_dims[static_cast<std::size_t>(b)];
+    const std::int64_t cols = t.in_dims[static_cast<std::size_t>(a)];
+    const std::int64_t src_ld = cs[static_cast<std::size_t>(b)];
+    const std::int64_t dst_ld = os[static_cast<std::size_t>(ga)];
+    // The other output positions, outermost first.
+    std::array<int, kMaxRank> other{};
+    int no = 0;
+    std::int64_t count = 1;
+    for (int g = 0; g < m - 1; ++g) {
+        if (g == ga) continue;
+        other[static_cast<std::size_t>(no++)] = g;
+        count *= od[static_cast<std::size_t>(g)];
+    }
+    const std::int64_t row_tiles = (rows + kTile - 1) / kTile;
+    const std::int64_t items = count * row_tiles;
+    const std::int64_t item_elems = std::min(rows, kTile) * cols;
+    const std::int64_t grain =
+        std::max<std::int64_t>(1, kGrainBytes / static_cast<std::int64_t>(sizeof(T)) / item_elems);
+    parallel_for(items, grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t it = begin; it < end; ++it) {
+            std::int64_t o = it / row_tiles;
+            const std::int64_t r0 = (it % row_tiles) * kTile;
+            const std::int64_t r1 = std::min(rows, r0 + kTile);
+            std::int64_t src = 0, dst = 0;
+            for (int k = no - 1; k >= 0; --k) {
+                const auto g = static_cast<std::size_t>(other[static_cast<std::size_t>(k)]);
+                const std::int64_t i = o % od[g];
+                o /= od[g];
+                src += i * cs[static_cast<std::size_t>(t.perm[g])];
+                dst += i * os[g];
+            }
+            const T* s = in + src;
+            T* d = out + dst;
+            for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                const std::int64_t c1 = std::min(cols, c0 + kTile);
+                for (std::int64_t c = c0; c < c1; ++c)
+                    for (std::int64_t r = r0; r < r1; ++r) d[c * dst_ld + r] = s[r * src_ld + c];
+            }
+        }
+    });
+}
+
+class TransposeFast final : public FastKernel {
+public:
+    TransposeFast(std::unique_ptr<Kernel> fb, std::vector<std::int64_t> perm)
+        : FastKernel(std::move(fb)), perm_(std::move(perm)) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& y = ctx.output(0);
+        const int r = x.shape.rank();
+        if (!perm_.empty() && static_cast<int>(perm_.size()) != r) return fallback_run(ctx);
+        std::array<int, kMaxRank> p{};
+        for (int i = 0; i < r; ++i)
+            p[static_cast<std::size_t>(i)] =
+                perm_.empty() ? r - 1 - i : static_cast<int>(perm_[static_cast<std::size_t>(i)]);
+        if (y.num_elements() == 0) return Status::ok();
+        const TransposePlan t = collapse_transpose(x.shape, p);
+        bool identity = true;
+        for (int g = 0; g < t.rank; ++g) identity = identity && t.perm[static_cast<std::size_t>(g)] == g;
+        const bool done = with_storage(x.dtype, [&]<class T>() {
+            const T* in = x.data<T>();
+            T* out = y.data<T>();
+            if (identity) {
+                parallel_copy(out, in, x.num_bytes());
+            } else if (t.perm[static_cast<std::size_t>(t.rank - 1)] == t.rank - 1) {
+                // The innermost dim stays innermost: copy whole runs of it.
+                Shape od;
+                Strides cs{}, st{};
+                std::int64_t acc = 1;
+                for (int d = t.rank - 1; d >= 0; --d) {
+                    cs[static_cast<std::size_t>(d)] = acc;
+                    acc *= t.in_dims[static_cast<std::size_t>(d)];
+                }
+                for (int g = 0; g < t.rank; ++g) {
+                    const auto q = static_cast<std::size_t>(t.perm[static_cast<std::size_t>(g)]);
+                    od.push_back(t.in_dims[q]);
+                    st[static_cast<std::size_t>(g)] = cs[q];
+                }
+                plan_copy(make_plan<2>(od, {contiguous_strides(od), st}), in, out);
+            } else {
+                tiled_transpose(t, in, out);
+            }
+        });
+        return done ? Status::ok() : fallback_run(ctx);
+    }
+
+private:
+    std::vector<std::int64_t> perm_;
+};
+
+Factory make_transpose(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(auto perm, ctx.node().attr_or<std::vector<std::int64_t>>(
+                                            "perm", std::vector<std::int64_t>{}));
+    return make_kernel<TransposeFast>(std::move(fb), std::move(perm));
+}
+
+// ---- Gather ---------------------------------------------------------------------------------
+
+class GatherFast final : public FastKernel {
+public:
+    GatherFast(std::unique_ptr<Kernel> fb, std::int64_t axis) : FastKernel(std::move(fb)), axis_(axis) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& ind = ctx.input(1);
+        const TensorView& y = ctx.output(0);
+        const int r = x.shape.rank();
+        if (ind.dtype != DType::i64 && ind.dtype != DType::i32) return fallback_run(ctx);
+        if (r < 1 || axis_ < -r || axis_ >= r) return fallback_run(ctx);
+        const int axis = static_cast<int>(axis_ < 0 ? axis_ + r : axis_);
+        const std::int64_t outer = x.shape.size_between(0, axis);
+        const std::int64_t dim = x.shape[axis];
+        const std::int64_t inner = x.shape.size_between(axis + 1, r);
+        const std::int64_t n = ind.num_elements();
+        // Every index is checked before anything is copied (the reference's message).
+        for (std::int64_t j = 0; j < n; ++j) {
+            const std::int64_t v = int_at(ind, j);
+            if (v < -dim || v >= dim)
+                return Status::error(ErrorCode::invalid_argument, "input 'indices' holds index ",
+                                     v, ", outside [", -dim, ", ", dim - 1, "]");
+        }
+        if (y.num_elements() == 0) return Status::ok();
+        const bool done = with_storage(x.dtype, [&]<class T>() {
+            const T* in = x.data<T>();
+            T* out = y.data<T>();
+            const std::int64_t rows = outer * n;
+            const std::int64_t grain = std::max<std::int64_t>(
+                1, kGrainBytes / static_cast<std::int64_t>(sizeof(T)) / inner);
+            parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
+                for (std::int64_t row = b; row < e; ++row) {
+                    const std::int64_t o = row / n;
+                    std::int64_t idx = int_at(ind, row % n);
+                    if (idx < 0) idx += dim;
+                    const T* src = in + (o * dim + idx) * inner;
+                    T* dst = out + row * inner;
+                    if (inner == 1) *dst = *src;
+                    else std::memcpy(dst, src, static_cast<std::size_t>(inner) * sizeof(T));
+                }
+            });
+        });
+        return done ? Status::ok() : fallback_run(ctx);
+    }
+
+private:
+    std::int64_t axis_;
+};
+
+Factory make_gather(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", 0));
+    return make_kernel<GatherFast>(std::move(fb), axis);
+}
+
+// ---- Concat / Split -------------------------------------------------------------------------
+
+/// Concat and Split move blocks between one "joined" tensor [outer, joined_inner] and parts
+/// [outer, inner_i] laid side by side along the axis. The joined tensor's element range is
+/// split across threads; each thread walks its range piece by piece.
+template <class T, bool kConcat, class Part>
+void join_range(T* joined, std::int64_t joined_inner, int num_parts, Part&& part, int axis,
+                std::int64_t begin, std::int64_t end) {
+    std::int64_t o = begin / joined_inner;
+    std::int64_t c = begin % joined_inner;
+    // The part holding column c, and where it starts.
+    int i = 0;
+    std::int64_t start = 0;
+    auto inner_of = [&](int k) { return part(k).shape.size_between(axis, part(k).shape.rank()); };
+    std::int64_t inner = inner_of(0);
+    while (c >= start + inner) {
+        start += inner;
+        inner = inner_of(++i);
+    }
+    while (begin < end) {
+        const std::int64_t cnt = std::min(start + inner - c, end - begin);
+        T* p = part(i).template data<T>() + o * inner + (c - start);
+        if (kConcat) std::memcpy(joined + begin, p, static_cast<std::size_t>(cnt) * sizeof(T));
+        else std::memcpy(p, joined + begin, static_cast<std::size_t>(cnt) * sizeof(T));
+        begin += cnt;
+        c += cnt;
+        if (begin >= end) break;
+        if (c == joined_inner) {
+            c = 0;
+            ++o;
+            i = 0;
+            start = 0;
+        } else {
+            start += inner;
+            ++i;
+        }
+        inner = inner_of(i);
+        while (inner == 0 && i + 1 < num_parts) inner = inner_of(++i);
+    }
+}
+
+template <bool kConcat>
+class JoinFast final : public FastKernel {
+public:
+    JoinFast(std::unique_ptr<Kernel> fb, std::int64_t axis) : FastKernel(std::move(fb)), axis_(axis) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& joined = kConcat ? ctx.output(0) : ctx.input(0);
+        const int num_parts = kConcat ? ctx.num_inputs() : ctx.num_outputs();
+        auto part = [&](int k) -> const TensorView& { return kConcat ? ctx.input(k) : ctx.output(k); };
+        const int r = joined.shape.rank();
+        if (r < 1 || axis_ < -r || axis_ >= r || num_parts < 1) return fallback_run(ctx);
+        const int axis = static_cast<int>(axis_ < 0 ? axis_ + r : axis_);
+        const std::int64_t total = joined.num_elements();
+        if (total == 0) return Status::ok();
+        const std::int64_t joined_inner = joined.shape.size_between(axis, r);
+        const bool done = with_storage(joined.dtype, [&]<class T>() {
+            T* base = static_cast<T*>(joined.raw);
+            parallel_for(total, kGrainBytes / static_cast<std::int64_t>(sizeof(T)),
+                         [&](std::int64_t b, std::int64_t e) {
+                             join_range<T, kConcat>(base, joined_inner, num_parts, part, axis, b, e);
+                         });
+        });
+        return done ? Status::ok() : fallback_run(ctx);
+    }
+
+private:
+    std::int64_t axis_;
+};
+
+/// Concat's axis defaults to 1 (opset < 4; later it is required), Split's to 0.
+template <bool kConcat>
+Factory make_join(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(std::int64_t axis,
+                             ctx.node().attr_or<std::int64_t>("axis", kConcat ? 1 : 0));
+    return make_kernel<JoinFast<kConcat>>(std::move(fb), axis);
+}
+
+// ---- Slice ----------------------------------------------------------------------------------
+
+/// Slice's output shape, first input element and per-dim input strides, from `n` entries
+/// (start, end, axis, step) read through the accessors; false if an entry is invalid (prepare
+/// has reported those already).
+template <class Entry>
+bool slice_plan(const Shape& in, std::int64_t n, Entry&& entry, Shape& out, std::int64_t& base,
+                Strides& strides) {
+    const int r = in.rank();
+    std::array<std::int64_t, kMaxRank> start{}, len{}, step{};
+    for (int d = 0; d < r; ++d) {
+        len[static_cast<std::size_t>(d)] = in[d];
+        step[static_cast<std::size_t>(d)] = 1;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t s = 0, e = 0, a = 0, k = 1;
+        entry(i, s, e, a, k);
+        if (a < -r || a >= r || k == 0) return false;
+        const auto au = static_cast<std::size_t>(a < 0 ? a + r : a);
+        const std::int64_t dim = in[static_cast<int>(au)];
+        if (s < 0) s += dim;
+        if (e < 0) e += dim;
+        std::int64_t count = 0;
+        if (k > 0) {
+            s = std::clamp<std::int64_t>(s, 0, dim);
+            e = std::clamp<std::int64_t>(e, 0, dim);
+            if (e > s) count = (e - s - 1) / k + 1;
+        } else {
+            s = std::clamp<std::int64_t>(s, 0, dim - 1);
+            e = std::clamp<std::int64_t>(e, -1, dim - 1);
+            const auto mag = std::uint64_t{0} - static_cast<std::uint64_t>(k);
+            if (s > e) count = static_cast<std::int64_t>(static_cast<std::uint64_t>(s - e - 1) / mag) + 1;
+        }
+        start[au] = s;
+        len[au] = count;
+        step[au] = k;
+    }
+    const Strides cs = contiguous_strides(in);
+    out = Shape{};
+    base = 0;
+    for (int d = 0; d < r; ++d) {
+        const auto du = static_cast<std::size_t>(d);
+        out.push_back(len[du]);
+        strides[du] = cs[du] * step[du];
+        base += start[du] * cs[du];
+    }
+    return true;
+}
+
+class SliceFast final : public FastKernel {
+public:
+    SliceFast(std::unique_ptr<Kernel> fb, bool from_inputs, std::vector<std::int64_t> starts,
+              std::vector<std::int64_t> ends, std::vector<std::int64_t> axes)
+        : FastKernel(std::move(fb)), from_inputs_(from_inputs), starts_(std::move(starts)),
+          ends_(std::move(ends)), axes_(std::move(axes)) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& y = ctx.output(0);
+        Shape out;
+        std::int64_t base = 0;
+        Strides st{};
+        bool ok = false;
+        if (from_inputs_) {
+            const bool axes = ctx.has_input(3), steps = ctx.has_input(4);
+            ok = slice_plan(
+                x.shape, ctx.input(1).num_elements(),
+                [&](std::int64_t i, std::int64_t& s, std::int64_t& e, std::int64_t& a,
+                    std::int64_t& k) {
+                    s = int_at(ctx.input(1), i);
+                    e = int_at(ctx.input(2), i);
+                    a = axes ? int_at(ctx.input(3), i) : i;
+                    k = steps ? int_at(ctx.input(4), i) : 1;
+                },
+                out, base, st);
+        } else {
+            ok = slice_plan(
+                x.shape, static_cast<std::int64_t>(starts_.size()),
+                [&](std::int64_t i, std::int64_t& s, std::int64_t& e, std::int64_t& a,
+                    std::int64_t& k) {
+                    const auto u = static_cast<std::size_t>(i);
+                    s = starts_[u];
+                    e = ends_[u];
+                    a = axes_.empty() ? i : axes_[u];
+                    k = 1;
+                },
+                out, base, st);
+        }
+        if (!ok || !(out == y.shape)) return fallback_run(ctx);
+        if (y.num_elements() == 0) return Status::ok();
+        const bool done = with_storage(x.dtype, [&]<class T>() {
+            plan_copy(make_plan<2>(out, {contiguous_strides(out), st}), x.data<T>() + base,
+                      y.data<T>());
+        });
+        return done ? Status::ok() : fallback_run(ctx);
+    }
+
+private:
+    bool from_inputs_;
+    std::vector<std::int64_t> starts_, ends_, axes_;
+};
+
+Factory make_slice(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    if (ctx.opset() >= 10)
+        return make_kernel<SliceFast>(std::move(fb), true, std::vector<std::int64_t>{},
+                                      std::vector<std::int64_t>{}, std::vector<std::int64_t>{});
+    const Node& n = ctx.node();
+    DSINFER_ASSIGN_OR_RETURN(auto starts, n.attr<std::vector<std::int64_t>>("starts"));
+    DSINFER_ASSIGN_OR_RETURN(auto ends, n.attr<std::vector<std::int64_t>>("ends"));
+    DSINFER_ASSIGN_OR_RETURN(auto axes, n.attr_or<std::vector<std::int64_t>>(
+                                            "axes", std::vector<std::int64_t>{}));
+    return make_kernel<SliceFast>(std::move(fb), false, std::move(starts), std::move(ends),
+                                  std::move(axes));
+}
+
+// ---- Expand ---------------------------------------------------------------------------------
+
+class ExpandFast final : public FastKernel {
+public:
+    using FastKernel::FastKernel;
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& y = ctx.output(0);
+        if (y.num_elements() == 0) return Status::ok();
+        const bool done = with_storage(x.dtype, [&]<class T>() {
+            plan_copy(plan_broadcast<2>(y.shape, {x.shape}), x.data<T>(), y.data<T>());
+        });
+        return done ? Status::ok() : fallback_run(ctx);
+    }
+};
+
+}  // namespace
+
+void register_fast_movement_kernels(KernelRegistry& r) {
+    const DTypeSet types{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,
+                         DType::u8,  DType::i16, DType::u16, DType::i32,  DType::u32,
+                         DType::i64, DType::u64, DType::boolean};  // all but string
+    auto add = [&](const char* op, std::int64_t from, KernelFactory f) {
+        r.add({op, "", from, kMaxOpset, DeviceKind::cpu, types}, f, kPriorityCpu, "cpu");
+    };
+    for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+        add(op, 1, &fast_factory<CopyFast>);
+    add("Transpose", 1, &make_transpose);
+    add("Gather", 1, &make_gather);
+    add("Concat", 1, &make_join<true>);
+    add("Split", 1, &make_join<false>);
+    add("Slice", 1, &make_slice);
+    add("Expand", 8, &fast_factory<ExpandFast>);
+}
+
+}  // namespace dsinfer::detail::fast
