@@ -1,5 +1,5 @@
 // Reference kernels for the broadcasting elementwise ops: binary arithmetic, comparison,
-// logical and bitwise ops, PRelu, the variadic Max/Min/Sum/Mean, Where and Clip.
+// logical and bitwise ops, PRelu, SwiGLU, the variadic Max/Min/Sum/Mean, Where and Clip.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -178,7 +178,7 @@ T int_pow(T base, E e) noexcept {
 
 enum class BinOp {
     add, sub, mul, div, pow, mod, fmod, shl, shr, bit_and, bit_or, bit_xor, log_and, log_or,
-    log_xor, eq, lt, le, gt, ge, prelu,
+    log_xor, eq, lt, le, gt, ge, prelu, swiglu,
 };
 
 bool is_compare(BinOp op) noexcept {
@@ -211,8 +211,8 @@ C float_arith(BinOp op, C a, C b) noexcept {
 
 class BinaryKernel final : public Kernel {
 public:
-    BinaryKernel(BinOp op, std::int64_t legacy_axis, bool legacy_broadcast)
-        : op_(op), legacy_axis_(legacy_axis), legacy_broadcast_(legacy_broadcast) {}
+    BinaryKernel(BinOp op, std::int64_t legacy_axis, bool legacy_broadcast, float alpha = 1.f)
+        : op_(op), legacy_axis_(legacy_axis), legacy_broadcast_(legacy_broadcast), alpha_(alpha) {}
 
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& a = ctx.input(0);
@@ -222,6 +222,9 @@ public:
                                  "element type, got ", dtype_name(a.dtype()), " and ",
                                  dtype_name(b.dtype()));
         DSINFER_RETURN_IF_ERROR(check_dtype(a.dtype(), b.dtype()));
+        DSINFER_CHECK(op_ != BinOp::swiglu || a.shape() == b.shape(), ErrorCode::invalid_argument,
+                      "SwiGLU inputs A and B must have the same shape (no broadcasting), got ",
+                      a.shape().to_string(), " and ", b.shape().to_string());
         DSINFER_ASSIGN_OR_RETURN(Shape sb, b_shape(a.shape(), b.shape()));
         DSINFER_ASSIGN_OR_RETURN(Shape out, broadcast_shapes(a.shape(), sb));
         const DType odt = (is_compare(op_) || is_logical(op_)) ? DType::boolean : a.dtype();
@@ -241,6 +244,18 @@ public:
             case BinOp::mod: case BinOp::fmod: case BinOp::prelu:
                 return dispatch_types(a.dtype, NumericTypes{}, [&]<class T>() {
                     return arith<T>(a, sb, b, y);
+                });
+            case BinOp::swiglu:
+                // swish(a) * b = a * sigmoid(alpha * a) * b, computed in float for 16-bit types.
+                return dispatch_types(a.dtype, FloatTypes{}, [&]<class T>() {
+                    using C = compute_t<T>;
+                    const C alpha = static_cast<C>(alpha_);
+                    binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<T>(), y.shape,
+                                 [alpha](T x, T z) {
+                                     const C v = load(x);
+                                     return store<T>(v / (C(1) + std::exp(-alpha * v)) * load(z));
+                                 });
+                    return Status::ok();
                 });
             case BinOp::pow:
                 return dispatch_types(a.dtype, PowBaseTypes{}, [&]<class T>() -> Status {
@@ -353,6 +368,7 @@ private:
             case BinOp::log_and: case BinOp::log_or: case BinOp::log_xor:
                 return ok_in(TypeList<bool>{}, a);
             case BinOp::eq: return ok_in(AllTypes{}, a);
+            case BinOp::swiglu: return ok_in(FloatTypes{}, a);
             case BinOp::lt: case BinOp::le: case BinOp::gt: case BinOp::ge:
                 return ok_in(CompareTypes{}, a);
             default: return ok_in(NumericTypes{}, a);
@@ -520,6 +536,7 @@ private:
     BinOp op_;
     std::int64_t legacy_axis_;
     bool legacy_broadcast_;
+    float alpha_;  // SwiGLU
 };
 
 template <BinOp Op>
@@ -571,7 +588,11 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
             }
         }
     }
-    return make_kernel<BinaryKernel>(op, axis, legacy);
+    float alpha = 1.f;
+    if (op == BinOp::swiglu) {
+        DSINFER_ASSIGN_OR_RETURN(alpha, ctx.node().attr_or<float>("alpha", 1.f));
+    }
+    return make_kernel<BinaryKernel>(op, axis, legacy, alpha);
 }
 
 // ---- variadic Max / Min / Sum / Mean ---------------------------------------------------------
@@ -828,6 +849,7 @@ void register_elementwise_binary_kernels(KernelRegistry& r) {
     r.add({"Greater", "", 1, kMaxOpset, cpu}, &make_binary<BinOp::gt>);
     r.add({"GreaterOrEqual", "", 12, kMaxOpset, cpu}, &make_binary<BinOp::ge>);
     r.add({"PRelu", "", 1, kMaxOpset, cpu}, &make_binary<BinOp::prelu>);
+    r.add({"SwiGLU", "", 28, kMaxOpset, cpu}, &make_binary<BinOp::swiglu>);
     r.add({"Max", "", 1, kMaxOpset, cpu}, &make_variadic<VarOp::max>);
     r.add({"Min", "", 1, kMaxOpset, cpu}, &make_variadic<VarOp::min>);
     r.add({"Sum", "", 1, kMaxOpset, cpu}, &make_variadic<VarOp::sum>);

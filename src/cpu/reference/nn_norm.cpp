@@ -1,6 +1,7 @@
-// Reference normalizations: BatchNormalization (inference), InstanceNormalization,
-// LayerNormalization, GroupNormalization, RMSNormalization, LRN, MeanVarianceNormalization,
-// LpNormalization. Statistics are accumulated in double; 16-bit floats are read through float.
+// Reference normalizations: BatchNormalization (inference and training_mode),
+// InstanceNormalization, LayerNormalization, GroupNormalization, RMSNormalization, LRN,
+// MeanVarianceNormalization, LpNormalization. Statistics are accumulated in double; 16-bit floats
+// are read through float.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -49,9 +50,13 @@ Status dispatch_float(DType dt, F&& f) {
 
 // ---- BatchNormalization ----------------------------------------------------------------------
 
+// training_mode (opset 14+): normalizes with the batch statistics (mean and biased variance over
+// every axis but the channel) and outputs running_mean/var = input * momentum + batch * (1 -
+// momentum), as the ONNX reference does.
 class BatchNormKernel final : public Kernel {
 public:
-    BatchNormKernel(float eps, bool spatial) : eps_(eps), spatial_(spatial) {}
+    BatchNormKernel(float eps, bool spatial, bool training = false, float momentum = 0.9f)
+        : eps_(eps), spatial_(spatial), training_(training), momentum_(momentum) {}
 
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& x = ctx.input(0);
@@ -69,7 +74,9 @@ public:
                           p, " elements for X of shape ", x.shape().to_string());
         }
         ctx.set_output(0, x.dtype(), x.shape());
-        ctx.set_workspace(static_cast<std::size_t>(2 * p) * sizeof(double));
+        for (int i = 1; i <= 2; ++i)
+            if (training_) ctx.set_output(i, ctx.input(i + 2).dtype(), ctx.input(i + 2).shape());
+        ctx.set_workspace(static_cast<std::size_t>(4 * p) * sizeof(double));
         return Status::ok();
     }
 
@@ -80,9 +87,16 @@ public:
         const int64_t inner = x.num_elements() / std::max<int64_t>(1, n * p);
         double* a = static_cast<double*>(ctx.workspace());
         double* b = a + p;
+        double* mean = b + p;
+        double* var = mean + p;
         for (int64_t c = 0; c < p; ++c) {
-            a[c] = elem(ctx.input(1), c) / std::sqrt(elem(ctx.input(4), c) + double(eps_));
-            b[c] = elem(ctx.input(2), c) - elem(ctx.input(3), c) * a[c];
+            mean[c] = elem(ctx.input(3), c);
+            var[c] = elem(ctx.input(4), c);
+        }
+        if (training_) batch_statistics(x, n, p, inner, mean, var, ctx);
+        for (int64_t c = 0; c < p; ++c) {
+            a[c] = elem(ctx.input(1), c) / std::sqrt(var[c] + double(eps_));
+            b[c] = elem(ctx.input(2), c) - mean[c] * a[c];
         }
         return dispatch_float(x.dtype, [&]<class T>() -> Status {
             using F = compute_t<T>;
@@ -103,8 +117,40 @@ private:
     int64_t params(const Shape& s) const noexcept {
         return spatial_ ? s[1] : s.size_between(1, s.rank());
     }
+
+    // Replaces mean/var by the batch statistics and writes the running outputs (if present).
+    void batch_statistics(const TensorView& x, int64_t n, int64_t p, int64_t inner, double* mean,
+                          double* var, RunContext& ctx) const noexcept {
+        const double count = static_cast<double>(n * inner);
+        for (int64_t c = 0; c < p; ++c) {
+            double sum = 0, sq = 0;
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < inner; ++j) sum += elem(x, (i * p + c) * inner + j);
+            const double m = count > 0 ? sum / count : 0.0;
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < inner; ++j) {
+                    const double d = elem(x, (i * p + c) * inner + j) - m;
+                    sq += d * d;
+                }
+            const double v = count > 0 ? sq / count : 0.0;
+            const double mo = momentum_;
+            for (int k = 1; k <= 2; ++k) {
+                if (!ctx.has_output(k)) continue;
+                const double run = (k == 1 ? mean[c] : var[c]) * mo + (k == 1 ? m : v) * (1 - mo);
+                (void)dispatch_float(ctx.output(k).dtype, [&]<class T>() {
+                    ctx.output(k).data<T>()[c] = store<T>(run);
+                    return Status::ok();
+                });
+            }
+            mean[c] = m;
+            var[c] = v;
+        }
+    }
+
     float eps_;
     bool spatial_;
+    bool training_;
+    float momentum_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_batchnorm(const KernelCreateContext& ctx) {
@@ -116,9 +162,8 @@ StatusOr<std::unique_ptr<Kernel>> make_batchnorm(const KernelCreateContext& ctx)
     }
     if (ctx.opset() >= 14) {
         DSINFER_ASSIGN_OR_RETURN(int64_t training, n.attr_or<int64_t>("training_mode", 0));
-        if (training != 0)
-            return Status::error(ErrorCode::unsupported,
-                                 "BatchNormalization with training_mode=1 is not supported");
+        DSINFER_ASSIGN_OR_RETURN(float momentum, n.attr_or<float>("momentum", 0.9f));
+        if (training != 0) return make_kernel<BatchNormKernel>(eps, true, true, momentum);
     }
     for (int i = 1; i < ctx.num_outputs(); ++i)
         if (ctx.has_output(i))

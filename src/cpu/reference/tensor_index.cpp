@@ -1,6 +1,6 @@
 // Reference CPU kernels for indexing ops (ai.onnx): Gather, GatherElements, GatherND,
 // ScatterElements, Scatter (deprecated alias), ScatterND, OneHot, Compress, NonZero,
-// ReverseSequence, Trilu, EyeLike. Registered from tensor_ops.cpp.
+// ReverseSequence, TensorScatter, Trilu, EyeLike. Registered from tensor_ops.cpp.
 //
 // Index values come from run-time data: each one is range-checked (negative values wrap once
 // per the spec) before it is used, and an out-of-range index is an invalid_argument naming
@@ -690,6 +690,101 @@ Factory make_reverse_sequence(const KernelCreateContext& ctx) {
     return make_kernel<ReverseSequenceKernel>(static_cast<int>(b), static_cast<int>(t));
 }
 
+// ---- TensorScatter (KV-cache update) --------------------------------------------------------
+// present = past with update[..., s, ...] written at sequence index write_indices[batch] + s
+// along `axis` (modulo the cache length in circular mode) for every prefix index.
+
+class TensorScatterKernel final : public Kernel {
+public:
+    TensorScatterKernel(std::int64_t axis, bool circular) : axis_(axis), circular_(circular) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        const Tensor& past = ctx.input(0);
+        const Tensor& upd = ctx.input(1);
+        DSINFER_CHECK(past.dtype() == upd.dtype(), ErrorCode::invalid_argument,
+                      "inputs past_cache and update differ in element type (",
+                      dtype_name(past.dtype()), " vs ", dtype_name(upd.dtype()), ")");
+        DSINFER_ASSIGN_OR_RETURN(int axis, seq_axis(past.shape(), upd.shape()));
+        if (ctx.has_input(2)) {
+            const Tensor& wi = ctx.input(2);
+            DSINFER_RETURN_IF_ERROR(check_int_input(wi, "write_indices"));
+            DSINFER_CHECK(wi.num_dims() == 1 && wi.shape()[0] == past.shape()[0],
+                          ErrorCode::invalid_argument, "input 'write_indices' has shape ",
+                          wi.shape().to_string(), "; expected [", past.shape()[0], "]");
+            if (ctx.has_data(2))
+                for (std::int64_t b = 0; b < wi.num_elements(); ++b)
+                    DSINFER_RETURN_IF_ERROR(
+                        check_index(int_at(wi.view(), b), past.shape()[axis], upd.shape()[axis]));
+        }
+        ctx.set_output(0, past.dtype(), past.shape());
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& past = ctx.input(0);
+        const TensorView& upd = ctx.input(1);
+        const TensorView& out = ctx.output(0);
+        DSINFER_RETURN_IF_ERROR(copy_all(past, out));
+        auto axis_or = seq_axis(past.shape, upd.shape);
+        if (!axis_or.is_ok()) return axis_or.status();
+        const int axis = *axis_or;
+        const std::int64_t max_len = past.shape[axis];
+        const std::int64_t len = upd.shape[axis];
+        const std::int64_t prefix = past.shape.size_between(0, axis);
+        const std::int64_t per_batch = past.shape.size_between(1, axis);
+        const std::int64_t inner = past.shape.size_between(axis + 1, past.shape.rank());
+        const bool has_idx = ctx.has_input(2);
+        return dispatch_storage(past.dtype, [&]<class T>() {
+            const T* u = upd.data<T>();
+            T* y = out.data<T>();
+            for (std::int64_t p = 0; p < prefix; ++p) {
+                const std::int64_t start = has_idx ? int_at(ctx.input(2), p / per_batch) : 0;
+                DSINFER_RETURN_IF_ERROR(check_index(start, max_len, len));
+                for (std::int64_t s = 0; s < len; ++s) {
+                    std::int64_t dst = start + s;
+                    if (circular_) dst %= max_len;
+                    copy_elems(u + (p * len + s) * inner, inner, y + (p * max_len + dst) * inner);
+                }
+            }
+            return Status::ok();
+        });
+    }
+
+private:
+    StatusOr<int> seq_axis(const Shape& past, const Shape& upd) const {
+        DSINFER_CHECK(past.rank() >= 2 && upd.rank() == past.rank(), ErrorCode::invalid_argument,
+                      "past_cache ", past.to_string(), " and update ", upd.to_string(),
+                      " must have the same rank, at least 2");
+        DSINFER_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_, past.rank()));
+        DSINFER_CHECK(axis > 0, ErrorCode::invalid_model,
+                      "attribute 'axis' must not be the batch axis 0");
+        for (int d = 0; d < past.rank(); ++d)
+            DSINFER_CHECK(d == axis ? upd[d] <= past[d] : upd[d] == past[d],
+                          ErrorCode::invalid_argument, "update ", upd.to_string(),
+                          " does not fit past_cache ", past.to_string(), " (axis ", axis, ")");
+        return axis;
+    }
+
+    Status check_index(std::int64_t start, std::int64_t max_len, std::int64_t len) const {
+        if (start < 0 || (!circular_ && start > max_len - len))
+            return Status::error(ErrorCode::invalid_argument, "write index ", start, " with ", len,
+                                 " updates does not fit the cache length ", max_len);
+        return Status::ok();
+    }
+
+    std::int64_t axis_;
+    bool circular_;
+};
+
+Factory make_tensor_scatter(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", -2));
+    DSINFER_ASSIGN_OR_RETURN(std::string mode,
+                             ctx.node().attr_or<std::string>("mode", std::string("linear")));
+    DSINFER_CHECK(mode == "linear" || mode == "circular", ErrorCode::invalid_model,
+                  "attribute 'mode' must be linear or circular, got '", mode, "'");
+    return make_kernel<TensorScatterKernel>(axis, mode == "circular");
+}
+
 // ---- Trilu ----------------------------------------------------------------------------------
 
 class TriluKernel final : public Kernel {
@@ -799,6 +894,7 @@ void register_tensor_index_kernels(KernelRegistry& r) {
     r.add({"Compress", "", 9, kMaxOpset, DeviceKind::cpu}, &make_compress);
     r.add({"NonZero", "", 9, kMaxOpset, DeviceKind::cpu}, &make_nonzero);
     r.add({"ReverseSequence", "", 10, kMaxOpset, DeviceKind::cpu}, &make_reverse_sequence);
+    r.add({"TensorScatter", "", 24, kMaxOpset, DeviceKind::cpu}, &make_tensor_scatter);
     r.add({"Trilu", "", 14, kMaxOpset, DeviceKind::cpu}, &make_trilu);
     r.add({"EyeLike", "", 9, kMaxOpset, DeviceKind::cpu}, &make_eyelike);
 }

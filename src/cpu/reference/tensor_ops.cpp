@@ -1,4 +1,5 @@
-// Reference CPU kernels for shape and data-movement ops (ai.onnx): Identity, Dropout (inference),
+// Reference CPU kernels for shape and data-movement ops (ai.onnx): Identity,
+// OptionalHasElement/OptionalGetElement (tensors only), Dropout (inference),
 // Constant, Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice,
 // Expand, Tile, DepthToSpace, SpaceToDepth. The other tensor_*.cpp files register the indexing
 // ops (tensor_index.cpp) and the padding/generator/scan ops (tensor_misc.cpp).
@@ -55,6 +56,32 @@ public:
 };
 
 Factory make_identity(const KernelCreateContext&) { return make_kernel<IdentityKernel>(); }
+
+// ---- OptionalHasElement / OptionalGetElement on tensors -----------------------------------
+// dsinfer holds no optional values (graph inputs of optional type are unsupported), so these
+// see a tensor or an omitted input: HasElement is whether the input is given, GetElement of a
+// tensor is that tensor (opset 18).
+
+class OptionalHasElementKernel final : public Kernel {
+public:
+    Status prepare(PrepareContext& ctx) const override {
+        ctx.set_output(0, DType::boolean, Shape{});
+        return Status::ok();
+    }
+    Status run(RunContext& ctx) const noexcept override {
+        *ctx.output(0).data<bool>() = ctx.has_input(0);
+        return Status::ok();
+    }
+};
+
+Factory make_optional_has_element(const KernelCreateContext&) {
+    return make_kernel<OptionalHasElementKernel>();
+}
+
+Factory make_optional_get_element(const KernelCreateContext& ctx) {
+    DSINFER_CHECK(ctx.has_input(0), ErrorCode::invalid_model, "OptionalGetElement needs its input");
+    return make_kernel<IdentityKernel>();
+}
 
 // ---- Dropout (inference) --------------------------------------------------------------------
 
@@ -1016,6 +1043,8 @@ Factory make_space_to_depth(const KernelCreateContext& ctx) {
 
 void register_tensor_kernels(KernelRegistry& r) {
     r.add({"Identity", "", 1, kMaxOpset, DeviceKind::cpu}, &make_identity);
+    r.add({"OptionalHasElement", "", 18, kMaxOpset, DeviceKind::cpu}, &make_optional_has_element);
+    r.add({"OptionalGetElement", "", 18, kMaxOpset, DeviceKind::cpu}, &make_optional_get_element);
     r.add({"Dropout", "", 1, kMaxOpset, DeviceKind::cpu}, &make_dropout);
     r.add({"Constant", "", 1, kMaxOpset, DeviceKind::cpu}, &make_constant);
     r.add({"Shape", "", 1, kMaxOpset, DeviceKind::cpu}, &make_shape);
