@@ -198,3 +198,28 @@ TEST_CASE("DynamicQuantizeLinear of zeros has scale 1", "[ops][quant]") {
     CHECK(out[1].tensor.data<float>()[0] == 1.f);
     CHECK(out[2].tensor.data<std::uint8_t>()[0] == 0);
 }
+
+// ---- TfIdfVectorizer ----------------------------------------------------------------------
+
+TEST_CASE("TfIdfVectorizer counts string n-grams", "[ops][text]") {
+    // Pool: 1-grams "a", "b"; 2-gram ("a", "b"). Row "a b a b": a x2, b x2, (a, b) x2.
+    for (const char* mode : {"TF", "IDF", "TFIDF"}) {
+        OneNode m("TfIdfVectorizer", 9, {tensor_info("x", 8, {1, 4})}, {}, {"x"}, {"y"});
+        set_str(m.node, "mode", mode);
+        set_int(m.node, "min_gram_length", 1);
+        set_int(m.node, "max_gram_length", 2);
+        set_int(m.node, "max_skip_count", 0);
+        set_ints(m.node, "ngram_counts", {0, 2});
+        set_ints(m.node, "ngram_indexes", {0, 1, 2});
+        auto* pool = attr(m.node, "pool_strings", onnx::AttributeProto::STRINGS);
+        for (const char* s : {"a", "b", "a", "b"}) pool->add_strings(s);
+        auto* w = attr(m.node, "weights", onnx::AttributeProto::FLOATS);
+        for (float v : {1.f, 2.f, 3.f}) w->add_floats(v);
+        auto out = m.run({{"x", Tensor::from_vector<std::string>({1, 4}, {"a", "b", "a", "b"})}});
+        const std::string md = mode;
+        const std::vector<float> want = md == "TF"    ? std::vector<float>{2, 2, 2}
+                                        : md == "IDF" ? std::vector<float>{1, 2, 3}
+                                                      : std::vector<float>{2, 4, 6};
+        CHECK(values<float>(out[0].tensor) == want);
+    }
+}

@@ -1,6 +1,6 @@
 // Reference loss kernels: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss. Also the
 // registration entry point of the misc group, which pulls in misc_*.cpp (signal processing,
-// image ops, strings, ai.onnx.ml).
+// image ops, strings, TfIdfVectorizer, ai.onnx.ml).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,6 +17,7 @@ void register_misc_signal_kernels(KernelRegistry& r);
 void register_misc_image_kernels(KernelRegistry& r);
 void register_misc_string_kernels(KernelRegistry& r);
 void register_misc_tree_kernels(KernelRegistry& r);
+void register_misc_text_kernels(KernelRegistry& r);
 
 namespace {
 
@@ -173,6 +174,7 @@ void register_misc_kernels(KernelRegistry& r) {
     register_misc_image_kernels(r);
     register_misc_string_kernels(r);
     register_misc_tree_kernels(r);
+    register_misc_text_kernels(r);
 }
 
 }  // namespace dsinfer::detail
