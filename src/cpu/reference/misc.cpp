@@ -1,6 +1,6 @@
 // Reference loss kernels: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss. Also the
 // registration entry point of the misc group, which pulls in misc_*.cpp (signal processing,
-// image ops, strings, TfIdfVectorizer, ai.onnx.ml).
+// image ops, strings, TfIdfVectorizer, ai.onnx.ml, ai.onnx.preview.training optimizers).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,6 +18,7 @@ void register_misc_image_kernels(KernelRegistry& r);
 void register_misc_string_kernels(KernelRegistry& r);
 void register_misc_tree_kernels(KernelRegistry& r);
 void register_misc_text_kernels(KernelRegistry& r);
+void register_misc_training_kernels(KernelRegistry& r);
 
 namespace {
 
@@ -175,6 +176,7 @@ void register_misc_kernels(KernelRegistry& r) {
     register_misc_string_kernels(r);
     register_misc_tree_kernels(r);
     register_misc_text_kernels(r);
+    register_misc_training_kernels(r);
 }
 
 }  // namespace dsinfer::detail
