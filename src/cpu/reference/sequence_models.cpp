@@ -1,6 +1,6 @@
 // Reference CPU kernels for recurrent layers (RNN, GRU, LSTM) and the registration of the whole
-// sequence-model group (Resize/Upsample, Attention, RotaryEmbedding, GridSample and AffineGrid,
-// CausalConvWithState and LinearAttention live in sequence_models_*.cpp).
+// sequence-model group (Resize/Upsample, Attention, FlexAttention, RotaryEmbedding, GridSample
+// and AffineGrid, CausalConvWithState and LinearAttention live in sequence_models_*.cpp).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -17,6 +17,7 @@ void register_resize_kernels(KernelRegistry& r);
 void register_attention_kernels(KernelRegistry& r);
 void register_grid_kernels(KernelRegistry& r);
 void register_state_kernels(KernelRegistry& r);
+void register_flex_attention_kernels(KernelRegistry& r);
 
 namespace {
 
@@ -480,6 +481,7 @@ void register_sequence_model_kernels(KernelRegistry& r) {
     register_attention_kernels(r);
     register_grid_kernels(r);
     register_state_kernels(r);
+    register_flex_attention_kernels(r);
 }
 
 }  // namespace dsinfer::detail
