@@ -171,6 +171,28 @@ TEST_CASE("Scan-8 runs sequence_lens steps per batch entry and zero-pads", "[ops
     CHECK(values<float>(out[1].tensor) == std::vector<float>{3, 5, 6, 120, 130, 0});
 }
 
+TEST_CASE("Loop without iterations gives scan outputs of the declared shape", "[ops][loop]") {
+    // body: (i, cond, acc[2]) -> (cond, acc, acc as scan output); M = 0.
+    onnx::GraphProto body;
+    body.set_name("body");
+    *body.add_input() = tensor_info("i", 7, {});
+    *body.add_input() = tensor_info("cond", 9, {});
+    *body.add_input() = tensor_info("acc", 1, {2});
+    *body.add_output() = tensor_info("cond_out", 9, {});
+    *body.add_output() = tensor_info("acc_out", 1, {2});
+    *body.add_output() = tensor_info("scan", 1, {2});
+    add_node(body, "Identity", {"cond"}, {"cond_out"});
+    add_node(body, "Identity", {"acc"}, {"acc_out"});
+    add_node(body, "Identity", {"acc"}, {"scan"});
+    OneNode m("Loop", 13, {tensor_info("acc0", 1, {2})},
+              {raw_tensor<std::int64_t>("M", 7, {}, {0})}, {"M", "", "acc0"}, {"final", "scans"});
+    *attr(m.node, "body", onnx::AttributeProto::GRAPH)->mutable_g() = body;
+    auto out = m.run({{"acc0", Tensor::from_vector<float>({2}, {1.f, 2.f})}});
+    CHECK(values<float>(out[0].tensor) == std::vector<float>{1, 2});
+    CHECK(out[1].tensor.dtype() == DType::f32);
+    CHECK(out[1].tensor.shape() == Shape{0, 2});
+}
+
 // ---- RNNs and quantization ------------------------------------------------------------------
 
 TEST_CASE("LSTM input_forget couples the forget gate to the input gate", "[ops][rnn]") {

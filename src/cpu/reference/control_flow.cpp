@@ -3,6 +3,7 @@
 // shapes are known only after the body ran, so these kernels allocate in run (the documented
 // exception to "run never allocates").
 #include <cstring>
+#include <optional>
 
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
@@ -78,6 +79,43 @@ Tensor owned(Tensor t, const RunContext& ctx) {
     return t;
 }
 
+/// What a scan output of a body looks like when no iteration ran: the body's declared element
+/// type (float32 when undeclared) and per-iteration shape (nullopt unless fully static).
+struct DeclaredOutput {
+    DType dtype = DType::f32;
+    std::optional<Shape> shape;
+};
+
+std::vector<DeclaredOutput> declared_outputs(const Graph& body, int first) {
+    std::vector<DeclaredOutput> out;
+    for (std::size_t j = static_cast<std::size_t>(first); j < body.outputs.size(); ++j) {
+        const Value& v = body.value(body.outputs[j]);
+        DeclaredOutput d;
+        if (v.dtype) d.dtype = *v.dtype;
+        if (v.shape.is_static() && v.shape.rank() < kMaxRank) {
+            Shape s;
+            for (const auto& dim : v.shape.dims) s.push_back(dim.value);
+            d.shape = s;
+        }
+        out.push_back(d);
+    }
+    return out;
+}
+
+/// The empty stacked output for `d`: `lead` dims (the zero-length axis among them) and then the
+/// declared per-iteration shape inserted at `axis` of the stacked result.
+StatusOr<Tensor> empty_stack(const DeclaredOutput& d, Shape lead, int axis) {
+    if (d.shape) {
+        Shape s;
+        const Shape& e = *d.shape;
+        for (int i = 0; i < axis && i < e.rank(); ++i) s.push_back(e[i]);
+        for (int i = 0; i < lead.rank(); ++i) s.push_back(lead[i]);
+        for (int i = axis; i < e.rank(); ++i) s.push_back(e[i]);
+        lead = s;
+    }
+    return Tensor::allocate(d.dtype, lead);
+}
+
 // ---- If -------------------------------------------------------------------------------------
 
 class IfKernel final : public Kernel {
@@ -139,8 +177,9 @@ StatusOr<std::unique_ptr<Kernel>> make_if(const KernelCreateContext& ctx) {
 
 class LoopKernel final : public Kernel {
 public:
-    LoopKernel(std::shared_ptr<SubgraphRunner> body, int num_carried, int num_scan)
-        : body_(std::move(body)), n_(num_carried), k_(num_scan) {}
+    LoopKernel(std::shared_ptr<SubgraphRunner> body, int num_carried, int num_scan,
+               std::vector<DeclaredOutput> scan_decl)
+        : body_(std::move(body)), n_(num_carried), k_(num_scan), scan_decl_(std::move(scan_decl)) {}
 
     Status prepare(PrepareContext& ctx) const override {
         if (ctx.has_input(0)) {
@@ -193,9 +232,11 @@ public:
                     return Status::error(ErrorCode::invalid_model,
                                          "Loop body's first output (cond) must be a bool scalar");
                 cond = *c.data<bool>();
-                for (int i = 0; i < n_; ++i) carried[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(1 + i)];
+                for (int i = 0; i < n_; ++i)
+                    carried[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(1 + i)];
                 for (int i = 0; i < k_; ++i)
-                    scans[static_cast<std::size_t>(i)].push_back(outs[static_cast<std::size_t>(1 + n_ + i)]);
+                    scans[static_cast<std::size_t>(i)].push_back(
+                        outs[static_cast<std::size_t>(1 + n_ + i)]);
             }
             for (int i = 0; i < n_; ++i)
                 if (ctx.has_output(i)) {
@@ -206,7 +247,10 @@ public:
                 if (!ctx.has_output(n_ + i)) continue;
                 const auto& parts = scans[static_cast<std::size_t>(i)];
                 if (parts.empty()) {
-                    DSINFER_RETURN_IF_ERROR(ctx.allocate_output(n_ + i, DType::f32, Shape{0}));
+                    DSINFER_ASSIGN_OR_RETURN(
+                        Tensor t,
+                        empty_stack(scan_decl_[static_cast<std::size_t>(i)], Shape{0}, 0));
+                    DSINFER_RETURN_IF_ERROR(ctx.set_output_tensor(n_ + i, std::move(t)));
                     continue;
                 }
                 DSINFER_ASSIGN_OR_RETURN(Tensor t, stack(parts, 0, false, "Loop scan output"));
@@ -221,6 +265,7 @@ public:
 private:
     std::shared_ptr<SubgraphRunner> body_;
     int n_, k_;
+    std::vector<DeclaredOutput> scan_decl_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_loop(const KernelCreateContext& ctx) {
@@ -237,10 +282,10 @@ StatusOr<std::unique_ptr<Kernel>> make_loop(const KernelCreateContext& ctx) {
     DSINFER_CHECK(ctx.num_outputs() == n + k, ErrorCode::invalid_model, "Loop node has ",
                   ctx.num_outputs(), " outputs, body implies ", n + k);
     for (int i = 0; i < n; ++i)
-        DSINFER_CHECK(ctx.has_input(2 + i), ErrorCode::invalid_model,
-                      "Loop carried input ", i, " is missing");
+        DSINFER_CHECK(ctx.has_input(2 + i), ErrorCode::invalid_model, "Loop carried input ", i,
+                      " is missing");
     DSINFER_ASSIGN_OR_RETURN(auto runner, ctx.compile_subgraph(body));
-    return make_kernel<LoopKernel>(std::move(runner), n, k);
+    return make_kernel<LoopKernel>(std::move(runner), n, k, declared_outputs(*body, 1 + n));
 }
 
 // ---- Scan ----------------------------------------------------------------------------------
@@ -255,6 +300,7 @@ public:
         int n = 0, m = 0, k = 0;
         bool batched = false;  // opset 8
         std::vector<std::int64_t> in_axes, in_dirs, out_axes, out_dirs;
+        std::vector<DeclaredOutput> scan_decl;  // for scans without iterations
     };
     ScanKernel(std::shared_ptr<SubgraphRunner> body, Config c) : body_(std::move(body)), c_(std::move(c)) {}
 
@@ -300,7 +346,8 @@ public:
             for (std::int64_t t = 0; t < len; ++t) {
                 DSINFER_RETURN_IF_ERROR(step(ctx, scan_in, axes, len, t, state, args, outs));
                 for (int i = 0; i < c_.k; ++i)
-                    scans[static_cast<std::size_t>(i)].push_back(outs[static_cast<std::size_t>(c_.n + i)]);
+                    scans[static_cast<std::size_t>(i)].push_back(
+                        outs[static_cast<std::size_t>(c_.n + i)]);
             }
             for (int i = 0; i < c_.n; ++i)
                 if (ctx.has_output(i))
@@ -309,18 +356,20 @@ public:
             for (int i = 0; i < c_.k; ++i) {
                 if (!ctx.has_output(c_.n + i)) continue;
                 const auto& parts = scans[static_cast<std::size_t>(i)];
-                if (parts.empty()) {
-                    DSINFER_RETURN_IF_ERROR(ctx.allocate_output(c_.n + i, DType::f32, Shape{0}));
-                    continue;
-                }
-                const int rank = parts.front().num_dims() + 1;
+                const DeclaredOutput& decl = c_.scan_decl[static_cast<std::size_t>(i)];
+                const int rank = (parts.empty() ? (decl.shape ? decl.shape->rank() : 0)
+                                                : parts.front().num_dims()) +
+                                 1;
                 std::int64_t a = c_.out_axes[static_cast<std::size_t>(i)];
                 if (a < -rank || a >= rank)
                     return Status::error(ErrorCode::invalid_model, "scan_output_axes value ", a,
                                          " outside [", -rank, ", ", rank, ")");
+                const int axis = static_cast<int>(a < 0 ? a + rank : a);
                 DSINFER_ASSIGN_OR_RETURN(
-                    Tensor t, stack(parts, static_cast<int>(a < 0 ? a + rank : a),
-                                    c_.out_dirs[static_cast<std::size_t>(i)] != 0, "Scan output"));
+                    Tensor t, parts.empty() ? empty_stack(decl, Shape{0}, axis)
+                                            : stack(parts, axis,
+                                                    c_.out_dirs[static_cast<std::size_t>(i)] != 0,
+                                                    "Scan output"));
                 DSINFER_RETURN_IF_ERROR(ctx.set_output_tensor(c_.n + i, std::move(t)));
             }
             return Status::ok();
@@ -465,13 +514,11 @@ private:
             if (!ctx.has_output(c_.n + i)) continue;
             Tensor& t = scan_out[static_cast<std::size_t>(i)];
             if (t.is_null()) {
-                // No iteration ran: the per-step shape is unknown.
-                DSINFER_RETURN_IF_ERROR(
-                    ctx.allocate_output(c_.n + i, DType::f32, Shape{batch, max_len}));
-                if (batch * max_len > 0)
-                    std::memset(ctx.output(c_.n + i).raw, 0,
-                                static_cast<std::size_t>(batch * max_len) * sizeof(float));
-                continue;
+                // No iteration ran: the declared per-step shape, zero-filled.
+                DSINFER_ASSIGN_OR_RETURN(t, empty_stack(c_.scan_decl[static_cast<std::size_t>(i)],
+                                                        Shape{batch, max_len}, 0));
+                if (t.dtype() != DType::string && t.num_bytes() > 0)
+                    std::memset(t.raw_data(), 0, t.num_bytes());
             }
             DSINFER_RETURN_IF_ERROR(ctx.set_output_tensor(c_.n + i, std::move(t)));
         }
@@ -511,6 +558,7 @@ StatusOr<std::unique_ptr<Kernel>> make_scan(const KernelCreateContext& ctx) {
     if (!c.batched) DSINFER_RETURN_IF_ERROR(list("scan_input_axes", c.m, c.in_axes));
     DSINFER_RETURN_IF_ERROR(list("scan_output_axes", c.k, c.out_axes));
     DSINFER_RETURN_IF_ERROR(list("scan_output_directions", c.k, c.out_dirs));
+    c.scan_decl = declared_outputs(*body, c.n);
     DSINFER_ASSIGN_OR_RETURN(auto runner, ctx.compile_subgraph(body));
     return make_kernel<ScanKernel>(std::move(runner), std::move(c));
 }
