@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -500,10 +501,19 @@ struct Result {
     bool finite = true;
     std::int64_t peak_rss = 0;
     std::vector<double> loadavg;
+    std::map<std::string, int> providers;  // nodes per kernel provider
+    int blocked_nodes = 0;
 };
 
 std::string dims_json(const Shape& s) {
     return json_array(s.dims(), [](std::int64_t d) { return std::to_string(d); });
+}
+
+std::string providers_json(const std::map<std::string, int>& p) {
+    std::string s = "{";
+    for (const auto& [name, count] : p)
+        s += (s.size() > 1 ? "," : "") + json_string(name) + ":" + std::to_string(count);
+    return s + "}";
 }
 
 void print_json(const Args& a, const std::vector<std::string>& backends,
@@ -526,7 +536,8 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         "\"first_run_ms\":{},\"warmup\":{},\"iterations\":{},\"timed_s\":{},"
         "\"latency_ms\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"mean\":{},\"min\":{},\"max\":{}}},"
         "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
-        "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{}}}\n",
+        "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
+        "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{}}}\n",
         json_string(a.model.string()), json_string(a.device), json_string(a.precision),
         in.batch.value_or(a.shapes.batch), in.seq ? std::to_string(*in.seq) : "null", threads,
         json_array(backends, json_string), a.shapes.seed, inputs, json_number(r.load_ms),
@@ -536,7 +547,8 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         json_number(lat.front()), json_number(lat.back()), json_number(r.throughput),
         json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
         r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()),
-        json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number));
+        json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
+        providers_json(r.providers), r.blocked_nodes);
 }
 
 void print_table(const Args& a, const std::vector<std::string>& backends,
@@ -567,6 +579,9 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
                r.flops ? fmt::format(", {:.1f} GFLOP/s ({:.3f} GFLOP/sample)",
                                      *r.flops * r.throughput / 1e9, *r.flops / 1e9)
                        : "");
+    std::string prov;
+    for (const auto& [name, count] : r.providers) prov += fmt::format(" {} {}", name, count);
+    fmt::print("  {:<12}{} (blocked layout: {})\n", "nodes", prov, r.blocked_nodes);
     fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", static_cast<double>(r.peak_rss) / 1048576.0,
                r.finite ? "" : "   WARNING: non-finite outputs");
 }
@@ -587,6 +602,8 @@ int run(const Args& a) {
     InferenceEngine engine = InferenceEngine::load(a.model, options);
     r.load_ms = ms_since(t0);
     r.engine_load_ms = engine.load_ms();
+    for (const auto& p : engine.node_providers()) ++r.providers[p];
+    r.blocked_nodes = engine.blocked_layout_nodes();
 
     auto generated = bench::make_inputs(engine, a.shapes);
     if (!generated) {

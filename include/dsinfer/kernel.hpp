@@ -118,9 +118,10 @@ public:
         bool dtype_known = true;
     };
 
-    PrepareContext(const Node& node, std::vector<Tensor> inputs, bool inferring)
+    PrepareContext(const Node& node, std::vector<Tensor> inputs, bool inferring,
+                   bool probing = false)
         : node_(&node), inputs_(std::move(inputs)), outputs_(node.outputs.size()),
-          inferring_(inferring) {}
+          inferring_(inferring || probing), probing_(probing) {}
 
     const Node& node() const noexcept { return *node_; }
     int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
@@ -144,6 +145,10 @@ public:
     }
     /// True during load-time inference.
     bool inferring() const noexcept { return inferring_; }
+    /// True when load-time inference substituted placeholder values for symbolic dims (to
+    /// learn output dtypes and which output dims are static): do not build anything for
+    /// these shapes.
+    bool probing() const noexcept { return probing_; }
 
     void set_output(int i, DType dtype, const Shape& shape) noexcept {
         if (i < 0 || i >= num_outputs()) return;
@@ -178,6 +183,7 @@ private:
     std::vector<OutputSpec> outputs_;
     std::size_t workspace_bytes_ = 0;
     bool inferring_ = false;
+    bool probing_ = false;
 };
 
 /// Cancellation and deadline for a run; checked by long-running kernels (Loop, Scan).

@@ -1,6 +1,7 @@
 #include "core/executor.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 
 namespace dsinfer::detail {
@@ -93,7 +94,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
                       v.name, "' is a sequence/optional/map value; only tensors are supported");
     }
     DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
-    DSINFER_RETURN_IF_ERROR(cg->infer_static());
+    for (auto& pd : cg->probe_data_) pd = {};
     DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
     return cg;
@@ -153,46 +154,118 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
         for (const auto& sub : cn.subgraphs)
             for (const auto& [lvl, id] : sub->outer_refs_)
                 if (lvl > 1) outer_refs_.emplace_back(lvl - 1, id);
+        // Infer this node's output types/shapes before later nodes pick kernels by them.
+        DSINFER_RETURN_IF_ERROR(infer_node(ni));
     }
     return Status::ok();
 }
 
-Status CompiledGraph::infer_static() {
+namespace {
+
+/// Placeholder value of the k-th distinct symbol in probe p (0 or 1): every symbol gets its
+/// own value, different in the two probes, so that dims derived from different symbols never
+/// coincide by accident.
+std::int64_t probe_value(std::size_t k, int probe) {
+    static constexpr std::int64_t kPrimes[] = {5,  7,  11, 13, 17, 19, 23, 29, 31, 37, 41, 43,
+                                               47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101};
+    constexpr std::size_t n = sizeof(kPrimes) / sizeof(kPrimes[0]) / 2;
+    if (k < n) return kPrimes[2 * k + static_cast<std::size_t>(probe)];
+    return 103 + 2 * static_cast<std::int64_t>(k) + probe;  // beyond the table: still distinct
+}
+
+}  // namespace
+
+Status CompiledGraph::infer_node(std::size_t ni) {
     Graph& g = *graph_;
-    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
-        const Node& n = g.nodes[ni];
-        std::vector<Tensor> ins;
-        bool known = true;
-        for (ValueId id : n.inputs) {
-            if (id == kNoValue) {
-                ins.emplace_back();
-                continue;
-            }
-            const Value& v = g.value(id);
-            if (v.initializer) {
-                ins.push_back(*v.initializer);
-            } else if (v.kind == ValueKind::tensor && v.dtype && v.shape.is_static()) {
-                std::vector<std::int64_t> dims;
-                for (const auto& d : v.shape.dims) dims.push_back(d.value);
-                auto s = Shape::make(dims);
-                if (!s.is_ok()) {
-                    known = false;
-                    break;
-                }
-                ins.push_back(Tensor::wrap(nullptr, *v.dtype, s.value()));
-            } else {
-                known = false;
-                break;
-            }
+    const Node& n = g.nodes[ni];
+    if (probe_data_[0].size() != g.values.size())
+        for (auto& pd : probe_data_) pd.assign(g.values.size(), Tensor());
+    // Inputs as meta tensors (constants, and small shape-like values computed at load, carry
+    // data). With symbolic dims, probe twice with placeholder values: output dims equal in
+    // both probes are static, the others symbolic.
+    bool symbolic = false;
+    bool all_data = true;
+    std::vector<Tensor> probes[2];
+    for (ValueId id : n.inputs) {
+        if (id == kNoValue) {
+            for (auto& ins : probes) ins.emplace_back();
+            continue;
         }
-        if (!known) continue;
-        PrepareContext ctx(n, std::move(ins), /*inferring=*/true);
-        Status st;
+        const Value& v = g.value(id);
+        if (v.initializer) {
+            for (auto& ins : probes) ins.push_back(*v.initializer);
+            continue;
+        }
+        const auto vi = static_cast<std::size_t>(id);
+        if (!probe_data_[0][vi].is_null() && !probe_data_[1][vi].is_null()) {
+            const Tensor& t0 = probe_data_[0][vi];
+            const Tensor& t1 = probe_data_[1][vi];
+            if (!(t0.shape() == t1.shape()) ||
+                (t0.dtype() != DType::string && std::memcmp(t0.raw_data(), t1.raw_data(), t0.num_bytes()) != 0))
+                symbolic = true;
+            probes[0].push_back(t0);
+            probes[1].push_back(t1);
+            continue;
+        }
+        all_data = false;
+        if (v.kind != ValueKind::tensor || !v.dtype || !v.shape.known) return Status::ok();
+        for (int p = 0; p < 2; ++p) {
+            std::vector<std::int64_t> dims;
+            for (std::size_t di = 0; di < v.shape.dims.size(); ++di) {
+                const Dim& d = v.shape.dims[di];
+                if (!d.is_static()) symbolic = true;
+                dims.push_back(d.is_static()
+                                   ? d.value
+                                   : probe_value(symbol_index(d.symbol.empty()
+                                                                  ? v.name + "#" + std::to_string(di)
+                                                                  : d.symbol),
+                                                 p));
+            }
+            auto s = Shape::make(dims);
+            if (!s.is_ok()) return Status::ok();
+            probes[p].push_back(Tensor::wrap(nullptr, *v.dtype, s.value()));
+        }
+    }
+    // Shape-like values are computed at load (both probes) when their inputs are known.
+    const bool shape_only = n.op_type == "Shape" || n.op_type == "Size";
+    auto compute = [&](int p, const std::vector<Tensor>& ins, const PrepareContext& ctx) {
+        if (!(all_data || shape_only) || !n.domain.empty()) return;
+        std::vector<Tensor> outs(n.outputs.size());
+        std::vector<TensorView> in_views, out_views(n.outputs.size());
+        for (int i = 0; i < ctx.num_outputs(); ++i) {
+            const auto& spec = ctx.output_spec(i);
+            if (!ctx.has_output(i)) continue;
+            if (!spec.set || spec.shape.num_elements() > 1024 || spec.dtype == DType::string)
+                return;
+            auto t = Tensor::allocate(spec.dtype, spec.shape, *allocator_);
+            if (!t.is_ok()) return;
+            outs[static_cast<std::size_t>(i)] = std::move(t).value();
+            out_views[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(i)].view();
+        }
+        for (std::size_t i = 0; i < ins.size(); ++i)  // meta tensors (no data) keep their shape
+            in_views.push_back(n.inputs[i] == kNoValue ? TensorView{} : ins[i].view());
+        auto ws = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(ctx.workspace_bytes())},
+                                   *allocator_);
+        if (!ws.is_ok()) return;
+        RunControl control;
+        RunContext rctx(n, in_views, out_views, ws.value().raw_data(), ctx.workspace_bytes(),
+                        *allocator_, control);
+        if (!nodes_[ni].kernel->run(rctx).is_ok()) return;
+        for (std::size_t i = 0; i < outs.size(); ++i)
+            if (n.outputs[i] != kNoValue && !outs[i].is_null())
+                probe_data_[p][static_cast<std::size_t>(n.outputs[i])] = std::move(outs[i]);
+    };
+    auto prepare = [&](PrepareContext& ctx) -> Status {
         try {
-            st = nodes_[ni].kernel->prepare(ctx);
+            return nodes_[ni].kernel->prepare(ctx);
         } catch (const std::exception& e) {
-            st = Status::error(ErrorCode::internal, "prepare threw: ", e.what());
+            return Status::error(ErrorCode::internal, "prepare threw: ", e.what());
         }
+    };
+    if (!symbolic) {
+        const std::vector<Tensor> ins = probes[0];
+        PrepareContext ctx(n, std::move(probes[0]), /*inferring=*/true);
+        Status st = prepare(ctx);
         if (!st.is_ok()) {
             const ErrorCode code =
                 st.code() == ErrorCode::invalid_argument ? ErrorCode::invalid_model : st.code();
@@ -206,8 +279,55 @@ Status CompiledGraph::infer_static() {
             if (!ov.dtype && spec.dtype_known) ov.dtype = spec.dtype;
             if (spec.set && !ov.shape.is_static()) ov.shape = SymbolicShape::from(spec.shape);
         }
+        compute(0, ins, ctx);
+        for (ValueId id : n.outputs)
+            if (id != kNoValue) probe_data_[1][static_cast<std::size_t>(id)] = probe_data_[0][static_cast<std::size_t>(id)];
+        return Status::ok();
+    }
+    // Probes: errors only mean "not known at load" (the placeholders may be invalid).
+    const std::vector<Tensor> ins0 = probes[0], ins1 = probes[1];
+    PrepareContext c0(n, std::move(probes[0]), true, /*probing=*/true);
+    PrepareContext c1(n, std::move(probes[1]), true, /*probing=*/true);
+    if (!prepare(c0).is_ok() || !prepare(c1).is_ok()) return Status::ok();
+    compute(0, ins0, c0);
+    compute(1, ins1, c1);
+    for (int i = 0; i < c0.num_outputs(); ++i) {
+        if (!c0.has_output(i)) continue;
+        const auto& s0 = c0.output_spec(i);
+        const auto& s1 = c1.output_spec(i);
+        Value& ov = g.value(n.outputs[static_cast<std::size_t>(i)]);
+        if ((s0.set || s0.dynamic) && s0.dtype_known && !ov.dtype) ov.dtype = s0.dtype;
+        if (!s0.set || !s1.set || s0.shape.rank() != s1.shape.rank()) continue;
+        SymbolicShape out;
+        out.known = true;
+        for (int d = 0; d < s0.shape.rank(); ++d) {
+            if (s0.shape[d] == s1.shape[d]) {
+                out.dims.push_back(Dim::fixed(s0.shape[d]));
+                continue;
+            }
+            // A dim equal to a symbol's placeholder in both probes is that symbol.
+            Dim dim;
+            for (const auto& [name, k] : probe_symbols_)
+                if (probe_value(k, 0) == s0.shape[d] && probe_value(k, 1) == s1.shape[d])
+                    dim = Dim::named(name);
+            out.dims.push_back(dim);
+        }
+        // A declared shape stays unless the probe knows more of it.
+        auto static_count = [](const SymbolicShape& s) {
+            int k = 0;
+            for (const auto& d : s.dims) k += d.is_static() ? 1 : 0;
+            return s.known ? k : -1;
+        };
+        if (!ov.shape.known ||
+            (ov.shape.rank() == out.rank() && static_count(out) > static_count(ov.shape)))
+            ov.shape = out;
     }
     return Status::ok();
+}
+
+std::size_t CompiledGraph::symbol_index(const std::string& symbol) {
+    auto [it, fresh] = probe_symbols_.emplace(symbol, probe_symbols_.size());
+    return it->second;
 }
 
 Status CompiledGraph::negotiate_layouts() {

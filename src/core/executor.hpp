@@ -87,7 +87,11 @@ private:
     };
 
     Status compile_nodes(const CompileOptions& options, int depth);
-    Status infer_static();
+    /// Static dtypes/shapes of node ni's outputs from its kernel's prepare on meta tensors
+    /// (constants carry data). Nodes are created in order, so later kernels see them.
+    Status infer_node(std::size_t ni);
+    /// Index of a symbolic dim name for probe placeholders (assigned on first sight).
+    std::size_t symbol_index(const std::string& symbol);
     /// Layout negotiation (kernel.hpp LayoutSupport): which values use a backend's blocked
     /// layout. Runs after shape inference, before lifetimes.
     Status negotiate_layouts();
@@ -102,6 +106,9 @@ private:
     std::vector<std::pair<int, ValueId>> outer_refs_;
     std::unordered_map<std::string, ValueId> names_;
     int blocked_nodes_ = 0;
+    std::unordered_map<std::string, std::size_t> probe_symbols_;
+    /// Load-time only: small shape-like values computed per probe (freed after compile).
+    std::vector<Tensor> probe_data_[2];
 };
 
 }  // namespace dsinfer::detail

@@ -17,6 +17,7 @@ void register_reference_kernels(KernelRegistry& registry) {
 
 void register_cpu_kernels(KernelRegistry& registry) {
     detail::register_fast_kernels(registry);
+    detail::register_fast_matmul(registry);
     register_reference_kernels(registry);
 }
 

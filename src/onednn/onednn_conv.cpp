@@ -53,7 +53,7 @@ public:
 
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
-        if (!ctx.output_spec(0).set) return Status::ok();
+        if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
         DSINFER_ASSIGN_OR_RETURN(auto p, primitive(ctx.input(0).shape(), ctx.output_spec(0).shape));
         if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
         return Status::ok();
@@ -91,9 +91,15 @@ public:
         if (!x.shape.known || x.shape.rank() != 4 || w_.num_dims() != 4) return s;
         const Dim& c = x.shape.dims[1];
         const int64_t out_c = transpose_ ? w_.shape()[1] * a_.group : w_.shape()[0];
+        if (!blockable_channels(out_c)) return s;
         s.layout = kBlockedLayout;
-        if (c.is_static() && blockable_channels(c.value)) s.inputs = 1;
-        if (blockable_channels(out_c)) s.outputs = 1;
+        s.outputs = 1;
+        // Mixed layouts (blocked on one side only) have no fast implementation except for a
+        // row-major input with few channels (the first layer), so otherwise both or neither.
+        if (c.is_static() && blockable_channels(c.value)) {
+            s.inputs = 1;
+            s.uniform = true;
+        }
         return s;
     }
     Status use_layouts(std::uint64_t in, std::uint64_t out) override {

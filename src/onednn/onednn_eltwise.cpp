@@ -136,8 +136,10 @@ public:
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
         const Value& a = g.value(n.inputs[0]);
         const Value& b = g.value(n.inputs[1]);
-        if (!a.shape.known || !b.shape.known || a.shape.rank() != 4 || !a.shape.is_static() ||
-            !b.shape.is_static() || a.shape.to_string() != b.shape.to_string())
+        // Same rank-4 shape (symbolic dims by name) with static, blockable channels.
+        if (!a.shape.known || !b.shape.known || a.shape.rank() != 4 || b.shape.rank() != 4 ||
+            a.shape.to_string() != b.shape.to_string() || a.shape.to_string().find('?') != std::string::npos ||
+            !a.shape.dims[1].is_static() || !blockable_channels(a.shape.dims[1].value))
             return {};
         return {kBlockedLayout, 3, 1, true};
     }

@@ -41,7 +41,7 @@ public:
 
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
-        if (!ctx.output_spec(0).set) return Status::ok();
+        if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
         const Shape& a = ctx.input(0).shape();
         const Shape& b = ctx.input(1).shape();
         DSINFER_ASSIGN_OR_RETURN(auto p, primitive(a, b, ctx.has_input(2) ? ctx.input(2).shape()
@@ -176,8 +176,18 @@ bool is_f32_input(const KernelCreateContext& ctx, int i) {
     return v != nullptr && v->dtype && *v->dtype == DType::f32;
 }
 
+/// oneDNN 2.6 packs constant weights for its brgemm kernels only with AVX-512; below that its
+/// matmul is a plain sgemm that repacks B on every call, slower than dsinfer's packed GEMM
+/// (src/cpu/fast/sgemm.cpp), which then takes constant-B GEMMs.
+bool prefer_packed_cpu_gemm(const KernelCreateContext& ctx) {
+    const Tensor* b = ctx.constant_input(1);
+    return b != nullptr && b->dtype() == DType::f32 && b->num_dims() == 2 && channel_block() < 16;
+}
+
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
+    if (prefer_packed_cpu_gemm(ctx))
+        return Status::error(ErrorCode::unsupported, "constant B: packed CPU GEMM");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     OnednnMatMulKernel::Config cfg;
     if (const Tensor* b = ctx.constant_input(1); b != nullptr && b->dtype() == DType::f32 &&
@@ -188,6 +198,8 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
 
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
+    if (prefer_packed_cpu_gemm(ctx))
+        return Status::error(ErrorCode::unsupported, "constant B: packed CPU GEMM");
     const Node& n = ctx.node();
     OnednnMatMulKernel::Config cfg;
     cfg.gemm = true;

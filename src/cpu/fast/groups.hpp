@@ -8,6 +8,7 @@
 
 namespace dsinfer::detail {
 void register_fast_kernels(KernelRegistry& r);  // fast_kernels.cpp
+void register_fast_matmul(KernelRegistry& r);   // fast_matmul.cpp: packed-B GEMM (sgemm.cpp)
 }  // namespace dsinfer::detail
 
 namespace dsinfer::detail::fast {
