@@ -587,6 +587,35 @@ TEST_CASE("fast Expand and the reshaping ops match the reference", "[fast]") {
     compare("Identity", {{"x", rand_bytes(DType::boolean, {9})}});
 }
 
+TEST_CASE("fast Pad in constant mode matches the reference", "[fast]") {
+    const Tensor x = rand_f32({3, 4, 5});
+    auto pad = [&](const Tensor& in, std::vector<std::int64_t> pads, Tensor value = Tensor(),
+                   Tensor axes = Tensor(), std::int64_t opset = 18) {
+        const auto n = static_cast<std::int64_t>(pads.size());
+        INFO("pads " << pads[0] << " " << pads[n - 1]);
+        compare("Pad", {{"x", in}, {"p", i64_of({n}, pads)}, {"v", value}, {"a", axes}}, {}, opset);
+    };
+    pad(x, {1, 0, 2, 0, 3, 1});
+    pad(x, {-1, 2, 0, 1, -2, -3}, f32_of({}, {2.5f}));  // crops
+    pad(x, {0, 0, -5, 0, 0, 0});                         // empty output
+    pad(x, {2, 1}, f32_of({}, {-1.0f}), i64_of({1}, {-1}));
+    pad(x, {0, 0, 0, 0, 0, 0});
+    pad(x, {0, -1, 7, 0, 1, -6});  // no input column left in the last dim: whole rows pad
+    pad(rand_bytes(DType::u8, {2, 1, 3, 1, 2, 3}), {1, 0, 0, 1, 0, 2, 0, 0, 1, 0, 0, 0},
+        Tensor::from_vector(Shape{}, std::vector<std::uint8_t>{7}), Tensor(), 13);
+    pad(rand_f32({0, 3}), {1, 1, 0, 0}, f32_of({}, {4.0f}));
+    pad(rand_f32({256, 768}), {0, 1, 0, 3}, Tensor(), Tensor(), 11);
+    // Other modes run the reference code.
+    compare("Pad", {{"x", x}, {"p", i64_of({6}, {1, 0, 2, 0, 3, 1})}},
+            {{"mode", [] {
+                  Attribute a;
+                  a.kind = AttrKind::s;
+                  a.s = "reflect";
+                  return a;
+              }()}},
+            13);
+}
+
 // ---- reductions -------------------------------------------------------------------------------
 
 TEST_CASE("fast reductions match the reference on every axis pattern", "[fast]") {

@@ -1,9 +1,10 @@
 // Fast data-movement kernels: Transpose (dims collapsed first; runs of the unchanged innermost
-// dim are memcpy'd, otherwise cache-tiled 2-D transposes), Gather (row copies on any axis),
-// Concat and Split (one parallel pass over the joined tensor), Slice and Expand (strided runs),
-// and the layout-only ops Identity/Reshape/Flatten/Squeeze/Unsqueeze (a parallel memcpy: the
-// executor gives every output its own buffer). All move elements by size, so every dtype but
-// string is handled here; strings run the reference kernel's code.
+// dim are memcpy'd, otherwise tiled 2-D transposes, 8 x 8 register blocks for 32-bit types),
+// Gather (row copies on any axis), Concat and Split (one parallel pass over the joined tensor),
+// Slice and Expand (strided runs), Pad in constant mode (opset >= 11), and the layout-only ops
+// Identity/Reshape/Flatten/Squeeze/Unsqueeze (a parallel memcpy: the executor gives every
+// output its own buffer). All move elements by size, so every dtype but string is handled
+// here; strings run the reference kernel's code.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -112,7 +113,7 @@ TransposePlan collapse_transpose(const Shape& in, const std::array<int, kMaxRank
 
 /// Transposes where the input's innermost dim `a` moves and input dim `b` becomes the
 /// output's innermost: for every combination of the other dims, a rows x cols matrix
-/// (rows = size of b, cols = size of a) is transposed in kTile x kTile blocks.
+/// (rows = size of b, cols = size of a) is transposed in bands of kTile rows.
 template <class T>
 void tiled_transpose(const TransposePlan& t, const T* in, T* out) {
     constexpr std::int64_t kTile = 16;
@@ -167,12 +168,16 @@ void tiled_transpose(const TransposePlan& t, const T* in, T* out) {
                 src += i * cs[static_cast<std::size_t>(t.perm[g])];
                 dst += i * os[g];
             }
-            const T* s = in + src;
-            T* d = out + dst;
-            for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
-                const std::int64_t c1 = std::min(cols, c0 + kTile);
-                for (std::int64_t c = c0; c < c1; ++c)
-                    for (std::int64_t r = r0; r < r1; ++r) d[c * dst_ld + r] = s[r * src_ld + c];
+            const T* s = in + src + r0 * src_ld;
+            T* d = out + dst + r0;
+            if constexpr (sizeof(T) == 4) {
+                simd().transpose32(s, src_ld, d, dst_ld, r1 - r0, cols);
+            } else {
+                for (std::int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                    const std::int64_t c1 = std::min(cols, c0 + kTile);
+                    for (std::int64_t r = 0; r < r1 - r0; ++r)
+                        for (std::int64_t c = c0; c < c1; ++c) d[c * dst_ld + r] = s[r * src_ld + c];
+                }
             }
         }
     });
@@ -502,6 +507,109 @@ public:
     }
 };
 
+// ---- Pad (constant mode) --------------------------------------------------------------------
+
+/// Opset >= 11 constant-mode Pad: each output row along the last dim is padding, or padding
+/// around one copied run of an input row (negative pads crop).
+class PadFast final : public FastKernel {
+public:
+    using FastKernel::FastKernel;
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& y = ctx.output(0);
+        const int r = x.shape.rank();
+        std::array<std::int64_t, kMaxRank> begin{};
+        if (!read_begins(ctx, r, begin) || y.shape.rank() != r) return fallback_run(ctx);
+        if (y.num_elements() == 0) return Status::ok();
+        const bool has_value = ctx.has_input(2) && ctx.input(2).num_elements() == 1 &&
+                               ctx.input(2).dtype == x.dtype;
+        const bool done = with_storage(x.dtype, [&]<class T>() {
+            const T value = has_value ? ctx.input(2).data<T>()[0] : T{};
+            if (r == 0) {
+                *y.data<T>() = *x.data<T>();
+                return;
+            }
+            pad_rows(x, y, begin, value);
+        });
+        return done ? Status::ok() : fallback_run(ctx);
+    }
+
+private:
+    /// Begin pads per dim from inputs 'pads' and optional 'axes'; false if they do not fit.
+    static bool read_begins(const RunContext& ctx, int r, std::array<std::int64_t, kMaxRank>& begin) {
+        const TensorView& pads = ctx.input(1);
+        const bool has_axes = ctx.has_input(3);
+        const std::int64_t na = has_axes ? ctx.input(3).num_elements() : r;
+        if (pads.num_elements() != 2 * na || na > kMaxRank) return false;
+        for (std::int64_t i = 0; i < na; ++i) {
+            std::int64_t a = has_axes ? int_at(ctx.input(3), i) : i;
+            if (a < -r || a >= r) return false;
+            if (a < 0) a += r;
+            begin[static_cast<std::size_t>(a)] = int_at(pads, i);
+        }
+        return true;
+    }
+
+    template <class T>
+    static void pad_rows(const TensorView& x, const TensorView& y,
+                         const std::array<std::int64_t, kMaxRank>& begin, T value) {
+        const int r = x.shape.rank();
+        const std::int64_t len = y.shape[r - 1];
+        const std::int64_t rows = y.num_elements() / len;
+        const std::int64_t shift = begin[static_cast<std::size_t>(r - 1)];
+        const std::int64_t lo = std::clamp<std::int64_t>(shift, 0, len);
+        const std::int64_t hi = std::max(lo, std::clamp<std::int64_t>(shift + x.shape[r - 1], 0, len));
+        const Strides cs = contiguous_strides(x.shape);
+        const T* in = x.data<T>();
+        T* out = y.data<T>();
+        const std::int64_t grain =
+            std::max<std::int64_t>(1, kGrainBytes / static_cast<std::int64_t>(sizeof(T)) / len);
+        parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
+            std::array<std::int64_t, kMaxRank> idx{};
+            std::int64_t rem = b;
+            for (int d = r - 2; d >= 0; --d) {
+                const auto du = static_cast<std::size_t>(d);
+                idx[du] = rem % y.shape[d];
+                rem /= y.shape[d];
+            }
+            for (std::int64_t row = b; row < e; ++row) {
+                T* o = out + row * len;
+                bool pad = hi == lo;
+                std::int64_t src = (lo - shift) * cs[static_cast<std::size_t>(r - 1)];
+                for (int d = 0; d < r - 1 && !pad; ++d) {
+                    const auto du = static_cast<std::size_t>(d);
+                    const std::int64_t i = idx[du] - begin[du];
+                    pad = i < 0 || i >= x.shape[d];
+                    src += i * cs[du];
+                }
+                if (pad) {
+                    std::fill_n(o, len, value);
+                } else {
+                    std::fill_n(o, lo, value);
+                    std::memcpy(o + lo, in + src, static_cast<std::size_t>(hi - lo) * sizeof(T));
+                    std::fill_n(o + hi, len - hi, value);
+                }
+                for (int d = r - 2; d >= 0; --d) {
+                    const auto du = static_cast<std::size_t>(d);
+                    if (++idx[du] < y.shape[d]) break;
+                    idx[du] = 0;
+                }
+            }
+        });
+    }
+};
+
+Factory make_pad(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::string mode,
+                             ctx.node().attr_or<std::string>("mode", std::string("constant")));
+    // Opset < 11 (pads and value as attributes) and the other modes stay with the reference.
+    if (ctx.opset() < 11 || mode != "constant")
+        return Status::error(ErrorCode::unsupported, "Pad mode '", mode, "' at opset ",
+                             ctx.opset(), " is not accelerated");
+    return make_fast<PadFast>(ctx);
+}
+
 }  // namespace
 
 void register_fast_movement_kernels(KernelRegistry& r) {
@@ -519,6 +627,7 @@ void register_fast_movement_kernels(KernelRegistry& r) {
     add("Split", 1, &make_join<false>);
     add("Slice", 1, &make_slice);
     add("Expand", 8, &fast_factory<ExpandFast>);
+    add("Pad", 1, &make_pad);
 }
 
 }  // namespace dsinfer::detail::fast

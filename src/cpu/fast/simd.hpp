@@ -71,6 +71,10 @@ struct SimdOps {
     void (*f16_to_f32)(const std::uint16_t* x, float* y, std::int64_t n) noexcept = nullptr;
     void (*f32_to_bf16)(const float* x, std::uint16_t* y, std::int64_t n) noexcept = nullptr;
     void (*bf16_to_f32)(const std::uint16_t* x, float* y, std::int64_t n) noexcept = nullptr;
+    // dst[c * dst_ld + r] = src[r * src_ld + c] for r < rows, c < cols: a 32-bit block
+    // transpose (8 x 8 register transposes where the ISA has them).
+    void (*transpose32)(const std::uint32_t* src, std::int64_t src_ld, std::uint32_t* dst,
+                        std::int64_t dst_ld, std::int64_t rows, std::int64_t cols) noexcept = nullptr;
 };
 
 /// The ISA of the table simd() returns (detected once; capped by DSINFER_MAX_CPU_ISA).
