@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "usage: ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
-    "                    [--seed N] [--min-time SECONDS] [--json]\n"
+    "                    [--seed N] [--min-time SECONDS] [--profile] [--json]\n"
     "\n"
     "  --model PATH        ONNX model to time (required)\n"
     "  --device D          cpu (default); cuda is not available yet (Step 5)\n"
@@ -61,6 +61,8 @@ constexpr const char* kUsage =
     "  --min-time S        and at least S seconds of timed runs (default 3)\n"
     "  --backends LIST     comma-separated, in priority order (default: the build's default)\n"
     "  --seed N            seed of the input generator (default 12345, as the ORT harness)\n"
+    "  --profile           after timing, print time per op type and kernel provider\n"
+    "                      (to stderr with --json)\n"
     "  --json              print one JSON object on one line\n";
 
 struct Args {
@@ -74,6 +76,7 @@ struct Args {
     double min_time_s = 3.0;
     std::vector<std::string> backends;
     bool json = false;
+    int profile = 0;  // top-N op types by time (0 = off)
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -187,6 +190,8 @@ Args parse_args(int argc, char** argv) {
             a.backends = parse_backends(value());
         } else if (flag == "--seed") {
             a.shapes.seed = static_cast<std::uint32_t>(parse_int(flag, value(), 0, 0xffffffffll));
+        } else if (flag == "--profile") {
+            a.profile = 15;
         } else if (flag == "--json") {
             if (inline_value) usage_error("--json takes no value");
             a.json = true;
@@ -586,6 +591,34 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
                r.finite ? "" : "   WARNING: non-finite outputs");
 }
 
+/// Per op type and provider: total ms per run over 3 profiled runs (after the timed runs).
+void print_profile(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs, int top,
+                   bool to_stderr) {
+    std::vector<double> ms;
+    RunOptions ro;
+    ro.node_ms = &ms;
+    constexpr int kRuns = 3;
+    for (int i = 0; i < kRuns; ++i) (void)engine.run(inputs, ro);
+    std::map<std::string, std::pair<double, int>> by;
+    double total = 0;
+    const auto& nodes = engine.graph().nodes;
+    for (std::size_t i = 0; i < nodes.size() && i < ms.size(); ++i) {
+        auto& e = by[nodes[i].op_type + " (" + engine.node_providers()[i] + ")"];
+        e.first += ms[i] / kRuns;
+        e.second += 1;
+        total += ms[i] / kRuns;
+    }
+    std::vector<std::pair<std::string, std::pair<double, int>>> rows(by.begin(), by.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+    std::FILE* out = to_stderr ? stderr : stdout;
+    fmt::print(out, "  profile (ms per run by op, {} runs; total {:.2f} ms)\n", kRuns, total);
+    for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i)
+        fmt::print(out, "    {:>9.3f} ms {:5.1f}%  {:4d} x  {}\n", rows[static_cast<std::size_t>(i)].second.first,
+                   100.0 * rows[static_cast<std::size_t>(i)].second.first / total,
+                   rows[static_cast<std::size_t>(i)].second.second, rows[static_cast<std::size_t>(i)].first);
+}
+
 int run(const Args& a) {
     using Clock = std::chrono::steady_clock;
     auto ms_since = [](Clock::time_point t0) {
@@ -629,6 +662,7 @@ int run(const Args& a) {
             break;
     }
     std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
+    if (a.profile > 0) print_profile(engine, inputs, a.profile, a.json);
     r.throughput = static_cast<double>(generated->batch.value_or(a.shapes.batch)) *
                    static_cast<double>(r.latencies_ms.size()) / r.timed_s;
     r.flops = flops_per_sample(a.model, generated->seq);

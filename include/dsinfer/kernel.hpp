@@ -192,6 +192,9 @@ struct RunControl {
     /// Upper bound on iterations of one Loop/Scan node (ModelLimits::max_loop_iterations).
     std::int64_t max_loop_iterations = std::int64_t{1} << 40;
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    /// When set, the executor adds each top-level node's wall time (prepare + allocation + run,
+    /// milliseconds) at its index; the vector is sized by the executor.
+    std::vector<double>* node_ms = nullptr;
 
     Status check() const noexcept {
         if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed))

@@ -194,6 +194,7 @@ Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
         }
         RunControl control;
         if (options.deadline) control.deadline = *options.deadline;
+        control.node_ms = options.node_ms;
         control.max_loop_iterations = m.options.limits.max_loop_iterations;
         std::vector<Tensor> outs;
         detail::ThreadBudget threads(m.options.num_threads);

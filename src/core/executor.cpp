@@ -1,6 +1,7 @@
 #include "core/executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <span>
 
@@ -460,8 +461,13 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     std::vector<Tensor> node_inputs;
     std::vector<TensorView> in_views, out_views;
     std::vector<Tensor> out_tensors;
+    // Profiling covers the top-level graph only (subgraphs run inside their node's time).
+    std::vector<double>* node_ms = outer == nullptr ? control.node_ms : nullptr;
+    if (node_ms != nullptr) node_ms->resize(g.nodes.size(), 0.0);
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
         DSINFER_RETURN_IF_ERROR(control.check());
+        const auto t_node = node_ms != nullptr ? std::chrono::steady_clock::now()
+                                               : std::chrono::steady_clock::time_point{};
         const Node& n = g.nodes[ni];
         const CompiledNode& cn = nodes_[ni];
         node_inputs.clear();
@@ -522,6 +528,10 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         }
         node_inputs.clear();
         for (ValueId id : cn.release_after) frame.values[static_cast<std::size_t>(id)] = Tensor();
+        if (node_ms != nullptr)
+            (*node_ms)[ni] += std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - t_node)
+                                  .count();
     }
     outputs.clear();
     for (ValueId id : g.outputs) outputs.push_back(frame.values[static_cast<std::size_t>(id)]);
