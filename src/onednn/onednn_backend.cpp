@@ -127,6 +127,80 @@ Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::mem
     }
 }
 
+namespace {
+constexpr std::size_t kAlign = 64;
+std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+bool blocked_slot(std::uint64_t mask, int i, const Shape& s) {
+    return i < 64 && (mask >> i & 1u) != 0 && s.rank() == 4;
+}
+}  // namespace
+
+std::size_t FallbackKernel::relayout_bytes(const std::vector<Shape>& in,
+                                           const std::vector<Shape>& out,
+                                           std::uint64_t blocked_in, std::uint64_t blocked_out) {
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < in.size(); ++i)
+        if (blocked_slot(blocked_in, static_cast<int>(i), in[i]))
+            bytes += aligned(static_cast<std::size_t>(in[i].num_elements()) * sizeof(float));
+    for (std::size_t i = 0; i < out.size(); ++i)
+        if (blocked_slot(blocked_out, static_cast<int>(i), out[i]))
+            bytes += aligned(static_cast<std::size_t>(out[i].num_elements()) * sizeof(float));
+    return bytes;
+}
+
+Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
+                                    std::uint64_t blocked_out) const noexcept {
+    if (blocked_in == 0 && blocked_out == 0) return fallback_->run(ctx);
+    try {
+        std::vector<Shape> in_shapes, out_shapes;
+        std::vector<TensorView> ins, outs;
+        for (int i = 0; i < ctx.num_inputs(); ++i) {
+            ins.push_back(ctx.has_input(i) ? ctx.input(i) : TensorView{});
+            in_shapes.push_back(ins.back().shape);
+        }
+        for (int i = 0; i < ctx.num_outputs(); ++i) {
+            outs.push_back(ctx.has_output(i) ? ctx.output(i) : TensorView{});
+            out_shapes.push_back(outs.back().shape);
+        }
+        const std::size_t copies = relayout_bytes(in_shapes, out_shapes, blocked_in, blocked_out);
+        if (copies > ctx.workspace_bytes())
+            return Status(ErrorCode::internal, "workspace too small for the layout conversion");
+        const std::size_t base = (ctx.workspace_bytes() - copies) / kAlign * kAlign;
+        auto* cursor = static_cast<unsigned char*>(ctx.workspace()) + base;
+        auto& strm = thread_stream();
+        auto convert = [&](const Shape& s, void* from, void* to, bool to_plain) {
+            dnnl::memory a = wrap(act_md(s, to_plain), from);
+            dnnl::memory b = wrap(act_md(s, !to_plain), to);
+            dnnl::reorder(a, b).execute(strm, a, b);
+            strm.wait();
+        };
+        std::vector<void*> out_blocked(outs.size(), nullptr);
+        for (std::size_t i = 0; i < ins.size(); ++i) {
+            if (!blocked_slot(blocked_in, static_cast<int>(i), in_shapes[i])) continue;
+            convert(in_shapes[i], ins[i].raw, cursor, true);
+            ins[i].raw = cursor;
+            cursor += aligned(static_cast<std::size_t>(in_shapes[i].num_elements()) * sizeof(float));
+        }
+        for (std::size_t i = 0; i < outs.size(); ++i) {
+            if (!blocked_slot(blocked_out, static_cast<int>(i), out_shapes[i])) continue;
+            out_blocked[i] = outs[i].raw;
+            outs[i].raw = cursor;
+            cursor += aligned(static_cast<std::size_t>(out_shapes[i].num_elements()) * sizeof(float));
+        }
+        RunContext plain(ctx.node(), ins, outs, ctx.workspace(), base, cpu_allocator(),
+                         ctx.control());
+        plain.set_frame(ctx.frame());
+        DSINFER_RETURN_IF_ERROR(fallback_->run(plain));
+        for (std::size_t i = 0; i < outs.size(); ++i)
+            if (out_blocked[i] != nullptr) convert(out_shapes[i], outs[i].raw, out_blocked[i], false);
+        return Status::ok();
+    } catch (const dnnl::error& e) {
+        return from_error(e, "layout conversion");
+    } catch (const std::exception& e) {
+        return Status(ErrorCode::internal, std::string("layout conversion: ") + e.what());
+    }
+}
+
 StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
     const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
     std::vector<std::int64_t> key;
@@ -174,7 +248,11 @@ Status SimplePrimitiveKernel::prepare(PrepareContext& ctx) const {
     }
     DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
     DSINFER_ASSIGN_OR_RETURN(auto p, lookup(in, out, sc));
-    if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+    if (p->usable)
+        ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+    else
+        ctx.set_workspace(aligned(ctx.workspace_bytes()) +
+                          relayout_bytes(in, out, blocked_in_mask_, blocked_out_mask_));
     return Status::ok();
 }
 
@@ -194,7 +272,7 @@ Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {
         DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
         DSINFER_ASSIGN_OR_RETURN(auto pp, lookup(in, out, sc));
         const BoundPrimitive& p = *pp;
-        if (!p.usable) return run_fallback(ctx);
+        if (!p.usable) return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
         std::unordered_map<int, dnnl::memory> args;
         for (const auto& a : p.args) {
             const void* ptr = a.output ? ctx.output(a.index).raw : ctx.input(a.index).raw;

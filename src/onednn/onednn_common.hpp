@@ -176,7 +176,15 @@ public:
 protected:
     /// fallback->prepare(ctx): validation + output shapes; returns its workspace bytes.
     Status prepare_fallback(PrepareContext& ctx) const { return fallback_->prepare(ctx); }
-    Status run_fallback(RunContext& ctx) const noexcept { return fallback_->run(ctx); }
+    /// Runs the fallback. Inputs/outputs that negotiation made blocked (bits of the masks) are
+    /// converted to row-major copies at the end of the workspace first (and outputs back after),
+    /// since the fallback only knows row-major tensors; prepare reserved the space with
+    /// relayout_bytes().
+    Status run_fallback(RunContext& ctx, std::uint64_t blocked_in = 0,
+                        std::uint64_t blocked_out = 0) const noexcept;
+    /// Workspace the row-major copies of run_fallback need for these shapes.
+    static std::size_t relayout_bytes(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                                      std::uint64_t blocked_in, std::uint64_t blocked_out);
 
 private:
     std::unique_ptr<Kernel> fallback_;
@@ -238,6 +246,8 @@ public:
     Status run(RunContext& ctx) const noexcept override;
 
 protected:
+    /// Slots negotiation made blocked (set by the kernels that offer the layout).
+    std::uint64_t blocked_in_mask_ = 0, blocked_out_mask_ = 0;
     /// Builds the primitive for these shapes; return unsupported to use the fallback.
     virtual Status build(const std::vector<Shape>& in, const std::vector<Shape>& out,
                          const Scalars& scalars, BoundPrimitive& p) const = 0;

@@ -55,7 +55,15 @@ public:
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
         if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
         DSINFER_ASSIGN_OR_RETURN(auto p, primitive(ctx.input(0).shape(), ctx.output_spec(0).shape));
-        if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+        if (p->usable) {
+            ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+        } else if (in_mask_ != 0 || out_mask_ != 0) {
+            std::vector<Shape> in, out{ctx.output_spec(0).shape};
+            for (int i = 0; i < ctx.num_inputs(); ++i)
+                in.push_back(ctx.has_input(i) ? ctx.input(i).shape() : Shape{});
+            ctx.set_workspace((ctx.workspace_bytes() + 63) / 64 * 64 +
+                              relayout_bytes(in, out, in_mask_, out_mask_));
+        }
         return Status::ok();
     }
 
@@ -68,7 +76,7 @@ public:
         }
         if (!p.is_ok()) return p.status();
         const ConvPrim& c = *p.value();
-        if (!c.usable) return run_fallback(ctx);
+        if (!c.usable) return run_fallback(ctx, in_mask_, out_mask_);
         try {
             std::unordered_map<int, dnnl::memory> args;
             args.emplace(DNNL_ARG_SRC, wrap(c.src_md, ctx.input(0).raw));
@@ -105,6 +113,8 @@ public:
     Status use_layouts(std::uint64_t in, std::uint64_t out) override {
         blocked_in_ = (in & 1u) != 0;
         blocked_out_ = (out & 1u) != 0;
+        in_mask_ = in;
+        out_mask_ = out;
         return Status::ok();
     }
 
@@ -224,6 +234,7 @@ private:
     std::optional<Tensor> bias_;
     Epilogue epilogue_;
     bool blocked_in_ = false, blocked_out_ = false;
+    std::uint64_t in_mask_ = 0, out_mask_ = 0;
     WeightPacker packer_{w_};
     PrimitiveCache<ConvPrim> cache_;
 };

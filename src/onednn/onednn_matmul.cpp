@@ -196,9 +196,26 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
 }
 
+/// The Gemm forms dsinfer's packed GEMM takes (src/cpu/fast/fast_matmul.cpp): transA = 0 and C
+/// absent, scaled away, or a constant row vector.
+bool packed_gemm_form(const KernelCreateContext& ctx) {
+    const Node& n = ctx.node();
+    const auto ta = n.attr_or<int64_t>("transA", 0);
+    const auto tb = n.attr_or<int64_t>("transB", 0);
+    const auto beta = n.attr_or<float>("beta", 1.f);
+    if (!ta.is_ok() || !tb.is_ok() || !beta.is_ok() || ta.value() != 0 || ctx.opset() < 7)
+        return false;
+    if (!ctx.has_input(2) || beta.value() == 0.f) return true;
+    const Tensor* b = ctx.constant_input(1);
+    const Tensor* c = ctx.constant_input(2);
+    const int64_t n_cols = tb.value() != 0 ? b->shape()[0] : b->shape()[1];
+    return c != nullptr && c->dtype() == DType::f32 && c->num_elements() == n_cols &&
+           (c->num_dims() == 1 || (c->num_dims() == 2 && c->shape()[0] == 1));
+}
+
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
-    if (prefer_packed_cpu_gemm(ctx))
+    if (prefer_packed_cpu_gemm(ctx) && packed_gemm_form(ctx))
         return Status::error(ErrorCode::unsupported, "constant B: packed CPU GEMM");
     const Node& n = ctx.node();
     OnednnMatMulKernel::Config cfg;

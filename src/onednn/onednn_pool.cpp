@@ -29,8 +29,10 @@ public:
         if (a_.global) return {kBlockedLayout, 1, 0, false};
         return {kBlockedLayout, 1, 1, true};
     }
-    Status use_layouts(std::uint64_t in, std::uint64_t) override {
+    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
         blocked_ = (in & 1u) != 0;
+        blocked_in_mask_ = in;
+        blocked_out_mask_ = out;
         return Status::ok();
     }
 
