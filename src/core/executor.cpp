@@ -1,5 +1,7 @@
 #include "core/executor.hpp"
 
+#include "core/buffer_cache.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -64,7 +66,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
     cg->graph_ = std::move(graph);
     cg->parent_ = parent;
-    cg->allocator_ = options.allocator != nullptr ? options.allocator : &cpu_allocator();
+    cg->allocator_ = options.allocator != nullptr ? options.allocator : &buffer_cache();
     const Graph& g = *cg->graph_;
     for (std::size_t i = 0; i < g.values.size(); ++i)
         cg->names_.emplace(g.values[i].name, static_cast<ValueId>(i));
