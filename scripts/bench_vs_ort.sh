@@ -13,11 +13,11 @@
 # Environment:
 #   RUNS=5          alternating runs per case
 #   THREADS=2       intra-op threads of both
-#   PEERS_DIR       the peers' install folder (default $TMPDIR/peers, else /tmp/peers): ONNX
+#   PEERS_DIR       the peers' install folder (default $TMPDIR/peers; TMPDIR defaults to /tmp): ONNX
 #                   Runtime in PEERS_DIR/node (installed by ../shared/peers/setup.sh when
 #                   missing), and models in PEERS_DIR/models used when the file is there
 #   MODELS_DIR      where other models are written by tools/make_models.py when missing
-#                   (default $TMPDIR/dsinfer-models, else /tmp/dsinfer-models)
+#                   (default $TMPDIR/dsinfer-models)
 #   DS_ARGS         extra ds-benchmark arguments (e.g. "--backends cpu")
 #   OUT=FILE        also write everything as one JSON file
 # The machine is shared: run nothing else heavy meanwhile, and read the load figures.
