@@ -201,6 +201,14 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
     }
 }
 
+LayoutSupport SimplePrimitiveKernel::channel_layout(const Graph& g, const Node& n, bool output) {
+    const Value& x = g.value(n.inputs[0]);
+    if (!x.shape.known || x.shape.rank() != 4 || !x.shape.dims[1].is_static() ||
+        !blockable_channels(x.shape.dims[1].value))
+        return {};
+    return output ? LayoutSupport{kBlockedLayout, 1, 1, true} : LayoutSupport{kBlockedLayout, 1, 0, false};
+}
+
 StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
     const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
     std::vector<std::int64_t> key;

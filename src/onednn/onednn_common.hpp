@@ -245,8 +245,21 @@ public:
     Status prepare(PrepareContext& ctx) const override;
     Status run(RunContext& ctx) const noexcept override;
 
+    /// Records the slots negotiation made blocked (run_fallback converts them).
+    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
+        blocked_in_mask_ = in;
+        blocked_out_mask_ = out;
+        return Status::ok();
+    }
+
 protected:
-    /// Slots negotiation made blocked (set by the kernels that offer the layout).
+    /// The offer of kernels that work per channel on a rank-4 input 0: the blocked layout when
+    /// its channel count is static and fits the block, for input 0 and (with `output`) output 0
+    /// together.
+    static LayoutSupport channel_layout(const Graph& g, const Node& n, bool output);
+    bool blocked_input0() const noexcept { return (blocked_in_mask_ & 1u) != 0; }
+
+    /// Slots negotiation made blocked.
     std::uint64_t blocked_in_mask_ = 0, blocked_out_mask_ = 0;
     /// Builds the primitive for these shapes; return unsupported to use the fallback.
     virtual Status build(const std::vector<Shape>& in, const std::vector<Shape>& out,

@@ -22,17 +22,7 @@ public:
         : SimplePrimitiveKernel(std::move(fallback)), eps_(eps) {}
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
-        const Value& x = g.value(n.inputs[0]);
-        if (!x.shape.known || x.shape.rank() != 4 || !x.shape.dims[1].is_static() ||
-            !blockable_channels(x.shape.dims[1].value))
-            return {};
-        return {kBlockedLayout, 1, 1, true};
-    }
-    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
-        blocked_ = (in & 1u) != 0;
-        blocked_in_mask_ = in;
-        blocked_out_mask_ = out;
-        return Status::ok();
+        return channel_layout(g, n, true);
     }
 
 protected:
@@ -44,7 +34,7 @@ protected:
         for (int i = 1; i <= 4; ++i)
             if (in[static_cast<std::size_t>(i)].num_elements() != c)
                 return Status(ErrorCode::unsupported, "parameter shape");
-        const auto md = act_md(x, blocked_ && x.rank() == 4);
+        const auto md = act_md(x, blocked_input0() && x.rank() == 4);
         const auto vec = dnnl::memory::desc({c}, dt::f32, tag::a);
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -64,7 +54,6 @@ protected:
 
 private:
     float eps_;
-    bool blocked_ = false;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_batchnorm(const KernelCreateContext& ctx) {

@@ -22,18 +22,7 @@ public:
         : SimplePrimitiveKernel(std::move(fallback)), a_(std::move(a)) {}
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
-        const Value& x = g.value(n.inputs[0]);
-        if (!x.shape.known || x.shape.rank() != 4 || !x.shape.dims[1].is_static() ||
-            !blockable_channels(x.shape.dims[1].value))
-            return {};
-        if (a_.global) return {kBlockedLayout, 1, 0, false};
-        return {kBlockedLayout, 1, 1, true};
-    }
-    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
-        blocked_ = (in & 1u) != 0;
-        blocked_in_mask_ = in;
-        blocked_out_mask_ = out;
-        return Status::ok();
+        return channel_layout(g, n, !a_.global);
     }
 
 protected:
@@ -71,7 +60,7 @@ protected:
             pl.push_back(pb);
             pr.push_back(pe);
         }
-        const bool blocked = blocked_ && nsp == 2;
+        const bool blocked = blocked_input0() && nsp == 2;
         const auto src = act_md(x, blocked);
         const auto dst = act_md(y, blocked);  // global: [N,C,1,1] is identical in both layouts
         const auto alg = a_.max ? dnnl::algorithm::pooling_max
@@ -90,7 +79,6 @@ protected:
 
 private:
     PoolAttrs a_;
-    bool blocked_ = false;
 };
 
 template <bool Max, bool Global>

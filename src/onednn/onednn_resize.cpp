@@ -32,17 +32,7 @@ public:
         : SimplePrimitiveKernel(std::move(fallback)), a_(a) {}
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
-        const Value& x = g.value(n.inputs[0]);
-        if (!x.shape.known || x.shape.rank() != 4 || !x.shape.dims[1].is_static() ||
-            !blockable_channels(x.shape.dims[1].value))
-            return {};
-        return {kBlockedLayout, 1, 1, true};
-    }
-    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
-        blocked_ = (in & 1u) != 0;
-        blocked_in_mask_ = in;
-        blocked_out_mask_ = out;
-        return Status::ok();
+        return channel_layout(g, n, true);
     }
 
 protected:
@@ -79,7 +69,7 @@ protected:
                 return Status(ErrorCode::unsupported, "fractional nearest factor");
             }
         }
-        const bool blocked = blocked_ && r == 4;
+        const bool blocked = blocked_input0() && r == 4;
         const auto src = act_md(x, blocked);
         const auto dst = act_md(y, blocked);
         dnnl::primitive_attr attr;
@@ -97,7 +87,6 @@ protected:
 
 private:
     ResizeAttrs a_;
-    bool blocked_ = false;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_resize(const KernelCreateContext& ctx) {
