@@ -76,10 +76,6 @@ dnnl::memory::desc plain_md(const Shape& s, dt type = dt::f32);
 /// Row-major descriptor of dims; with `transposed_last2` the memory holds the last two dims
 /// swapped ([..., cols, rows]), as Gemm's transA/transB operands do.
 dnnl::memory::desc rowmajor_md(const dims& d, bool transposed_last2 = false, dt type = dt::f32);
-/// Descriptor with explicit strides.
-inline dnnl::memory::desc strided_md(const dims& d, const dims& strides, dt type = dt::f32) {
-    return dnnl::memory::desc(d, type, strides);
-}
 /// A flat 1-D descriptor of n elements (layout-agnostic elementwise work).
 inline dnnl::memory::desc flat_md(std::int64_t n, dt type = dt::f32) {
     return dnnl::memory::desc({n}, type, tag::a);
@@ -141,13 +137,6 @@ public:
         items_.emplace_front(key, sp);
         if (items_.size() > capacity_) items_.pop_back();
         return sp;
-    }
-    /// The entry for key if cached (no build).
-    std::shared_ptr<const V> find(const Key& key) const {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto& [k, v] : items_)
-            if (k == key) return v;
-        return nullptr;
     }
 
 private:

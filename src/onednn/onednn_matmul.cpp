@@ -123,10 +123,6 @@ private:
         });
     }
 
-    static dnnl::memory::desc strided(const dims& d, bool transposed_last2) {
-        return rowmajor_md(d, transposed_last2);
-    }
-
     Status build(const Shape& a, const Shape& b, const Shape& c, MatMulPrim& m) const {
         if (a.rank() < 2 || b.rank() < 2 || a.num_elements() == 0 || b.num_elements() == 0)
             return Status(ErrorCode::unsupported, "shape");
@@ -138,8 +134,8 @@ private:
             ad = {mm, k};
             bd = {k, n};
             yd = {mm, n};
-            m.a_md = strided(ad, cfg_.trans_a);
-            m.b_md = strided(bd, cfg_.trans_b);
+            m.a_md = rowmajor_md(ad, cfg_.trans_a);
+            m.b_md = rowmajor_md(bd, cfg_.trans_b);
         } else if (b_packed) {
             // Fold A's batch dims into M: one tall GEMM against the packed weights.
             const int64_t k = a[a.rank() - 1];
@@ -147,8 +143,8 @@ private:
             ad = {mm, k};
             bd = {b[0], b[1]};
             yd = {mm, b[1]};
-            m.a_md = strided(ad, false);
-            m.b_md = strided(bd, false);
+            m.a_md = rowmajor_md(ad, false);
+            m.b_md = rowmajor_md(bd, false);
         } else {
             const int r = std::max(a.rank(), b.rank());
             for (int i = 0; i < r; ++i) {
@@ -161,10 +157,10 @@ private:
                 yd[static_cast<std::size_t>(i)] =
                     std::max(ad[static_cast<std::size_t>(i)], bd[static_cast<std::size_t>(i)]);
             yd[static_cast<std::size_t>(r - 1)] = bd[static_cast<std::size_t>(r - 1)];
-            m.a_md = strided(ad, false);
-            m.b_md = strided(bd, false);
+            m.a_md = rowmajor_md(ad, false);
+            m.b_md = rowmajor_md(bd, false);
         }
-        m.y_md = strided(yd, false);
+        m.y_md = rowmajor_md(yd, false);
         const int64_t n = yd.back();
         const bool has_bias = cfg_.bias_const.has_value() || cfg_.runtime_bias;
         if (cfg_.runtime_bias) {
@@ -173,7 +169,7 @@ private:
         if (has_bias) {
             dims bias_d(yd.size(), 1);
             bias_d.back() = n;
-            m.bias_md = strided(bias_d, false);
+            m.bias_md = rowmajor_md(bias_d, false);
         }
         const dnnl::memory::desc b_any = b_packed
                                              ? dnnl::memory::desc(bd, dt::f32, tag::any)
@@ -187,7 +183,7 @@ private:
         m.scratch_bytes = m.scratch_md.get_size();
         if (b_packed) {
             m.b_md = pd.weights_desc();
-            m.packed_b = packer_->get(strided(bd, cfg_.gemm && cfg_.trans_b), m.b_md);
+            m.packed_b = packer_->get(rowmajor_md(bd, cfg_.gemm && cfg_.trans_b), m.b_md);
         }
         m.usable = true;
         return Status::ok();
