@@ -31,10 +31,13 @@
 
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
+#include "dsinfer/passes.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
 
 namespace dsinfer {
+
+class MemoryPool;  // dsinfer/memory_pool.hpp
 
 /// Bounds on what a model file may make the loader do. Every size or count a model controls
 /// is checked against these before memory is committed to it.
@@ -61,7 +64,28 @@ struct EngineOptions {
     /// 0 = the processors available to the process. Results are bitwise identical run to run
     /// for the same value.
     int num_threads = 0;
+    /// Graph optimization level before compiling (dsinfer/passes.hpp): 0 none, 1 clean-up and
+    /// constant folding, 2 + fusions, 3 + layout and backend-specific rewrites.
+    int optimization_level = 3;
+    /// When non-empty, the optimized graph is written here as an ONNX model (for Netron).
+    std::filesystem::path dump_optimized_graph{};
+    /// Where activations, workspaces and outputs come from. Null = the process-wide pool
+    /// (default_memory_pool()). Outputs keep their pool alive, so they may outlive the engine.
+    std::shared_ptr<MemoryPool> memory_pool{};
     ModelLimits limits;
+};
+
+/// The activation memory plan of one input-shape class (liveness-planned arena).
+struct MemoryPlanStats {
+    std::uint64_t planned_peak_bytes = 0;  ///< arena size: all planned intermediates + workspaces
+    std::uint64_t lower_bound_bytes = 0;   ///< largest sum of simultaneously live bytes
+    std::size_t planned_values = 0;        ///< tensors placed in the arena
+    std::size_t shape_classes = 0;         ///< plans cached so far (bounded)
+    double ratio() const noexcept {
+        return lower_bound_bytes == 0 ? 1.0
+                                      : static_cast<double>(planned_peak_bytes) /
+                                            static_cast<double>(lower_bound_bytes);
+    }
 };
 
 /// The backends an empty EngineOptions::backends means: {"onednn", "cpu"} when built with
@@ -110,8 +134,15 @@ public:
     const std::vector<IOInfo>& outputs() const noexcept;
     /// The compiled graph (nodes in execution order).
     const Graph& graph() const noexcept;
-    /// Milliseconds spent in load()/compile().
+    /// Milliseconds spent in load()/compile() (parsing, optimization, kernel creation, weight
+    /// packing).
     double load_ms() const noexcept;
+    /// Milliseconds of the first run() (0 before it): first-touch costs show here, not hidden.
+    double first_run_ms() const noexcept;
+    /// What the optimizer did at load (per-pass rewrite counts).
+    const OptimizeReport& optimization_report() const noexcept;
+    /// The memory plan of the most recently planned input-shape class (zeros before a run).
+    MemoryPlanStats memory_plan_stats() const;
     /// The provider running each node of graph().nodes ("onednn", "cpu", "reference").
     const std::vector<std::string>& node_providers() const noexcept;
     /// How many nodes exchange tensors in a backend's blocked layout (layout negotiation).

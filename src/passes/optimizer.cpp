@@ -1,0 +1,74 @@
+// optimize(): runs the passes of an optimization level in order (see dsinfer/passes.hpp).
+#include <algorithm>
+#include <chrono>
+
+#include "dsinfer/passes.hpp"
+#include "passes/passes_internal.hpp"
+
+namespace dsinfer {
+
+std::vector<std::unique_ptr<GraphPass>> default_passes() {
+    using namespace passes;
+    std::vector<std::unique_ptr<GraphPass>> p;
+    // Level 1: clean-up first, so that fusions see canonical patterns.
+    p.push_back(make_eliminate_identity());
+    p.push_back(make_constant_folding());
+    p.push_back(make_eliminate_common_subexpressions());
+    p.push_back(make_eliminate_dead_code());
+    // Level 2: fusions; attention before the MatMul+bias fusion (its projections are part of
+    // the attention pattern), LayerNorm before skip-LayerNorm.
+    p.push_back(make_fuse_conv_batchnorm());
+    p.push_back(make_fuse_layer_norm());
+    p.push_back(make_fuse_gelu());
+    p.push_back(make_fuse_attention());
+    p.push_back(make_fuse_skip_layer_norm());
+    p.push_back(make_fuse_matmul_bias_activation());
+    p.push_back(make_fuse_conv_add_activation());
+    // Dead code left behind by fusions.
+    p.push_back(make_eliminate_dead_code());
+    return p;
+}
+
+Status try_optimize(Graph& graph, const OptimizeOptions& options,
+                    OptimizeReport& report) noexcept {
+    try {
+        const auto t0 = std::chrono::steady_clock::now();
+        DSINFER_CHECK(options.level >= 0 && options.level <= 3, ErrorCode::invalid_argument,
+                      "optimization level must be 0..3, got ", options.level);
+        report = OptimizeReport{};
+        report.nodes_before = graph.nodes.size();
+        if (options.level > 0) {
+            PassContext ctx;
+            ctx.options = options;
+            ctx.report = &report;
+            for (const auto& pass : default_passes()) {
+                if (pass->level() > options.level) continue;
+                const auto& off = options.disabled_passes;
+                if (std::find(off.begin(), off.end(), std::string(pass->name())) != off.end())
+                    continue;
+                Status st = pass->apply(graph, ctx);
+                if (!st.is_ok())
+                    return st.with_context("optimizer pass '" + std::string(pass->name()) + "': ");
+            }
+        }
+        report.nodes_after = graph.nodes.size();
+        report.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+        return Status::ok();
+    } catch (const Error& e) {
+        return Status(e.code(), e.message());
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, "out of memory in the graph optimizer");
+    } catch (const std::exception& e) {
+        return Status(ErrorCode::internal, std::string("graph optimizer: ") + e.what());
+    }
+}
+
+OptimizeReport optimize(Graph& graph, const OptimizeOptions& options) {
+    OptimizeReport r;
+    Status st = try_optimize(graph, options, r);
+    if (!st.is_ok()) throw Error(st);
+    return r;
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,144 @@
+// Helpers shared by the graph passes (src/passes/): a read-only index of a Graph (producers,
+// consumers, pinned values) and the few mutations passes make (add a node or value, rewire
+// uses, delete nodes and re-sort).
+//
+// Rules every pass follows:
+// - A value is *pinned* when it is a graph output or is read by name from a subgraph (a
+//   capture): a pass may replace the node producing it but must keep producing it under the
+//   same ValueId, and must not delete it.
+// - A pattern's intermediate values must have all their consumers inside the pattern and must
+//   not be pinned (GraphIndex::internal()).
+// - Passes mark nodes dead and append replacement nodes; commit() compacts and re-sorts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "dsinfer/graph.hpp"
+#include "dsinfer/passes.hpp"
+
+namespace dsinfer::passes {
+
+class GraphIndex {
+public:
+    explicit GraphIndex(const Graph& g) : g_(&g) { rebuild(); }
+
+    void rebuild() {
+        const Graph& g = *g_;
+        consumers_.assign(g.values.size(), {});
+        pinned_.assign(g.values.size(), false);
+        for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
+            for (ValueId in : g.nodes[ni].inputs)
+                if (in != kNoValue) consumers_[static_cast<std::size_t>(in)].push_back(static_cast<int>(ni));
+        for (ValueId out : g.outputs) pinned_[static_cast<std::size_t>(out)] = true;
+        std::unordered_set<std::string> captured;
+        for (const Node& n : g.nodes) collect_captures(n, captured);
+        if (!captured.empty())
+            for (std::size_t v = 0; v < g.values.size(); ++v)
+                if (captured.count(g.values[v].name) != 0) pinned_[v] = true;
+    }
+
+    const Graph& graph() const noexcept { return *g_; }
+    const std::vector<int>& consumers(ValueId v) const {
+        return consumers_[static_cast<std::size_t>(v)];
+    }
+    bool pinned(ValueId v) const { return pinned_[static_cast<std::size_t>(v)]; }
+    /// Producing node index, or -1 (input, initializer, capture, unset).
+    int producer(ValueId v) const {
+        return v == kNoValue ? -1 : g_->values[static_cast<std::size_t>(v)].producer;
+    }
+    /// The producing node when it has op `op` (default domain unless given), else nullptr.
+    const Node* producer_op(ValueId v, std::string_view op, std::string_view domain = "") const {
+        const int p = producer(v);
+        if (p < 0) return nullptr;
+        const Node& n = g_->nodes[static_cast<std::size_t>(p)];
+        return (n.op_type == op && n.domain == domain) ? &n : nullptr;
+    }
+    /// The only consumer of `v` when it has exactly one and is not pinned, else -1.
+    int sole_consumer(ValueId v) const {
+        if (v == kNoValue || pinned(v)) return -1;
+        const auto& c = consumers(v);
+        return c.size() == 1 ? c[0] : -1;
+    }
+    /// True if `v` can disappear when the nodes in `pattern` are replaced: not pinned and all
+    /// its consumers are in `pattern`.
+    bool internal(ValueId v, const std::vector<int>& pattern) const {
+        if (v == kNoValue || pinned(v)) return false;
+        for (int c : consumers(v)) {
+            bool in = false;
+            for (int p : pattern) in = in || p == c;
+            if (!in) return false;
+        }
+        return true;
+    }
+    /// The initializer behind `v`, or nullptr.
+    const Tensor* constant(ValueId v) const {
+        if (v == kNoValue) return nullptr;
+        const Value& val = g_->values[static_cast<std::size_t>(v)];
+        return val.initializer ? &*val.initializer : nullptr;
+    }
+    /// A constant holding exactly one element, converted to double; nullopt otherwise.
+    std::optional<double> scalar(ValueId v) const;
+
+private:
+    static void collect_captures(const Node& n, std::unordered_set<std::string>& out);
+
+    const Graph* g_;
+    std::vector<std::vector<int>> consumers_;
+    std::vector<bool> pinned_;
+};
+
+/// Staged edits of one graph: nodes to delete and nodes to add, applied by commit().
+class Rewriter {
+public:
+    explicit Rewriter(Graph& g) : g_(&g), dead_(g.nodes.size(), false) {}
+    Graph& graph() noexcept { return *g_; }
+    void remove(int node) { dead_[static_cast<std::size_t>(node)] = true; }
+    bool removed(int node) const { return dead_[static_cast<std::size_t>(node)]; }
+    /// Adds a node (placed after every existing node; commit() re-sorts).
+    Node& add(std::string op, std::string domain, std::vector<ValueId> inputs,
+              std::vector<ValueId> outputs, std::string name);
+    /// A fresh value named after `base` (unique in the graph).
+    ValueId new_value(const std::string& base, std::optional<DType> dtype = std::nullopt,
+                      SymbolicShape shape = {});
+    /// A fresh initializer named after `base`.
+    ValueId new_constant(const std::string& base, Tensor t);
+    /// Makes every node input reading `from` read `to` instead (not graph outputs).
+    void replace_uses(ValueId from, ValueId to);
+    /// Drops removed nodes, appends added ones, re-sorts and re-links. Returns whether anything
+    /// changed.
+    StatusOr<bool> commit();
+
+private:
+    std::string unique_name(const std::string& base);
+
+    Graph* g_;
+    std::vector<bool> dead_;
+    std::vector<Node> added_;
+    std::unordered_set<std::string> names_;
+    bool names_ready_ = false;
+    bool changed_ = false;
+    std::uint64_t counter_ = 0;
+};
+
+// Attribute builders for new nodes.
+void set_attr(Node& n, const std::string& name, std::int64_t v);
+void set_attr(Node& n, const std::string& name, float v);
+void set_attr(Node& n, const std::string& name, std::string v);
+void set_attr(Node& n, const std::string& name, std::vector<std::int64_t> v);
+void set_attr(Node& n, const std::string& name, std::vector<float> v);
+
+/// Adds the com.dsinfer opset import (version 1) to `g` if missing: fused nodes are resolved by
+/// the registry through it.
+inline void ensure_dsinfer_opset(Graph& g) {
+    if (g.opset(kDsinferDomain) == 0) g.opset_imports.push_back(OpsetImport{kDsinferDomain, 1});
+}
+
+/// Runs `fn(graph)` on every subgraph attribute of every node, recursively (for passes that
+/// also optimize If/Loop/Scan bodies).
+Status for_each_subgraph(Graph& g, const std::function<Status(Graph&)>& fn);
+
+}  // namespace dsinfer::passes

@@ -1,0 +1,26 @@
+// The passes optimize() knows, one factory per pass (each defined in its own src/passes/*.cpp).
+// default_passes() (optimizer.cpp) lists them in run order.
+#pragma once
+
+#include <memory>
+
+#include "dsinfer/passes.hpp"
+
+namespace dsinfer::passes {
+
+// Level 1: clean-up.
+std::unique_ptr<GraphPass> make_eliminate_identity();     // eliminate_identity.cpp
+std::unique_ptr<GraphPass> make_constant_folding();       // constant_folding.cpp
+std::unique_ptr<GraphPass> make_eliminate_common_subexpressions();  // cse.cpp
+std::unique_ptr<GraphPass> make_eliminate_dead_code();    // dead_code.cpp
+
+// Level 2: fusions.
+std::unique_ptr<GraphPass> make_fuse_conv_batchnorm();    // fuse_conv.cpp
+std::unique_ptr<GraphPass> make_fuse_layer_norm();        // fuse_norm.cpp
+std::unique_ptr<GraphPass> make_fuse_gelu();              // fuse_gelu.cpp
+std::unique_ptr<GraphPass> make_fuse_attention();         // fuse_attention.cpp
+std::unique_ptr<GraphPass> make_fuse_skip_layer_norm();   // fuse_norm.cpp
+std::unique_ptr<GraphPass> make_fuse_matmul_bias_activation();  // fuse_matmul.cpp
+std::unique_ptr<GraphPass> make_fuse_conv_add_activation();     // fuse_conv.cpp
+
+}  // namespace dsinfer::passes
