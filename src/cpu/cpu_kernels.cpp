@@ -13,11 +13,15 @@ void register_reference_kernels(KernelRegistry& registry) {
     detail::register_sequence_model_kernels(registry);
     detail::register_misc_kernels(registry);
     detail::register_control_flow_kernels(registry);
+    detail::register_fused_kernels(registry);
+    detail::register_attention_kernels(registry);
 }
 
 void register_cpu_kernels(KernelRegistry& registry) {
     detail::register_fast_kernels(registry);
     detail::register_fast_matmul(registry);
+    detail::register_fast_fused_kernels(registry);
+    detail::register_fast_attention(registry);
     register_reference_kernels(registry);
 }
 

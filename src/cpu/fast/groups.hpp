@@ -9,6 +9,8 @@
 namespace dsinfer::detail {
 void register_fast_kernels(KernelRegistry& r);  // fast_kernels.cpp
 void register_fast_matmul(KernelRegistry& r);   // fast_matmul.cpp: packed-B GEMM (sgemm.cpp)
+void register_fast_fused_kernels(KernelRegistry& r);  // fast_fused.cpp: SkipLayerNorm, Gelu, ...
+void register_fast_attention(KernelRegistry& r);      // fast_attention.cpp: MultiHeadAttention
 }  // namespace dsinfer::detail
 
 namespace dsinfer::detail::fast {

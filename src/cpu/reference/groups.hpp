@@ -14,4 +14,7 @@ void register_sequence_model_kernels(KernelRegistry& r);  // sequence_models*.cp
                                                           // Attention
 void register_misc_kernels(KernelRegistry& r);         // misc*.cpp: losses, signal, strings, ml
 void register_control_flow_kernels(KernelRegistry& r);    // control_flow.cpp: If, Loop, Scan
+// dsinfer's fused operators (domain com.dsinfer, docs/OPTIMIZER.md):
+void register_fused_kernels(KernelRegistry& r);      // fused.cpp: FusedConv, FusedMatMul, norms, Gelu
+void register_attention_kernels(KernelRegistry& r);  // fused_attention.cpp: MultiHeadAttention
 }  // namespace dsinfer::detail
