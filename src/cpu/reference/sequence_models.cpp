@@ -14,7 +14,7 @@ namespace dsinfer::detail {
 
 // Defined in sequence_models_*.cpp.
 void register_resize_kernels(KernelRegistry& r);
-void register_attention_kernels(KernelRegistry& r);
+void register_onnx_attention_kernels(KernelRegistry& r);
 void register_grid_kernels(KernelRegistry& r);
 void register_state_kernels(KernelRegistry& r);
 void register_flex_attention_kernels(KernelRegistry& r);
@@ -478,7 +478,7 @@ void register_sequence_model_kernels(KernelRegistry& r) {
     r.add({"GRU", "", 1, kMaxOpset, DeviceKind::cpu}, &make_gru);
     r.add({"LSTM", "", 1, kMaxOpset, DeviceKind::cpu}, &make_lstm);
     register_resize_kernels(r);
-    register_attention_kernels(r);
+    register_onnx_attention_kernels(r);
     register_grid_kernels(r);
     register_state_kernels(r);
     register_flex_attention_kernels(r);

@@ -14,7 +14,7 @@
 
 namespace dsinfer::detail {
 
-void register_attention_kernels(KernelRegistry& r);
+void register_onnx_attention_kernels(KernelRegistry& r);
 
 namespace {
 
@@ -469,7 +469,7 @@ StatusOr<std::unique_ptr<Kernel>> make_rotary(const KernelCreateContext& ctx) {
 
 }  // namespace
 
-void register_attention_kernels(KernelRegistry& r) {
+void register_onnx_attention_kernels(KernelRegistry& r) {
     r.add({"Attention", "", 23, kMaxOpset, DeviceKind::cpu}, &make_attention);
     r.add({"RotaryEmbedding", "", 23, kMaxOpset, DeviceKind::cpu}, &make_rotary);
 }
