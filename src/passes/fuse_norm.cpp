@@ -1,24 +1,240 @@
-// PLACEHOLDER: not implemented yet (replaced by the pass owner).
+// Normalization fusions (level 2):
+//   fuse_layer_norm       the decomposed LayerNorm exporters write over the last axis,
+//                         ReduceMean -> Sub -> Pow(2) | Mul(d, d) -> ReduceMean -> Add(eps) ->
+//                         Sqrt -> Div -> Mul(gamma) [-> Add(beta)]
+//                         ==> LayerNormalization (ai.onnx from opset 17, else com.dsinfer)
+//   fuse_skip_layer_norm  Add(a, b) [with a = Add(MatMul, bias)] -> LayerNormalization(last
+//                         axis) ==> com.dsinfer SkipLayerNormalization (second output = the sum
+//                         when anything else reads it: the next residual)
+#include <cmath>
+
 #include "passes/pass_utils.hpp"
 #include "passes/passes_internal.hpp"
 
 namespace dsinfer::passes {
 namespace {
+
+using std::int64_t;
+
+ValueId other_operand(const Node& n, ValueId known) {
+    if (n.inputs.size() != 2) return kNoValue;
+    if (n.inputs[0] == known) return n.inputs[1];
+    if (n.inputs[1] == known) return n.inputs[0];
+    return kNoValue;
+}
+
+bool is_op(const Node& n, std::string_view op) { return n.op_type == op && n.domain.empty(); }
+
+/// ReduceMean over exactly the last axis with keepdims.
+bool mean_over_last_axis(const GraphIndex& ix, const Node& n, int rank) {
+    if (!is_op(n, "ReduceMean") || n.inputs.empty()) return false;
+    auto keep = n.attr_or<int64_t>("keepdims", 1);
+    if (!keep.is_ok() || keep.value() != 1) return false;
+    std::vector<int64_t> axes;
+    if (n.has_attr("axes")) {
+        auto a = n.attr<std::vector<int64_t>>("axes");
+        if (!a.is_ok()) return false;
+        axes = a.value();
+    } else if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+        const Tensor* t = ix.constant(n.inputs[1]);
+        if (t == nullptr || t->dtype() != DType::i64) return false;
+        axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
+    }
+    return axes.size() == 1 && (axes[0] == -1 || (rank > 0 && axes[0] == rank - 1));
+}
+
+/// A float32 constant vector of `h` elements (h < 0: any length).
+const Tensor* vector_constant(const GraphIndex& ix, ValueId v, int64_t h) {
+    const Tensor* t = ix.constant(v);
+    if (t == nullptr || t->dtype() != DType::f32 || t->num_dims() != 1) return nullptr;
+    if (h >= 0 && t->shape()[0] != h) return nullptr;
+    return t;
+}
+
+int64_t last_dim(const Value& v) {
+    if (!v.shape.known || v.shape.rank() == 0) return -1;
+    const Dim& d = v.shape.dims.back();
+    return d.is_static() ? d.value : -1;
+}
+
 class FuseLayerNorm final : public GraphPass {
 public:
     std::string_view name() const noexcept override { return "fuse_layer_norm"; }
     int level() const noexcept override { return 2; }
-    Status apply(Graph&, PassContext&) const override { return Status::ok(); }
+
+    Status apply(Graph& g, PassContext& ctx) const override {
+        GraphIndex ix(g);
+        Rewriter rw(g);
+        int fired = 0;
+        auto sole = [&](ValueId v, std::string_view op, int& idx) -> const Node* {
+            idx = ix.sole_consumer(v);
+            if (idx < 0 || rw.removed(idx)) return nullptr;
+            const Node& n = g.nodes[static_cast<std::size_t>(idx)];
+            return is_op(n, op) ? &n : nullptr;
+        };
+        for (std::size_t ri = 0; ri < g.nodes.size(); ++ri) {
+            const Node& r1 = g.nodes[ri];
+            if (rw.removed(static_cast<int>(ri)) || r1.inputs.empty()) continue;
+            const ValueId x = r1.inputs[0];
+            const Value& xv = g.value(x);
+            const int rank = xv.shape.known ? xv.shape.rank() : -1;
+            if (!mean_over_last_axis(ix, r1, rank) || ix.constant(x) != nullptr) continue;
+            int si = -1;
+            const Node* sub = sole(r1.outputs[0], "Sub", si);
+            if (sub == nullptr || sub->inputs.size() != 2 || sub->inputs[0] != x ||
+                sub->inputs[1] != r1.outputs[0])
+                continue;
+            const ValueId d = sub->outputs[0];
+            if (ix.pinned(d) || ix.consumers(d).size() != 2) continue;
+            int pi = -1, di = -1;
+            for (int c : ix.consumers(d)) {
+                const Node& n = g.nodes[static_cast<std::size_t>(c)];
+                if (is_op(n, "Pow") && n.inputs.size() == 2 && n.inputs[0] == d &&
+                    ix.scalar(n.inputs[1]) == 2.0)
+                    pi = c;
+                else if (is_op(n, "Mul") && n.inputs.size() == 2 && n.inputs[0] == d &&
+                         n.inputs[1] == d)
+                    pi = c;
+                else if (is_op(n, "Div") && n.inputs.size() == 2 && n.inputs[0] == d)
+                    di = c;
+            }
+            if (pi < 0 || di < 0 || rw.removed(pi) || rw.removed(di)) continue;
+            const Node& pw = g.nodes[static_cast<std::size_t>(pi)];
+            int r2i = -1, ai = -1, qi = -1;
+            const Node* r2 = sole(pw.outputs[0], "ReduceMean", r2i);
+            if (r2 == nullptr || r2->inputs[0] != pw.outputs[0] || !mean_over_last_axis(ix, *r2, rank))
+                continue;
+            const Node* add = sole(r2->outputs[0], "Add", ai);
+            if (add == nullptr) continue;
+            const auto eps = ix.scalar(other_operand(*add, r2->outputs[0]));
+            if (!eps || !(*eps >= 0.0) || !std::isfinite(*eps)) continue;
+            const Node* sq = sole(add->outputs[0], "Sqrt", qi);
+            if (sq == nullptr || ix.sole_consumer(sq->outputs[0]) != di) continue;
+            const Node& div = g.nodes[static_cast<std::size_t>(di)];
+            if (div.inputs[1] != sq->outputs[0]) continue;
+            int mi = -1;
+            const Node* mul = sole(div.outputs[0], "Mul", mi);
+            if (mul == nullptr) continue;
+            const int64_t h = last_dim(xv);
+            const ValueId gamma = other_operand(*mul, div.outputs[0]);
+            if (vector_constant(ix, gamma, h) == nullptr) continue;
+            const int64_t hg = ix.constant(gamma)->shape()[0];
+            std::vector<int> pattern{static_cast<int>(ri), si, pi, r2i, ai, qi, di, mi};
+            ValueId out = mul->outputs[0];
+            ValueId beta = kNoValue;
+            int bi = -1;
+            if (const Node* ab = sole(out, "Add", bi); ab != nullptr) {
+                const ValueId b = other_operand(*ab, out);
+                if (vector_constant(ix, b, hg) != nullptr) {
+                    beta = b;
+                    pattern.push_back(bi);
+                    out = ab->outputs[0];
+                }
+            }
+            // Without a known last dim, gamma's length must still match it at run time: the
+            // fused kernel checks that (the decomposed form would broadcast a length-1 gamma).
+            if (h < 0 && hg == 1) continue;
+            const bool onnx = g.opset("") >= 17;
+            std::vector<ValueId> inputs{x, gamma};
+            if (beta != kNoValue) inputs.push_back(beta);
+            Node& n = rw.add("LayerNormalization", onnx ? "" : kDsinferDomain, std::move(inputs),
+                             {out}, r1.name);
+            set_attr(n, "axis", int64_t{-1});
+            set_attr(n, "epsilon", static_cast<float>(*eps));
+            for (int p : pattern) rw.remove(p);
+            ++fired;
+        }
+        if (fired > 0) ensure_dsinfer_opset(g);
+        DSINFER_RETURN_IF_ERROR(rw.commit().status());
+        ctx.fired(name(), fired);
+        return Status::ok();
+    }
 };
+
 class FuseSkipLayerNorm final : public GraphPass {
 public:
     std::string_view name() const noexcept override { return "fuse_skip_layer_norm"; }
     int level() const noexcept override { return 2; }
-    Status apply(Graph&, PassContext&) const override { return Status::ok(); }
+
+    Status apply(Graph& g, PassContext& ctx) const override {
+        GraphIndex ix(g);
+        Rewriter rw(g);
+        int fired = 0;
+        for (std::size_t li = 0; li < g.nodes.size(); ++li) {
+            const Node& ln = g.nodes[li];
+            const bool ours = ln.domain == kDsinferDomain;
+            if (ln.op_type != "LayerNormalization" || !(ln.domain.empty() || ours) ||
+                ln.inputs.size() < 2 || rw.removed(static_cast<int>(li)))
+                continue;
+            bool extra = false;
+            for (std::size_t o = 1; o < ln.outputs.size(); ++o)
+                extra = extra || (ln.outputs[o] != kNoValue &&
+                                  (ix.pinned(ln.outputs[o]) || !ix.consumers(ln.outputs[o]).empty()));
+            auto axis = ln.attr_or<int64_t>("axis", -1);
+            auto eps = ln.attr_or<float>("epsilon", 1e-5f);
+            auto stash = ln.attr_or<int64_t>("stash_type", 1);
+            if (extra || !axis.is_ok() || !eps.is_ok() || !stash.is_ok() || stash.value() != 1)
+                continue;
+            const ValueId s = ln.inputs[0];
+            const Value& sv = g.value(s);
+            const int64_t h = last_dim(sv);
+            if (h <= 0 || !(axis.value() == -1 || axis.value() == sv.shape.rank() - 1)) continue;
+            if (vector_constant(ix, ln.inputs[1], h) == nullptr) continue;
+            const ValueId beta = ln.inputs.size() > 2 ? ln.inputs[2] : kNoValue;
+            if (beta != kNoValue && vector_constant(ix, beta, h) == nullptr) continue;
+            const int ai = ix.producer(s);
+            if (ai < 0 || rw.removed(ai)) continue;
+            const Node& add = g.nodes[static_cast<std::size_t>(ai)];
+            if (!is_op(add, "Add") || add.inputs.size() != 2) continue;
+            ValueId a = add.inputs[0], b = add.inputs[1];
+            if (ix.constant(a) != nullptr || ix.constant(b) != nullptr || !is_f32(sv) ||
+                !same_shape(g.value(a).shape, sv.shape) || !same_shape(g.value(b).shape, sv.shape))
+                continue;
+            std::vector<int> pattern{ai, static_cast<int>(li)};
+            // Absorb a bias Add feeding one operand: Add(bias [h], y) used only here.
+            ValueId bias = kNoValue;
+            for (ValueId* op : {&a, &b}) {
+                const int bi = ix.producer(*op);
+                if (bi < 0 || rw.removed(bi) || ix.sole_consumer(*op) != ai) continue;
+                const Node& ba = g.nodes[static_cast<std::size_t>(bi)];
+                if (!is_op(ba, "Add") || ba.inputs.size() != 2) continue;
+                for (int k = 0; k < 2; ++k) {
+                    const ValueId c = ba.inputs[static_cast<std::size_t>(k)];
+                    const ValueId y = ba.inputs[static_cast<std::size_t>(1 - k)];
+                    if (vector_constant(ix, c, h) != nullptr && ix.constant(y) == nullptr &&
+                        same_shape(g.value(y).shape, sv.shape)) {
+                        bias = c;
+                        *op = y;
+                        pattern.push_back(bi);
+                        break;
+                    }
+                }
+                if (bias != kNoValue) break;
+            }
+            // The sum stays available for the next residual when anything else reads it.
+            const bool keep_sum = ix.pinned(s) || ix.consumers(s).size() > 1;
+            std::vector<ValueId> inputs{a, b, ln.inputs[1], beta, bias};
+            while (inputs.back() == kNoValue) inputs.pop_back();
+            std::vector<ValueId> outputs{ln.outputs[0]};
+            if (keep_sum) outputs.push_back(s);
+            Node& n = rw.add("SkipLayerNormalization", kDsinferDomain, std::move(inputs),
+                             std::move(outputs), ln.name);
+            set_attr(n, "epsilon", eps.value());
+            for (int p : pattern) rw.remove(p);
+            ++fired;
+        }
+        if (fired > 0) ensure_dsinfer_opset(g);
+        DSINFER_RETURN_IF_ERROR(rw.commit().status());
+        ctx.fired(name(), fired);
+        return Status::ok();
+    }
 };
+
 }  // namespace
 
 std::unique_ptr<GraphPass> make_fuse_layer_norm() { return std::make_unique<FuseLayerNorm>(); }
-std::unique_ptr<GraphPass> make_fuse_skip_layer_norm() { return std::make_unique<FuseSkipLayerNorm>(); }
+std::unique_ptr<GraphPass> make_fuse_skip_layer_norm() {
+    return std::make_unique<FuseSkipLayerNorm>();
+}
 
 }  // namespace dsinfer::passes

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "dsinfer/passes.hpp"
+#include "passes/pass_utils.hpp"
 #include "passes/passes_internal.hpp"
 
 namespace dsinfer {
@@ -41,11 +42,17 @@ Status try_optimize(Graph& graph, const OptimizeOptions& options,
             PassContext ctx;
             ctx.options = options;
             ctx.report = &report;
+            bool annotated = false;
             for (const auto& pass : default_passes()) {
                 if (pass->level() > options.level) continue;
                 const auto& off = options.disabled_passes;
                 if (std::find(off.begin(), off.end(), std::string(pass->name())) != off.end())
                     continue;
+                // Fusions compare shapes: infer them once, on the cleaned-up graph.
+                if (pass->level() >= 2 && !annotated) {
+                    passes::annotate_shapes(graph);
+                    annotated = true;
+                }
                 Status st = pass->apply(graph, ctx);
                 if (!st.is_ok())
                     return st.with_context("optimizer pass '" + std::string(pass->name()) + "': ");

@@ -1,6 +1,7 @@
 #include "passes/pass_utils.hpp"
 
 #include <cstring>
+#include <limits>
 
 namespace dsinfer::passes {
 
@@ -138,6 +139,64 @@ Status for_each_subgraph(Graph& g, const std::function<Status(Graph&)>& fn) {
         }
     }
     return Status::ok();
+}
+
+}  // namespace dsinfer::passes
+
+namespace dsinfer::passes {
+
+std::optional<detail::ActivationSpec> match_activation(const GraphIndex& index, const Node& n) {
+    using detail::Activation;
+    detail::ActivationSpec s;
+    const bool onnx = n.domain.empty();
+    if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.size() != 1) return std::nullopt;
+    if (onnx && n.op_type == "Relu") s.kind = Activation::relu;
+    else if (onnx && n.op_type == "Sigmoid") s.kind = Activation::sigmoid;
+    else if (onnx && n.op_type == "Tanh") s.kind = Activation::tanh;
+    else if (onnx && n.op_type == "HardSwish") s.kind = Activation::hard_swish;
+    else if (onnx && n.op_type == "LeakyRelu") {
+        auto a = n.attr_or<float>("alpha", 0.01f);
+        if (!a.is_ok()) return std::nullopt;
+        s.kind = Activation::leaky_relu;
+        s.alpha = a.value();
+    } else if (onnx && n.op_type == "Clip") {
+        float lo = -std::numeric_limits<float>::infinity();
+        float hi = std::numeric_limits<float>::infinity();
+        if (index.graph().opset("") < 11) {
+            auto a = n.attr_or<float>("min", lo), b = n.attr_or<float>("max", hi);
+            if (!a.is_ok() || !b.is_ok()) return std::nullopt;
+            lo = a.value();
+            hi = b.value();
+        } else {
+            for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+                if (n.inputs[i] == kNoValue) continue;
+                const Tensor* t = index.constant(n.inputs[i]);
+                if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != 1)
+                    return std::nullopt;
+                (i == 1 ? lo : hi) = *t->data<float>();
+            }
+        }
+        if (!(lo <= hi)) return std::nullopt;
+        s.kind = Activation::clip;
+        s.alpha = lo;
+        s.beta = hi;
+    } else if (n.op_type == "Gelu" && (onnx || n.domain == kDsinferDomain)) {
+        auto a = n.attr_or<std::string>("approximate", "none");
+        if (!a.is_ok() || (a.value() != "none" && a.value() != "tanh")) return std::nullopt;
+        s.kind = a.value() == "tanh" ? Activation::gelu_tanh : Activation::gelu;
+    } else {
+        return std::nullopt;
+    }
+    if (onnx && n.inputs.size() != 1 && n.op_type != "Clip") return std::nullopt;
+    return s;
+}
+
+void set_activation(Node& n, const detail::ActivationSpec& a) {
+    if (a.empty()) return;
+    set_attr(n, "activation", std::string(detail::activation_name(a.kind)));
+    if (a.kind == detail::Activation::leaky_relu || a.kind == detail::Activation::clip)
+        set_attr(n, "activation_alpha", a.alpha);
+    if (a.kind == detail::Activation::clip) set_attr(n, "activation_beta", a.beta);
 }
 
 }  // namespace dsinfer::passes

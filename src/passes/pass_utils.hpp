@@ -142,3 +142,49 @@ inline void ensure_dsinfer_opset(Graph& g) {
 Status for_each_subgraph(Graph& g, const std::function<Status(Graph&)>& fn);
 
 }  // namespace dsinfer::passes
+
+namespace dsinfer::passes {
+
+/// Fills Value::dtype/shape of `g`'s values where they can be inferred (the executor's
+/// load-time inference over the reference kernels, symbolic dims named after the inputs'
+/// symbols). Fusions that need equal shapes call it once; a graph that does not compile keeps
+/// what it had (the real compile reports the error later).
+void annotate_shapes(Graph& g);
+
+/// True when both shapes are known and provably equal (static dims equal, symbolic dims with
+/// the same non-empty symbol).
+inline bool same_shape(const SymbolicShape& a, const SymbolicShape& b) {
+    if (!a.known || !b.known || a.rank() != b.rank()) return false;
+    for (int i = 0; i < a.rank(); ++i) {
+        const Dim& x = a.dims[static_cast<std::size_t>(i)];
+        const Dim& y = b.dims[static_cast<std::size_t>(i)];
+        if (x.is_static() != y.is_static()) return false;
+        if (x.is_static() ? x.value != y.value : (x.symbol.empty() || x.symbol != y.symbol))
+            return false;
+    }
+    return true;
+}
+
+/// The f32 dtype is known for `v` (declared or inferred).
+inline bool is_f32(const Value& v) { return v.dtype && *v.dtype == DType::f32; }
+
+}  // namespace dsinfer::passes
+
+#include "cpu/activation.hpp"
+
+namespace dsinfer::passes {
+
+/// The activation node `n` computes, as a fused-activation spec (Relu, LeakyRelu, Sigmoid,
+/// Tanh, HardSwish, Clip with constant bounds, Gelu of ai.onnx or com.dsinfer); nullopt for
+/// anything else.
+std::optional<detail::ActivationSpec> match_activation(const GraphIndex& index, const Node& n);
+
+/// Writes the `activation`, `activation_alpha`, `activation_beta` attributes of a fused node.
+void set_activation(Node& n, const detail::ActivationSpec& a);
+
+/// Copies `from`'s attributes into `to` (fused nodes keep the plain op's attributes).
+inline void copy_attributes(const Node& from, Node& to) {
+    for (const auto& kv : from.attributes) to.attributes.push_back(kv);
+}
+
+}  // namespace dsinfer::passes

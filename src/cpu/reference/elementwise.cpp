@@ -6,6 +6,7 @@
 #include <numbers>
 #include <type_traits>
 
+#include "dsinfer/passes.hpp"
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
@@ -398,6 +399,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
     r.add({"Softplus", "", 1, kMaxOpset, cpu}, &make_unary<SoftplusOp, FloatTypes>);
     r.add({"Softsign", "", 1, kMaxOpset, cpu}, &make_unary<SoftsignOp, FloatTypes>);
     r.add({"Gelu", "", 20, kMaxOpset, cpu}, &make_gelu);
+    r.add({"Gelu", kDsinferDomain, 1, 1, cpu}, &make_gelu);  // fused GELU (docs/OPTIMIZER.md)
     r.add({"Mish", "", 18, kMaxOpset, cpu}, &make_unary<MishOp, FloatTypes>);
     r.add({"ThresholdedRelu", "", 10, kMaxOpset, cpu}, &make_thresholded_relu);
     r.add({"Shrink", "", 9, kMaxOpset, cpu}, &make_shrink);

@@ -1,6 +1,241 @@
-// PLACEHOLDER: replaced by the owner of these kernels.
-#include "dsinfer/kernel_registry.hpp"
+// Reference kernels of dsinfer's fused operators (domain com.dsinfer; semantics in
+// docs/OPTIMIZER.md): FusedConv, FusedMatMul and SkipLayerNormalization. LayerNormalization and
+// Gelu of com.dsinfer are the ONNX kernels registered under the second domain (nn_norm.cpp,
+// elementwise.cpp). These kernels define the semantics the faster backends fall through to;
+// they are plain loops over the reference Conv/MatMul kernels.
+#include <cmath>
+#include <vector>
+
+#include "cpu/activation.hpp"
+#include "cpu/kernel_utils.hpp"
+#include "cpu/reference/groups.hpp"
+#include "dsinfer/passes.hpp"
 
 namespace dsinfer::detail {
-void register_fused_kernels(KernelRegistry&) {}
+namespace {
+
+using std::int64_t;
+
+/// A plain kernel (Conv, MatMul) on the first `inner_inputs` inputs, then Y += Bias (over the
+/// last dim), Y += Z (same shape), Y = act(Y). f32 only.
+class EpilogueKernel final : public Kernel {
+public:
+    EpilogueKernel(std::unique_ptr<Kernel> inner, int inner_inputs, int bias_input,
+                   int residual_input, ActivationSpec act, const char* op)
+        : inner_(std::move(inner)), inner_inputs_(inner_inputs), bias_(bias_input),
+          residual_(residual_input), act_(act), op_(op) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_CHECK(ctx.num_inputs() > 0 && ctx.has_input(0), ErrorCode::invalid_argument,
+                      op_, " needs its first input");
+        DSINFER_CHECK(ctx.input(0).dtype() == DType::f32, ErrorCode::unsupported, op_,
+                      " supports float32 only, got ", dtype_name(ctx.input(0).dtype()));
+        std::vector<Tensor> in(ctx.mutable_inputs().begin(),
+                               ctx.mutable_inputs().begin() +
+                                   std::min(inner_inputs_, ctx.num_inputs()));
+        PrepareContext ic(ctx.node(), std::move(in), ctx.inferring() && !ctx.probing(),
+                          ctx.probing());
+        DSINFER_RETURN_IF_ERROR(inner_->prepare(ic));
+        const auto& spec = ic.output_spec(0);
+        ctx.set_workspace(ic.workspace_bytes());
+        if (!spec.set) {
+            ctx.set_output_dynamic(0, spec.dtype_known ? std::optional<DType>(spec.dtype)
+                                                       : std::nullopt);
+            return Status::ok();
+        }
+        const Shape& y = spec.shape;
+        ctx.set_output(0, spec.dtype, y);
+        if (bias_ >= 0 && ctx.has_input(bias_)) {
+            const Tensor& b = ctx.input(bias_);
+            DSINFER_CHECK(b.dtype() == DType::f32, ErrorCode::invalid_argument, "input Bias has type ",
+                          dtype_name(b.dtype()), ", expected float32");
+            const int64_t n = y.rank() > 0 ? y[y.rank() - 1] : 1;
+            DSINFER_CHECK(b.num_dims() == 1 && b.shape()[0] == n, ErrorCode::invalid_argument,
+                          "input Bias of shape ", b.shape().to_string(), " must be [", n,
+                          "] (the last dim of the output ", y.to_string(), ")");
+        }
+        if (residual_ >= 0 && ctx.has_input(residual_)) {
+            const Tensor& z = ctx.input(residual_);
+            DSINFER_CHECK(z.dtype() == DType::f32, ErrorCode::invalid_argument,
+                          "input Z has type ", dtype_name(z.dtype()), ", expected float32");
+            DSINFER_CHECK(z.shape() == y, ErrorCode::invalid_argument, "input Z of shape ",
+                          z.shape().to_string(), " must have the output's shape ", y.to_string());
+        }
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        try {
+            std::vector<TensorView> in;
+            for (int i = 0; i < std::min(inner_inputs_, ctx.num_inputs()); ++i)
+                in.push_back(ctx.input(i));
+            RunContext ic(ctx.node(), std::move(in), {ctx.output(0)}, ctx.workspace(),
+                          ctx.workspace_bytes(), cpu_allocator(), ctx.control());
+            DSINFER_RETURN_IF_ERROR(inner_->run(ic));
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory");
+        }
+        const TensorView& yv = ctx.output(0);
+        float* y = yv.data<float>();
+        const int64_t total = yv.num_elements();
+        if (residual_ >= 0 && ctx.has_input(residual_)) {
+            const float* z = ctx.input(residual_).data<float>();
+            for (int64_t i = 0; i < total; ++i) y[i] += z[i];
+        }
+        if (bias_ >= 0 && ctx.has_input(bias_)) {
+            const float* b = ctx.input(bias_).data<float>();
+            const int64_t n = ctx.input(bias_).num_elements();
+            for (int64_t i = 0; i < total; ++i) y[i] += b[i % n];
+        }
+        if (!act_.empty())
+            for (int64_t i = 0; i < total; ++i) y[i] = apply_activation(y[i], act_);
+        return Status::ok();
+    }
+
+private:
+    std::unique_ptr<Kernel> inner_;
+    int inner_inputs_, bias_, residual_;
+    ActivationSpec act_;
+    const char* op_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_fused_conv(const KernelCreateContext& ctx) {
+    if (ctx.num_inputs() < 2 || ctx.num_inputs() > 4 || ctx.num_outputs() != 1)
+        return Status::error(ErrorCode::invalid_model,
+                             "FusedConv takes 2 to 4 inputs (X, W, B, Z) and one output, got ",
+                             ctx.num_inputs(), " and ", ctx.num_outputs());
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_conv(ctx));
+    return make_kernel<EpilogueKernel>(std::move(inner), 3, -1, 3, act, "FusedConv");
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_fused_matmul(const KernelCreateContext& ctx) {
+    if (ctx.num_inputs() < 2 || ctx.num_inputs() > 3 || ctx.num_outputs() != 1)
+        return Status::error(ErrorCode::invalid_model,
+                             "FusedMatMul takes 2 or 3 inputs (A, B, Bias) and one output, got ",
+                             ctx.num_inputs(), " and ", ctx.num_outputs());
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_matmul(ctx));
+    return make_kernel<EpilogueKernel>(std::move(inner), 2, 2, -1, act, "FusedMatMul");
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_fused_gemm(const KernelCreateContext& ctx) {
+    if (ctx.num_inputs() < 2 || ctx.num_inputs() > 3 || ctx.num_outputs() != 1)
+        return Status::error(ErrorCode::invalid_model,
+                             "FusedGemm takes 2 or 3 inputs (A, B, C) and one output, got ",
+                             ctx.num_inputs(), " and ", ctx.num_outputs());
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx.node()));
+    // FusedGemm has Gemm-13 semantics whatever the model's opset (the pass fuses Gemm of
+    // opset >= 11 only).
+    std::vector<const Tensor*> constants;
+    for (int i = 0; i < ctx.num_inputs(); ++i) constants.push_back(ctx.constant_input(i));
+    const KernelCreateContext gemm13(ctx.node(), ctx.graph(), 13, std::move(constants));
+    DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_gemm(gemm13));
+    return make_kernel<EpilogueKernel>(std::move(inner), 3, -1, -1, act, "FusedGemm");
+}
+
+// ---- SkipLayerNormalization ---------------------------------------------------------------
+
+class SkipLayerNormKernel final : public Kernel {
+public:
+    explicit SkipLayerNormKernel(float eps) : eps_(eps) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        return prepare_skip_layer_norm(ctx);
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const int64_t h = x.shape[x.shape.rank() - 1];
+        const int64_t rows = h == 0 ? 0 : x.num_elements() / h;
+        const float* px = x.data<float>();
+        const float* ps = ctx.input(1).data<float>();
+        const float* gamma = ctx.input(2).data<float>();
+        const float* beta = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
+        const float* bias = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
+        float* y = ctx.output(0).data<float>();
+        float* sum_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+        std::vector<float> s(static_cast<std::size_t>(h));
+        for (int64_t r = 0; r < rows; ++r) {
+            double mean = 0.0;
+            for (int64_t c = 0; c < h; ++c) {
+                float v = px[r * h + c] + ps[r * h + c];
+                if (bias != nullptr) v += bias[c];
+                s[static_cast<std::size_t>(c)] = v;
+                mean += v;
+            }
+            mean /= static_cast<double>(h);
+            double var = 0.0;
+            for (int64_t c = 0; c < h; ++c) {
+                const double d = s[static_cast<std::size_t>(c)] - mean;
+                var += d * d;
+            }
+            var /= static_cast<double>(h);
+            const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps_));
+            for (int64_t c = 0; c < h; ++c) {
+                const float v = s[static_cast<std::size_t>(c)];
+                float o = static_cast<float>((v - mean) * inv) * gamma[c];
+                if (beta != nullptr) o += beta[c];
+                y[r * h + c] = o;
+                if (sum_out != nullptr) sum_out[r * h + c] = v;
+            }
+        }
+        return Status::ok();
+    }
+
+private:
+    float eps_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_skip_layer_norm(const KernelCreateContext& ctx) {
+    if (ctx.num_inputs() < 3 || ctx.num_inputs() > 5 || ctx.num_outputs() < 1 ||
+        ctx.num_outputs() > 2)
+        return Status::error(ErrorCode::invalid_model,
+                             "SkipLayerNormalization takes 3 to 5 inputs (X, Skip, Scale, B, "
+                             "Bias) and 1 or 2 outputs, got ",
+                             ctx.num_inputs(), " and ", ctx.num_outputs());
+    DSINFER_ASSIGN_OR_RETURN(float eps, ctx.node().attr_or<float>("epsilon", 1e-5f));
+    if (!(eps >= 0.f))
+        return Status::error(ErrorCode::invalid_model, "epsilon must be >= 0, got ", eps);
+    return make_kernel<SkipLayerNormKernel>(eps);
+}
+
+}  // namespace
+
+Status prepare_skip_layer_norm(PrepareContext& ctx) {
+    static const char* names[] = {"X", "Skip", "Scale", "B", "Bias"};
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+        if (!ctx.has_input(i)) {
+            DSINFER_CHECK(i > 2, ErrorCode::invalid_argument, "input ", names[i], " is required");
+            continue;
+        }
+        DSINFER_CHECK(ctx.input(i).dtype() == DType::f32, ErrorCode::unsupported, "input ",
+                      names[i], " has type ", dtype_name(ctx.input(i).dtype()),
+                      "; SkipLayerNormalization supports float32 only");
+    }
+    const Shape& x = ctx.input(0).shape();
+    DSINFER_CHECK(x.rank() >= 1, ErrorCode::invalid_argument, "input X must have rank >= 1");
+    DSINFER_CHECK(ctx.input(1).shape() == x, ErrorCode::invalid_argument, "input Skip of shape ",
+                  ctx.input(1).shape().to_string(), " must have X's shape ", x.to_string());
+    const int64_t h = x[x.rank() - 1];
+    for (int i = 2; i < ctx.num_inputs(); ++i) {
+        if (!ctx.has_input(i)) continue;
+        const Shape& p = ctx.input(i).shape();
+        DSINFER_CHECK(p.rank() == 1 && p[0] == h, ErrorCode::invalid_argument, "input ",
+                      names[i], " of shape ", p.to_string(), " must be [", h,
+                      "] (the last dim of X ", x.to_string(), ")");
+    }
+    ctx.set_output(0, DType::f32, x);
+    if (ctx.has_output(1)) ctx.set_output(1, DType::f32, x);
+    return Status::ok();
+}
+
+void register_fused_kernels(KernelRegistry& r) {
+    const auto cpu = DeviceKind::cpu;
+    r.add({"FusedConv", kDsinferDomain, 1, 1, cpu}, &make_fused_conv);
+    r.add({"FusedMatMul", kDsinferDomain, 1, 1, cpu}, &make_fused_matmul);
+    r.add({"FusedGemm", kDsinferDomain, 1, 1, cpu}, &make_fused_gemm);
+    r.add({"SkipLayerNormalization", kDsinferDomain, 1, 1, cpu}, &make_skip_layer_norm);
+}
+
 }  // namespace dsinfer::detail

@@ -17,4 +17,12 @@ void register_control_flow_kernels(KernelRegistry& r);    // control_flow.cpp: I
 // dsinfer's fused operators (domain com.dsinfer, docs/OPTIMIZER.md):
 void register_fused_kernels(KernelRegistry& r);      // fused.cpp: FusedConv, FusedMatMul, norms, Gelu
 void register_attention_kernels(KernelRegistry& r);  // fused_attention.cpp: MultiHeadAttention
+
+// Reference factories the fused kernels wrap (they read only the inputs and attributes of the
+// plain op).
+StatusOr<std::unique_ptr<Kernel>> make_reference_conv(const KernelCreateContext& ctx);    // nn_conv.cpp
+StatusOr<std::unique_ptr<Kernel>> make_reference_matmul(const KernelCreateContext& ctx);  // nn_matmul.cpp
+StatusOr<std::unique_ptr<Kernel>> make_reference_gemm(const KernelCreateContext& ctx);    // nn_matmul.cpp
+/// Shape and type checks of SkipLayerNormalization, shared with its fast kernel (fused.cpp).
+Status prepare_skip_layer_norm(PrepareContext& ctx);
 }  // namespace dsinfer::detail

@@ -649,6 +649,10 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const KernelCreateContext&
 
 }  // namespace
 
+StatusOr<std::unique_ptr<Kernel>> make_reference_conv(const KernelCreateContext& ctx) {
+    return make_conv(ctx);
+}
+
 void register_nn_conv_kernels(KernelRegistry& r) {
     r.add({"Conv", "", 1, kMaxOpset, DeviceKind::cpu}, &make_conv);
     r.add({"ConvTranspose", "", 1, kMaxOpset, DeviceKind::cpu}, &make_conv_transpose);

@@ -626,6 +626,13 @@ StatusOr<std::unique_ptr<Kernel>> make_einsum(const KernelCreateContext& ctx) {
 
 }  // namespace
 
+StatusOr<std::unique_ptr<Kernel>> make_reference_matmul(const KernelCreateContext& ctx) {
+    return make_matmul(ctx);
+}
+StatusOr<std::unique_ptr<Kernel>> make_reference_gemm(const KernelCreateContext& ctx) {
+    return make_gemm(ctx);
+}
+
 void register_nn_matmul_kernels(KernelRegistry& r) {
     r.add({"MatMul", "", 1, kMaxOpset, DeviceKind::cpu}, &make_matmul);
     r.add({"Gemm", "", 1, kMaxOpset, DeviceKind::cpu}, &make_gemm);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dsinfer/passes.hpp"
 #include "cpu/kernel_utils.hpp"
 
 namespace dsinfer::detail {
@@ -558,6 +559,8 @@ void register_nn_norm_kernels(KernelRegistry& r) {
     r.add({"InstanceNormalization", "", 1, kMaxOpset, DeviceKind::cpu}, &make_instancenorm);
     r.add({"GroupNormalization", "", 18, kMaxOpset, DeviceKind::cpu}, &make_groupnorm);
     r.add({"LayerNormalization", "", 17, kMaxOpset, DeviceKind::cpu}, &make_layernorm<false>);
+    // dsinfer's fused LayerNormalization (docs/OPTIMIZER.md): ONNX-17's, at any model opset.
+    r.add({"LayerNormalization", kDsinferDomain, 1, 1, DeviceKind::cpu}, &make_layernorm<false>);
     r.add({"RMSNormalization", "", 23, kMaxOpset, DeviceKind::cpu}, &make_layernorm<true>);
     r.add({"LRN", "", 1, kMaxOpset, DeviceKind::cpu}, &make_lrn);
     r.add({"MeanVarianceNormalization", "", 1, kMaxOpset, DeviceKind::cpu}, &make_mvn);
