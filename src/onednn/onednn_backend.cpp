@@ -93,23 +93,23 @@ dnnl::primitive_attr Epilogue::attr() const {
 
 StatusOr<Epilogue> epilogue_from_attributes(const Node& node) {
     Epilogue e;
-    DSINFER_ASSIGN_OR_RETURN(const std::string act,
-                             node.attr_or<std::string>("activation", std::string()));
-    DSINFER_ASSIGN_OR_RETURN(e.alpha, node.attr_or<float>("activation_alpha", 0.f));
-    DSINFER_ASSIGN_OR_RETURN(e.beta, node.attr_or<float>("activation_beta", 0.f));
+    DSINFER_ASSIGN_OR_RETURN(e.act, activation_from_attributes(node));
     using A = dnnl::algorithm;
-    if (act.empty()) return e;
-    if (act == "Relu") e.activation = A::eltwise_relu, e.alpha = 0.f;
-    else if (act == "LeakyRelu") e.activation = A::eltwise_relu;
-    else if (act == "Gelu") e.activation = A::eltwise_gelu_erf;
-    else if (act == "GeluTanh") e.activation = A::eltwise_gelu_tanh;
-    else if (act == "Tanh") e.activation = A::eltwise_tanh;
-    else if (act == "Sigmoid") e.activation = A::eltwise_logistic;
-    else if (act == "Clip") e.activation = A::eltwise_clip;
-    else if (act == "HardSwish") e.activation = A::eltwise_hardswish;
-    else
-        return Status::error(ErrorCode::unsupported, "fused activation '", act,
-                             "' is not supported");
+    e.alpha = 0.f;
+    e.beta = 0.f;
+    switch (e.act.kind) {
+        case Activation::none: break;
+        case Activation::relu: e.activation = A::eltwise_relu; break;
+        case Activation::leaky_relu: e.activation = A::eltwise_relu, e.alpha = e.act.alpha; break;
+        case Activation::gelu: e.activation = A::eltwise_gelu_erf; break;
+        case Activation::gelu_tanh: e.activation = A::eltwise_gelu_tanh; break;
+        case Activation::tanh: e.activation = A::eltwise_tanh; break;
+        case Activation::sigmoid: e.activation = A::eltwise_logistic; break;
+        case Activation::clip:
+            e.activation = A::eltwise_clip, e.alpha = e.act.alpha, e.beta = e.act.beta;
+            break;
+        case Activation::hard_swish: e.activation = A::eltwise_hardswish; break;
+    }
     return e;
 }
 

@@ -23,9 +23,11 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/activation.hpp"
 #include "cpu/kernel_utils.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/passes.hpp"
 
 namespace dsinfer::detail::onednn {
 
@@ -91,6 +93,7 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
 /// An activation applied after the main computation (oneDNN eltwise post-op), and an optional
 /// in-place sum with the destination's previous contents. Step 3's fusions build these.
 struct Epilogue {
+    ActivationSpec act;  ///< the fused activation as dsinfer names it (paths without oneDNN)
     dnnl::algorithm activation = dnnl::algorithm::undef;
     float alpha = 0.f;
     float beta = 0.f;
@@ -105,9 +108,8 @@ struct Epilogue {
     dnnl::primitive_attr attr() const;
 };
 
-/// Reads the optional fused-activation attributes of dsinfer's fused ops
-/// (activation = "Relu"|"Gelu"|"GeluTanh"|"Tanh"|"Sigmoid"|"Clip"|"HardSwish"|"LeakyRelu",
-/// activation_alpha, activation_beta). unsupported for unknown names.
+/// Reads the optional fused-activation attributes of dsinfer's fused ops (cpu/activation.hpp;
+/// invalid_model for unknown names).
 StatusOr<Epilogue> epilogue_from_attributes(const Node& node);
 
 /// A small thread-safe LRU cache of compiled primitives, keyed by a vector of integers (shapes
@@ -276,8 +278,5 @@ void register_pool(KernelRegistry& r);      // onednn_pool.cpp: Max/Average/Glob
 void register_norm(KernelRegistry& r);      // onednn_norm.cpp: BatchNorm, LayerNorm, Softmax
 void register_eltwise(KernelRegistry& r);   // onednn_eltwise.cpp: unary and binary ops
 void register_resize(KernelRegistry& r);    // onednn_resize.cpp: Resize
-
-/// The domain of dsinfer's own fused ops.
-inline constexpr const char* kDsDomain = "com.dsinfer";
 
 }  // namespace dsinfer::detail::onednn

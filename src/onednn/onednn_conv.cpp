@@ -77,6 +77,13 @@ public:
         if (!p.is_ok()) return p.status();
         const ConvPrim& c = *p.value();
         if (!c.usable) return run_fallback(ctx, in_mask_, out_mask_);
+        if (residual_) {
+            // FusedConv's Z (same shape and layout as Y) enters through the sum post-op.
+            const TensorView& z = ctx.input(3);
+            if (z.num_bytes() != ctx.output(0).num_bytes())
+                return Status(ErrorCode::internal, "FusedConv residual size mismatch");
+            if (z.raw != ctx.output(0).raw) std::memcpy(ctx.output(0).raw, z.raw, z.num_bytes());
+        }
         try {
             std::unordered_map<int, dnnl::memory> args;
             args.emplace(DNNL_ARG_SRC, wrap(c.src_md, ctx.input(0).raw));
@@ -102,10 +109,15 @@ public:
         if (!blockable_channels(out_c)) return s;
         s.layout = kBlockedLayout;
         s.outputs = 1;
+        // FusedConv's residual Z is summed into Y in place: it must share Y's layout.
+        if (residual_) {
+            s.inputs |= std::uint64_t{1} << 3;
+            s.uniform = true;
+        }
         // Mixed layouts (blocked on one side only) have no fast implementation except for a
         // row-major input with few channels (the first layer), so otherwise both or neither.
         if (c.is_static() && blockable_channels(c.value)) {
-            s.inputs = 1;
+            s.inputs |= 1;
             s.uniform = true;
         }
         return s;
@@ -233,6 +245,7 @@ private:
     Tensor w_;
     std::optional<Tensor> bias_;
     Epilogue epilogue_;
+    bool residual_ = epilogue_.sum;
     bool blocked_in_ = false, blocked_out_ = false;
     std::uint64_t in_mask_ = 0, out_mask_ = 0;
     WeightPacker packer_{w_};
@@ -259,6 +272,12 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_attrs(ctx.node(), Transpose));
     if (a.group < 1) return Status::error(ErrorCode::unsupported, "group");
     DSINFER_ASSIGN_OR_RETURN(Epilogue e, epilogue_from_attributes(ctx.node()));
+    if (ctx.has_input(3)) {  // FusedConv's residual: Y = act(conv + B + Z)
+        const Value* z = ctx.input_value(3);
+        if (Transpose || z == nullptr || !z->dtype || *z->dtype != DType::f32)
+            return Status::error(ErrorCode::unsupported, "f32 residual only");
+        e.sum = true;
+    }
     return make_kernel<OnednnConvKernel>(std::move(fallback), Transpose, std::move(a), *w,
                                          std::move(bias), e);
 }
@@ -270,6 +289,8 @@ void register_conv(KernelRegistry& r) {
     r.add({"Conv", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_conv<false>, kPriorityOnednn,
           "onednn");
     r.add({"ConvTranspose", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_conv<true>,
+          kPriorityOnednn, "onednn");
+    r.add({"FusedConv", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_conv<false>,
           kPriorityOnednn, "onednn");
 }
 

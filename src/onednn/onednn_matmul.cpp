@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "onednn/onednn_common.hpp"
 
@@ -67,8 +68,13 @@ public:
                                 : (cfg_.runtime_bias && ctx.has_input(2)) ? ctx.input(2).data<float>()
                                                                           : nullptr;
             const PackedB& pb = *cfg_.packed_small;
-            sgemm_packed(m, a.data<float>(), pb.k, pb, ctx.output(0).data<float>(), pb.n, bias,
-                         cfg_.gemm ? cfg_.alpha : 1.f);
+            const ActivationSpec& act = cfg_.epilogue.act;
+            const bool relu = act.kind == Activation::relu;
+            float* y = ctx.output(0).data<float>();
+            sgemm_packed(m, a.data<float>(), pb.k, pb, y, pb.n, bias,
+                         cfg_.gemm ? cfg_.alpha : 1.f,
+                         relu ? GemmActivation::relu : GemmActivation::none);
+            if (!relu) apply_activation_f32(y, m * pb.n, act);
             return Status::ok();
         }
         StatusOr<std::shared_ptr<const MatMulPrim>> p = Status::ok();
@@ -207,6 +213,17 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     OnednnMatMulKernel::Config cfg;
+    if (ctx.node().domain == kDsinferDomain) {  // FusedMatMul: constant bias [N], activation
+        DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(ctx.node()));
+        if (ctx.has_input(2)) {
+            const Tensor* bias = ctx.constant_input(2);
+            const Tensor* b = ctx.constant_input(1);
+            if (bias == nullptr || b == nullptr || bias->dtype() != DType::f32 ||
+                bias->num_dims() != 1 || b->num_dims() != 2 || bias->shape()[0] != b->shape()[1])
+                return Status::error(ErrorCode::unsupported, "constant bias of a constant B only");
+            cfg.bias_const = *bias;
+        }
+    }
     if (const Tensor* b = ctx.constant_input(1); b != nullptr && b->dtype() == DType::f32 &&
                                                  b->num_dims() == 2 && b->num_elements() > 0) {
         cfg.b_const = *b;
@@ -224,7 +241,9 @@ bool packed_gemm_form(const KernelCreateContext& ctx) {
     const auto ta = n.attr_or<int64_t>("transA", 0);
     const auto tb = n.attr_or<int64_t>("transB", 0);
     const auto beta = n.attr_or<float>("beta", 1.f);
-    if (!ta.is_ok() || !tb.is_ok() || !beta.is_ok() || ta.value() != 0 || ctx.opset() < 7)
+    // FusedGemm (com.dsinfer) has Gemm-13 semantics.
+    if (!ta.is_ok() || !tb.is_ok() || !beta.is_ok() || ta.value() != 0 ||
+        (n.domain.empty() && ctx.opset() < 7))
         return false;
     if (!ctx.has_input(2) || beta.value() == 0.f) return true;
     const Tensor* b = ctx.constant_input(1);
@@ -272,6 +291,9 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         // without a bias.
         if (cfg.alpha != 1.f) return Status::error(ErrorCode::unsupported, "alpha with bias");
     }
+    if (n.domain == kDsinferDomain) {  // FusedGemm: the activation after Gemm
+        DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(n));
+    }
     cfg.epilogue.output_scale = cfg.alpha;
     if (cfg.b_const && !cfg.trans_a && without_brgemm() && packed_gemm_form(ctx)) {
         const Tensor& b = *cfg.b_const;
@@ -291,6 +313,10 @@ void register_matmul(KernelRegistry& r) {
     r.add({"MatMul", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_matmul, kPriorityOnednn,
           "onednn");
     r.add({"Gemm", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_gemm, kPriorityOnednn, "onednn");
+    r.add({"FusedMatMul", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_matmul,
+          kPriorityOnednn, "onednn");
+    r.add({"FusedGemm", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_gemm, kPriorityOnednn,
+          "onednn");
 }
 
 }  // namespace dsinfer::detail::onednn

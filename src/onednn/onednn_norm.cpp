@@ -185,6 +185,8 @@ void register_norm(KernelRegistry& r) {
     };
     add("BatchNormalization", 9, &make_batchnorm);
     add("LayerNormalization", 17, &make_layernorm);
+    r.add({"LayerNormalization", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_layernorm,
+          kPriorityOnednn, "onednn");
     add("Softmax", 1, &make_softmax<false>);
     add("LogSoftmax", 1, &make_softmax<true>);
 }

@@ -15,7 +15,8 @@ namespace {
 // ---- unary --------------------------------------------------------------------------------
 
 bool is_heavy(Unary op) noexcept {
-    return op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid || op == Unary::erf;
+    return op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid || op == Unary::erf ||
+           op == Unary::gelu || op == Unary::gelu_tanh;
 }
 
 /// y = fn(x) for 16-bit float storage: blocks widened to float32, mapped, rounded back (the

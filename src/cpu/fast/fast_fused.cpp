@@ -1,6 +1,134 @@
-// PLACEHOLDER: replaced by the owner of these kernels.
-#include "dsinfer/kernel_registry.hpp"
+// Fast kernels of dsinfer's fused operators (docs/OPTIMIZER.md): SkipLayerNormalization and
+// Gelu (ai.onnx-20 and com.dsinfer), float32; plus apply_activation_f32 for the GEMM epilogues.
+// Other dtypes and forms run the reference kernel (fallback).
+#include "cpu/fast/fast_fused.hpp"
+
+#include <cmath>
+
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "cpu/reference/groups.hpp"
+#include "dsinfer/passes.hpp"
 
 namespace dsinfer::detail {
-void register_fast_fused_kernels(KernelRegistry&) {}
+
+void apply_activation_f32(float* y, std::int64_t n, const ActivationSpec& act) noexcept {
+    using fast::Unary;
+    Unary u = Unary::count;
+    switch (act.kind) {
+        case Activation::none: return;
+        case Activation::relu: u = Unary::relu; break;
+        case Activation::sigmoid: u = Unary::sigmoid; break;
+        case Activation::tanh: u = Unary::tanh; break;
+        case Activation::gelu: u = Unary::gelu; break;
+        case Activation::gelu_tanh: u = Unary::gelu_tanh; break;
+        default: break;
+    }
+    if (u != Unary::count) {
+        const auto fn = fast::simd().unary[static_cast<int>(u)];
+        parallel_for(n, fast::kGrainHeavy, [&](std::int64_t b, std::int64_t e) {
+            fn(y + b, y + b, e - b);
+        });
+        return;
+    }
+    parallel_for(n, fast::kGrainHeavy, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) y[i] = apply_activation(y[i], act);
+    });
+}
+
+namespace fast {
+namespace {
+
+class GeluFast final : public FastKernel {
+public:
+    GeluFast(std::unique_ptr<Kernel> fb, Unary op) : FastKernel(std::move(fb)), op_(op) {}
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        if (x.dtype != DType::f32) return fallback_run(ctx);
+        const float* px = x.data<float>();
+        float* py = ctx.output(0).data<float>();
+        const auto fn = simd().unary[static_cast<int>(op_)];
+        parallel_for(x.num_elements(), kGrainHeavy,
+                     [&](std::int64_t b, std::int64_t e) { fn(px + b, py + b, e - b); });
+        return Status::ok();
+    }
+
+private:
+    Unary op_;
+};
+
+Factory make_gelu(const KernelCreateContext& ctx) {
+    auto approx = ctx.node().attr_or<std::string>("approximate", "none");
+    if (!approx.is_ok()) return ctx.create_fallback();  // the reference reports the error
+    return make_fast<GeluFast>(ctx, approx.value() == "tanh" ? Unary::gelu_tanh : Unary::gelu);
+}
+
+/// SkipLayerNormalization over rows of the last dim: the sum is written to Y (and to the sum
+/// output), statistics in double, then Y is normalized in place. Rows split across threads.
+class SkipLayerNormFast final : public Kernel {
+public:
+    explicit SkipLayerNormFast(float eps) : eps_(eps) {}
+    Status prepare(PrepareContext& ctx) const override { return prepare_skip_layer_norm(ctx); }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const std::int64_t h = x.shape[x.shape.rank() - 1];
+        if (h == 0) return Status::ok();
+        const std::int64_t rows = x.num_elements() / h;
+        const float* px = x.data<float>();
+        const float* ps = ctx.input(1).data<float>();
+        const float* gamma = ctx.input(2).data<float>();
+        const float* beta = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
+        const float* bias = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
+        float* py = ctx.output(0).data<float>();
+        float* psum = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+        const SimdOps& s = simd();
+        const auto add = s.vv[static_cast<int>(Arith::add)];
+        const auto mul = s.vv[static_cast<int>(Arith::mul)];
+        const auto sub_s = s.vs[static_cast<int>(Arith::sub)];
+        const auto mul_s = s.vs[static_cast<int>(Arith::mul)];
+        const double eps = eps_;
+        parallel_for(rows, std::max<std::int64_t>(1, kGrain / h), [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t r = b; r < e; ++r) {
+                float* y = py + r * h;
+                add(px + r * h, ps + r * h, y, h);
+                if (bias != nullptr) add(y, bias, y, h);
+                if (psum != nullptr) std::memcpy(psum + r * h, y, static_cast<std::size_t>(h) * 4);
+                const double mean = s.sum(y, h) / static_cast<double>(h);
+                const float fmean = static_cast<float>(mean);
+                sub_s(y, fmean, y, h);
+                // Variance of the centred row (sum of squares after centring: no cancellation).
+                const double var = s.sum_sq(y, h) / static_cast<double>(h);
+                mul_s(y, static_cast<float>(1.0 / std::sqrt(var + eps)), y, h);
+                mul(y, gamma, y, h);
+                if (beta != nullptr) add(y, beta, y, h);
+            }
+        });
+        return Status::ok();
+    }
+
+private:
+    float eps_;
+};
+
+Factory make_skip_layer_norm(const KernelCreateContext& ctx) {
+    // The reference factory validates the node (arity, epsilon); this kernel shares its prepare.
+    DSINFER_ASSIGN_OR_RETURN(auto fb, ctx.create_fallback());
+    (void)fb;
+    DSINFER_ASSIGN_OR_RETURN(float eps, ctx.node().attr_or<float>("epsilon", 1e-5f));
+    return make_kernel<SkipLayerNormFast>(eps);
+}
+
+}  // namespace
+}  // namespace fast
+
+void register_fast_fused_kernels(KernelRegistry& r) {
+    const auto cpu = DeviceKind::cpu;
+    const DTypeSet f32{DType::f32};
+    r.add({"Gelu", "", 20, kMaxOpset, cpu, f32}, &fast::make_gelu, kPriorityCpu, "cpu");
+    r.add({"Gelu", kDsinferDomain, 1, 1, cpu, f32}, &fast::make_gelu, kPriorityCpu, "cpu");
+    r.add({"SkipLayerNormalization", kDsinferDomain, 1, 1, cpu, f32}, &fast::make_skip_layer_norm,
+          kPriorityCpu, "cpu");
+}
+
 }  // namespace dsinfer::detail

@@ -34,6 +34,8 @@ enum class Unary : int {
     square,    // x * x              (Pow with exponent 2)
     cube,      // (x * x) * x        (Pow with exponent 3)
     pow_half,  // pow(x, 0.5)        (sqrt, but +0 for -0 and +inf for -inf)
+    gelu,      // 0.5 x (1 + erf(x / sqrt 2))
+    gelu_tanh, // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
     count,
 };
 inline constexpr int kNumUnary = static_cast<int>(Unary::count);
