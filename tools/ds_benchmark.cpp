@@ -47,7 +47,8 @@ constexpr const char* kUsage =
     "usage: ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
-    "                    [--seed N] [--min-time SECONDS] [--profile] [--json]\n"
+    "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3] [--profile]\n"
+    "                    [--json]\n"
     "\n"
     "  --model PATH        ONNX model to time (required)\n"
     "  --device D          cpu (default); cuda is not available yet (Step 5)\n"
@@ -61,6 +62,7 @@ constexpr const char* kUsage =
     "  --min-time S        and at least S seconds of timed runs (default 3)\n"
     "  --backends LIST     comma-separated, in priority order (default: the build's default)\n"
     "  --seed N            seed of the input generator (default 12345, as the ORT harness)\n"
+    "  --opt-level N       graph optimization level 0-3 (default 3)\n"
     "  --profile           after timing, print time per op type and kernel provider\n"
     "                      (to stderr with --json)\n"
     "  --json              print one JSON object on one line\n";
@@ -75,6 +77,7 @@ struct Args {
     std::int64_t iterations = 10;
     double min_time_s = 3.0;
     std::vector<std::string> backends;
+    int opt_level = 3;
     bool json = false;
     int profile = 0;  // top-N op types by time (0 = off)
 };
@@ -190,6 +193,8 @@ Args parse_args(int argc, char** argv) {
             a.backends = parse_backends(value());
         } else if (flag == "--seed") {
             a.shapes.seed = static_cast<std::uint32_t>(parse_int(flag, value(), 0, 0xffffffffll));
+        } else if (flag == "--opt-level") {
+            a.opt_level = static_cast<int>(parse_int(flag, value(), 0, 3));
         } else if (flag == "--profile") {
             a.profile = 15;
         } else if (flag == "--json") {
@@ -508,6 +513,7 @@ struct Result {
     std::vector<double> loadavg;
     std::map<std::string, int> providers;  // nodes per kernel provider
     int blocked_nodes = 0;
+    OptimizeReport optimization;
 };
 
 std::string dims_json(const Shape& s) {
@@ -519,6 +525,14 @@ std::string providers_json(const std::map<std::string, int>& p) {
     for (const auto& [name, count] : p)
         s += (s.size() > 1 ? "," : "") + json_string(name) + ":" + std::to_string(count);
     return s + "}";
+}
+
+std::string optimization_json(const Args& a, const OptimizeReport& o) {
+    std::map<std::string, int> fired(o.fired.begin(), o.fired.end());
+    return fmt::format("{{\"level\":{},\"nodes_before\":{},\"nodes_after\":{},\"ms\":{},"
+                       "\"fired\":{}}}",
+                       a.opt_level, o.nodes_before, o.nodes_after, json_number(o.ms),
+                       providers_json(fired));
 }
 
 void print_json(const Args& a, const std::vector<std::string>& backends,
@@ -542,7 +556,7 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         "\"latency_ms\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"mean\":{},\"min\":{},\"max\":{}}},"
         "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
         "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
-        "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{}}}\n",
+        "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{}}}\n",
         json_string(a.model.string()), json_string(a.device), json_string(a.precision),
         in.batch.value_or(a.shapes.batch), in.seq ? std::to_string(*in.seq) : "null", threads,
         json_array(backends, json_string), a.shapes.seed, inputs, json_number(r.load_ms),
@@ -553,7 +567,7 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
         r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()),
         json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
-        providers_json(r.providers), r.blocked_nodes);
+        providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization));
 }
 
 void print_table(const Args& a, const std::vector<std::string>& backends,
@@ -587,6 +601,10 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
     std::string prov;
     for (const auto& [name, count] : r.providers) prov += fmt::format(" {} {}", name, count);
     fmt::print("  {:<12}{} (blocked layout: {})\n", "nodes", prov, r.blocked_nodes);
+    std::string fired;
+    for (const auto& [name, count] : r.optimization.fired) fired += fmt::format(" {} {}", name, count);
+    fmt::print("  {:<12}level {}: {} -> {} nodes in {:.1f} ms;{}\n", "optimizer", a.opt_level,
+               r.optimization.nodes_before, r.optimization.nodes_after, r.optimization.ms, fired);
     fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", static_cast<double>(r.peak_rss) / 1048576.0,
                r.finite ? "" : "   WARNING: non-finite outputs");
 }
@@ -629,6 +647,7 @@ int run(const Args& a) {
     EngineOptions options;
     options.backends = a.backends;
     options.num_threads = a.threads;
+    options.optimization_level = a.opt_level;
     const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
 
     auto t0 = Clock::now();
@@ -637,6 +656,7 @@ int run(const Args& a) {
     r.engine_load_ms = engine.load_ms();
     for (const auto& p : engine.node_providers()) ++r.providers[p];
     r.blocked_nodes = engine.blocked_layout_nodes();
+    r.optimization = engine.optimization_report();
 
     auto generated = bench::make_inputs(engine, a.shapes);
     if (!generated) {
