@@ -238,3 +238,115 @@ std::unique_ptr<GraphPass> make_fuse_skip_layer_norm() {
 }
 
 }  // namespace dsinfer::passes
+
+namespace dsinfer::passes {
+namespace {
+
+/// fuse_layer_norm_linear: a LayerNormalization (last axis) whose output only feeds Linear
+/// layers (MatMul / FusedMatMul with float32 constant weights, as input A) hands its affine
+/// part to them: W' = diag(γ)·W, bias' = bias + β·W, and the LayerNorm keeps γ = 1, no β.
+/// Pre-LN transformers (GPT, ViT) have this shape; post-LN ones (BERT) also read the
+/// LayerNorm's output in the residual, so it does not fire there.
+class FuseLayerNormLinear final : public GraphPass {
+public:
+    std::string_view name() const noexcept override { return "fuse_layer_norm_linear"; }
+    int level() const noexcept override { return 2; }
+
+    Status apply(Graph& g, PassContext& ctx) const override {
+        GraphIndex ix(g);
+        Rewriter rw(g);
+        int fired = 0;
+        for (std::size_t li = 0; li < g.nodes.size(); ++li) {
+            const Node& ln = g.nodes[li];
+            if (ln.op_type != "LayerNormalization" ||
+                !(ln.domain.empty() || ln.domain == kDsinferDomain) || ln.inputs.size() < 2 ||
+                ln.outputs.empty())
+                continue;
+            bool extra = false;
+            for (std::size_t o = 1; o < ln.outputs.size(); ++o)
+                extra = extra || (ln.outputs[o] != kNoValue &&
+                                  (ix.pinned(ln.outputs[o]) || !ix.consumers(ln.outputs[o]).empty()));
+            auto axis = ln.attr_or<int64_t>("axis", -1);
+            const ValueId y = ln.outputs[0];
+            if (extra || !axis.is_ok() || axis.value() != -1 || ix.pinned(y) ||
+                ix.consumers(y).empty())
+                continue;
+            const Tensor* gamma = vector_constant(ix, ln.inputs[1], -1);
+            if (gamma == nullptr) continue;
+            const int64_t h = gamma->shape()[0];
+            const Tensor* beta = ln.inputs.size() > 2 && ln.inputs[2] != kNoValue
+                                     ? vector_constant(ix, ln.inputs[2], h)
+                                     : nullptr;
+            if (ln.inputs.size() > 2 && ln.inputs[2] != kNoValue && beta == nullptr) continue;
+            bool all_linear = true;
+            for (int c : ix.consumers(y)) {
+                const Node& n = g.nodes[static_cast<std::size_t>(c)];
+                const bool mm = is_op(n, "MatMul") ||
+                                (n.op_type == "FusedMatMul" && n.domain == kDsinferDomain);
+                const Tensor* w = mm && n.inputs.size() >= 2 ? ix.constant(n.inputs[1]) : nullptr;
+                all_linear = all_linear && !rw.removed(c) && mm && n.inputs[0] == y &&
+                             n.inputs[1] != y && w != nullptr && w->dtype() == DType::f32 &&
+                             w->num_dims() == 2 && w->shape()[0] == h &&
+                             (n.inputs.size() < 3 || n.inputs[2] == kNoValue ||
+                              vector_constant(ix, n.inputs[2], w->shape()[1]) != nullptr);
+            }
+            if (!all_linear) continue;
+            const float* gp = gamma->data<float>();
+            for (int c : ix.consumers(y)) {
+                const Node& n = g.nodes[static_cast<std::size_t>(c)];
+                const Tensor* w = ix.constant(n.inputs[1]);
+                const int64_t nn = w->shape()[1];
+                Tensor w2 = w->clone();
+                float* pw = w2.data<float>();
+                for (int64_t k = 0; k < h; ++k)
+                    for (int64_t j = 0; j < nn; ++j) pw[k * nn + j] *= gp[k];
+                std::vector<double> b(static_cast<std::size_t>(nn), 0.0);
+                if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+                    const float* pb = ix.constant(n.inputs[2])->data<float>();
+                    for (int64_t j = 0; j < nn; ++j) b[static_cast<std::size_t>(j)] = pb[j];
+                }
+                if (beta != nullptr) {
+                    const float* pbeta = beta->data<float>();
+                    const float* pw0 = w->data<float>();
+                    for (int64_t k = 0; k < h; ++k)
+                        for (int64_t j = 0; j < nn; ++j)
+                            b[static_cast<std::size_t>(j)] +=
+                                static_cast<double>(pbeta[k]) * pw0[k * nn + j];
+                }
+                Tensor bt = Tensor::zeros(DType::f32, Shape{nn});
+                for (int64_t j = 0; j < nn; ++j)
+                    bt.data<float>()[j] = static_cast<float>(b[static_cast<std::size_t>(j)]);
+                const std::string base = n.name.empty() ? "linear" : n.name;
+                const ValueId wv = rw.new_constant(base + "/ln_W", std::move(w2));
+                const ValueId bv = beta != nullptr || n.inputs.size() > 2
+                                       ? rw.new_constant(base + "/ln_bias", std::move(bt))
+                                       : kNoValue;
+                std::vector<ValueId> inputs{y, wv};
+                if (bv != kNoValue) inputs.push_back(bv);
+                Node& f = rw.add("FusedMatMul", kDsinferDomain, std::move(inputs), n.outputs, n.name);
+                if (n.domain == kDsinferDomain) copy_attributes(n, f);
+                rw.remove(c);
+            }
+            Tensor ones = Tensor::zeros(DType::f32, Shape{h});
+            for (int64_t k = 0; k < h; ++k) ones.data<float>()[k] = 1.f;
+            const ValueId ov = rw.new_constant((ln.name.empty() ? "ln" : ln.name) + "/unit_scale",
+                                               std::move(ones));
+            Node& n2 = rw.add(ln.op_type, ln.domain, {ln.inputs[0], ov}, {y}, ln.name);
+            copy_attributes(ln, n2);
+            rw.remove(static_cast<int>(li));
+            ++fired;
+        }
+        if (fired > 0) ensure_dsinfer_opset(g);
+        DSINFER_RETURN_IF_ERROR(rw.commit().status());
+        ctx.fired(name(), fired);
+        return Status::ok();
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> make_fuse_layer_norm_linear() {
+    return std::make_unique<FuseLayerNormLinear>();
+}
+
+}  // namespace dsinfer::passes

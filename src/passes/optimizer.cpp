@@ -25,6 +25,7 @@ std::vector<std::unique_ptr<GraphPass>> default_passes() {
     p.push_back(make_fuse_skip_layer_norm());
     p.push_back(make_fuse_matmul_bias_activation());
     p.push_back(make_fuse_conv_add_activation());
+    p.push_back(make_fuse_layer_norm_linear());
     // Dead code left behind by fusions.
     p.push_back(make_eliminate_dead_code());
     return p;

@@ -22,5 +22,6 @@ std::unique_ptr<GraphPass> make_fuse_attention();         // fuse_attention.cpp
 std::unique_ptr<GraphPass> make_fuse_skip_layer_norm();   // fuse_norm.cpp
 std::unique_ptr<GraphPass> make_fuse_matmul_bias_activation();  // fuse_matmul.cpp
 std::unique_ptr<GraphPass> make_fuse_conv_add_activation();     // fuse_conv.cpp
+std::unique_ptr<GraphPass> make_fuse_layer_norm_linear();       // fuse_norm.cpp
 
 }  // namespace dsinfer::passes

@@ -335,3 +335,28 @@ TEST_CASE("fusion: fused operators reject bad inputs with typed errors", "[fusio
         CHECK_THAT(std::string(e.what()), Catch::Contains("Swoosh"));
     }
 }
+
+TEST_CASE("fusion: a LayerNorm feeding only Linear layers hands them its affine part", "[fusion]") {
+    Graph g = new_graph(17);
+    const ValueId x = g.add_value("x", DType::f32, sym({-1, 5, 16}));
+    g.inputs = {x};
+    const ValueId y = v(g, "ln");
+    Node& ln = node(g, "LayerNormalization",
+                    {x, g.add_initializer("gamma", random_tensor(Shape{16}, 30)),
+                     g.add_initializer("beta", random_tensor(Shape{16}, 31))},
+                    {y});
+    set_f(ln, "epsilon", 1e-5f);
+    const ValueId q = v(g, "q"), qb = g.add_value("qb"), k = g.add_value("k");
+    node(g, "MatMul", {y, g.add_initializer("wq", random_tensor(Shape{16, 8}, 32))}, {q});
+    node(g, "Add", {q, g.add_initializer("bq", random_tensor(Shape{8}, 33))}, {qb});
+    node(g, "MatMul", {y, g.add_initializer("wk", random_tensor(Shape{16, 12}, 34))}, {k});
+    g.outputs = {qb, k};
+    Outcome r = check_levels(g, {{"x", random_tensor(Shape{3, 5, 16}, 35)}});
+    CHECK(r.report.count("fuse_layer_norm_linear") == 1);
+    CHECK(r.nodes == 3);
+
+    // The LayerNorm's output escaping (a graph output) keeps the affine part in the LayerNorm.
+    g.outputs.push_back(y);
+    Outcome r2 = check_levels(g, {{"x", random_tensor(Shape{3, 5, 16}, 36)}});
+    CHECK(r2.report.count("fuse_layer_norm_linear") == 0);
+}
