@@ -6,7 +6,8 @@
 // Levels: 0 none; 1 constant folding, dead-code and common-subexpression elimination,
 // Identity/Reshape/Transpose clean-up; 2 + fusions (Conv+BatchNorm, Conv/MatMul/Gemm + bias,
 // residual Add and activation, LayerNorm, skip-LayerNorm, GELU, attention, ...);
-// 3 + layout changes and backend-specific rewrites.
+// 3 + layout changes and backend-specific rewrites (the executor's blocked-layout negotiation
+// between oneDNN kernels runs only at level 3).
 //
 // Every pass keeps the graph's interface (input and output names, dtypes, declared shapes) and
 // its numerics within the tolerances stated in docs/OPTIMIZER.md. Passes never remove a value a
