@@ -1,6 +1,257 @@
-// PLACEHOLDER: replaced by the owner of these kernels.
-#include "dsinfer/kernel_registry.hpp"
+// Fast f32 kernel of com.dsinfer MultiHeadAttention (docs/OPTIMIZER.md): flash-style attention.
+// Work items are (batch, head, tile of up to kMaxTileRows query rows); each walks the keys in
+// tiles of kKvTile with an online softmax (attention_tiles.inc), so the Sq x Sk score matrix is
+// never materialized: per thread the workspace holds one Kᵀ tile, one score tile and one output
+// accumulator tile (about 100 KiB at head size 64). The tile loops are compiled for AVX-512,
+// AVX2+FMA and the baseline and picked by the fast kernels' ISA (DSINFER_MAX_CPU_ISA caps it).
+// Threads take contiguous ranges of work items; a row's arithmetic does not depend on the
+// thread count or the tile height, so results are identical for any thread count.
+// Numerics vs the reference kernel: different summation order and the fast exp (<= 1 ulp);
+// measured bounds in tests/unit/test_attention.cpp. Other dtypes and shapes the workspace
+// cannot hold run on the reference kernel (the fallback), whose prepare validates every input.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "cpu/reference/fused_attention.hpp"
+#include "dsinfer/passes.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DSINFER_ATTN_X86 1
+#include <immintrin.h>
+#else
+#define DSINFER_ATTN_X86 0
+#endif
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace dsinfer::detail::fast {
+namespace {
+
+using std::int64_t;
+
+constexpr int64_t kKvTile = 128;       // keys per tile
+constexpr int64_t kMaxTileRows = 64;   // query rows per work item
+constexpr int64_t kPad = 32;           // columns are padded to the widest column block (AVX-512)
+
+/// One MultiHeadAttention problem as the tile loops see it (all f32, row-major).
+struct MhaProblem {
+    const float* q;
+    const float* k;
+    const float* v;
+    const float* mask;  // null when absent
+    float* y;
+    int64_t q_len, kv_len, head, v_head;
+    int64_t ldq;  // row stride of Q and K (H·Dh)
+    int64_t ldv;  // row stride of V and Y (H·Dv)
+    std::array<int64_t, 4> mask_strides;
+    float scale;
+    int64_t kv_tile, kv_tile_pad, v_head_pad;
+    SimdOps::UnaryFn exp;
+    void (*transpose)(const std::uint32_t*, int64_t, std::uint32_t*, int64_t, int64_t,
+                      int64_t) noexcept;
+};
+
+/// One thread's workspace.
+struct MhaScratch {
+    float* kt;  // [Dh, kv_tile_pad]
+    float* vp;  // [kv_tile, v_head_pad] (V tile when Dv is not a multiple of the column block)
+    float* s;   // [kMaxTileRows, kv_tile_pad]
+    float* o;   // [kMaxTileRows, v_head_pad]
+    float* m;   // [kMaxTileRows]
+    float* l;   // [kMaxTileRows]
+};
+
+#if DSINFER_ATTN_X86
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
+namespace avx512 {
+#define DSINFER_SIMD_W 64
+#define DSINFER_SIMD_LEVEL 2
+#include "cpu/fast/attention_tiles.inc"
+#undef DSINFER_SIMD_W
+#undef DSINFER_SIMD_LEVEL
+}  // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+#define DSINFER_SIMD_W 32
+#define DSINFER_SIMD_LEVEL 1
+#include "cpu/fast/attention_tiles.inc"
+#undef DSINFER_SIMD_W
+#undef DSINFER_SIMD_LEVEL
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+namespace baseline {
+#define DSINFER_SIMD_W 16
+#define DSINFER_SIMD_LEVEL 0
+#include "cpu/fast/attention_tiles.inc"
+#undef DSINFER_SIMD_W
+#undef DSINFER_SIMD_LEVEL
+}  // namespace baseline
+
+using RowsFn = void (*)(const MhaProblem&, const MhaScratch&, int64_t, int64_t, int64_t,
+                        int64_t) noexcept;
+
+RowsFn rows_fn() noexcept {
+#if DSINFER_ATTN_X86
+    if (active_isa() == Isa::avx512) return &avx512::attention_rows;
+    if (active_isa() == Isa::avx2) return &avx2::attention_rows;
+#endif
+    return &baseline::attention_rows;
+}
+
+constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/// Tile sizes and per-thread workspace of one shape.
+struct Plan {
+    int64_t kv_tile = 0, kv_tile_pad = 0, v_head_pad = 0;
+    int64_t slot_floats = 0;  // floats of one thread's workspace
+    std::size_t slot_bytes() const noexcept {
+        return static_cast<std::size_t>(slot_floats) * sizeof(float);
+    }
+};
+
+Plan make_plan(const MhaDims& d) noexcept {
+    Plan p;
+    p.kv_tile = std::max<int64_t>(1, std::min(kKvTile, d.kv_len));
+    p.kv_tile_pad = round_up(p.kv_tile, kPad);
+    p.v_head_pad = round_up(std::max<int64_t>(d.v_head, 1), kPad);
+    const int64_t parts[6] = {d.head * p.kv_tile_pad, p.kv_tile * p.v_head_pad,
+                              kMaxTileRows * p.kv_tile_pad, kMaxTileRows * p.v_head_pad,
+                              kMaxTileRows, kMaxTileRows};
+    for (int64_t n : parts) p.slot_floats += round_up(n, 16);  // 64-byte aligned parts
+    return p;
+}
+
+MhaScratch scratch_at(float* base, const Plan& p, int64_t head) noexcept {
+    MhaScratch w;
+    float* at = base;
+    auto take = [&](int64_t n) {
+        float* r = at;
+        at += round_up(n, 16);
+        return r;
+    };
+    w.kt = take(head * p.kv_tile_pad);
+    w.vp = take(p.kv_tile * p.v_head_pad);
+    w.s = take(kMaxTileRows * p.kv_tile_pad);
+    w.o = take(kMaxTileRows * p.v_head_pad);
+    w.m = take(kMaxTileRows);
+    w.l = take(kMaxTileRows);
+    return w;
+}
+
+class FastMultiHeadAttention final : public FastKernel {
+public:
+    FastMultiHeadAttention(std::unique_ptr<Kernel> fallback, int64_t heads, bool has_scale,
+                           float scale)
+        : FastKernel(std::move(fallback)), heads_(heads), has_scale_(has_scale), scale_(scale) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(FastKernel::prepare(ctx));  // validates every input
+        if (!all_f32(ctx)) return Status::ok();
+        const Shape* mask = ctx.has_input(3) ? &ctx.input(3).shape() : nullptr;
+        DSINFER_ASSIGN_OR_RETURN(MhaDims d, mha_dims(ctx.input(0).shape(), ctx.input(1).shape(),
+                                                     ctx.input(2).shape(), mask, heads_));
+        const std::size_t bytes =
+            make_plan(d).slot_bytes() * static_cast<std::size_t>(max_threads());
+        ctx.set_workspace(std::max(ctx.workspace_bytes(), bytes));
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        for (int i = 0; i < ctx.num_inputs(); ++i)
+            if (ctx.has_input(i) && ctx.input(i).dtype != DType::f32) return fallback_run(ctx);
+        const StatusOr<MhaDims> dims = mha_dims(ctx, heads_);
+        if (!dims.is_ok()) return dims.status();
+        const MhaDims& d = *dims;
+        const Plan plan = make_plan(d);
+        const int64_t slots = std::min<int64_t>(
+            max_threads(), static_cast<int64_t>(ctx.workspace_bytes() / plan.slot_bytes()));
+        if (slots < 1) return fallback_run(ctx);
+
+        MhaProblem p{};
+        p.q = ctx.input(0).data<float>();
+        p.k = ctx.input(1).data<float>();
+        p.v = ctx.input(2).data<float>();
+        p.mask = d.has_mask ? ctx.input(3).data<float>() : nullptr;
+        p.y = ctx.output(0).data<float>();
+        p.q_len = d.q_len;
+        p.kv_len = d.kv_len;
+        p.head = d.head;
+        p.v_head = d.v_head;
+        p.ldq = d.qk_width();
+        p.ldv = d.v_width();
+        p.mask_strides = d.mask_strides;
+        p.scale = mha_scale(has_scale_, scale_, d.head);
+        p.kv_tile = plan.kv_tile;
+        p.kv_tile_pad = plan.kv_tile_pad;
+        p.v_head_pad = plan.v_head_pad;
+        p.exp = simd().unary[static_cast<int>(Unary::exp)];
+        p.transpose = simd().transpose32;
+
+        // Work items (b, h, query tile), heads of one batch adjacent so that consecutive items
+        // of one thread reuse K and V from cache. Smaller tiles when there are few items.
+        int64_t tile = kMaxTileRows;
+        const int64_t bh = d.batch * d.heads;
+        while (tile > 8 && bh * ((d.q_len + tile - 1) / tile) < 4 * slots) tile /= 2;
+        const int64_t q_tiles = (d.q_len + tile - 1) / tile;
+        const int64_t items = bh * q_tiles;
+        if (items == 0) return Status::ok();
+        const RowsFn rows = rows_fn();
+        auto* base = static_cast<float*>(ctx.workspace());
+        const int64_t used = std::min(slots, items);
+        parallel_for(used, 1, [&](int64_t s0, int64_t s1) {
+            for (int64_t slot = s0; slot < s1; ++slot) {
+                const MhaScratch w = scratch_at(base + slot * plan.slot_floats, plan, d.head);
+                for (int64_t it = items * slot / used; it < items * (slot + 1) / used; ++it) {
+                    const int64_t qt = it % q_tiles;
+                    const int64_t bh_i = it / q_tiles;
+                    const int64_t i0 = qt * tile;
+                    rows(p, w, bh_i / d.heads, bh_i % d.heads, i0, std::min(tile, d.q_len - i0));
+                }
+            }
+        });
+        return Status::ok();
+    }
+
+private:
+    static bool all_f32(const PrepareContext& ctx) noexcept {
+        for (int i = 0; i < ctx.num_inputs(); ++i)
+            if (ctx.has_input(i) && ctx.input(i).dtype() != DType::f32) return false;
+        return true;
+    }
+
+    int64_t heads_;
+    bool has_scale_;
+    float scale_;
+};
+
+Factory make_fast_mha(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    const Node& n = ctx.node();
+    DSINFER_ASSIGN_OR_RETURN(const int64_t heads, n.attr<int64_t>("num_heads"));
+    DSINFER_ASSIGN_OR_RETURN(const float scale, n.attr_or<float>("scale", 0.f));
+    return make_kernel<FastMultiHeadAttention>(std::move(fb), heads, n.has_attr("scale"), scale);
+}
+
+}  // namespace
+}  // namespace dsinfer::detail::fast
+
+#pragma GCC diagnostic pop
 
 namespace dsinfer::detail {
-void register_fast_attention(KernelRegistry&) {}
+void register_fast_attention(KernelRegistry& r) {
+    r.add({"MultiHeadAttention", kDsinferDomain, 1, kMaxOpset, DeviceKind::cpu,
+           DTypeSet{DType::f32}},
+          &fast::make_fast_mha, kPriorityCpu, "cpu");
+}
 }  // namespace dsinfer::detail
