@@ -307,6 +307,25 @@ public:
                 }
             }
         }
+        // Names a node's subgraphs capture are implicit inputs: the node runs after their
+        // producers here.
+        std::unordered_map<std::string, ValueId> by_name;
+        for (std::size_t ni = 0; ni < n; ++ni) {
+            std::vector<std::string> captured;
+            collect_captures(nodes[ni], captured);
+            if (captured.empty()) continue;
+            if (by_name.empty())
+                for (std::size_t v = 0; v < values.size(); ++v)
+                    by_name.emplace(values[v].name, static_cast<ValueId>(v));
+            for (const std::string& name : captured) {
+                auto it = by_name.find(name);
+                if (it == by_name.end()) continue;
+                const std::int32_t p = values[static_cast<std::size_t>(it->second)].producer;
+                if (p < 0 || p == static_cast<std::int32_t>(ni)) continue;
+                ++pending[ni];
+                consumers[static_cast<std::size_t>(p)].push_back(static_cast<std::int32_t>(ni));
+            }
+        }
         std::vector<std::int32_t> order;
         order.reserve(n);
         // Min-heap on the original index keeps an already-sorted graph unchanged.
@@ -352,6 +371,30 @@ public:
                           "' is not produced by any node, input or initializer");
         }
         return Status::ok();
+    }
+
+    /// Names that `n`'s subgraphs (at any depth) read from enclosing graphs, excluding names
+    /// an intermediate subgraph defines itself.
+    static void collect_captures(const Node& n, std::vector<std::string>& out) {
+        for (const auto& [attr_name, a] : n.attributes) {
+            (void)attr_name;
+            auto visit = [&](const std::shared_ptr<Graph>& sg) {
+                if (!sg) return;
+                std::vector<std::string> inner;
+                for (const Node& sn : sg->nodes) collect_captures(sn, inner);
+                for (const Value& v : sg->values)
+                    if (v.is_capture) out.push_back(v.name);
+                for (auto& name : inner) {
+                    bool defined = false;
+                    for (const Value& v : sg->values)
+                        defined = defined || (!v.is_capture && v.name == name);
+                    if (!defined) out.push_back(std::move(name));
+                }
+            };
+            if (a.kind == AttrKind::g) visit(a.g);
+            if (a.kind == AttrKind::graphs)
+                for (const auto& sg : a.graphs) visit(sg);
+        }
     }
 
     /// Looks a value up by name (linear; for tests and tools, not hot paths).
