@@ -141,6 +141,17 @@ Status for_each_subgraph(Graph& g, const std::function<Status(Graph&)>& fn) {
     return Status::ok();
 }
 
+Status apply_everywhere(Graph& g, PassContext& ctx, std::string_view pass,
+                        const std::function<StatusOr<int>(Graph&)>& fn) {
+    const std::function<Status(Graph&)> each = [&](Graph& graph) -> Status {
+        DSINFER_ASSIGN_OR_RETURN(int n, fn(graph));
+        ctx.fired(pass, n);
+        return Status::ok();
+    };
+    DSINFER_RETURN_IF_ERROR(each(g));
+    return for_each_subgraph(g, each);
+}
+
 }  // namespace dsinfer::passes
 
 namespace dsinfer::passes {

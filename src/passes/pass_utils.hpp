@@ -141,6 +141,11 @@ inline void ensure_dsinfer_opset(Graph& g) {
 /// also optimize If/Loop/Scan bodies).
 Status for_each_subgraph(Graph& g, const std::function<Status(Graph&)>& fn);
 
+/// Runs `fn` on `g` and then on every subgraph (for_each_subgraph order), adding the rewrite
+/// counts it returns to `pass` in the report.
+Status apply_everywhere(Graph& g, PassContext& ctx, std::string_view pass,
+                        const std::function<StatusOr<int>(Graph&)>& fn);
+
 }  // namespace dsinfer::passes
 
 namespace dsinfer::passes {
