@@ -19,9 +19,8 @@
 // subgraphs, DequantizeLinear (quantized weights stay quantized), non-tensor values.
 //
 // Shapes of intermediate values: when a Shape/Size reads a node output whose shape is not
-// static, the graph is first compiled once with the reference kernels on a copy (the
-// executor's load-time inference with symbolic-dim probes) and the inferred dtypes/shapes are
-// copied into the graph where they say more than what is declared.
+// static, annotate_shapes() (the executor's load-time inference with symbolic-dim probes, on a
+// copy) first writes the inferred dtypes/shapes into the graph.
 // Subgraphs are folded too (their captured values are not constants). Counts one per folded
 // node.
 #include <algorithm>
@@ -290,8 +289,8 @@ private:
         }
     }
 
-    /// Copies load-time inferred dtypes/shapes into the graph when a Shape/Size reads a node
-    /// output whose shape is not static (only then can inference help folding).
+    /// Annotates the graph with load-time inferred dtypes/shapes (annotate_shapes) when a
+    /// Shape/Size reads a node output whose shape is not static (only then can it help).
     void infer_shapes_if_needed() {
         bool needed = false;
         for (const Node& n : g_.nodes) {
@@ -301,32 +300,7 @@ private:
             const Value& x = g_.value(n.inputs[0]);
             needed = needed || (x.producer >= 0 && !x.shape.is_static());
         }
-        if (!needed) return;
-        try {
-            auto copy = std::make_shared<Graph>(g_);
-            copy->opset_imports = opsets_;
-            detail::CompileOptions co;
-            co.registry = &reference_registry();
-            // Errors only stop inference at the failing node; what it learned before stays.
-            (void)detail::CompiledGraph::compile(copy, co);
-            auto static_count = [](const SymbolicShape& s) {
-                int k = 0;
-                for (const Dim& d : s.dims) k += d.is_static() ? 1 : 0;
-                return k;
-            };
-            for (std::size_t v = 0; v < g_.values.size(); ++v) {
-                Value& dst = g_.values[v];
-                const Value& src = copy->values[v];
-                if (dst.initializer || dst.kind != ValueKind::tensor) continue;
-                if (!dst.dtype && src.dtype) dst.dtype = src.dtype;
-                if (src.shape.known &&
-                    (!dst.shape.known || (dst.shape.rank() == src.shape.rank() &&
-                                          static_count(src.shape) > static_count(dst.shape))))
-                    dst.shape = src.shape;
-            }
-        } catch (const std::exception&) {
-            // Inference is an optimization only.
-        }
+        if (needed) annotate_shapes(g_);
     }
 
     Graph& g_;
