@@ -41,7 +41,10 @@ public:
         /// 2.5x slower than dsinfer's packed GEMM below ~512 rows (33-38 against 77-94
         /// GFLOP/s at 128x768x3072 and 64x4096x4096). Then constant B is also packed for
         /// dsinfer's GEMM, which runs the shorter shape classes.
-        std::shared_ptr<const PackedB> packed_small;
+        /// Constant B is packed for dsinfer's GEMM on the first short shape class (packing is
+        /// lazy so that a process that only runs tall shape classes holds one copy less).
+        bool small_gemm = false;
+        int64_t small_k = 0, small_n = 0;
     };
     static constexpr int64_t kSmallRows = 512;
 
@@ -67,7 +70,13 @@ public:
             const float* bias = cfg_.bias_const ? cfg_.bias_const->data<float>()
                                 : (cfg_.runtime_bias && ctx.has_input(2)) ? ctx.input(2).data<float>()
                                                                           : nullptr;
-            const PackedB& pb = *cfg_.packed_small;
+            const PackedB* packed = nullptr;
+            try {
+                packed = &packed_small();
+            } catch (const std::bad_alloc&) {
+                return Status(ErrorCode::resource_exhausted, "out of memory packing MatMul weights");
+            }
+            const PackedB& pb = *packed;
             const ActivationSpec& act = cfg_.epilogue.act;
             const bool relu = act.kind == Activation::relu;
             float* y = ctx.output(0).data<float>();
@@ -106,12 +115,21 @@ public:
 private:
     /// Rows of C when this shape class runs on dsinfer's packed GEMM, else 0.
     int64_t small_rows(const Shape& a, const Shape& b) const noexcept {
-        if (!cfg_.packed_small || a.rank() < 2 || b.rank() != 2 || a.num_elements() == 0)
+        if (!cfg_.small_gemm || a.rank() < 2 || b.rank() != 2 || a.num_elements() == 0)
             return 0;
-        const PackedB& pb = *cfg_.packed_small;
-        if (a[a.rank() - 1] != pb.k || (cfg_.gemm && a.rank() != 2)) return 0;
-        const int64_t m = a.num_elements() / pb.k;
+        if (a[a.rank() - 1] != cfg_.small_k || (cfg_.gemm && a.rank() != 2)) return 0;
+        const int64_t m = a.num_elements() / cfg_.small_k;
         return m < kSmallRows ? m : 0;
+    }
+
+    /// B packed for dsinfer's GEMM, built once on first use (throws std::bad_alloc).
+    const PackedB& packed_small() const {
+        std::call_once(small_once_, [&] {
+            const Tensor& b = *cfg_.b_const;
+            small_packed_ = std::make_shared<const PackedB>(
+                pack_b(b.data<float>(), cfg_.small_k, cfg_.small_n, cfg_.gemm && cfg_.trans_b));
+        });
+        return *small_packed_;
     }
 
     StatusOr<std::shared_ptr<const MatMulPrim>> primitive(const Shape& a, const Shape& b,
@@ -196,6 +214,8 @@ private:
     }
 
     Config cfg_;
+    mutable std::once_flag small_once_;
+    mutable std::shared_ptr<const PackedB> small_packed_;
     std::unique_ptr<WeightPacker> packer_ =
         cfg_.b_const ? std::make_unique<WeightPacker>(*cfg_.b_const) : nullptr;
     PrimitiveCache<MatMulPrim> cache_;
@@ -227,9 +247,11 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     if (const Tensor* b = ctx.constant_input(1); b != nullptr && b->dtype() == DType::f32 &&
                                                  b->num_dims() == 2 && b->num_elements() > 0) {
         cfg.b_const = *b;
-        if (without_brgemm())
-            cfg.packed_small = std::make_shared<const PackedB>(
-                pack_b(b->data<float>(), b->shape()[0], b->shape()[1], false));
+        if (without_brgemm()) {
+            cfg.small_gemm = true;
+            cfg.small_k = b->shape()[0];
+            cfg.small_n = b->shape()[1];
+        }
     }
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
 }
@@ -297,10 +319,9 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     cfg.epilogue.output_scale = cfg.alpha;
     if (cfg.b_const && !cfg.trans_a && without_brgemm() && packed_gemm_form(ctx)) {
         const Tensor& b = *cfg.b_const;
-        const int64_t k = cfg.trans_b ? b.shape()[1] : b.shape()[0];
-        const int64_t n_cols = cfg.trans_b ? b.shape()[0] : b.shape()[1];
-        cfg.packed_small =
-            std::make_shared<const PackedB>(pack_b(b.data<float>(), k, n_cols, cfg.trans_b));
+        cfg.small_gemm = true;
+        cfg.small_k = cfg.trans_b ? b.shape()[1] : b.shape()[0];
+        cfg.small_n = cfg.trans_b ? b.shape()[0] : b.shape()[1];
     }
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
