@@ -66,6 +66,14 @@ std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& 
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [md, mem] : packed_)
         if (md == want) return mem;
+    if (want == have) {
+        // The primitive reads the stored layout (e.g. oneDNN's sgemm-based f32 matmul without
+        // AVX-512): use the weights in place instead of holding a second copy. The memory
+        // object aliases w_, which this packer keeps alive.
+        auto same = std::make_shared<dnnl::memory>(have, cpu_engine(), const_cast<void*>(w_.raw_data()));
+        packed_.emplace_back(want, same);
+        return same;
+    }
     auto out = std::make_shared<dnnl::memory>(want, cpu_engine());
     dnnl::memory src = wrap(have, w_.raw_data());
     auto& s = thread_stream();
