@@ -141,6 +141,14 @@ private:
             }
         }
         if (all_const) {
+            // A Constant's tensor attribute becomes the initializer as it is (shared, any size).
+            const Attribute* value = n.find_attr("value");
+            if (n.domain.empty() && n.op_type == "Constant" && n.attributes.size() == 1 &&
+                value != nullptr && value->kind == AttrKind::t && !value->t.is_null() &&
+                n.outputs.size() == 1) {
+                outs = {value->t};
+                return true;
+            }
             std::vector<Tensor> ins;
             for (ValueId in : n.inputs)
                 ins.push_back(in == kNoValue ? Tensor() : *g_.value(in).initializer);
