@@ -45,7 +45,7 @@ struct MhaProblem {
     const float* v;
     const float* mask;  // null when absent
     float* y;
-    int64_t q_len, kv_len, head, v_head;
+    int64_t heads, q_len, kv_len, head, v_head;
     int64_t ldq;  // row stride of Q and K (H·Dh)
     int64_t ldv;  // row stride of V and Y (H·Dv)
     std::array<int64_t, 4> mask_strides;
@@ -99,7 +99,7 @@ namespace baseline {
 }  // namespace baseline
 
 using RowsFn = void (*)(const MhaProblem&, const MhaScratch&, int64_t, int64_t, int64_t,
-                        int64_t) noexcept;
+                        int64_t, int64_t*) noexcept;
 
 RowsFn rows_fn() noexcept {
 #if DSINFER_ATTN_X86
@@ -184,6 +184,7 @@ public:
         p.v = ctx.input(2).data<float>();
         p.mask = d.has_mask ? ctx.input(3).data<float>() : nullptr;
         p.y = ctx.output(0).data<float>();
+        p.heads = d.heads;
         p.q_len = d.q_len;
         p.kv_len = d.kv_len;
         p.head = d.head;
@@ -212,11 +213,13 @@ public:
         parallel_for(used, 1, [&](int64_t s0, int64_t s1) {
             for (int64_t slot = s0; slot < s1; ++slot) {
                 const MhaScratch w = scratch_at(base + slot * plan.slot_floats, plan, d.head);
+                int64_t packed = -1;
                 for (int64_t it = items * slot / used; it < items * (slot + 1) / used; ++it) {
                     const int64_t qt = it % q_tiles;
                     const int64_t bh_i = it / q_tiles;
                     const int64_t i0 = qt * tile;
-                    rows(p, w, bh_i / d.heads, bh_i % d.heads, i0, std::min(tile, d.q_len - i0));
+                    rows(p, w, bh_i / d.heads, bh_i % d.heads, i0, std::min(tile, d.q_len - i0),
+                         &packed);
                 }
             }
         });
