@@ -1,10 +1,13 @@
 // dsinfer's packed-B f32 GEMM (src/cpu/fast/sgemm.cpp) against a double-precision reference,
-// over edge-tile shapes (rows not a multiple of 6, columns not a multiple of 16, K crossing the
-// 512 block), transposed packing, alpha, bias and ReLU; and determinism across runs and
-// against the thread count.
+// for every micro-kernel family this CPU runs (baseline 6x8, AVX2 6x16, AVX-512 12x32): edge
+// tiles (rows not a multiple of the tile height, columns not a multiple of the panel width, K
+// crossing the 192/256 blocks, M crossing the 96/144/192-row blocks), transposed packing, lda
+// and ldc strides, alpha, bias and ReLU; and bitwise determinism across runs and thread counts
+// in both work splits (column panels and row tiles).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -14,6 +17,8 @@
 namespace {
 
 using dsinfer::detail::GemmActivation;
+using dsinfer::detail::PackedB;
+using dsinfer::detail::fast::Isa;
 
 std::vector<float> random_vec(std::size_t n, std::mt19937& rng) {
     std::uniform_real_distribution<float> d(-1.f, 1.f);
@@ -22,50 +27,111 @@ std::vector<float> random_vec(std::size_t n, std::mt19937& rng) {
     return v;
 }
 
-// |got - want| <= 1e-5 * (1 + sum_k |a_ik * b_kj|): float accumulation error grows with K and
-// with the magnitudes summed, not with the (possibly cancelling) result.
-void check_gemm(std::int64_t m, std::int64_t k, std::int64_t n, bool transposed, float alpha,
-                bool bias, GemmActivation act) {
+/// The families this CPU runs, narrowest first.
+std::vector<Isa> isas() {
+    std::vector<Isa> out;
+    for (Isa isa : {Isa::baseline, Isa::avx2, Isa::avx512})
+        if (static_cast<int>(isa) <= static_cast<int>(dsinfer::detail::sgemm_isa()))
+            out.push_back(isa);
+    return out;
+}
+
+struct Case {
+    std::int64_t m, k, n;
+    bool transposed = false;
+    float alpha = 1.f;
+    bool bias = false;
+    GemmActivation act = GemmActivation::none;
+    std::int64_t lda_pad = 0, ldc_pad = 0;  // extra floats per row of A / C
+};
+
+// |got - want| <= 1e-5 * (1 + |alpha| sum_k |a_ik * b_kj|): float accumulation error grows with
+// K and with the magnitudes summed, not with the (possibly cancelling) result. C's padding
+// columns must be left as they were.
+void check_gemm(const Case& t, Isa isa) {
+    const std::int64_t m = t.m, k = t.k, n = t.n;
+    const std::int64_t lda = k + t.lda_pad, ldc = n + t.ldc_pad;
     std::mt19937 rng(static_cast<unsigned>(m * 131 + k * 17 + n));
-    const auto a = random_vec(static_cast<std::size_t>(m * k), rng);
+    const auto a = random_vec(static_cast<std::size_t>(m * lda), rng);
     const auto b = random_vec(static_cast<std::size_t>(k * n), rng);  // [K,N] or [N,K]
     const auto c0 = random_vec(static_cast<std::size_t>(n), rng);
-    auto packed = dsinfer::detail::pack_b(b.data(), k, n, transposed);
-    std::vector<float> c(static_cast<std::size_t>(m * n), -7.f);
-    dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, bias ? c0.data() : nullptr,
-                                  alpha, act);
-    for (std::int64_t i = 0; i < m; ++i)
+    const PackedB packed = dsinfer::detail::pack_b(b.data(), k, n, t.transposed, isa);
+    REQUIRE(packed.isa == isa);
+    std::vector<float> c(static_cast<std::size_t>(m * ldc), -7.f);
+    dsinfer::detail::sgemm_packed(m, a.data(), lda, packed, c.data(), ldc,
+                                  t.bias ? c0.data() : nullptr, t.alpha, t.act);
+    for (std::int64_t i = 0; i < m; ++i) {
         for (std::int64_t j = 0; j < n; ++j) {
             double sum = 0, mag = 0;
             for (std::int64_t p = 0; p < k; ++p) {
-                const double bv = transposed ? b[static_cast<std::size_t>(j * k + p)]
-                                             : b[static_cast<std::size_t>(p * n + j)];
-                const double prod = a[static_cast<std::size_t>(i * k + p)] * bv;
+                const double bv = t.transposed ? b[static_cast<std::size_t>(j * k + p)]
+                                               : b[static_cast<std::size_t>(p * n + j)];
+                const double prod = a[static_cast<std::size_t>(i * lda + p)] * bv;
                 sum += prod;
                 mag += std::fabs(prod);
             }
-            double want = alpha * sum + (bias ? c0[static_cast<std::size_t>(j)] : 0.0);
-            if (act == GemmActivation::relu) want = std::max(want, 0.0);
-            const double got = c[static_cast<std::size_t>(i * n + j)];
-            INFO("m=" << m << " k=" << k << " n=" << n << " i=" << i << " j=" << j
-                      << " transposed=" << transposed);
-            REQUIRE(std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(alpha) * mag));
+            double want = t.alpha * sum + (t.bias ? c0[static_cast<std::size_t>(j)] : 0.0);
+            if (t.act == GemmActivation::relu) want = std::max(want, 0.0);
+            const double got = c[static_cast<std::size_t>(i * ldc + j)];
+            INFO("isa=" << dsinfer::detail::fast::isa_name(isa) << " m=" << m << " k=" << k
+                        << " n=" << n << " i=" << i << " j=" << j
+                        << " transposed=" << t.transposed);
+            REQUIRE(std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(t.alpha) * mag));
         }
+        for (std::int64_t j = n; j < ldc; ++j) REQUIRE(c[static_cast<std::size_t>(i * ldc + j)] == -7.f);
+    }
 }
 
 }  // namespace
 
 TEST_CASE("packed GEMM matches a double reference on edge shapes", "[fast][gemm]") {
-    for (std::int64_t m : {1, 5, 6, 7, 13, 64, 97})
-        for (std::int64_t k : {1, 3, 17, 512, 513, 1030})
-            for (std::int64_t n : {1, 15, 16, 17, 33})
-                check_gemm(m, k, n, (m + k + n) % 2 == 0, 1.f, false, GemmActivation::none);
+    for (Isa isa : isas())
+        for (std::int64_t m : {1, 5, 6, 7, 11, 12, 13, 64, 97})
+            for (std::int64_t k : {1, 3, 17, 192, 193, 256, 257, 513})
+                for (std::int64_t n : {1, 15, 16, 17, 33, 40})
+                    check_gemm({m, k, n, (m + k + n) % 2 == 0}, isa);
+}
+
+TEST_CASE("packed GEMM crosses row blocks and K blocks", "[fast][gemm]") {
+    // M beyond one packed A block (96, 144 or 192 rows) with short last tiles; K over several.
+    for (Isa isa : isas()) {
+        check_gemm({193, 600, 70, true}, isa);
+        check_gemm({229, 1030, 33, false}, isa);
+        check_gemm({400, 64, 50, true, 1.f, true}, isa);
+    }
+}
+
+TEST_CASE("packed GEMM honours lda and ldc", "[fast][gemm]") {
+    for (Isa isa : isas()) {
+        check_gemm({13, 300, 37, false, 1.f, false, GemmActivation::none, 5, 3}, isa);
+        check_gemm({64, 257, 48, true, 1.f, true, GemmActivation::relu, 64, 16}, isa);
+        check_gemm({7, 9, 17, false, 1.f, false, GemmActivation::none, 1, 1}, isa);
+    }
 }
 
 TEST_CASE("packed GEMM applies alpha then bias then ReLU", "[fast][gemm]") {
-    check_gemm(13, 600, 40, true, 0.5f, true, GemmActivation::relu);
-    check_gemm(7, 9, 17, false, -2.f, true, GemmActivation::none);
-    check_gemm(64, 1024, 48, false, 1.f, true, GemmActivation::relu);
+    for (Isa isa : isas()) {
+        check_gemm({13, 600, 40, true, 0.5f, true, GemmActivation::relu}, isa);
+        check_gemm({7, 9, 17, false, -2.f, true, GemmActivation::none}, isa);
+        check_gemm({64, 1024, 48, false, 1.f, true, GemmActivation::relu}, isa);
+        check_gemm({20, 3, 31, true, 1.5f, false, GemmActivation::relu}, isa);
+    }
+}
+
+TEST_CASE("packed GEMM ReLU keeps NaN", "[fast][gemm]") {
+    // max(v, 0) with v first, like std::max(v, 0.f): a NaN product stays NaN.
+    for (Isa isa : isas()) {
+        std::vector<float> a(2 * 4, 1.f), b(4 * 20, 1.f);
+        a[4] = std::numeric_limits<float>::quiet_NaN();  // row 1
+        const PackedB packed = dsinfer::detail::pack_b(b.data(), 4, 20, false, isa);
+        std::vector<float> c(2 * 20, 0.f);
+        dsinfer::detail::sgemm_packed(2, a.data(), 4, packed, c.data(), 20, nullptr, -1.f,
+                                      GemmActivation::relu);
+        for (int j = 0; j < 20; ++j) {
+            CHECK(c[static_cast<std::size_t>(j)] == 0.f);  // -4 -> 0
+            CHECK(std::isnan(c[static_cast<std::size_t>(20 + j)]));
+        }
+    }
 }
 
 TEST_CASE("packed GEMM with K equal to zero writes the bias", "[fast][gemm]") {
@@ -77,21 +143,41 @@ TEST_CASE("packed GEMM with K equal to zero writes the bias", "[fast][gemm]") {
     CHECK(c == std::vector<float>{1.f, 0.f, 3.f, 1.f, 0.f, 3.f});
 }
 
+TEST_CASE("packed GEMM packs for the active ISA, capped by the request", "[fast][gemm]") {
+    std::vector<float> b(8 * 40, 0.5f);
+    const auto isa = dsinfer::detail::sgemm_isa();
+    CHECK(isa == dsinfer::detail::fast::active_isa());  // DSINFER_MAX_CPU_ISA caps both
+    CHECK(dsinfer::detail::pack_b(b.data(), 8, 40, false).isa == isa);
+    // A wider family than the CPU (or the cap) allows falls back to the active one.
+    CHECK(dsinfer::detail::pack_b(b.data(), 8, 40, false, Isa::avx512).isa == isa);
+    const PackedB base = dsinfer::detail::pack_b(b.data(), 8, 40, false, Isa::baseline);
+    CHECK(base.isa == Isa::baseline);
+    CHECK(base.panels == (40 + base.nr - 1) / base.nr);
+}
+
 TEST_CASE("packed GEMM is bitwise deterministic across runs and thread counts", "[fast][gemm]") {
     std::mt19937 rng(7);
-    const std::int64_t m = 100, k = 700, n = 260;
-    const auto a = random_vec(static_cast<std::size_t>(m * k), rng);
-    const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
-    auto packed = dsinfer::detail::pack_b(b.data(), k, n, false);
-    auto run = [&](int threads) {
-        dsinfer::detail::ThreadBudget budget(threads);
-        std::vector<float> c(static_cast<std::size_t>(m * n));
-        dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, nullptr);
-        return c;
-    };
-    const auto one = run(1);
-    CHECK(run(1) == one);
-    // Each element is one thread's dot product in the same K order, whatever the split.
-    CHECK(run(2) == one);
-    CHECK(run(3) == one);
+    // {m, k, n}: column-panel split (many panels), and row-tile split (few panels, many rows).
+    const std::int64_t shapes[][3] = {{100, 700, 260}, {301, 530, 20}, {64, 1024, 1000}};
+    for (Isa isa : isas())
+        for (const auto& s : shapes) {
+            const std::int64_t m = s[0], k = s[1], n = s[2];
+            const auto a = random_vec(static_cast<std::size_t>(m * k), rng);
+            const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
+            const auto bias = random_vec(static_cast<std::size_t>(n), rng);
+            const PackedB packed = dsinfer::detail::pack_b(b.data(), k, n, false, isa);
+            auto run = [&](int threads) {
+                dsinfer::detail::ThreadBudget budget(threads);
+                std::vector<float> c(static_cast<std::size_t>(m * n));
+                dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, bias.data(),
+                                              1.f, GemmActivation::relu);
+                return c;
+            };
+            const auto one = run(1);
+            INFO("isa=" << dsinfer::detail::fast::isa_name(isa) << " m=" << m << " n=" << n);
+            CHECK(run(1) == one);
+            // Each element is one thread's dot product in the same K order, whatever the split.
+            CHECK(run(2) == one);
+            CHECK(run(3) == one);
+        }
 }

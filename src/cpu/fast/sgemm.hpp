@@ -1,31 +1,43 @@
 // dsinfer's f32 GEMM against a constant, pre-packed right-hand side: C[M,N] = A[M,K] · B[K,N]
 // (+ bias[N]) (then ReLU), for the weights of Linear/Gemm layers.
 //
-// B is packed once (at kernel creation) into column panels of kNR floats, zero-padded, laid out
-// k-major inside each panel, so that the micro-kernel streams it contiguously. A is read in place
-// (row-major with leading dimension lda). The micro-kernel keeps an kMR x kNR block of C in
-// registers (AVX2+FMA: 6 x 16 in 12 ymm accumulators), chosen at run time from the CPU's ISA with
-// a portable fallback. Work is split over column panels (and row blocks when there are more
-// threads than panels) on the shared OpenMP pool; every element of C is produced by one thread
-// in a fixed order, so results are identical run to run for a given thread count.
+// B is packed once (at kernel creation) for one micro-kernel family, picked from the CPU's ISA
+// (fast::active_isa(), so DSINFER_MAX_CPU_ISA caps it): AVX-512 tiles of 12 x 32, AVX2+FMA tiles
+// of 6 x 16, or portable 6 x 8 tiles. Packed B is cut into blocks of `kc` rows of K and, inside
+// a block, into column panels of `nr` floats (zero-padded), k-major, so that the micro-kernel
+// streams it contiguously and a thread's panels of one K block are one contiguous run. Blocks of
+// A (rows x kc) are copied per call into row-interleaved micro-panels in a per-thread buffer.
+// The micro-kernel keeps a tile of C in registers and applies alpha, bias and ReLU as it stores.
+//
+// Work is split over column panels (over row tiles when there are too few panels) on the shared
+// OpenMP pool. Every element of C is computed by one thread, in a K order fixed by the packing
+// (not by the thread count), so results are bitwise identical for any thread count.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+
+#include "cpu/fast/simd.hpp"
 
 namespace dsinfer::detail {
 
 /// A packed constant B. Immutable after pack_b; shared by concurrent runs.
 struct PackedB {
     std::int64_t k = 0, n = 0;
-    std::int64_t panels = 0;       ///< ceil(n / kNR)
-    std::shared_ptr<float> data;   ///< panels * k * kNR floats, 64-byte aligned
+    std::int64_t nr = 0;           ///< panel width (columns)
+    std::int64_t kc = 0;           ///< K block (rows of B per block; the last may be shorter)
+    std::int64_t panels = 0;       ///< ceil(n / nr)
+    fast::Isa isa = fast::Isa::baseline;  ///< the micro-kernel family the layout is for
+    std::shared_ptr<float> data;   ///< panels * nr * k floats, 64-byte aligned
 };
 
-inline constexpr std::int64_t kSgemmNR = 16;
+/// The micro-kernel family pack_b uses by default: fast::active_isa().
+fast::Isa sgemm_isa() noexcept;
 
-/// Packs B. `transposed` = B is stored as [N, K] row-major (Gemm transB=1, Linear weights).
-PackedB pack_b(const float* b, std::int64_t k, std::int64_t n, bool transposed);
+/// Packs B for `isa` (capped at sgemm_isa(): tests pass narrower ones to cover those paths).
+/// `transposed` = B is stored as [N, K] row-major (Gemm transB=1, Linear weights).
+PackedB pack_b(const float* b, std::int64_t k, std::int64_t n, bool transposed,
+               fast::Isa isa = sgemm_isa());
 
 enum class GemmActivation { none, relu };
 
@@ -34,8 +46,5 @@ enum class GemmActivation { none, relu };
 void sgemm_packed(std::int64_t m, const float* a, std::int64_t lda, const PackedB& b, float* c,
                   std::int64_t ldc, const float* bias, float alpha = 1.f,
                   GemmActivation act = GemmActivation::none) noexcept;
-
-/// True when the CPU runs the vectorized micro-kernel (AVX2+FMA), else the portable one.
-bool sgemm_vectorized() noexcept;
 
 }  // namespace dsinfer::detail

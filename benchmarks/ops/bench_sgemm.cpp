@@ -1,0 +1,108 @@
+// dsinfer's packed-B f32 GEMM (src/cpu/fast/sgemm.hpp) against oneDNN's f32 matmul primitive on
+// the Linear/Gemm shapes of the benchmark models: MLP batch 64 (64 x 1024 -> 4096 -> 4096 ->
+// 1024), BERT-base at batch 1, sequence 128 (M = 128; N, K of 768 / 3072) and batch 8 (M = 1024).
+// B is constant and stored [N, K] (transB = 1, Linear weights).
+//
+// Args: m, k, n, impl, threads. impl 0 = dsinfer's packed GEMM (B packed once, outside the
+// timing), 1 = oneDNN matmul with B in its plain layout, 2 = oneDNN matmul with B reordered
+// once into the layout the primitive picks ("any"), as dsinfer's oneDNN backend does.
+// The GFLOP/s counter counts 2 flops per multiply-add. The machine is shared: compare rows of
+// one run, with interleaved repetitions and medians, e.g.
+//   bench_sgemm --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true
+//               --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cpu/fast/sgemm.hpp"
+#include "cpu/parallel.hpp"
+#include "dsinfer/config.hpp"
+
+#if DSINFER_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace {
+
+using std::int64_t;
+
+std::vector<float> uniform(int64_t n, unsigned seed, float scale) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    std::minstd_rand gen(seed);
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    for (float& x : v) x = dist(gen);
+    return v;
+}
+
+void BM_Sgemm(benchmark::State& state) {
+    const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+    const int64_t impl = state.range(3);
+    dsinfer::detail::ThreadBudget budget(static_cast<int>(state.range(4)));
+    const auto a = uniform(m * k, 1, 1.f);
+    const auto bt = uniform(n * k, 2, 0.05f);  // [N, K]
+    std::vector<float> c(static_cast<std::size_t>(m * n));
+    if (impl == 0) {
+        const auto packed = dsinfer::detail::pack_b(bt.data(), k, n, true);
+        state.SetLabel(std::string("dsinfer ") + dsinfer::detail::fast::isa_name(packed.isa));
+        for (auto _ : state) {
+            dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, nullptr);
+            benchmark::ClobberMemory();
+        }
+    } else {
+#if DSINFER_WITH_ONEDNN
+        using dnnl::memory;
+        dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+        dnnl::stream strm(eng);
+        const memory::desc a_md({m, k}, memory::data_type::f32, memory::format_tag::ab);
+        const memory::desc b_plain({k, n}, memory::data_type::f32, memory::format_tag::ba);
+        const memory::desc b_any({k, n}, memory::data_type::f32, memory::format_tag::any);
+        const memory::desc c_md({m, n}, memory::data_type::f32, memory::format_tag::ab);
+        const dnnl::matmul::primitive_desc pd(
+            dnnl::matmul::desc(a_md, impl == 2 ? b_any : b_plain, c_md), eng);
+        const dnnl::matmul prim(pd);
+        memory am(a_md, eng, const_cast<float*>(a.data()));
+        memory bm(b_plain, eng, const_cast<float*>(bt.data()));
+        memory cm(c_md, eng, c.data());
+        if (impl == 2 && pd.weights_desc() != b_plain) {
+            memory reordered(pd.weights_desc(), eng);
+            dnnl::reorder(bm, reordered).execute(strm, bm, reordered);
+            strm.wait();
+            bm = reordered;
+        }
+        state.SetLabel(std::string("onednn ") + pd.impl_info_str());
+        for (auto _ : state) {
+            prim.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+            strm.wait();
+        }
+#else
+        state.SkipWithError("built without oneDNN");
+        return;
+#endif
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * static_cast<double>(m * k * n) *
+                               static_cast<double>(state.iterations()) * 1e-9,
+                           benchmark::Counter::kIsRate);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+    const int64_t mkn[][3] = {{64, 1024, 4096}, {64, 4096, 4096}, {64, 4096, 1024},
+                              {128, 768, 768},  {128, 768, 3072}, {128, 3072, 768},
+                              {1024, 768, 3072}};
+    for (int64_t threads : {1, 2})
+        for (const auto& s : mkn)
+            for (int64_t impl : {0, 1, 2}) b->Args({s[0], s[1], s[2], impl, threads});
+}
+
+BENCHMARK(BM_Sgemm)
+    ->ArgNames({"m", "k", "n", "impl", "threads"})
+    ->Apply(shapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
