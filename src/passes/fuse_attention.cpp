@@ -405,6 +405,19 @@ std::optional<Match> match_block(const Graph& g, const GraphIndex& ix, int si) {
     }
     if (qk == nullptr) return std::nullopt;
     blk.nodes.push_back(qi);
+    // The mask must not enlarge the scores (the fused op's mask only broadcasts into them).
+    if (add != nullptr) {
+        const SymbolicShape& a = g.value(add->outputs[0]).shape;
+        const SymbolicShape& b = g.value(qk->outputs[0]).shape;
+        if (a.known && b.known) {
+            if (a.rank() != b.rank()) return std::nullopt;
+            for (int i = 0; i < a.rank(); ++i) {
+                const Dim& x = a.dims[static_cast<std::size_t>(i)];
+                const Dim& y = b.dims[static_cast<std::size_t>(i)];
+                if (x.is_static() && y.is_static() && x.value != y.value) return std::nullopt;
+            }
+        }
+    }
 
     const auto q = match_heads(g, ix, qk->inputs[0], true, blk);
     const auto k = q ? match_keys(g, ix, qk->inputs[1], blk) : std::nullopt;
