@@ -5,6 +5,10 @@
 //   ds-conformance --suite DIR [--filter REGEX] [--rtol X] [--atol Y] [--json FILE]
 //                  [--expect-pass FILE] [--timeout SECONDS] [--no-fork] [--quiet]
 //                  [--backends LIST]   (comma-separated EngineOptions::backends, e.g. cpu)
+//                  [--compare-levels]  (a test that passes at the default optimization level
+//                                       also runs at level 0; outputs must agree within
+//                                       1e-4 relative + 1e-5 absolute, NaNs in the same
+//                                       places, integers exactly; a mismatch is a failure)
 //
 // Each test runs in a forked child with a timeout, so a crash or hang is reported as a failure
 // of that test (and makes the exit status non-zero) instead of ending the run.
@@ -21,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -54,7 +59,12 @@ struct Options {
     bool quiet = false;
     bool stats = false;
     std::vector<std::string> backends;  // empty = the engine's default
+    bool compare_levels = false;
 };
+
+// --compare-levels: optimized (default level) vs unoptimized (level 0) outputs.
+constexpr double kLevelsRtol = 1e-4;
+constexpr double kLevelsAtol = 1e-5;
 
 double to_double(const Tensor& t, std::int64_t i) {
     switch (t.dtype()) {
@@ -168,6 +178,8 @@ Result run_test(const fs::path& dir, const Options& opt) {
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) return finish(Outcome::unsupported, "no test_data_set_* folder");
     std::string unchecked, stats;
+    // Per test-data set: inputs and the default level's outputs (for --compare-levels).
+    std::vector<std::vector<NamedTensor>> set_inputs, set_outputs;
     for (const auto& set : sets) {
         auto in_files = numbered(set, "input_");
         auto out_files = numbered(set, "output_");
@@ -219,6 +231,39 @@ Result run_test(const fs::path& dir, const Options& opt) {
         }
         for (std::size_t j = out_files.size(); j < outputs.size(); ++j)
             unchecked += (unchecked.empty() ? "" : ", ") + outputs[j].name;
+        if (opt.compare_levels) {
+            set_inputs.push_back(std::move(inputs));
+            set_outputs.push_back(std::move(outputs));
+        }
+    }
+    if (opt.compare_levels) {
+        std::optional<InferenceEngine> plain;
+        try {
+            EngineOptions eo;
+            eo.backends = opt.backends;
+            eo.optimization_level = 0;
+            plain.emplace(InferenceEngine::load(dir / "model.onnx", eo));
+        } catch (const Error& e) {
+            return finish(Outcome::fail, "level 0 load: " + std::string(e.what()));
+        }
+        for (std::size_t s = 0; s < set_inputs.size(); ++s) {
+            std::vector<NamedTensor> ref;
+            Status st = plain->try_run(set_inputs[s], ref);
+            if (!st.is_ok()) return finish(Outcome::fail, "level 0 run: " + st.to_string());
+            if (ref.size() != set_outputs[s].size())
+                return finish(Outcome::fail, "level 0 returns " + std::to_string(ref.size()) +
+                                                 " outputs, the default level " +
+                                                 std::to_string(set_outputs[s].size()));
+            for (std::size_t j = 0; j < ref.size(); ++j) {
+                std::string diff = compare(set_outputs[s][j].tensor, ref[j].tensor, kLevelsRtol,
+                                           kLevelsAtol);
+                if (!diff.empty())
+                    return finish(Outcome::fail, "optimized vs level 0, " +
+                                                     sets[s].filename().string() + " output " +
+                                                     std::to_string(j) + " ('" + ref[j].name +
+                                                     "'): " + diff);
+            }
+        }
     }
     std::string detail = stats;
     if (!unchecked.empty())
@@ -295,7 +340,8 @@ std::string json_escape(const std::string& s) {
 int usage() {
     std::cerr << "usage: ds-conformance --suite DIR [--filter REGEX] [--rtol X] [--atol Y]\n"
                  "                      [--json FILE] [--expect-pass FILE] [--timeout S]\n"
-                 "                      [--no-fork] [--quiet] [--stats] [--backends LIST]\n";
+                 "                      [--no-fork] [--quiet] [--stats] [--backends LIST]\n"
+                 "                      [--compare-levels]\n";
     return 2;
 }
 
@@ -320,6 +366,7 @@ int main(int argc, char** argv) {
             else if (a == "--no-fork") opt.fork = false;
             else if (a == "--quiet") opt.quiet = true;
             else if (a == "--stats") opt.stats = true;
+            else if (a == "--compare-levels") opt.compare_levels = true;
             else if (a == "--backends") {
                 std::stringstream list(next());
                 for (std::string b; std::getline(list, b, ',');) opt.backends.push_back(b);
