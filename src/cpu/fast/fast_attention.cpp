@@ -2,7 +2,7 @@
 // Work items are (batch, head, tile of up to kMaxTileRows query rows); each walks the keys in
 // tiles of kKvTile with an online softmax (attention_tiles.inc), so the Sq x Sk score matrix is
 // never materialized: per thread the workspace holds one Kᵀ tile, one score tile and one output
-// accumulator tile (about 100 KiB at head size 64). The tile loops are compiled for AVX-512,
+// accumulator tile (112 KiB at head sizes 64). The tile loops are compiled for AVX-512,
 // AVX2+FMA and the baseline and picked by the fast kernels' ISA (DSINFER_MAX_CPU_ISA caps it).
 // Threads take contiguous ranges of work items; a row's arithmetic does not depend on the
 // thread count or the tile height, so results are identical for any thread count.
