@@ -67,6 +67,8 @@ struct EngineOptions {
     /// Graph optimization level before compiling (dsinfer/passes.hpp): 0 none, 1 clean-up and
     /// constant folding, 2 + fusions, 3 + layout and backend-specific rewrites.
     int optimization_level = 3;
+    /// Optimizer passes to skip by name (default_passes(); e.g. "fuse_attention").
+    std::vector<std::string> disabled_passes{};
     /// When non-empty, the optimized graph is written here as an ONNX model (for Netron).
     std::filesystem::path dump_optimized_graph{};
     /// Where activations, workspaces and outputs come from. Null = the process-wide pool

@@ -108,6 +108,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
     {
         OptimizeOptions oo;
         oo.level = impl->options.optimization_level;
+        oo.disabled_passes = impl->options.disabled_passes;
         throw_if_error(try_optimize(graph, oo, impl->optimization));
         if (!impl->options.dump_optimized_graph.empty())
             save_onnx(graph, impl->options.dump_optimized_graph);

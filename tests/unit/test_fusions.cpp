@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include <dsinfer/backends/onednn.hpp>
 #include <dsinfer/dsinfer.hpp>
 
 using namespace dsinfer;
@@ -127,11 +128,17 @@ Outcome check_levels(const Graph& g, const std::vector<NamedTensor>& in) {
     return fused;
 }
 
-/// conv(x) -> BN -> Relu -> conv -> BN -> Add(x) -> Relu: a ResNet basic block.
+/// A stem conv(3 -> c) + Relu, then a ResNet basic block on its output s:
+/// conv -> BN -> Relu -> conv -> BN -> Add(s) -> Relu.
 Graph resnet_block(int c = 16) {
     Graph g = new_graph();
-    const ValueId x = g.add_value("x", DType::f32, sym({-1, c, 8, 8}));
-    g.inputs = {x};
+    const ValueId in = g.add_value("x", DType::f32, sym({-1, 3, 8, 8}));
+    g.inputs = {in};
+    const ValueId stem = v(g, "stem"), x = v(g, "s");
+    set_ints(node(g, "Conv", {in, g.add_initializer("stem.w", random_tensor(Shape{c, 3, 1, 1}, 9))},
+                  {stem}),
+             "pads", {0, 0, 0, 0});
+    node(g, "Relu", {stem}, {x});
     ValueId cur = x;
     for (int k = 0; k < 2; ++k) {
         const std::string p = "c" + std::to_string(k);
@@ -152,10 +159,12 @@ Graph resnet_block(int c = 16) {
             pre = v(g, "sum");
             node(g, "Add", {bn, x}, {pre});
         }
-        cur = k == 1 ? g.add_value("out") : v(g, p + ".r");
+        cur = v(g, p + ".r");
         node(g, "Relu", {pre}, {cur});
     }
-    g.outputs = {cur};
+    const ValueId out = g.add_value("out");
+    node(g, "GlobalAveragePool", {cur}, {out});  // reads the blocked layout, writes row-major
+    g.outputs = {out};
     return g;
 }
 
@@ -163,17 +172,25 @@ Graph resnet_block(int c = 16) {
 
 TEST_CASE("fusion: Conv+BatchNorm fold and Conv+residual+Relu on a ResNet block", "[fusion]") {
     Graph g = resnet_block();
-    std::vector<NamedTensor> in{{"x", random_tensor(Shape{2, 16, 8, 8}, 1)}};
+    std::vector<NamedTensor> in{{"x", random_tensor(Shape{2, 3, 8, 8}, 1)}};
     Outcome r = check_levels(g, in);
     CHECK(r.report.count("fuse_conv_batchnorm") == 2);
-    CHECK(r.report.count("fuse_conv_add_activation") == 2);
-    CHECK(r.nodes == 2);
+    CHECK(r.report.count("fuse_conv_add_activation") == 3);
+    CHECK(r.nodes == 4);
+    if (onednn_available()) {  // the FusedConvs and the pool on oneDNN, in the blocked layout
+        auto e = InferenceEngine::compile(g, EngineOptions{});
+        for (const auto& p : e.node_providers()) CHECK(p == "onednn");
+        CHECK(e.blocked_layout_nodes() == 4);
+        EngineOptions l2;
+        l2.optimization_level = 2;  // fused, but row-major
+        CHECK(InferenceEngine::compile(g, l2).blocked_layout_nodes() == 0);
+    }
 }
 
 TEST_CASE("fusion: a Conv whose output is also read elsewhere keeps its BatchNorm", "[fusion]") {
     Graph g = resnet_block();
     g.outputs.push_back(*g.find_value("c0.y"));  // the first conv's raw output escapes
-    std::vector<NamedTensor> in{{"x", random_tensor(Shape{1, 16, 8, 8}, 2)}};
+    std::vector<NamedTensor> in{{"x", random_tensor(Shape{1, 3, 8, 8}, 2)}};
     Outcome r = check_levels(g, in);
     CHECK(r.report.count("fuse_conv_batchnorm") == 1);
 }

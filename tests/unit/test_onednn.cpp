@@ -195,6 +195,10 @@ InferenceEngine compile(const Net& net, const std::vector<std::string>& backends
     EngineOptions o;
     o.backends = backends;
     o.num_threads = threads;
+    // These cases test the kernels node by node (providers looked up by node name): no fusions,
+    // but level 3's blocked layouts. test_fusions.cpp covers the fused forms.
+    o.disabled_passes = {"fuse_conv_batchnorm", "fuse_conv_add_activation",
+                         "fuse_matmul_bias_activation"};
     return InferenceEngine::compile(net.graph(), o);
 }
 
