@@ -7,7 +7,8 @@
 #    committed) into WORK_DIR/models;
 # 2. makes ONNX Runtime reference cases with ../shared/peers/ort_case.mjs (the peers harness;
 #    it installs onnxruntime-node into $PEERS_DIR, default $TMPDIR/peers, on first use);
-# 3. runs ds-conformance on the cases with rtol 1e-4.
+# 3. runs ds-conformance on the cases with rtol 1e-4, at optimization level 3 and level 0
+#    (the two must agree within 1e-4 relative).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
@@ -31,4 +32,6 @@ run_case() {  # name model batch [seq]
 run_case bert_base_b2_s16 bert_base.onnx 2 16
 run_case bert_base_ln17_b2_s16 bert_base_ln17.onnx 2 16
 run_case resnet50_b1 resnet50.onnx 1
-"$build/tools/ds-conformance" --suite "$work/cases" --rtol "$rtol" --atol "$atol" --timeout 600 --stats
+# --compare-levels: each case also runs at optimization level 0; level-3 outputs must agree.
+"$build/tools/ds-conformance" --suite "$work/cases" --rtol "$rtol" --atol "$atol" --timeout 600 --stats \
+  --compare-levels
