@@ -476,6 +476,15 @@ TEST_CASE("fuse_attention fires on every exporter form of a 12-layer encoder", "
             CHECK(n.find_attr("num_heads")->i == 4);
         }
 
+    // Without the clean-up passes (eliminate_identity merges the two Kᵀ transposes, constant
+    // folding and CSE touch the shape chains) the pass sees the forms as written.
+    Graph raw = g;
+    OptimizeOptions only;
+    only.level = 2;
+    only.disabled_passes = {"eliminate_identity", "constant_folding",
+                            "eliminate_common_subexpressions", "eliminate_dead_code"};
+    CHECK(optimize(raw, only).count("fuse_attention") == 12);
+
     const auto feeds = bert_feeds(3, 11, 32);
     EngineOptions plain;
     plain.optimization_level = 0;
