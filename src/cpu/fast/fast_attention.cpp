@@ -1,8 +1,10 @@
 // Fast f32 kernel of com.dsinfer MultiHeadAttention (docs/OPTIMIZER.md): flash-style attention.
 // Work items are (batch, head, tile of up to kMaxTileRows query rows); each walks the keys in
 // tiles of kKvTile with an online softmax (attention_tiles.inc), so the Sq x Sk score matrix is
-// never materialized: per thread the workspace holds one Kᵀ tile, one score tile and one output
-// accumulator tile (112 KiB at head sizes 64). The tile loops are compiled for AVX-512,
+// never materialized. Per thread the workspace holds the head's K and V packed contiguous (Kᵀ
+// tiles and V rows; all of them while they fit 16 MiB, so the query tiles of a head pack them
+// once, else one tile of each), one score tile [64 x 128] and one output accumulator [64 x Dv]
+// (112 KiB at sequence 128 and head sizes 64). The tile loops are compiled for AVX-512,
 // AVX2+FMA and the baseline and picked by the fast kernels' ISA (DSINFER_MAX_CPU_ISA caps it).
 // Threads take contiguous ranges of work items; a row's arithmetic does not depend on the
 // thread count or the tile height, so results are identical for any thread count.
@@ -51,6 +53,7 @@ struct MhaProblem {
     std::array<int64_t, 4> mask_strides;
     float scale;
     int64_t kv_tile, kv_tile_pad, v_head_pad;
+    bool resident;  // every Kᵀ/V tile of a (batch, head) stays packed in the workspace
     SimdOps::UnaryFn exp;
     void (*transpose)(const std::uint32_t*, int64_t, std::uint32_t*, int64_t, int64_t,
                       int64_t) noexcept;
@@ -58,8 +61,8 @@ struct MhaProblem {
 
 /// One thread's workspace.
 struct MhaScratch {
-    float* kt;  // [Dh, kv_tile_pad]
-    float* vp;  // [kv_tile, v_head_pad] (V tile when Dv is not a multiple of the column block)
+    float* kt;  // [Dh, kv_tile_pad] per resident tile
+    float* vp;  // [kv_tile, v_head_pad] per resident tile
     float* s;   // [kMaxTileRows, kv_tile_pad]
     float* o;   // [kMaxTileRows, v_head_pad]
     float* m;   // [kMaxTileRows]
@@ -114,20 +117,28 @@ constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /// Tile sizes and per-thread workspace of one shape.
 struct Plan {
     int64_t kv_tile = 0, kv_tile_pad = 0, v_head_pad = 0;
-    int64_t slot_floats = 0;  // floats of one thread's workspace
+    int64_t resident_tiles = 1;  // all key tiles of a head when they fit kMaxResidentFloats
+    int64_t slot_floats = 0;     // floats of one thread's workspace
     std::size_t slot_bytes() const noexcept {
         return static_cast<std::size_t>(slot_floats) * sizeof(float);
     }
+    int64_t kt_floats(int64_t head) const noexcept { return resident_tiles * head * kv_tile_pad; }
+    int64_t vp_floats() const noexcept { return resident_tiles * kv_tile * v_head_pad; }
 };
+
+/// Packed K and V of one head are kept whole up to this size (16 MiB per thread).
+constexpr int64_t kMaxResidentFloats = int64_t{4} << 20;
 
 Plan make_plan(const MhaDims& d) noexcept {
     Plan p;
     p.kv_tile = std::max<int64_t>(1, std::min(kKvTile, d.kv_len));
     p.kv_tile_pad = round_up(p.kv_tile, kPad);
     p.v_head_pad = round_up(std::max<int64_t>(d.v_head, 1), kPad);
-    const int64_t parts[6] = {d.head * p.kv_tile_pad, p.kv_tile * p.v_head_pad,
-                              kMaxTileRows * p.kv_tile_pad, kMaxTileRows * p.v_head_pad,
-                              kMaxTileRows, kMaxTileRows};
+    const int64_t tiles = std::max<int64_t>(1, (d.kv_len + p.kv_tile - 1) / p.kv_tile);
+    if (tiles * (d.head * p.kv_tile_pad + p.kv_tile * p.v_head_pad) <= kMaxResidentFloats)
+        p.resident_tiles = tiles;
+    const int64_t parts[6] = {p.kt_floats(d.head), p.vp_floats(), kMaxTileRows * p.kv_tile_pad,
+                              kMaxTileRows * p.v_head_pad, kMaxTileRows, kMaxTileRows};
     for (int64_t n : parts) p.slot_floats += round_up(n, 16);  // 64-byte aligned parts
     return p;
 }
@@ -140,8 +151,8 @@ MhaScratch scratch_at(float* base, const Plan& p, int64_t head) noexcept {
         at += round_up(n, 16);
         return r;
     };
-    w.kt = take(head * p.kv_tile_pad);
-    w.vp = take(p.kv_tile * p.v_head_pad);
+    w.kt = take(p.kt_floats(head));
+    w.vp = take(p.vp_floats());
     w.s = take(kMaxTileRows * p.kv_tile_pad);
     w.o = take(kMaxTileRows * p.v_head_pad);
     w.m = take(kMaxTileRows);
@@ -196,6 +207,7 @@ public:
         p.kv_tile = plan.kv_tile;
         p.kv_tile_pad = plan.kv_tile_pad;
         p.v_head_pad = plan.v_head_pad;
+        p.resident = plan.resident_tiles * plan.kv_tile >= d.kv_len;
         p.exp = simd().unary[static_cast<int>(Unary::exp)];
         p.transpose = simd().transpose32;
 
