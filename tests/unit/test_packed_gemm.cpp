@@ -157,8 +157,10 @@ TEST_CASE("packed GEMM packs for the active ISA, capped by the request", "[fast]
 
 TEST_CASE("packed GEMM is bitwise deterministic across runs and thread counts", "[fast][gemm]") {
     std::mt19937 rng(7);
-    // {m, k, n}: column-panel split (many panels), and row-tile split (few panels, many rows).
-    const std::int64_t shapes[][3] = {{100, 700, 260}, {301, 530, 20}, {64, 1024, 1000}};
+    // {m, k, n}: panel chunks (many panels; one or several row blocks), and row tiles split
+    // among threads (few panels, many rows; several row blocks per thread).
+    const std::int64_t shapes[][3] = {
+        {100, 700, 260}, {64, 1024, 1000}, {400, 300, 100}, {501, 530, 20}};
     for (Isa isa : isas())
         for (const auto& s : shapes) {
             const std::int64_t m = s[0], k = s[1], n = s[2];

@@ -1,13 +1,19 @@
 // Packed-B f32 GEMM (see sgemm.hpp). The loops live in sgemm_kernels.inc, compiled here once
 // per ISA. Blocking (BLIS-style): K in blocks of KC, so that a KC x NR slice of a B panel stays
 // in L1 while the micro-kernel walks the row tiles of an A block; A in blocks of MC rows, packed
-// (MC x KC) into the calling thread's buffer, which stays in L2 while the panels stream past.
-// AVX2 (measured on a 2-core Zen 3): KC 256 (16 KiB of B and 6 KiB of A per tile in L1), MC 192
-// (192 KiB of packed A in the 512 KiB L2, so M <= 192 is one row block).
+// (all of K) once per call, so that one K block of it (MC x KC) stays in L2 while the panels
+// stream past. AVX2 (measured on a 2-core Zen 3): KC 256 (16 KiB of B and 6 KiB of A per tile
+// in L1), MC 192 (192 KiB of packed A per K block in the 512 KiB L2; M <= 192 is one block).
+//
+// Threads: a row block is packed by the calling thread, then its column panels are dealt out in
+// chunks from a shared counter (a thread that starts late or is preempted takes fewer chunks);
+// with too few panels, threads take whole row tiles instead and pack their own rows. Either
+// way the tiles and K blocks, and so each element's arithmetic, do not depend on the split.
 #include "cpu/fast/sgemm.hpp"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -42,12 +48,13 @@ struct Epi {
     GemmActivation act;
 };
 
-/// One micro-kernel family: tile shape, blocking, and its block loop.
+/// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
 struct Family {
     int64_t mr, nr, kc, mc;
-    void (*run)(int64_t r0, int64_t r1, int64_t p0, int64_t p1, const float* a, int64_t lda,
-                const PackedB& b, float* c, int64_t ldc, const float* bias, float alpha,
-                GemmActivation act, float* apack) noexcept;
+    void (*pack_all)(const float* a, int64_t lda, int64_t rows, int64_t k, float* dst) noexcept;
+    void (*run_panels)(int64_t rows, int64_t p0, int64_t p1, const float* apacked,
+                       const PackedB& b, float* c, int64_t ldc, const float* bias, float alpha,
+                       GemmActivation act) noexcept;
 };
 
 /// Spare floats after a packed A block (pack_a's 8-wide stores run 2 floats past a panel).
@@ -184,27 +191,48 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
         return;
     }
     const Family& f = family(b.isa);
-    const std::size_t apack = static_cast<std::size_t>(f.mc * f.kc + kPackSlack);
-    auto block = [&](int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
-        float* buf = apack_buffer(apack);
-        if (buf == nullptr) std::abort();  // tens of KiB per thread, allocated once
-        f.run(r0, r1, p0, p1, a, lda, b, c, ldc, bias, alpha, act, buf);
-    };
-    // Split the column panels among threads (each streams its share of B once per row block);
-    // with too few panels, split rows in whole tiles instead. The tiles and K blocks, and so
-    // each element's arithmetic, are the same for any split.
     const int64_t threads = max_threads();
     const int64_t tiles = (m + f.mr - 1) / f.mr;
-    const int64_t flops_per_panel = 2 * m * b.k * f.nr;
-    const int64_t min_panels =
-        std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(flops_per_panel, 1));
-    if (b.panels >= 2 * threads || tiles < 2 * threads) {
-        parallel_for(b.panels, min_panels,
-                     [&](int64_t p0, int64_t p1) { block(0, m, p0, p1); });
-    } else {
+    // A packed for rows [r0, r0 + rows) (rows <= mc), in this thread's buffer.
+    auto pack = [&](int64_t r0, int64_t rows) {
+        const int64_t rows_pad = (rows + f.mr - 1) / f.mr * f.mr;
+        float* ap = apack_buffer(static_cast<std::size_t>(rows_pad * b.k + kPackSlack));
+        if (ap == nullptr) std::abort();  // at most mc x K floats per thread, kept
+        f.pack_all(a + r0 * lda, lda, rows, b.k, ap);
+        return ap;
+    };
+    if (b.panels < 2 * threads && tiles >= 2 * threads) {
         parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
-            block(t0 * f.mr, std::min(m, t1 * f.mr), 0, b.panels);
+            const int64_t r1 = std::min(m, t1 * f.mr);
+            for (int64_t r0 = t0 * f.mr; r0 < r1; r0 += f.mc) {
+                const int64_t rows = std::min(f.mc, r1 - r0);
+                f.run_panels(rows, 0, b.panels, pack(r0, rows), b, c + r0 * ldc, ldc, bias,
+                             alpha, act);
+            }
         });
+        return;
+    }
+    // Chunks of panels: about 8 per thread, each at least ~1 MFLOP.
+    const int64_t flops_per_panel = 2 * std::min(m, f.mc) * b.k * f.nr;
+    const int64_t min_panels = std::max<int64_t>(1, (int64_t{1} << 20) / flops_per_panel);
+    const int64_t chunk = std::max(min_panels, (b.panels + 8 * threads - 1) / (8 * threads));
+    const int64_t chunks = (b.panels + chunk - 1) / chunk;
+    const int64_t team = std::min(threads, chunks);
+    for (int64_t r0 = 0; r0 < m; r0 += f.mc) {
+        const int64_t rows = std::min(f.mc, m - r0);
+        const float* ap = pack(r0, rows);
+        auto run_chunk = [&](int64_t u) {
+            f.run_panels(rows, u * chunk, std::min(b.panels, (u + 1) * chunk), ap, b,
+                         c + r0 * ldc, ldc, bias, alpha, act);
+        };
+        if (team <= 1) {
+            for (int64_t u = 0; u < chunks; ++u) run_chunk(u);
+            continue;
+        }
+        std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(static_cast<int>(team))
+        for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+            run_chunk(u);
     }
 }
 

@@ -5,13 +5,14 @@
 // (fast::active_isa(), so DSINFER_MAX_CPU_ISA caps it): AVX-512 tiles of 12 x 32, AVX2+FMA tiles
 // of 6 x 16, or portable 6 x 8 tiles. Packed B is cut into blocks of `kc` rows of K and, inside
 // a block, into column panels of `nr` floats (zero-padded), k-major, so that the micro-kernel
-// streams it contiguously and a thread's panels of one K block are one contiguous run. Blocks of
-// A (rows x kc) are copied per call into row-interleaved micro-panels in a per-thread buffer.
-// The micro-kernel keeps a tile of C in registers and applies alpha, bias and ReLU as it stores.
+// streams it contiguously and consecutive panels of one K block are one contiguous run. A is
+// copied per call, in blocks of rows, into row-interleaved micro-panels in a thread's buffer
+// (kept between calls). The micro-kernel keeps a tile of C in registers and applies alpha, bias
+// and ReLU as it stores.
 //
-// Work is split over column panels (over row tiles when there are too few panels) on the shared
-// OpenMP pool. Every element of C is computed by one thread, in a K order fixed by the packing
-// (not by the thread count), so results are bitwise identical for any thread count.
+// Work is dealt out in chunks of column panels (in row tiles when there are too few panels) on
+// the shared OpenMP pool. Every element of C is computed by one thread, in a K order fixed by
+// the packing (not by the thread count), so results are bitwise identical for any thread count.
 #pragma once
 
 #include <cstdint>
