@@ -10,5 +10,6 @@
 #include "dsinfer/graph.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/memory_pool.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"

@@ -74,6 +74,9 @@ struct EngineOptions {
     /// Where activations, workspaces and outputs come from. Null = the process-wide pool
     /// (default_memory_pool()). Outputs keep their pool alive, so they may outlive the engine.
     std::shared_ptr<MemoryPool> memory_pool{};
+    /// Plan activations per input-shape class into one arena (docs/MEMORY.md); false = one
+    /// pool allocation per tensor (for debugging and comparisons).
+    bool plan_memory = true;
     ModelLimits limits;
 };
 

@@ -119,6 +119,8 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
     // Kernels may create primitives and pack weights at load: they see the same budget.
     detail::ThreadBudget threads(impl->options.num_threads);
     co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
+    co.memory_pool = impl->options.memory_pool;
+    co.plan_memory = impl->options.plan_memory;
     impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
     for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
         const Value& v = impl->graph->value(impl->graph->inputs[i]);
@@ -255,7 +257,9 @@ double InferenceEngine::first_run_ms() const noexcept { return impl_->first_run_
 const OptimizeReport& InferenceEngine::optimization_report() const noexcept {
     return impl_->optimization;
 }
-MemoryPlanStats InferenceEngine::memory_plan_stats() const { return MemoryPlanStats{}; }
+MemoryPlanStats InferenceEngine::memory_plan_stats() const {
+    return impl_->compiled->memory_plan_stats();
+}
 const std::vector<std::string>& InferenceEngine::node_providers() const noexcept {
     return impl_->providers;
 }

@@ -1,10 +1,11 @@
 #include "core/executor.hpp"
 
-#include "core/buffer_cache.hpp"
+#include "core/memory_planner.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <span>
 
 namespace dsinfer::detail {
@@ -66,7 +67,10 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
     cg->graph_ = std::move(graph);
     cg->parent_ = parent;
-    cg->allocator_ = options.allocator != nullptr ? options.allocator : &buffer_cache();
+    cg->pool_ = options.memory_pool ? options.memory_pool : default_memory_pool();
+    cg->allocator_ = cg->pool_.get();
+    cg->bind_outputs_to_pool_ = parent == nullptr && cg->pool_ != default_memory_pool();
+    cg->plan_memory_ = parent == nullptr && options.plan_memory;
     const Graph& g = *cg->graph_;
     for (std::size_t i = 0; i < g.values.size(); ++i)
         cg->names_.emplace(g.values[i].name, static_cast<ValueId>(i));
@@ -415,20 +419,45 @@ Status CompiledGraph::negotiate_layouts() {
     return Status::ok();
 }
 
+namespace {
+
+/// Ops whose kernels (reference, fast, oneDNN) compute output element i from input element i
+/// only, reading it before writing, so output 0 may share the block of the first input of the
+/// output's dtype and shape (oneDNN's src0) when that input dies at the node. Pow is not here
+/// (its exponent-1 path is a memcpy), nor ops whose outputs change dtype.
+bool elementwise_in_place(const Node& n) {
+    static constexpr const char* kOps[] = {
+        "Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Erf", "Exp", "Sqrt", "Abs", "Neg",
+        "Reciprocal", "Floor", "Ceil", "HardSwish", "Add", "Sub", "Mul", "Div"};
+    if (!n.domain.empty() || n.outputs.size() != 1) return false;
+    return std::any_of(std::begin(kOps), std::end(kOps),
+                       [&](const char* op) { return n.op_type == op; });
+}
+
+}  // namespace
+
 void CompiledGraph::plan_lifetimes() {
     const Graph& g = *graph_;
     std::vector<std::int32_t> last_use(g.values.size(), -1);
+    std::vector<char> captured(g.values.size(), 0);
+    def_step_.assign(g.values.size(), -1);
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
         for (ValueId id : g.nodes[ni].inputs)
             if (id != kNoValue) last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
         // Values read by subgraphs (captures) live until the node that runs them.
         for (const auto& sub : nodes_[ni].subgraphs)
             for (const auto& [lvl, id] : sub->outer_refs_)
-                if (lvl == 1) last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+                if (lvl == 1) {
+                    last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+                    captured[static_cast<std::size_t>(id)] = 1;
+                }
         // Outputs nobody reads are released right after their node.
-        for (ValueId id : g.nodes[ni].outputs)
-            if (id != kNoValue && last_use[static_cast<std::size_t>(id)] < 0)
+        for (ValueId id : g.nodes[ni].outputs) {
+            if (id == kNoValue) continue;
+            def_step_[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+            if (last_use[static_cast<std::size_t>(id)] < 0)
                 last_use[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(ni);
+        }
     }
     std::vector<bool> keep(g.values.size(), false);
     for (ValueId id : g.outputs) keep[static_cast<std::size_t>(id)] = true;
@@ -438,6 +467,195 @@ void CompiledGraph::plan_lifetimes() {
         if (keep[v] || last_use[v] < 0 || g.values[v].initializer) continue;
         nodes_[static_cast<std::size_t>(last_use[v])].release_after.push_back(static_cast<ValueId>(v));
     }
+    last_step_ = std::move(last_use);
+    // Arena candidates: intermediates that neither escape (graph outputs) nor are read by a
+    // subgraph (a body may hand a captured value back as the control-flow node's output).
+    plannable_.assign(g.values.size(), 0);
+    inplace_op_.assign(g.nodes.size(), 0);
+    if (!plan_memory_) return;
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        plannable_[v] = def_step_[v] >= 0 && !keep[v] && !captured[v] && !g.values[v].initializer;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
+        inplace_op_[ni] = elementwise_in_place(g.nodes[ni]) ? 1 : 0;
+}
+
+// ---- memory planning ------------------------------------------------------------------------
+
+/// What the first run of a shape class saw: bytes per planned value and per workspace.
+struct CompiledGraph::Recording {
+    std::vector<std::size_t> value_bytes;      // per value, 0 = not an arena candidate
+    std::vector<ValueId> inplace_input;        // per value, kNoValue = own block
+    std::vector<std::size_t> workspace_bytes;  // per node
+};
+
+/// One run's memory: the plan and its arena, or the recording.
+struct CompiledGraph::RunMemory {
+    const ExecutionPlan* plan = nullptr;
+    std::shared_ptr<void> arena;
+    unsigned char* base = nullptr;
+    Recording* rec = nullptr;
+    bool in_arena(const void* p) const noexcept {
+        const auto* c = static_cast<const unsigned char*>(p);
+        return base != nullptr && c >= base && c < base + plan->arena_bytes;
+    }
+};
+
+namespace {
+
+/// Input-shape class key: per input, dtype, rank and dims.
+std::vector<std::int64_t> shape_key(const std::vector<Tensor>& inputs) {
+    std::vector<std::int64_t> key;
+    for (const Tensor& t : inputs) {
+        key.push_back(static_cast<std::int64_t>(t.dtype()));
+        key.push_back(t.num_dims());
+        for (int d = 0; d < t.num_dims(); ++d) key.push_back(t.shape()[d]);
+    }
+    return key;
+}
+
+/// Byte size of dtype x shape, 0 on overflow (such tensors are never planned).
+std::size_t tensor_bytes(DType dtype, const Shape& shape) {
+    const auto n = shape.num_elements();
+    const auto esize = dtype_size(dtype);
+    if (n < 0 || static_cast<std::uint64_t>(n) > SIZE_MAX / esize) return 0;
+    return static_cast<std::size_t>(n) * esize;
+}
+
+/// The input output 0 of an in-place capable node may share: the first with its dtype and
+/// shape (for binary ops, the operand oneDNN takes as src0), or -1.
+int inplace_slot(const std::vector<Tensor>& inputs, DType dtype, const Shape& shape) {
+    for (std::size_t k = 0; k < inputs.size(); ++k)
+        if (!inputs[k].is_null() && inputs[k].dtype() == dtype && inputs[k].shape() == shape)
+            return static_cast<int>(k);
+    return -1;
+}
+
+/// A copy of `t` from `alloc` (used for tensors that must not stay in an arena).
+StatusOr<Tensor> copy_to(const Tensor& t, Allocator& alloc) {
+    DSINFER_ASSIGN_OR_RETURN(Tensor c, Tensor::allocate(t.dtype(), t.shape(), alloc));
+    if (t.dtype() == DType::string) {
+        for (std::int64_t i = 0; i < t.num_elements(); ++i)
+            c.data<std::string>()[i] = t.data<std::string>()[i];
+    } else if (t.num_bytes() > 0) {
+        std::memcpy(c.raw_data(), t.raw_data(), t.num_bytes());
+    }
+    return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const ExecutionPlan> CompiledGraph::find_plan(
+    const std::vector<std::int64_t>& key) const {
+    std::lock_guard<std::mutex> lock(plans_.mu);
+    for (auto it = plans_.lru.begin(); it != plans_.lru.end(); ++it) {
+        if (it->first != key) continue;
+        plans_.lru.splice(plans_.lru.begin(), plans_.lru, it);
+        return it->second;
+    }
+    return nullptr;
+}
+
+void CompiledGraph::build_plan(std::vector<std::int64_t> key, const Recording& rec) const {
+    const std::size_t nv = rec.value_bytes.size();
+    const std::size_t nn = rec.workspace_bytes.size();
+    // In-place pairs share one block: a value joins its input's block (inputs come first).
+    std::vector<std::size_t> block(nv, SIZE_MAX);
+    std::vector<PlanItem> items;
+    for (std::size_t v = 0; v < nv; ++v) {
+        if (rec.value_bytes[v] == 0) continue;
+        const PlanItem own{rec.value_bytes[v], def_step_[v], last_step_[v]};
+        const ValueId in = rec.inplace_input[v];
+        if (in != kNoValue && block[static_cast<std::size_t>(in)] != SIZE_MAX) {
+            PlanItem& b = items[block[static_cast<std::size_t>(in)]];
+            b.bytes = std::max(b.bytes, own.bytes);
+            b.first = std::min(b.first, own.first);
+            b.last = std::max(b.last, own.last);
+            block[v] = block[static_cast<std::size_t>(in)];
+            continue;
+        }
+        block[v] = items.size();
+        items.push_back(own);
+    }
+    std::vector<std::size_t> ws_block(nn, SIZE_MAX);
+    for (std::size_t ni = 0; ni < nn; ++ni) {
+        if (rec.workspace_bytes[ni] == 0) continue;
+        ws_block[ni] = items.size();
+        items.push_back({rec.workspace_bytes[ni], static_cast<std::int32_t>(ni),
+                         static_cast<std::int32_t>(ni)});
+    }
+    const ArenaLayout layout = plan_arena(items);
+    auto plan = std::make_shared<ExecutionPlan>();
+    plan->value_offset.assign(nv, -1);
+    plan->value_bytes = rec.value_bytes;
+    plan->inplace_input = rec.inplace_input;
+    plan->workspace_offset.assign(nn, -1);
+    plan->workspace_bytes = rec.workspace_bytes;
+    plan->arena_bytes = layout.peak_bytes;
+    std::size_t placed = 0;
+    for (std::size_t v = 0; v < nv; ++v)
+        if (block[v] != SIZE_MAX) {
+            plan->value_offset[v] = static_cast<std::int64_t>(layout.offsets[block[v]]);
+            ++placed;
+        }
+    for (std::size_t ni = 0; ni < nn; ++ni)
+        if (ws_block[ni] != SIZE_MAX) {
+            plan->workspace_offset[ni] = static_cast<std::int64_t>(layout.offsets[ws_block[ni]]);
+            ++placed;
+        }
+    plan->stats.planned_peak_bytes = layout.peak_bytes;
+    plan->stats.lower_bound_bytes = layout.lower_bound_bytes;
+    plan->stats.planned_values = placed;
+    std::lock_guard<std::mutex> lock(plans_.mu);
+    for (const auto& [k, p] : plans_.lru)
+        if (k == key) return;  // a concurrent first run of the class planned it already
+    plans_.lru.emplace_front(std::move(key), plan);
+    if (plans_.lru.size() > kMaxPlans) plans_.lru.pop_back();
+    plans_.last = plan->stats;
+}
+
+MemoryPlanStats CompiledGraph::memory_plan_stats() const {
+    std::lock_guard<std::mutex> lock(plans_.mu);
+    MemoryPlanStats s = plans_.last;
+    s.shape_classes = plans_.lru.size();
+    return s;
+}
+
+StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, std::size_t ni, ValueId id,
+                                              DType dtype, const Shape& shape,
+                                              const std::vector<Tensor>& inputs) const {
+    const auto v = static_cast<std::size_t>(id);
+    if (!plannable_[v] || dtype == DType::string) return Tensor::allocate(dtype, shape, *allocator_);
+    const std::size_t bytes = tensor_bytes(dtype, shape);
+    const Node& n = graph_->nodes[ni];
+    if (mem.rec != nullptr && bytes > 0) {
+        mem.rec->value_bytes[v] = bytes;
+        if (inplace_op_[ni] && n.outputs[0] == id) {
+            const int k = inplace_slot(inputs, dtype, shape);
+            const ValueId in = k < 0 ? kNoValue : n.inputs[static_cast<std::size_t>(k)];
+            if (in != kNoValue && last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
+                mem.rec->value_bytes[static_cast<std::size_t>(in)] == bytes)
+                mem.rec->inplace_input[v] = in;
+        }
+    }
+    if (mem.plan != nullptr && bytes > 0) {
+        const ExecutionPlan& p = *mem.plan;
+        if (p.value_offset[v] >= 0 && bytes <= p.value_bytes[v]) {
+            unsigned char* at = mem.base + p.value_offset[v];
+            // Sharing the block of an input (planned in place) is legal only for the input the
+            // kernel may overwrite: the one with this dtype and shape (shapes can change with
+            // data). Anything else would alias live memory: take a block of its own.
+            bool ok = true;
+            if (const ValueId in = p.inplace_input[v]; in != kNoValue) {
+                bool aliased = false;
+                for (std::size_t k = 0; k < inputs.size(); ++k)
+                    aliased = aliased || (n.inputs[k] == in && inputs[k].raw_data() == at);
+                const int k0 = inplace_slot(inputs, dtype, shape);
+                ok = !aliased || (k0 >= 0 && n.inputs[static_cast<std::size_t>(k0)] == in);
+            }
+            if (ok) return Tensor::wrap(at, dtype, shape, allocator_->device(), mem.arena);
+        }
+    }
+    return Tensor::allocate(dtype, shape, *allocator_);
 }
 
 Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* outer,
@@ -458,6 +676,31 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         for (int l = 1; l < c.levels_up && f != nullptr; ++l) f = f->parent;
         DSINFER_ASSERT(f != nullptr, "capture frame missing for '", g.value(c.id).name, "'");
         frame.values[static_cast<std::size_t>(c.id)] = f->values[static_cast<std::size_t>(c.outer)];
+    }
+    // Memory: this shape class's plan and one arena for it, or a recording that makes the plan.
+    RunMemory mem;
+    Recording rec;
+    std::shared_ptr<const ExecutionPlan> plan;
+    std::vector<std::int64_t> key;
+    if (plan_memory_) {
+        key = shape_key(inputs);
+        plan = find_plan(key);
+        if (!plan) {
+            rec.value_bytes.assign(g.values.size(), 0);
+            rec.inplace_input.assign(g.values.size(), kNoValue);
+            rec.workspace_bytes.assign(g.nodes.size(), 0);
+            mem.rec = &rec;
+        } else if (plan->arena_bytes > 0) {
+            // Without an arena (the pool's limit), the run allocates tensor by tensor. A new
+            // arena replaces idle cached blocks (the recording run's) instead of adding to them.
+            const std::size_t bytes = plan->arena_bytes;
+            if (void* p = pool_->allocate_replacing_cache(bytes, kTensorAlignment)) {
+                mem.arena = std::shared_ptr<void>(
+                    p, [pool = pool_, bytes](void* q) { pool->deallocate(q, bytes); });
+                mem.base = static_cast<unsigned char*>(p);
+                mem.plan = plan.get();
+            }
+        }
     }
 
     std::vector<Tensor> node_inputs;
@@ -497,21 +740,29 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             if (!spec.set)
                 return Status::error(ErrorCode::internal, node_context(n),
                                      "kernel did not define output ", i);
-            auto t = Tensor::allocate(spec.dtype, spec.shape, *allocator_);
+            auto t = output_tensor(mem, ni, n.outputs[static_cast<std::size_t>(i)], spec.dtype,
+                                   spec.shape, node_inputs);
             if (!t.is_ok()) return t.status().with_context(node_context(n));
             out_tensors[static_cast<std::size_t>(i)] = std::move(t).value();
             out_views[static_cast<std::size_t>(i)] = out_tensors[static_cast<std::size_t>(i)].view();
         }
         Tensor workspace;
-        if (pctx.workspace_bytes() > 0) {
-            auto w = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(pctx.workspace_bytes())},
-                                      *allocator_);
-            if (!w.is_ok()) return w.status().with_context(node_context(n));
-            workspace = std::move(w).value();
+        void* workspace_data = nullptr;
+        if (const std::size_t wb = pctx.workspace_bytes(); wb > 0) {
+            if (mem.rec != nullptr) mem.rec->workspace_bytes[ni] = wb;
+            if (mem.plan != nullptr && mem.plan->workspace_offset[ni] >= 0 &&
+                wb <= mem.plan->workspace_bytes[ni]) {
+                workspace_data = mem.base + mem.plan->workspace_offset[ni];
+            } else {
+                auto w = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(wb)}, *allocator_);
+                if (!w.is_ok()) return w.status().with_context(node_context(n));
+                workspace = std::move(w).value();
+                workspace_data = workspace.raw_data();
+            }
         }
         in_views.clear();
         for (const Tensor& t : node_inputs) in_views.push_back(t.is_null() ? TensorView{} : t.view());
-        RunContext rctx(n, in_views, out_views, workspace.raw_data(), pctx.workspace_bytes(),
+        RunContext rctx(n, in_views, out_views, workspace_data, pctx.workspace_bytes(),
                         *allocator_, control);
         rctx.set_frame(&frame);
         st = cn.kernel->run(rctx);
@@ -524,6 +775,13 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
                 if (dst.is_null())
                     return Status::error(ErrorCode::internal, node_context(n),
                                          "kernel did not produce dynamic output ", i);
+                // A kernel that passed an input through must not leave it in the arena, whose
+                // block is reused once the input dies.
+                if (mem.in_arena(dst.raw_data())) {
+                    auto c = copy_to(dst, *allocator_);
+                    if (!c.is_ok()) return c.status().with_context(node_context(n));
+                    dst = std::move(c).value();
+                }
             } else {
                 dst = std::move(out_tensors[static_cast<std::size_t>(i)]);
             }
@@ -536,7 +794,16 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
                                   .count();
     }
     outputs.clear();
-    for (ValueId id : g.outputs) outputs.push_back(frame.values[static_cast<std::size_t>(id)]);
+    for (ValueId id : g.outputs) {
+        Tensor t = frame.values[static_cast<std::size_t>(id)];
+        if (mem.in_arena(t.raw_data())) {
+            DSINFER_ASSIGN_OR_RETURN(t, copy_to(t, *allocator_));
+        }
+        // Outputs of a caller's pool keep it alive (the default pool is never destroyed).
+        if (bind_outputs_to_pool_ && !t.is_null()) t = MemoryPool::bind(pool_, std::move(t));
+        outputs.push_back(std::move(t));
+    }
+    if (mem.rec != nullptr) build_plan(std::move(key), rec);
     return Status::ok();
 }
 

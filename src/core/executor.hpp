@@ -7,10 +7,20 @@
 // subgraphs that capture a value).
 // run: one Frame per call (values indexed by ValueId), nodes in topological order:
 // prepare -> allocate outputs and workspace -> run -> release dead values. A CompiledGraph is
-// immutable after compile, so concurrent runs share it safely.
+// immutable after compile (apart from the mutex-protected plan cache), so concurrent runs
+// share it safely.
+// memory: every buffer comes from the MemoryPool. A top-level graph plans its activations per
+// input-shape class: the first run of a class records each intermediate's size and lifetime
+// (and each node's workspace), the plan (memory_planner.hpp) gives them offsets in one arena,
+// and later runs of the class allocate that arena once and place the tensors in it. Graph
+// outputs, values read by subgraphs, string tensors and kernel-allocated (dynamic) outputs
+// stay individual pool allocations; so does a value larger at run time than planned
+// (data-dependent shapes). Subgraph bodies (If/Loop/Scan) are not planned.
 #pragma once
 
+#include <list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +29,7 @@
 #include "dsinfer/graph.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/memory_pool.hpp"
 
 namespace dsinfer::detail {
 
@@ -34,8 +45,22 @@ struct Frame {
 struct CompileOptions {
     const KernelRegistry* registry = nullptr;
     DeviceKind device = DeviceKind::cpu;
-    Allocator* allocator = nullptr;
+    /// Where every tensor of a run comes from; null = default_memory_pool().
+    std::shared_ptr<MemoryPool> memory_pool;
+    /// Plan activations per input-shape class (top-level graph only).
+    bool plan_memory = true;
     int max_subgraph_depth = 32;
+};
+
+/// The arena placement of one input-shape class (built from a recorded run).
+struct ExecutionPlan {
+    std::vector<std::int64_t> value_offset;  ///< per ValueId: arena offset, -1 = not planned
+    std::vector<std::size_t> value_bytes;    ///< per ValueId: bytes recorded (run-time must fit)
+    std::vector<ValueId> inplace_input;      ///< per ValueId: the input it shares a block with
+    std::vector<std::int64_t> workspace_offset;  ///< per node, -1 = none
+    std::vector<std::size_t> workspace_bytes;    ///< per node
+    std::size_t arena_bytes = 0;
+    MemoryPlanStats stats;
 };
 
 class CompiledGraph final : public SubgraphRunner,
@@ -72,6 +97,10 @@ public:
     }
     /// Name -> id of every value defined in this graph (captures included).
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
+    /// The plan most recently built, and the number of shape classes cached.
+    MemoryPlanStats memory_plan_stats() const;
+    /// Shape classes whose plans are kept (least recently used evicted beyond).
+    static constexpr std::size_t kMaxPlans = 8;
 
 private:
     struct CompiledNode {
@@ -97,9 +126,22 @@ private:
     Status negotiate_layouts();
     void plan_lifetimes();
 
+    struct Recording;
+    struct RunMemory;
+    /// The cached plan for these inputs' shape class, or null (then the run records).
+    std::shared_ptr<const ExecutionPlan> find_plan(const std::vector<std::int64_t>& key) const;
+    /// Builds the plan of a recorded run and caches it under `key`.
+    void build_plan(std::vector<std::int64_t> key, const Recording& rec) const;
+    /// The buffer of value `id`, an output of node ni: its arena slot when planned (and it
+    /// fits), else a pool allocation. Records its size when the run records.
+    StatusOr<Tensor> output_tensor(RunMemory& mem, std::size_t ni, ValueId id, DType dtype,
+                                   const Shape& shape, const std::vector<Tensor>& inputs) const;
+
     std::shared_ptr<Graph> graph_;
     const CompiledGraph* parent_ = nullptr;
-    Allocator* allocator_ = nullptr;
+    std::shared_ptr<MemoryPool> pool_;
+    Allocator* allocator_ = nullptr;  // pool_.get()
+    bool bind_outputs_to_pool_ = false;  // a caller's pool: outputs keep it alive
     std::vector<CompiledNode> nodes_;
     std::vector<Capture> captures_;
     /// Ancestor values read by this graph or its subgraphs: (levels_up, id).
@@ -109,6 +151,19 @@ private:
     std::unordered_map<std::string, std::size_t> probe_symbols_;
     /// Load-time only: small shape-like values computed per probe (freed after compile).
     std::vector<Tensor> probe_data_[2];
+
+    // Memory planning (top-level graphs with CompileOptions::plan_memory).
+    bool plan_memory_ = false;
+    std::vector<std::int32_t> def_step_;   // producing node per value, -1 = none
+    std::vector<std::int32_t> last_step_;  // last reading node per value, -1 = none
+    std::vector<char> plannable_;          // may live in the arena
+    std::vector<char> inplace_op_;         // per node: output 0 may share a dying input's block
+    struct PlanCache {
+        std::mutex mu;
+        std::list<std::pair<std::vector<std::int64_t>, std::shared_ptr<const ExecutionPlan>>> lru;
+        MemoryPlanStats last;  // of the plan most recently built
+    };
+    mutable PlanCache plans_;
 };
 
 }  // namespace dsinfer::detail

@@ -35,6 +35,14 @@ inline onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op,
     return n;
 }
 
+/// Sets a graph-valued attribute (If branches, Loop/Scan bodies).
+inline void set_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+}
+
 /// x float[1,4] -> Relu -> y, opset 13.
 inline onnx::ModelProto relu_model() {
     onnx::ModelProto m;
