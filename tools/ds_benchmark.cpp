@@ -514,6 +514,8 @@ struct Result {
     std::map<std::string, int> providers;  // nodes per kernel provider
     int blocked_nodes = 0;
     OptimizeReport optimization;
+    MemoryPlanStats plan;                // activation arena of the benchmarked shape class
+    std::uint64_t pool_peak_reserved = 0;  // default_memory_pool(): peak bytes held
 };
 
 std::string dims_json(const Shape& s) {
@@ -556,7 +558,9 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         "\"latency_ms\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"mean\":{},\"min\":{},\"max\":{}}},"
         "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
         "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
-        "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{}}}\n",
+        "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{},"
+        "\"memory_plan\":{{\"planned_peak_bytes\":{},\"lower_bound_bytes\":{},\"ratio\":{},"
+        "\"planned_values\":{},\"shape_classes\":{},\"pool_peak_reserved_bytes\":{}}}}}\n",
         json_string(a.model.string()), json_string(a.device), json_string(a.precision),
         in.batch.value_or(a.shapes.batch), in.seq ? std::to_string(*in.seq) : "null", threads,
         json_array(backends, json_string), a.shapes.seed, inputs, json_number(r.load_ms),
@@ -567,7 +571,9 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
         r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()),
         json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
-        providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization));
+        providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization),
+        r.plan.planned_peak_bytes, r.plan.lower_bound_bytes, json_number(r.plan.ratio()),
+        r.plan.planned_values, r.plan.shape_classes, r.pool_peak_reserved);
 }
 
 void print_table(const Args& a, const std::vector<std::string>& backends,
@@ -607,6 +613,10 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
                r.optimization.nodes_before, r.optimization.nodes_after, r.optimization.ms, fired);
     fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", static_cast<double>(r.peak_rss) / 1048576.0,
                r.finite ? "" : "   WARNING: non-finite outputs");
+    fmt::print("  {:<12}arena {:.1f} MiB, lower bound {:.1f} MiB (x{:.3f}), {} tensors; pool peak "
+               "{:.1f} MiB\n", "memory plan", static_cast<double>(r.plan.planned_peak_bytes) / 1048576.0,
+               static_cast<double>(r.plan.lower_bound_bytes) / 1048576.0, r.plan.ratio(),
+               r.plan.planned_values, static_cast<double>(r.pool_peak_reserved) / 1048576.0);
 }
 
 /// Per op type and provider: total ms per run over 3 profiled runs (after the timed runs).
@@ -687,6 +697,8 @@ int run(const Args& a) {
                    static_cast<double>(r.latencies_ms.size()) / r.timed_s;
     r.flops = flops_per_sample(a.model, generated->seq);
     r.peak_rss = peak_rss_bytes();
+    r.plan = engine.memory_plan_stats();
+    r.pool_peak_reserved = default_memory_pool()->stats().peak_bytes_reserved;
     const int threads = a.threads > 0 ? a.threads : available_processors();
     if (a.json)
         print_json(a, backends, *generated, threads, r);
