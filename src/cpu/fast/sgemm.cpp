@@ -166,12 +166,18 @@ PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa 
             const int64_t kc = std::min(f.kc, k - kb);
             for (int64_t pi = p0; pi < p1; ++pi) {
                 float* dst = p + kb * panels * nr + pi * kc * nr;
-                for (int64_t kk = 0; kk < kc; ++kk)
-                    for (int64_t j = 0; j < nr; ++j) {
-                        const int64_t col = pi * nr + j, row = kb + kk;
-                        dst[kk * nr + j] =
-                            col < n ? (transposed ? b[col * k + row] : b[row * n + col]) : 0.f;
+                const int64_t col = pi * nr, w = std::min(nr, n - col);  // real columns
+                if (w < nr) std::fill(dst, dst + kc * nr, 0.f);
+                if (transposed) {  // B^T row col + j, columns [kb, kb + kc)
+                    for (int64_t j = 0; j < w; ++j) {
+                        const float* src = b + (col + j) * k + kb;
+                        for (int64_t kk = 0; kk < kc; ++kk) dst[kk * nr + j] = src[kk];
                     }
+                } else {
+                    for (int64_t kk = 0; kk < kc; ++kk)
+                        std::memcpy(dst + kk * nr, b + (kb + kk) * n + col,
+                                    static_cast<std::size_t>(w) * sizeof(float));
+                }
             }
         }
     });
