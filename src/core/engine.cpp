@@ -119,6 +119,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
     // Kernels may create primitives and pack weights at load: they see the same budget.
     detail::ThreadBudget threads(impl->options.num_threads);
     co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
+    co.blocked_layouts = impl->options.optimization_level >= 3;
     co.memory_pool = impl->options.memory_pool;
     co.plan_memory = impl->options.plan_memory;
     impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();

@@ -102,7 +102,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     }
     DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
     for (auto& pd : cg->probe_data_) pd = {};
-    DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
+    if (options.blocked_layouts) DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
     return cg;
 }

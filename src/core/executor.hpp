@@ -49,6 +49,8 @@ struct CompileOptions {
     std::shared_ptr<MemoryPool> memory_pool;
     /// Plan activations per input-shape class (top-level graph only).
     bool plan_memory = true;
+    /// Let backends exchange tensors in their blocked layouts (optimization level 3).
+    bool blocked_layouts = true;
     int max_subgraph_depth = 32;
 };
 
