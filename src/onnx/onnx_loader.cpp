@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 #include <sys/mman.h>
@@ -85,6 +86,12 @@ public:
 
     Status convert_model(const onnx::ModelProto& model, Graph& out);
     StatusOr<Tensor> convert_tensor(const onnx::TensorProto& t, const std::string& what);
+    /// The converter owns the parsed message: each raw_data buffer is freed once copied, so a
+    /// model's weights are held twice only one tensor at a time (peak memory at load).
+    void release_raw_data() noexcept { release_raw_ = true; }
+    /// raw_data of the top-level graph's initializers, read straight into aligned buffers by
+    /// the streaming reader (index = initializer index; a null tensor = none streamed).
+    void use_streamed_raw_data(std::vector<Tensor> raw) { streamed_raw_ = std::move(raw); }
 
 private:
     Status convert_graph(const onnx::GraphProto& g, Graph& out, std::vector<Scope*>& scopes,
@@ -102,6 +109,9 @@ private:
     std::int64_t node_count_ = 0;
     std::uint64_t external_bytes_ = 0;
     std::vector<OpsetImport> opsets_;
+    bool release_raw_ = false;
+    std::vector<Tensor> streamed_raw_;
+    const Tensor* streamed_ = nullptr;  // the streamed raw_data of the tensor being converted
 };
 
 Status check_name(const std::string& s, const std::string& what) {
@@ -268,9 +278,20 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
     const int typed_count = t.float_data_size() + t.int32_data_size() + t.string_data_size() +
                             t.int64_data_size() + t.double_data_size() + t.uint64_data_size();
     if (external) {
-        DSINFER_CHECK(!t.has_raw_data() && typed_count == 0, ErrorCode::invalid_model, what,
-                      ": external tensor also carries inline data");
+        DSINFER_CHECK(!t.has_raw_data() && streamed_ == nullptr && typed_count == 0,
+                      ErrorCode::invalid_model, what, ": external tensor also carries inline data");
         return read_external(t, dtype, shape, bytes, what);
+    }
+    if (streamed_ != nullptr) {  // raw_data already in an aligned buffer (streaming reader)
+        DSINFER_CHECK(typed_count == 0, ErrorCode::invalid_model, what,
+                      ": data in both raw_data and a typed field");
+        DSINFER_CHECK(dtype != DType::string, ErrorCode::invalid_model, what,
+                      ": string tensors cannot use raw_data");
+        DSINFER_CHECK(streamed_->num_bytes() == bytes, ErrorCode::invalid_model, what,
+                      ": raw_data has ", streamed_->num_bytes(), " bytes, expected ", bytes,
+                      " for shape ", shape.to_string(), " of ", dtype_name(dtype));
+        return Tensor::wrap(streamed_->raw_data(), dtype, shape, Device{},
+                            std::make_shared<Tensor>(*streamed_));
     }
     if (t.has_raw_data()) {
         DSINFER_CHECK(typed_count == 0, ErrorCode::invalid_model, what,
@@ -282,6 +303,8 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
                       " for shape ", shape.to_string(), " of ", dtype_name(dtype));
         DSINFER_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype, shape));
         if (bytes > 0) std::memcpy(out.raw_data(), t.raw_data().data(), bytes);
+        // Safe: with release_raw_ the message is the converter's own (parse_model), mutable.
+        if (release_raw_) std::string().swap(*const_cast<onnx::TensorProto&>(t).mutable_raw_data());
         return out;
     }
     auto expect = [&](int count, const char* field) -> Status {
@@ -527,7 +550,15 @@ Status Converter::convert_graph(const onnx::GraphProto& g, Graph& out,
     for (int i = 0; i < g.initializer_size(); ++i) {
         const auto& t = g.initializer(i);
         DSINFER_ASSIGN_OR_RETURN(ValueId id, define(t.name(), "initializer"));
-        DSINFER_ASSIGN_OR_RETURN(Tensor tensor, convert_tensor(t, "initializer '" + t.name() + "'"));
+        streamed_ = depth == 0 && static_cast<std::size_t>(i) < streamed_raw_.size() &&
+                            !streamed_raw_[static_cast<std::size_t>(i)].is_null()
+                        ? &streamed_raw_[static_cast<std::size_t>(i)]
+                        : nullptr;
+        auto converted = convert_tensor(t, "initializer '" + t.name() + "'");
+        streamed_ = nullptr;
+        if (depth == 0 && static_cast<std::size_t>(i) < streamed_raw_.size())
+            streamed_raw_[static_cast<std::size_t>(i)] = Tensor();
+        DSINFER_ASSIGN_OR_RETURN(Tensor tensor, std::move(converted));
         Value& v = out.value(id);
         v.dtype = tensor.dtype();
         v.shape = SymbolicShape::from(tensor.shape());
@@ -676,6 +707,26 @@ StatusOr<MappedFile> map_file(const std::filesystem::path& path, std::uint64_t m
 
 }  // namespace
 
+namespace {
+
+/// Converts a parsed model (owned: its raw_data buffers are released as they are copied).
+StatusOr<Graph> convert_parsed(onnx::ModelProto& model, const std::filesystem::path& base_dir,
+                               const ModelLimits& limits) {
+    Graph g;
+    Converter conv(base_dir, limits);
+    conv.release_raw_data();
+    DSINFER_RETURN_IF_ERROR(conv.convert_model(model, g));
+    return g;
+}
+
+Status parse_failed(const ModelLimits& limits) {
+    return Status::error(ErrorCode::invalid_model,
+                         "not a valid ONNX ModelProto (protobuf parse failed: truncated, "
+                         "corrupt, or nested deeper than ", limits.max_protobuf_depth, ")");
+}
+
+}  // namespace
+
 StatusOr<Graph> parse_onnx_model(const void* data, std::size_t size,
                                  const std::filesystem::path& base_dir,
                                  const ModelLimits& limits) {
@@ -687,23 +738,190 @@ StatusOr<Graph> parse_onnx_model(const void* data, std::size_t size,
     try {
         onnx::ModelProto model;
         if (!parse_bounded(model, data, size, limits.max_protobuf_depth))
-            return Status::error(ErrorCode::invalid_model,
-                                 "not a valid ONNX ModelProto (protobuf parse failed: truncated, "
-                                 "corrupt, or nested deeper than ", limits.max_protobuf_depth, ")");
-        Graph g;
-        Converter conv(base_dir, limits);
-        DSINFER_RETURN_IF_ERROR(conv.convert_model(model, g));
-        return g;
+            return parse_failed(limits);
+        return convert_parsed(model, base_dir, limits);
     } catch (const std::bad_alloc&) {
         return Status::error(ErrorCode::resource_exhausted, "out of memory while loading the model");
     }
 }
 
+namespace {
+
+// ---- streaming reader -------------------------------------------------------------------
+// Reads a ModelProto from a file so that the top-level graph's initializer raw_data (the
+// weights) goes straight from the file into 64-byte-aligned tensors: the weights are held once
+// during load, not twice (protobuf strings, then copies). Everything else is re-encoded field by
+// field into small buffers and parsed by protobuf as usual; concatenating the payloads of a
+// repeated embedded message is protobuf's own merge semantics, so the result is the message a
+// plain parse gives, minus the streamed raw_data.
+
+using google::protobuf::io::CodedInputStream;
+
+void put_varint(std::string& out, std::uint64_t v) {
+    while (v >= 0x80) {
+        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+        v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+}
+
+/// Copies one field (its tag already read) into `out`, re-encoded. False on malformed input or
+/// groups (ONNX has none).
+bool copy_field(CodedInputStream& in, std::uint32_t tag, std::string& out) {
+    put_varint(out, tag);
+    switch (tag & 7) {
+        case 0: {
+            std::uint64_t v = 0;
+            if (!in.ReadVarint64(&v)) return false;
+            put_varint(out, v);
+            return true;
+        }
+        case 1: {
+            std::uint64_t v = 0;
+            if (!in.ReadLittleEndian64(&v)) return false;
+            out.append(reinterpret_cast<const char*>(&v), 8);
+            return true;
+        }
+        case 5: {
+            std::uint32_t v = 0;
+            if (!in.ReadLittleEndian32(&v)) return false;
+            out.append(reinterpret_cast<const char*>(&v), 4);
+            return true;
+        }
+        case 2: {
+            std::uint32_t len = 0;
+            if (!in.ReadVarint32(&len) || len > static_cast<std::uint32_t>(INT_MAX)) return false;
+            std::string payload;
+            if (!in.ReadString(&payload, static_cast<int>(len))) return false;
+            put_varint(out, len);
+            out += payload;
+            return true;
+        }
+        default: return false;
+    }
+}
+
+struct StreamState {
+    std::string model_rest, graph_rest;
+    std::vector<std::string> initializers;  // each TensorProto without raw_data
+    std::vector<Tensor> raw;                // its raw_data (null if none)
+    const ModelLimits* limits = nullptr;
+    bool too_big = false;
+};
+
+bool read_tensor(CodedInputStream& in, StreamState& s) {
+    std::string rest;
+    Tensor raw;
+    while (const std::uint32_t tag = in.ReadTag()) {
+        if (tag == ((9u << 3) | 2u)) {  // raw_data
+            std::uint32_t len = 0;
+            if (!in.ReadVarint32(&len)) return false;
+            if (len > s.limits->max_tensor_bytes || len > static_cast<std::uint32_t>(INT_MAX)) {
+                s.too_big = true;
+                return false;
+            }
+            if (in.BytesUntilTotalBytesLimit() >= 0 &&
+                static_cast<std::int64_t>(len) > in.BytesUntilTotalBytesLimit())
+                return false;  // truncated: never allocate what the file cannot hold
+            auto t = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(len)});
+            if (!t.is_ok()) throw std::bad_alloc();
+            raw = std::move(t).value();
+            if (len > 0 && !in.ReadRaw(raw.raw_data(), static_cast<int>(len))) return false;
+            continue;
+        }
+        if (!copy_field(in, tag, rest)) return false;
+    }
+    s.initializers.push_back(std::move(rest));
+    s.raw.push_back(std::move(raw));
+    return true;
+}
+
+bool read_graph(CodedInputStream& in, StreamState& s) {
+    while (const std::uint32_t tag = in.ReadTag()) {
+        if (tag == ((5u << 3) | 2u)) {  // initializer
+            std::uint32_t len = 0;
+            if (!in.ReadVarint32(&len)) return false;
+            const auto limit = in.PushLimit(static_cast<int>(std::min<std::uint32_t>(len, INT_MAX)));
+            if (!read_tensor(in, s) || !in.ConsumedEntireMessage()) return false;
+            in.PopLimit(limit);
+            continue;
+        }
+        if (!copy_field(in, tag, s.graph_rest)) return false;
+    }
+    return true;
+}
+
+bool read_model(CodedInputStream& in, StreamState& s) {
+    while (const std::uint32_t tag = in.ReadTag()) {
+        if (tag == ((7u << 3) | 2u)) {  // graph
+            std::uint32_t len = 0;
+            if (!in.ReadVarint32(&len)) return false;
+            const auto limit = in.PushLimit(static_cast<int>(std::min<std::uint32_t>(len, INT_MAX)));
+            if (!read_graph(in, s) || !in.ConsumedEntireMessage()) return false;
+            in.PopLimit(limit);
+            continue;
+        }
+        if (!copy_field(in, tag, s.model_rest)) return false;
+    }
+    // At the top level ReadTag() returns 0 at the end of the file or on a malformed tag: only
+    // the first is the end of the message (the total-bytes limit is the file size).
+    return in.BytesUntilTotalBytesLimit() == 0;
+}
+
+}  // namespace
+
 StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLimits& limits) {
+    // Streamed through read() (a mapping would keep the file's pages resident as another copy),
+    // with the weights read straight into their final buffers (see the streaming reader).
     DSINFER_ASSIGN_OR_RETURN(MappedFile f, map_file(path, limits.max_model_bytes));
+    f.map.reset();
     std::filesystem::path dir = path.parent_path();
     if (dir.empty()) dir = ".";
-    return parse_onnx_model(f.map->base, f.size, dir, limits);
+    try {
+        StreamState s;
+        s.limits = &limits;
+        {
+            if (::lseek(f.fd.fd, 0, SEEK_SET) != 0)
+                return Status::error(ErrorCode::io_error, "cannot read '", path.string(), "'");
+            google::protobuf::io::FileInputStream raw(f.fd.fd, 1 << 20);
+            CodedInputStream cis(&raw);
+            cis.SetTotalBytesLimit(static_cast<int>(f.size));
+            const bool ok = read_model(cis, s);
+            if (raw.GetErrno() != 0)
+                return Status::error(ErrorCode::io_error, "cannot read '", path.string(),
+                                     "': ", std::strerror(raw.GetErrno()));
+            if (s.too_big)
+                return Status::error(ErrorCode::invalid_model, "an initializer's raw_data exceeds "
+                                     "the tensor size limit of ", limits.max_tensor_bytes, " bytes");
+            if (!ok) return parse_failed(limits);
+        }
+        // Re-assemble the small remainder and parse it with protobuf (bounded as before).
+        std::string graph_bytes = std::move(s.graph_rest);
+        for (const auto& t : s.initializers) {
+            put_varint(graph_bytes, (5u << 3) | 2u);
+            put_varint(graph_bytes, t.size());
+            graph_bytes += t;
+        }
+        s.initializers.clear();
+        std::string model_bytes = std::move(s.model_rest);
+        put_varint(model_bytes, (7u << 3) | 2u);
+        put_varint(model_bytes, graph_bytes.size());
+        model_bytes += graph_bytes;
+        graph_bytes.clear();
+        onnx::ModelProto model;
+        if (model_bytes.size() > static_cast<std::size_t>(INT_MAX) ||
+            !parse_bounded(model, model_bytes.data(), model_bytes.size(), limits.max_protobuf_depth))
+            return parse_failed(limits);
+        model_bytes = std::string();
+        Graph g;
+        Converter conv(dir, limits);
+        conv.release_raw_data();
+        conv.use_streamed_raw_data(std::move(s.raw));
+        DSINFER_RETURN_IF_ERROR(conv.convert_model(model, g));
+        return g;
+    } catch (const std::bad_alloc&) {
+        return Status::error(ErrorCode::resource_exhausted, "out of memory while loading the model");
+    }
 }
 
 StatusOr<Tensor> read_tensor_proto(const std::filesystem::path& path, const ModelLimits& limits) {

@@ -1,6 +1,10 @@
 // Fast MatMul and Gemm for f32 against a constant right-hand side (the weights of Linear and
 // Gemm layers), on dsinfer's packed-B GEMM (sgemm.hpp). B is packed once at creation. Other forms
 // (run-time B, transA, a C that is not a row vector, other dtypes) go to the next kernel.
+// B is packed on the first run, not at creation: this kernel is often only the oneDNN kernel's
+// fallback, and an eager pack would hold a second copy of every weight matrix for nothing.
+#include <mutex>
+
 #include "cpu/fast/groups.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "cpu/kernel_utils.hpp"
@@ -12,18 +16,25 @@ using std::int64_t;
 
 class PackedMatMulKernel final : public Kernel {
 public:
-    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, PackedB b, std::optional<Tensor> bias,
-                       float alpha, bool gemm)
-        : fallback_(std::move(fallback)), b_(std::move(b)), bias_(std::move(bias)),
-          alpha_(alpha), gemm_(gemm) {}
+    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, Tensor b, int64_t k, int64_t n,
+                       bool transposed, std::optional<Tensor> bias, float alpha, bool gemm)
+        : fallback_(std::move(fallback)), w_(std::move(b)), k_(k), n_(n),
+          transposed_(transposed), bias_(std::move(bias)), alpha_(alpha), gemm_(gemm) {}
 
     Status prepare(PrepareContext& ctx) const override { return fallback_->prepare(ctx); }
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
         const bool ok = a.dtype == DType::f32 && a.shape.rank() >= 2 &&
-                        (!gemm_ || a.shape.rank() == 2) && a.shape[a.shape.rank() - 1] == b_.k;
+                        (!gemm_ || a.shape.rank() == 2) && a.shape[a.shape.rank() - 1] == k_;
         if (!ok) return fallback_->run(ctx);
+        try {
+            std::call_once(once_, [&] {
+                b_ = pack_b(w_.data<float>(), k_, n_, transposed_);
+            });
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory packing MatMul weights");
+        }
         // Rows of C: A's leading dims folded (with K = 0, A is empty: count them from C).
         const int64_t m = b_.k > 0 ? a.num_elements() / b_.k
                                    : ctx.output(0).num_elements() / std::max<int64_t>(b_.n, 1);
@@ -34,7 +45,11 @@ public:
 
 private:
     std::unique_ptr<Kernel> fallback_;
-    PackedB b_;
+    Tensor w_;
+    int64_t k_, n_;
+    bool transposed_;
+    mutable std::once_flag once_;
+    mutable PackedB b_;
     std::optional<Tensor> bias_;
     float alpha_;
     bool gemm_;
@@ -56,9 +71,8 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     if (!f32_value(ctx, 0) || b == nullptr)
         return Status::error(ErrorCode::unsupported, "f32 with a constant 2-D B only");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    PackedB packed = pack_b(b->data<float>(), b->shape()[0], b->shape()[1], false);
-    return make_kernel<PackedMatMulKernel>(std::move(fallback), std::move(packed), std::nullopt,
-                                           1.f, false);
+    return make_kernel<PackedMatMulKernel>(std::move(fallback), *b, b->shape()[0], b->shape()[1],
+                                           false, std::nullopt, 1.f, false);
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
@@ -83,8 +97,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         bias = std::move(scaled);
     }
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    PackedB packed = pack_b(b->data<float>(), k, nn, tb != 0);
-    return make_kernel<PackedMatMulKernel>(std::move(fallback), std::move(packed),
+    return make_kernel<PackedMatMulKernel>(std::move(fallback), *b, k, nn, tb != 0,
                                            std::move(bias), alpha, true);
 }
 
