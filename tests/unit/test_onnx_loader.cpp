@@ -501,3 +501,87 @@ TEST_CASE("D: Loop with an unbounded trip count stops at the run deadline", "[lo
     st = limited.try_run({{"x", Tensor::zeros(DType::f32, {1, 4})}}, out);
     CHECK(st.code() == ErrorCode::resource_exhausted);
 }
+
+// ---- the streaming file reader (weights read straight into their tensors) -----------------
+
+namespace {
+ErrorCode file_code(const TempDir& d, const std::string& bytes) {
+    d.write("s.onnx", bytes);
+    return load_file_code(d.path / "s.onnx");
+}
+}  // namespace
+
+TEST_CASE("Streaming reader: file loads equal byte loads; every truncation is invalid_model",
+          "[loader]") {
+    TempDir d;
+    onnx::ModelProto m = add_model(float_tensor("W", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}));
+    *m.mutable_graph()->add_initializer() = float_tensor("unused", {3}, {9, 10, 11});
+    m.mutable_graph()->mutable_initializer(1)->set_doc_string("after raw_data");
+    const std::string bytes = bytes_of(m);
+    d.write("m.onnx", bytes);
+    Graph from_file = load_onnx(d.path / "m.onnx");
+    Graph from_bytes = load_onnx_from_bytes(bytes.data(), bytes.size());
+    for (const char* name : {"W", "unused"}) {
+        const Tensor& a = *from_file.value(*from_file.find_value(name)).initializer;
+        const Tensor& b = *from_bytes.value(*from_bytes.find_value(name)).initializer;
+        REQUIRE(a.shape() == b.shape());
+        CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.num_bytes()) == 0);
+        CHECK(reinterpret_cast<std::uintptr_t>(a.raw_data()) % kTensorAlignment == 0);
+    }
+    // Every strict prefix is a typed error (most are invalid_model; none crashes or hangs).
+    for (std::size_t n = 1; n < bytes.size(); ++n) {
+        const ErrorCode c = file_code(d, bytes.substr(0, n));
+        INFO("prefix of " << n << " bytes");
+        CHECK(c != ErrorCode::ok);
+        CHECK(c != ErrorCode::internal);
+    }
+}
+
+TEST_CASE("Streaming reader: a graph split in two fields merges as protobuf does", "[loader]") {
+    TempDir d;
+    onnx::ModelProto m = add_model(good_w());
+    // Move the initializer into a second `graph` field appended to the message.
+    onnx::ModelProto tail;
+    *tail.mutable_graph()->add_initializer() = m.graph().initializer(0);
+    m.mutable_graph()->clear_initializer();
+    const std::string bytes = bytes_of(m) + bytes_of(tail);
+    CHECK(file_code(d, bytes) == ErrorCode::ok);
+    Graph g = load_onnx(d.path / "s.onnx");
+    CHECK(g.value(*g.find_value("W")).initializer->data<float>()[3] == 4.0f);
+}
+
+TEST_CASE("Streaming reader: hostile raw_data lengths and placements", "[loader][bad]") {
+    TempDir d;
+    SECTION("raw_data claiming far more bytes than the file holds") {
+        onnx::TensorProto w = good_w();
+        std::string bytes = bytes_of(add_model(w));
+        // Rewrite W's raw_data length varint (16 bytes) as 1 GiB: truncated, no allocation.
+        const std::string raw = w.raw_data();
+        const auto at = bytes.find(raw);
+        REQUIRE(at != std::string::npos);
+        REQUIRE(bytes[at - 1] == 16);
+        bytes.replace(at - 1, 1, std::string("\x80\x80\x80\x80\x04", 5));
+        CHECK(file_code(d, bytes) == ErrorCode::invalid_model);
+    }
+    SECTION("raw_data over the tensor size limit") {
+        onnx::ModelProto m = add_model(float_tensor("W", {1, 4}, {1, 2, 3, 4}));
+        d.write("big.onnx", bytes_of(m));
+        ModelLimits limits;
+        limits.max_tensor_bytes = 8;
+        try {
+            (void)load_onnx(d.path / "big.onnx", limits);
+            FAIL("expected an error");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::invalid_model);
+        }
+    }
+    SECTION("external data location together with inline raw_data") {
+        onnx::ModelProto m = external_model("w.bin");
+        m.mutable_graph()->mutable_initializer(0)->set_raw_data(floats_bytes({1, 2, 3, 4}));
+        d.write("w.bin", floats_bytes({1, 2, 3, 4}));
+        std::string msg;
+        d.write("e.onnx", bytes_of(m));
+        CHECK(load_file_code(d.path / "e.onnx", &msg) == ErrorCode::invalid_model);
+        CHECK_THAT(msg, Catch::Contains("inline data"));
+    }
+}
