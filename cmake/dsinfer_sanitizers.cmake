@@ -12,6 +12,6 @@ if(DSINFER_SANITIZE)
   list(JOIN DSINFER_SANITIZE "," _san)
   add_compile_options(-fsanitize=${_san} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=${_san})
-  # The executor's buffer cache passes every block to malloc, so the sanitizers see them all.
+  # The memory pool (default_memory_pool) passes every block to malloc, so the sanitizers see them all.
   add_compile_definitions(DSINFER_PASS_THROUGH_ALLOCATOR)
 endif()
