@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <dsinfer/backends/onednn.hpp>
@@ -94,6 +95,15 @@ Outcome run(const Graph& g, const std::vector<NamedTensor>& in, int level,
     auto e = InferenceEngine::compile(g, o);
     Outcome r;
     r.out = e.run(in);
+    // The second run uses the planned arena (in-place reuse included): it must agree exactly.
+    const auto again = e.run(in);
+    REQUIRE(again.size() == r.out.size());
+    for (std::size_t k = 0; k < again.size(); ++k) {
+        REQUIRE(again[k].tensor.num_bytes() == r.out[k].tensor.num_bytes());
+        CHECK(std::memcmp(again[k].tensor.raw_data(), r.out[k].tensor.raw_data(),
+                          again[k].tensor.num_bytes()) == 0);
+    }
+    CHECK(e.memory_plan_stats().shape_classes == 1);
     r.report = e.optimization_report();
     r.nodes = e.graph().nodes.size();
     return r;
