@@ -434,6 +434,18 @@ bool elementwise_in_place(const Node& n) {
                        [&](const char* op) { return n.op_type == op; });
 }
 
+/// The in-place rule of node n (CompiledGraph::inplace_op_): 0 none, 1 elementwise (the first
+/// input of the output's dtype and shape), k + 2 only input k. FusedConv's residual Z (input 3)
+/// is summed into Y by every kernel that runs it (oneDNN's sum post-op; the reference kernel
+/// saves Z first), so Y may take Z's block.
+char inplace_rule(const Node& n) {
+    if (elementwise_in_place(n)) return 1;
+    if (n.op_type == "FusedConv" && n.domain == kDsinferDomain && n.outputs.size() == 1 &&
+        n.inputs.size() > 3 && n.inputs[3] != kNoValue)
+        return 3 + 2;
+    return 0;
+}
+
 }  // namespace
 
 void CompiledGraph::plan_lifetimes() {
@@ -476,7 +488,7 @@ void CompiledGraph::plan_lifetimes() {
     for (std::size_t v = 0; v < g.values.size(); ++v)
         plannable_[v] = def_step_[v] >= 0 && !keep[v] && !captured[v] && !g.values[v].initializer;
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
-        inplace_op_[ni] = elementwise_in_place(g.nodes[ni]) ? 1 : 0;
+        inplace_op_[ni] = inplace_rule(g.nodes[ni]);
 }
 
 // ---- memory planning ------------------------------------------------------------------------
@@ -523,10 +535,14 @@ std::size_t tensor_bytes(DType dtype, const Shape& shape) {
 
 /// The input output 0 of an in-place capable node may share: the first with its dtype and
 /// shape (for binary ops, the operand oneDNN takes as src0), or -1.
-int inplace_slot(const std::vector<Tensor>& inputs, DType dtype, const Shape& shape) {
+int inplace_slot(char rule, const std::vector<Tensor>& inputs, DType dtype, const Shape& shape) {
+    auto fits = [&](std::size_t k) {
+        return k < inputs.size() && !inputs[k].is_null() && inputs[k].dtype() == dtype &&
+               inputs[k].shape() == shape;
+    };
+    if (rule >= 2) return fits(static_cast<std::size_t>(rule - 2)) ? rule - 2 : -1;
     for (std::size_t k = 0; k < inputs.size(); ++k)
-        if (!inputs[k].is_null() && inputs[k].dtype() == dtype && inputs[k].shape() == shape)
-            return static_cast<int>(k);
+        if (fits(k)) return static_cast<int>(k);
     return -1;
 }
 
@@ -630,7 +646,7 @@ StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, std::size_t ni, Va
     if (mem.rec != nullptr && bytes > 0) {
         mem.rec->value_bytes[v] = bytes;
         if (inplace_op_[ni] && n.outputs[0] == id) {
-            const int k = inplace_slot(inputs, dtype, shape);
+            const int k = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
             const ValueId in = k < 0 ? kNoValue : n.inputs[static_cast<std::size_t>(k)];
             if (in != kNoValue && last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
                 mem.rec->value_bytes[static_cast<std::size_t>(in)] == bytes)
@@ -649,7 +665,7 @@ StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, std::size_t ni, Va
                 bool aliased = false;
                 for (std::size_t k = 0; k < inputs.size(); ++k)
                     aliased = aliased || (n.inputs[k] == in && inputs[k].raw_data() == at);
-                const int k0 = inplace_slot(inputs, dtype, shape);
+                const int k0 = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
                 ok = !aliased || (k0 >= 0 && n.inputs[static_cast<std::size_t>(k0)] == in);
             }
             if (ok) return Tensor::wrap(at, dtype, shape, allocator_->device(), mem.arena);

@@ -160,6 +160,7 @@ private:
     std::vector<std::int32_t> last_step_;  // last reading node per value, -1 = none
     std::vector<char> plannable_;          // may live in the arena
     std::vector<char> inplace_op_;         // per node: output 0 may share a dying input's block
+                                           // (0 no, 1 elementwise, k + 2 input k only)
     struct PlanCache {
         std::mutex mu;
         std::list<std::pair<std::vector<std::int64_t>, std::shared_ptr<const ExecutionPlan>>> lru;

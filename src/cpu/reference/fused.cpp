@@ -4,6 +4,7 @@
 // elementwise.cpp). These kernels define the semantics the faster backends fall through to;
 // they are plain loops over the reference Conv/MatMul kernels.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "cpu/activation.hpp"
@@ -37,7 +38,12 @@ public:
                           ctx.probing());
         DSINFER_RETURN_IF_ERROR(inner_->prepare(ic));
         const auto& spec = ic.output_spec(0);
-        ctx.set_workspace(ic.workspace_bytes());
+        // The residual may share Y's block (the memory planner puts Y in place of a dying Z):
+        // the workspace then holds a copy of Z, taken before the inner kernel writes Y.
+        const std::size_t inner_ws = (ic.workspace_bytes() + 63) / 64 * 64;
+        ctx.set_workspace(residual_ >= 0 && ctx.has_input(residual_)
+                              ? inner_ws + ctx.input(residual_).num_bytes()
+                              : ic.workspace_bytes());
         if (!spec.set) {
             ctx.set_output_dynamic(0, spec.dtype_known ? std::optional<DType>(spec.dtype)
                                                        : std::nullopt);
@@ -65,12 +71,24 @@ public:
     }
 
     Status run(RunContext& ctx) const noexcept override {
+        const float* z = nullptr;
+        std::size_t inner_ws = ctx.workspace_bytes();
+        if (residual_ >= 0 && ctx.has_input(residual_)) {
+            const TensorView& zv = ctx.input(residual_);
+            z = zv.data<float>();
+            if (zv.raw == ctx.output(0).raw && zv.num_bytes() > 0) {
+                inner_ws = ctx.workspace_bytes() - zv.num_bytes();
+                auto* saved = static_cast<unsigned char*>(ctx.workspace()) + inner_ws;
+                std::memcpy(saved, zv.raw, zv.num_bytes());
+                z = reinterpret_cast<const float*>(saved);
+            }
+        }
         try {
             std::vector<TensorView> in;
             for (int i = 0; i < std::min(inner_inputs_, ctx.num_inputs()); ++i)
                 in.push_back(ctx.input(i));
-            RunContext ic(ctx.node(), std::move(in), {ctx.output(0)}, ctx.workspace(),
-                          ctx.workspace_bytes(), cpu_allocator(), ctx.control());
+            RunContext ic(ctx.node(), std::move(in), {ctx.output(0)}, ctx.workspace(), inner_ws,
+                          cpu_allocator(), ctx.control());
             DSINFER_RETURN_IF_ERROR(inner_->run(ic));
         } catch (const std::bad_alloc&) {
             return Status(ErrorCode::resource_exhausted, "out of memory");
@@ -78,10 +96,8 @@ public:
         const TensorView& yv = ctx.output(0);
         float* y = yv.data<float>();
         const int64_t total = yv.num_elements();
-        if (residual_ >= 0 && ctx.has_input(residual_)) {
-            const float* z = ctx.input(residual_).data<float>();
+        if (z != nullptr)
             for (int64_t i = 0; i < total; ++i) y[i] += z[i];
-        }
         if (bias_ >= 0 && ctx.has_input(bias_)) {
             const float* b = ctx.input(bias_).data<float>();
             const int64_t n = ctx.input(bias_).num_elements();
