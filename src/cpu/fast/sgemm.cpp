@@ -5,10 +5,12 @@
 // stream past. AVX2 (measured on a 2-core Zen 3): KC 256 (16 KiB of B and 6 KiB of A per tile
 // in L1), MC 192 (192 KiB of packed A per K block in the 512 KiB L2; M <= 192 is one block).
 //
-// Threads: a row block is packed by the calling thread, then its column panels are dealt out in
-// chunks from a shared counter (a thread that starts late or is preempted takes fewer chunks);
-// with too few panels, threads take whole row tiles instead and pack their own rows. Either
-// way the tiles and K blocks, and so each element's arithmetic, do not depend on the split.
+// Threads: the row tiles of a row block (to pack) and then its column panels, in chunks (to
+// compute), are taken from shared counters by whichever threads are running, so a thread that
+// starts late or is preempted takes less work, and no thread waits for one that has not started
+// (only for packing another thread has taken). With too few panels, threads take whole row
+// tiles instead and pack their own rows. Either way the tiles and K blocks, and so each
+// element's arithmetic, do not depend on the split.
 #include "cpu/fast/sgemm.hpp"
 
 #include <algorithm>
@@ -51,14 +53,13 @@ struct Epi {
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
 struct Family {
     int64_t mr, nr, kc, mc;
-    void (*pack_all)(const float* a, int64_t lda, int64_t rows, int64_t k, float* dst) noexcept;
+    void (*pack_tiles)(const float* a, int64_t lda, int64_t rows, int64_t k, float* dst,
+                       int64_t t0, int64_t t1) noexcept;
     void (*run_panels)(int64_t rows, int64_t p0, int64_t p1, const float* apacked,
                        const PackedB& b, float* c, int64_t ldc, const float* bias, float alpha,
                        GemmActivation act) noexcept;
 };
 
-/// Spare floats after a packed A block (pack_a's 8-wide stores run 2 floats past a panel).
-constexpr int64_t kPackSlack = 16;
 /// How many panels ahead the tiles prefetch B.
 constexpr int64_t kPrefetchPanels = 2;
 
@@ -142,6 +143,13 @@ float* apack_buffer(std::size_t count) noexcept {
     return buf.get();
 }
 
+/// A spin-wait hint.
+inline void cpu_relax() noexcept {
+#if DSINFER_SGEMM_X86
+    _mm_pause();
+#endif
+}
+
 }  // namespace
 
 fast::Isa sgemm_isa() noexcept { return fast::active_isa(); }
@@ -199,12 +207,11 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
     const Family& f = family(b.isa);
     const int64_t threads = max_threads();
     const int64_t tiles = (m + f.mr - 1) / f.mr;
-    // A packed for rows [r0, r0 + rows) (rows <= mc), in this thread's buffer.
-    auto pack = [&](int64_t r0, int64_t rows) {
+    // A buffer for rows of A (at most mc), all of K, packed: this thread's, kept.
+    auto buffer = [&](int64_t rows) {
         const int64_t rows_pad = (rows + f.mr - 1) / f.mr * f.mr;
-        float* ap = apack_buffer(static_cast<std::size_t>(rows_pad * b.k + kPackSlack));
-        if (ap == nullptr) std::abort();  // at most mc x K floats per thread, kept
-        f.pack_all(a + r0 * lda, lda, rows, b.k, ap);
+        float* ap = apack_buffer(static_cast<std::size_t>(rows_pad * b.k));
+        if (ap == nullptr) std::abort();  // at most mc x K floats per thread
         return ap;
     };
     if (b.panels < 2 * threads && tiles >= 2 * threads) {
@@ -212,8 +219,9 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
             const int64_t r1 = std::min(m, t1 * f.mr);
             for (int64_t r0 = t0 * f.mr; r0 < r1; r0 += f.mc) {
                 const int64_t rows = std::min(f.mc, r1 - r0);
-                f.run_panels(rows, 0, b.panels, pack(r0, rows), b, c + r0 * ldc, ldc, bias,
-                             alpha, act);
+                float* ap = buffer(rows);
+                f.pack_tiles(a + r0 * lda, lda, rows, b.k, ap, 0, f.mc / f.mr);
+                f.run_panels(rows, 0, b.panels, ap, b, c + r0 * ldc, ldc, bias, alpha, act);
             }
         });
         return;
@@ -226,19 +234,27 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
     const int64_t team = std::min(threads, chunks);
     for (int64_t r0 = 0; r0 < m; r0 += f.mc) {
         const int64_t rows = std::min(f.mc, m - r0);
-        const float* ap = pack(r0, rows);
-        auto run_chunk = [&](int64_t u) {
-            f.run_panels(rows, u * chunk, std::min(b.panels, (u + 1) * chunk), ap, b,
-                         c + r0 * ldc, ldc, bias, alpha, act);
+        const int64_t block_tiles = (rows + f.mr - 1) / f.mr;
+        float* ap = buffer(rows);
+        // Row tiles to pack and panel chunks to run, both taken from counters by whichever
+        // threads are running; a thread waits only for packing that another thread has taken.
+        std::atomic<int64_t> next_tile{0}, packed{0}, next_chunk{0};
+        auto work = [&] {
+            for (int64_t t; (t = next_tile.fetch_add(1, std::memory_order_relaxed)) < block_tiles;) {
+                f.pack_tiles(a + r0 * lda, lda, rows, b.k, ap, t, t + 1);
+                packed.fetch_add(1, std::memory_order_release);
+            }
+            while (packed.load(std::memory_order_acquire) < block_tiles) cpu_relax();
+            for (int64_t u; (u = next_chunk.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+                f.run_panels(rows, u * chunk, std::min(b.panels, (u + 1) * chunk), ap, b,
+                             c + r0 * ldc, ldc, bias, alpha, act);
         };
-        if (team <= 1) {
-            for (int64_t u = 0; u < chunks; ++u) run_chunk(u);
-            continue;
-        }
-        std::atomic<int64_t> next{0};
+        if (team > 1) {
 #pragma omp parallel num_threads(static_cast<int>(team))
-        for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
-            run_chunk(u);
+            work();
+        } else {
+            work();
+        }
     }
 }
 
