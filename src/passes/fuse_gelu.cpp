@@ -15,13 +15,6 @@ bool near(std::optional<double> v, double want) {
     return v && std::abs(*v - want) <= 1e-4 * std::abs(want);
 }
 
-/// For a binary node `n` with one operand `known`, the other operand (kNoValue if neither).
-ValueId other_operand(const Node& n, ValueId known) {
-    if (n.inputs.size() != 2) return kNoValue;
-    if (n.inputs[0] == known) return n.inputs[1];
-    if (n.inputs[1] == known) return n.inputs[0];
-    return kNoValue;
-}
 
 const Node* sole_op(const GraphIndex& ix, const Graph& g, ValueId v, std::string_view op, int& idx) {
     idx = ix.sole_consumer(v);
@@ -107,10 +100,7 @@ public:
             for (int p : pattern) rw.remove(p);
             ++fired;
         }
-        if (fired > 0) ensure_dsinfer_opset(g);
-        DSINFER_RETURN_IF_ERROR(rw.commit().status());
-        ctx.fired(name(), fired);
-        return Status::ok();
+        return rw.finish_fusion(ctx, name(), fired);
     }
 };
 

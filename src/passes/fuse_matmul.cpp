@@ -72,10 +72,7 @@ public:
             for (int p : pattern) rw.remove(p);
             ++fired;
         }
-        if (fired > 0) ensure_dsinfer_opset(g);
-        DSINFER_RETURN_IF_ERROR(rw.commit().status());
-        ctx.fired(name(), fired);
-        return Status::ok();
+        return rw.finish_fusion(ctx, name(), fired);
     }
 };
 

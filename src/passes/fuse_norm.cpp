@@ -16,14 +16,6 @@ namespace {
 
 using std::int64_t;
 
-ValueId other_operand(const Node& n, ValueId known) {
-    if (n.inputs.size() != 2) return kNoValue;
-    if (n.inputs[0] == known) return n.inputs[1];
-    if (n.inputs[1] == known) return n.inputs[0];
-    return kNoValue;
-}
-
-bool is_op(const Node& n, std::string_view op) { return n.op_type == op && n.domain.empty(); }
 
 /// ReduceMean over exactly the last axis with keepdims.
 bool mean_over_last_axis(const GraphIndex& ix, const Node& n, int rank) {
@@ -144,10 +136,7 @@ public:
             for (int p : pattern) rw.remove(p);
             ++fired;
         }
-        if (fired > 0) ensure_dsinfer_opset(g);
-        DSINFER_RETURN_IF_ERROR(rw.commit().status());
-        ctx.fired(name(), fired);
-        return Status::ok();
+        return rw.finish_fusion(ctx, name(), fired);
     }
 };
 
@@ -223,10 +212,7 @@ public:
             for (int p : pattern) rw.remove(p);
             ++fired;
         }
-        if (fired > 0) ensure_dsinfer_opset(g);
-        DSINFER_RETURN_IF_ERROR(rw.commit().status());
-        ctx.fired(name(), fired);
-        return Status::ok();
+        return rw.finish_fusion(ctx, name(), fired);
     }
 };
 
@@ -336,10 +322,7 @@ public:
             rw.remove(static_cast<int>(li));
             ++fired;
         }
-        if (fired > 0) ensure_dsinfer_opset(g);
-        DSINFER_RETURN_IF_ERROR(rw.commit().status());
-        ctx.fired(name(), fired);
-        return Status::ok();
+        return rw.finish_fusion(ctx, name(), fired);
     }
 };
 

@@ -96,6 +96,13 @@ StatusOr<bool> Rewriter::commit() {
     return true;
 }
 
+Status Rewriter::finish_fusion(PassContext& ctx, std::string_view pass, int fired) {
+    if (fired > 0) ensure_dsinfer_opset(*g_);
+    DSINFER_RETURN_IF_ERROR(commit().status());
+    ctx.fired(pass, fired);
+    return Status::ok();
+}
+
 namespace {
 Attribute& new_attr(Node& n, const std::string& name, AttrKind kind) {
     for (auto& [k, a] : n.attributes)

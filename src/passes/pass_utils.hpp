@@ -111,6 +111,9 @@ public:
     /// Drops removed nodes, appends added ones, re-sorts and re-links. Returns whether anything
     /// changed.
     StatusOr<bool> commit();
+    /// The end of a fusion pass: adds the com.dsinfer opset import when `fired` > 0, commits,
+    /// and records `fired` rewrites for `pass`.
+    Status finish_fusion(PassContext& ctx, std::string_view pass, int fired);
 
 private:
     std::string unique_name(const std::string& base);
@@ -186,6 +189,17 @@ std::optional<detail::ActivationSpec> match_activation(const GraphIndex& index, 
 
 /// Writes the `activation`, `activation_alpha`, `activation_beta` attributes of a fused node.
 void set_activation(Node& n, const detail::ActivationSpec& a);
+
+/// For a binary node `n` with one operand `known`, the other operand (kNoValue if neither).
+inline ValueId other_operand(const Node& n, ValueId known) {
+    if (n.inputs.size() != 2) return kNoValue;
+    if (n.inputs[0] == known) return n.inputs[1];
+    if (n.inputs[1] == known) return n.inputs[0];
+    return kNoValue;
+}
+
+/// `n` is the ai.onnx op `op`.
+inline bool is_op(const Node& n, std::string_view op) { return n.op_type == op && n.domain.empty(); }
 
 /// Copies `from`'s attributes into `to` (fused nodes keep the plain op's attributes).
 inline void copy_attributes(const Node& from, Node& to) {
