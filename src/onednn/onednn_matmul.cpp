@@ -80,9 +80,11 @@ public:
             const ActivationSpec& act = cfg_.epilogue.act;
             const bool relu = act.kind == Activation::relu;
             float* y = ctx.output(0).data<float>();
-            sgemm_packed(m, a.data<float>(), pb.k, pb, y, pb.n, bias,
-                         cfg_.gemm ? cfg_.alpha : 1.f,
-                         relu ? GemmActivation::relu : GemmActivation::none);
+            if (!sgemm_packed(m, a.data<float>(), pb.k, pb, y, pb.n, bias,
+                              cfg_.gemm ? cfg_.alpha : 1.f,
+                              relu ? GemmActivation::relu : GemmActivation::none))
+                return Status(ErrorCode::resource_exhausted,
+                              "out of memory for the GEMM's A-packing buffer");
             if (!relu) apply_activation_f32(y, m * pb.n, act);
             return Status::ok();
         }

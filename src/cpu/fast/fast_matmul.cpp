@@ -38,8 +38,10 @@ public:
         // Rows of C: A's leading dims folded (with K = 0, A is empty: count them from C).
         const int64_t m = b_.k > 0 ? a.num_elements() / b_.k
                                    : ctx.output(0).num_elements() / std::max<int64_t>(b_.n, 1);
-        sgemm_packed(m, a.data<float>(), b_.k, b_, ctx.output(0).data<float>(), b_.n,
-                     bias_ ? bias_->data<float>() : nullptr, alpha_);
+        if (!sgemm_packed(m, a.data<float>(), b_.k, b_, ctx.output(0).data<float>(), b_.n,
+                          bias_ ? bias_->data<float>() : nullptr, alpha_))
+            return Status(ErrorCode::resource_exhausted,
+                          "out of memory for the GEMM's A-packing buffer");
         return Status::ok();
     }
 

@@ -192,9 +192,9 @@ PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa 
     return out;
 }
 
-void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c,
+bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c,
                   int64_t ldc, const float* bias, float alpha, GemmActivation act) noexcept {
-    if (m <= 0 || b.n <= 0) return;
+    if (m <= 0 || b.n <= 0) return true;
     if (b.k == 0) {  // empty sum: alpha * 0 + bias
         for (int64_t i = 0; i < m; ++i)
             for (int64_t j = 0; j < b.n; ++j) {
@@ -202,7 +202,7 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
                 if (act == GemmActivation::relu) v = std::max(v, 0.f);
                 c[i * ldc + j] = v;
             }
-        return;
+        return true;
     }
     const Family& f = family(b.isa);
     const int64_t threads = max_threads();
@@ -210,21 +210,24 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
     // A buffer for rows of A (at most mc), all of K, packed: this thread's, kept.
     auto buffer = [&](int64_t rows) {
         const int64_t rows_pad = (rows + f.mr - 1) / f.mr * f.mr;
-        float* ap = apack_buffer(static_cast<std::size_t>(rows_pad * b.k));
-        if (ap == nullptr) std::abort();  // at most mc x K floats per thread
-        return ap;
+        return apack_buffer(static_cast<std::size_t>(rows_pad * b.k));  // null: out of memory
     };
     if (b.panels < 2 * threads && tiles >= 2 * threads) {
+        std::atomic<bool> failed{false};
         parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
             const int64_t r1 = std::min(m, t1 * f.mr);
             for (int64_t r0 = t0 * f.mr; r0 < r1; r0 += f.mc) {
                 const int64_t rows = std::min(f.mc, r1 - r0);
                 float* ap = buffer(rows);
+                if (ap == nullptr) {
+                    failed.store(true, std::memory_order_relaxed);
+                    return;
+                }
                 f.pack_tiles(a + r0 * lda, lda, rows, b.k, ap, 0, f.mc / f.mr);
                 f.run_panels(rows, 0, b.panels, ap, b, c + r0 * ldc, ldc, bias, alpha, act);
             }
         });
-        return;
+        return !failed.load();
     }
     // Chunks of panels: about 8 per thread, each at least ~1 MFLOP.
     const int64_t flops_per_panel = 2 * std::min(m, f.mc) * b.k * f.nr;
@@ -236,6 +239,7 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
         const int64_t rows = std::min(f.mc, m - r0);
         const int64_t block_tiles = (rows + f.mr - 1) / f.mr;
         float* ap = buffer(rows);
+        if (ap == nullptr) return false;
         // Row tiles to pack and panel chunks to run, both taken from counters by whichever
         // threads are running; a thread waits only for packing that another thread has taken.
         std::atomic<int64_t> next_tile{0}, packed{0}, next_chunk{0};
@@ -256,6 +260,7 @@ void sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
             work();
         }
     }
+    return true;
 }
 
 }  // namespace dsinfer::detail

@@ -43,8 +43,10 @@ PackedB pack_b(const float* b, std::int64_t k, std::int64_t n, bool transposed,
 enum class GemmActivation { none, relu };
 
 /// C[M, N] (leading dimension ldc) = A[M, K] (leading dimension lda) · B (+ bias) (activation).
-/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget.
-void sgemm_packed(std::int64_t m, const float* a, std::int64_t lda, const PackedB& b, float* c,
+/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. Returns false
+/// (C partly written) when a thread's A-packing buffer (at most 192 x K floats, kept per thread
+/// between calls) cannot be allocated; callers report resource_exhausted.
+bool sgemm_packed(std::int64_t m, const float* a, std::int64_t lda, const PackedB& b, float* c,
                   std::int64_t ldc, const float* bias, float alpha = 1.f,
                   GemmActivation act = GemmActivation::none) noexcept;
 
