@@ -56,12 +56,7 @@ public:
                 continue;
             auto training = bn.attr_or<int64_t>("training_mode", 0);
             if (!training.is_ok() || training.value() != 0) continue;
-            bool extra_outputs = false;
-            for (std::size_t o = 1; o < bn.outputs.size(); ++o)
-                extra_outputs = extra_outputs || (bn.outputs[o] != kNoValue &&
-                                                  (ix.pinned(bn.outputs[o]) ||
-                                                   !ix.consumers(bn.outputs[o]).empty()));
-            if (extra_outputs || bn.outputs.empty() || bn.outputs[0] == kNoValue) continue;
+            if (!ix.only_output0_read(bn)) continue;
             const int ci = ix.producer(bn.inputs[0]);
             if (ci < 0 || rw.removed(ci) || ix.sole_consumer(bn.inputs[0]) != static_cast<int>(bi))
                 continue;

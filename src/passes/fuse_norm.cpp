@@ -155,10 +155,7 @@ public:
             if (ln.op_type != "LayerNormalization" || !(ln.domain.empty() || ours) ||
                 ln.inputs.size() < 2 || rw.removed(static_cast<int>(li)))
                 continue;
-            bool extra = false;
-            for (std::size_t o = 1; o < ln.outputs.size(); ++o)
-                extra = extra || (ln.outputs[o] != kNoValue &&
-                                  (ix.pinned(ln.outputs[o]) || !ix.consumers(ln.outputs[o]).empty()));
+            const bool extra = !ix.only_output0_read(ln);
             auto axis = ln.attr_or<int64_t>("axis", -1);
             auto eps = ln.attr_or<float>("epsilon", 1e-5f);
             auto stash = ln.attr_or<int64_t>("stash_type", 1);
@@ -248,10 +245,7 @@ public:
                 !(ln.domain.empty() || ln.domain == kDsinferDomain) || ln.inputs.size() < 2 ||
                 ln.outputs.empty())
                 continue;
-            bool extra = false;
-            for (std::size_t o = 1; o < ln.outputs.size(); ++o)
-                extra = extra || (ln.outputs[o] != kNoValue &&
-                                  (ix.pinned(ln.outputs[o]) || !ix.consumers(ln.outputs[o]).empty()));
+            const bool extra = !ix.only_output0_read(ln);
             auto axis = ln.attr_or<int64_t>("axis", -1);
             const ValueId y = ln.outputs[0];
             if (extra || !axis.is_ok() || axis.value() != -1 || ix.pinned(y) ||

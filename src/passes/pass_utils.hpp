@@ -74,6 +74,15 @@ public:
         }
         return true;
     }
+    /// True when `n` has an output 0 and none of its other outputs is read or pinned (a fusion
+    /// may then replace `n` by a node computing output 0 only).
+    bool only_output0_read(const Node& n) const {
+        if (n.outputs.empty() || n.outputs[0] == kNoValue) return false;
+        for (std::size_t o = 1; o < n.outputs.size(); ++o)
+            if (n.outputs[o] != kNoValue && (pinned(n.outputs[o]) || !consumers(n.outputs[o]).empty()))
+                return false;
+        return true;
+    }
     /// The initializer behind `v`, or nullptr.
     const Tensor* constant(ValueId v) const {
         if (v == kNoValue) return nullptr;

@@ -1,7 +1,7 @@
 // dsinfer's f32 GEMM against a constant, pre-packed right-hand side: C[M,N] = A[M,K] · B[K,N]
 // (+ bias[N]) (then ReLU), for the weights of Linear/Gemm layers.
 //
-// B is packed once (at kernel creation) for one micro-kernel family, picked from the CPU's ISA
+// B is packed once (by the kernel, on its first run) for one micro-kernel family, picked from the CPU's ISA
 // (fast::active_isa(), so DSINFER_MAX_CPU_ISA caps it): AVX-512 tiles of 12 x 32, AVX2+FMA tiles
 // of 6 x 16, or portable 6 x 8 tiles. Packed B is cut into blocks of `kc` rows of K and, inside
 // a block, into column panels of `nr` floats (zero-padded), k-major, so that the micro-kernel
