@@ -99,6 +99,10 @@ public:
     virtual StatusOr<std::unique_ptr<class Kernel>> create_fallback() const {
         return Status::error(ErrorCode::unsupported, "no fallback kernel here");
     }
+    /// True while create_fallback() is creating this kernel for a higher-priority kernel (which
+    /// may never run it): such a kernel should defer expensive set-up, such as packing weights,
+    /// to its first run.
+    virtual bool creating_fallback() const noexcept { return false; }
 
 private:
     const Node& node_;
@@ -308,6 +312,11 @@ public:
                                              std::uint64_t /*blocked_outputs*/) {
         return Status::ok();
     }
+    /// Bit i set: this kernel copied what it needs of constant input i at creation (e.g. packed
+    /// weights) and, from then on, reads only that input's dtype and shape (at prepare and run).
+    /// When every reader of an initializer says so, the executor frees its data after compile
+    /// (the graph keeps its dtype and shape), so that packed weights are not held twice.
+    virtual std::uint64_t released_constant_inputs() const noexcept { return 0; }
 };
 
 /// Runs a compiled subgraph (If/Loop/Scan bodies). Implemented by the executor.

@@ -29,6 +29,7 @@ public:
             for (int k = 0; k < num_inputs(); ++k) constants.push_back(constant_input(k));
             ExecCreateContext ctx(node(), graph(), opset(), std::move(constants), options_, self_,
                                   depth_, subgraphs_, lower_.subspan(i + 1));
+            ctx.fallback_ = true;
             auto k = lower_[i]->factory(ctx);
             if (k.is_ok() || k.status().code() != ErrorCode::unsupported) return k;
             last = k.status();
@@ -47,7 +48,10 @@ public:
         return std::shared_ptr<SubgraphRunner>(cg);
     }
 
+    bool creating_fallback() const noexcept override { return fallback_; }
+
 private:
+    bool fallback_ = false;
     const CompileOptions& options_;
     const CompiledGraph* self_;
     int depth_;
@@ -104,7 +108,36 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     for (auto& pd : cg->probe_data_) pd = {};
     if (options.blocked_layouts) DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
+    cg->release_consumed_constants();
     return cg;
+}
+
+void CompiledGraph::release_consumed_constants() {
+    Graph& g = *graph_;
+    std::vector<char> keep(g.values.size(), 0), consumed(g.values.size(), 0);
+    for (ValueId id : g.inputs) keep[static_cast<std::size_t>(id)] = 1;
+    for (ValueId id : g.outputs) keep[static_cast<std::size_t>(id)] = 1;
+    for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
+        for (const auto& sub : nodes_[ni].subgraphs)
+            for (const auto& [lvl, id] : sub->outer_refs_)
+                if (lvl == 1) keep[static_cast<std::size_t>(id)] = 1;
+        const std::uint64_t bits = nodes_[ni].kernel->released_constant_inputs();
+        const Node& n = g.nodes[ni];
+        for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+            if (n.inputs[i] == kNoValue) continue;
+            const auto v = static_cast<std::size_t>(n.inputs[i]);
+            if (i < 64 && ((bits >> i) & 1u) != 0) consumed[v] = 1;
+            else keep[v] = 1;
+        }
+    }
+    for (std::size_t v = 0; v < g.values.size(); ++v) {
+        auto& init = g.values[v].initializer;
+        if (!consumed[v] || keep[v] || !init || init->raw_data() == nullptr) continue;
+        released_constant_bytes_ += init->num_bytes();
+        // No data, but not a null tensor: readers see its dtype and shape.
+        init = Tensor::wrap(nullptr, init->dtype(), init->shape(), init->device(),
+                            std::make_shared<char>(0));
+    }
 }
 
 Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {

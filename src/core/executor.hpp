@@ -97,6 +97,9 @@ public:
     const std::string& provider(std::size_t node_index) const noexcept {
         return nodes_[node_index].entry->provider;
     }
+    /// Bytes of initializer data freed after compile because the kernels reading them keep
+    /// their own (packed) copies (Kernel::released_constant_inputs).
+    std::uint64_t released_constant_bytes() const noexcept { return released_constant_bytes_; }
     /// Name -> id of every value defined in this graph (captures included).
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
     /// The plan most recently built, and the number of shape classes cached.
@@ -127,6 +130,9 @@ private:
     /// layout. Runs after shape inference, before lifetimes.
     Status negotiate_layouts();
     void plan_lifetimes();
+    /// Frees the data of initializers that every reader has copied (see Kernel::
+    /// released_constant_inputs); their dtype and shape stay.
+    void release_consumed_constants();
 
     struct Recording;
     struct RunMemory;
@@ -150,6 +156,7 @@ private:
     std::vector<std::pair<int, ValueId>> outer_refs_;
     std::unordered_map<std::string, ValueId> names_;
     int blocked_nodes_ = 0;
+    std::uint64_t released_constant_bytes_ = 0;
     std::unordered_map<std::string, std::size_t> probe_symbols_;
     /// Load-time only: small shape-like values computed per probe (freed after compile).
     std::vector<Tensor> probe_data_[2];

@@ -6,11 +6,15 @@
 // operands (attention's Q·Kᵀ and P·V) uses plain strided descriptors with batch broadcasting.
 // Primitives are cached per shape class. Shapes the primitive cannot take (rank-1 operands,
 // Gemm's alpha with a bias, a C that is not a row vector, ...) run on the fallback kernel.
+//
+// Without AVX-512, oneDNN 2.6's f32 matmul is a plain sgemm that repacks B on every call: at
+// 2 threads it ran 1024x768x3072 at 113-136 GFLOP/s and 128x768x3072 at 33-38, where dsinfer's
+// packed GEMM runs 131 and 77-94 (benchmarks/ops/bench_sgemm). There the factories decline a
+// constant 2-D B in the forms dsinfer's packed GEMM takes (src/cpu/fast/fast_matmul.cpp), so
+// that kernel runs those nodes, every shape class, and holds the weights once, packed.
 #include <algorithm>
 #include <numeric>
 
-#include "cpu/fast/fast_fused.hpp"
-#include "cpu/fast/sgemm.hpp"
 #include "onednn/onednn_common.hpp"
 
 namespace dsinfer::detail::onednn {
@@ -36,17 +40,7 @@ public:
         std::optional<Tensor> bias_const;  // constant C as [N], prescaled by beta
         bool runtime_bias = false;         // C is a run-time [N]/[1,N] with beta == 1
         Epilogue epilogue;
-        /// Without AVX-512, oneDNN 2.6's f32 matmul is a plain sgemm that repacks B on every
-        /// call: fast for tall A (measured 113-136 GFLOP/s at 1024x768x3072, 2 threads) but
-        /// 2.5x slower than dsinfer's packed GEMM below ~512 rows (33-38 against 77-94
-        /// GFLOP/s at 128x768x3072 and 64x4096x4096). Then constant B is also packed for
-        /// dsinfer's GEMM, which runs the shorter shape classes.
-        /// Constant B is packed for dsinfer's GEMM on the first short shape class (packing is
-        /// lazy so that a process that only runs tall shape classes holds one copy less).
-        bool small_gemm = false;
-        int64_t small_k = 0, small_n = 0;
     };
-    static constexpr int64_t kSmallRows = 512;
 
     OnednnMatMulKernel(std::unique_ptr<Kernel> fallback, Config cfg)
         : FallbackKernel(std::move(fallback)), cfg_(std::move(cfg)) {}
@@ -56,7 +50,6 @@ public:
         if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
         const Shape& a = ctx.input(0).shape();
         const Shape& b = ctx.input(1).shape();
-        if (small_rows(a, b) > 0) return Status::ok();  // dsinfer's packed GEMM, no workspace
         DSINFER_ASSIGN_OR_RETURN(auto p, primitive(a, b, ctx.has_input(2) ? ctx.input(2).shape()
                                                                            : Shape{}));
         if (p->usable) ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
@@ -66,28 +59,6 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
         const TensorView& b = ctx.input(1);
-        if (const int64_t m = small_rows(a.shape, b.shape); m > 0) {
-            const float* bias = cfg_.bias_const ? cfg_.bias_const->data<float>()
-                                : (cfg_.runtime_bias && ctx.has_input(2)) ? ctx.input(2).data<float>()
-                                                                          : nullptr;
-            const PackedB* packed = nullptr;
-            try {
-                packed = &packed_small();
-            } catch (const std::bad_alloc&) {
-                return Status(ErrorCode::resource_exhausted, "out of memory packing MatMul weights");
-            }
-            const PackedB& pb = *packed;
-            const ActivationSpec& act = cfg_.epilogue.act;
-            const bool relu = act.kind == Activation::relu;
-            float* y = ctx.output(0).data<float>();
-            if (!sgemm_packed(m, a.data<float>(), pb.k, pb, y, pb.n, bias,
-                              cfg_.gemm ? cfg_.alpha : 1.f,
-                              relu ? GemmActivation::relu : GemmActivation::none))
-                return Status(ErrorCode::resource_exhausted,
-                              "out of memory for the GEMM's A-packing buffer");
-            if (!relu) apply_activation_f32(y, m * pb.n, act);
-            return Status::ok();
-        }
         StatusOr<std::shared_ptr<const MatMulPrim>> p = Status::ok();
         try {
             p = primitive(a.shape, b.shape, ctx.has_input(2) ? ctx.input(2).shape : Shape{});
@@ -115,25 +86,6 @@ public:
     }
 
 private:
-    /// Rows of C when this shape class runs on dsinfer's packed GEMM, else 0.
-    int64_t small_rows(const Shape& a, const Shape& b) const noexcept {
-        if (!cfg_.small_gemm || a.rank() < 2 || b.rank() != 2 || a.num_elements() == 0)
-            return 0;
-        if (a[a.rank() - 1] != cfg_.small_k || (cfg_.gemm && a.rank() != 2)) return 0;
-        const int64_t m = a.num_elements() / cfg_.small_k;
-        return m < kSmallRows ? m : 0;
-    }
-
-    /// B packed for dsinfer's GEMM, built once on first use (throws std::bad_alloc).
-    const PackedB& packed_small() const {
-        std::call_once(small_once_, [&] {
-            const Tensor& b = *cfg_.b_const;
-            small_packed_ = std::make_shared<const PackedB>(
-                pack_b(b.data<float>(), cfg_.small_k, cfg_.small_n, cfg_.gemm && cfg_.trans_b));
-        });
-        return *small_packed_;
-    }
-
     StatusOr<std::shared_ptr<const MatMulPrim>> primitive(const Shape& a, const Shape& b,
                                                           const Shape& c) const {
         std::vector<int64_t> key;
@@ -216,8 +168,6 @@ private:
     }
 
     Config cfg_;
-    mutable std::once_flag small_once_;
-    mutable std::shared_ptr<const PackedB> small_packed_;
     std::unique_ptr<WeightPacker> packer_ =
         cfg_.b_const ? std::make_unique<WeightPacker>(*cfg_.b_const) : nullptr;
     PrimitiveCache<MatMulPrim> cache_;
@@ -248,12 +198,9 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     }
     if (const Tensor* b = ctx.constant_input(1); b != nullptr && b->dtype() == DType::f32 &&
                                                  b->num_dims() == 2 && b->num_elements() > 0) {
+        if (without_brgemm())
+            return Status::error(ErrorCode::unsupported, "constant B: dsinfer's packed GEMM");
         cfg.b_const = *b;
-        if (without_brgemm()) {
-            cfg.small_gemm = true;
-            cfg.small_k = b->shape()[0];
-            cfg.small_n = b->shape()[1];
-        }
     }
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
 }
@@ -319,12 +266,8 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(n));
     }
     cfg.epilogue.output_scale = cfg.alpha;
-    if (cfg.b_const && !cfg.trans_a && without_brgemm() && packed_gemm_form(ctx)) {
-        const Tensor& b = *cfg.b_const;
-        cfg.small_gemm = true;
-        cfg.small_k = cfg.trans_b ? b.shape()[1] : b.shape()[0];
-        cfg.small_n = cfg.trans_b ? b.shape()[0] : b.shape()[1];
-    }
+    if (cfg.b_const && without_brgemm() && packed_gemm_form(ctx))
+        return Status::error(ErrorCode::unsupported, "constant B: dsinfer's packed GEMM");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
 }

@@ -65,8 +65,12 @@ bool no_onednn() {
 }
 
 
-/// Provider of a constant-B 2-D MatMul/Gemm whose form both oneDNN and the packed GEMM take.
-std::string packed_provider() { return "onednn"; }
+/// Provider of a constant-B 2-D MatMul/Gemm whose form both oneDNN and the packed GEMM take:
+/// oneDNN where it has a packed-weight matmul (AVX-512), else dsinfer's packed GEMM
+/// (onednn_matmul.cpp declines those nodes).
+std::string packed_provider() {
+    return onednn_version().find("avx512") != std::string::npos ? "onednn" : "cpu";
+}
 
 // ---- data ---------------------------------------------------------------------------------------
 
@@ -406,7 +410,11 @@ void check_gemm(int ta, int tb, bool b_const, CForm c, float alpha, float beta,
     const bool onednn_ok = !c_used || ((c_row_const || (c_row_rt && beta == 1.f)) && alpha == 1.f);
     const bool cpu_ok = b_const && ta == 0 && (!c_used || c_row_const);
     std::string want = onednn_ok ? "onednn" : "";
-    if (b_const) want = onednn_ok ? "onednn" : cpu_ok ? "cpu" : "";
+    if (b_const)
+        want = cpu_ok && packed_provider() == "cpu" ? "cpu"
+               : onednn_ok                          ? "onednn"
+               : cpu_ok                             ? "cpu"
+                                                    : "";
     std::ostringstream what;
     what << "Gemm transA " << ta << " transB " << tb << (b_const ? " constant B" : " run-time B")
          << " C form " << static_cast<int>(c) << " alpha " << alpha << " beta " << beta;

@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "cpu/fast/sgemm.hpp"
 #include "cpu/parallel.hpp"
+#include "dsinfer/dsinfer.hpp"
 
 namespace {
 
@@ -182,4 +184,111 @@ TEST_CASE("packed GEMM is bitwise deterministic across runs and thread counts", 
             CHECK(run(2) == one);
             CHECK(run(3) == one);
         }
+}
+
+// ---- the packed MatMul kernel in an engine: weights held once -----------------------------------
+
+namespace {
+
+/// x[?, 64] -> MatMul(w1) -> FusedMatMul-able Add(bias) -> Relu -> MatMul(w2) -> y; when
+/// `share_w2` a ReduceSum of w2 is a second output, so w2 has a reader that needs its data.
+dsinfer::Graph two_layer(std::mt19937& rng, bool share_w2) {
+    using namespace dsinfer;
+    Graph g;
+    g.opset_imports.push_back({"", 17});
+    auto tensor = [&](std::vector<std::int64_t> dims) {
+        Tensor t = Tensor::empty(DType::f32, Shape::make(dims).value());
+        std::uniform_real_distribution<float> d(-1.f, 1.f);
+        for (auto& v : t.span<float>()) v = d(rng);
+        return t;
+    };
+    SymbolicShape xs;
+    xs.known = true;
+    xs.dims = {Dim::named("batch"), Dim::fixed(64)};
+    const ValueId x = g.add_value("x", DType::f32, xs);
+    g.inputs.push_back(x);
+    const ValueId w1 = g.add_initializer("w1", tensor({64, 48}));
+    const ValueId b1 = g.add_initializer("b1", tensor({48}));
+    const ValueId w2 = g.add_initializer("w2", tensor({48, 16}));
+    const ValueId h = g.add_value("h"), hb = g.add_value("hb"), hr = g.add_value("hr");
+    const ValueId y = g.add_value("y");
+    g.add_node("MatMul", {x, w1}, {h}, "mm1");
+    g.add_node("Add", {h, b1}, {hb}, "add1");
+    g.add_node("Relu", {hb}, {hr}, "relu1");
+    g.add_node("MatMul", {hr, w2}, {y}, "mm2");
+    g.outputs.push_back(y);
+    if (share_w2) {
+        const ValueId s = g.add_value("w2_sum");
+        g.add_node("ReduceSum", {w2}, {s}, "sum_w2");
+        g.outputs.push_back(s);
+    }
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("packed MatMul kernels own their weights: the graph's copy is freed unless another "
+          "reader needs it",
+          "[fast][gemm]") {
+    using namespace dsinfer;
+    for (bool share : {false, true}) {
+        INFO("w2 shared with ReduceSum: " << share);
+        std::mt19937 rng(11);
+        const Graph proto = two_layer(rng, share);
+        EngineOptions fast_opts;
+        fast_opts.num_threads = 2;
+        // Level 3 fuses mm1 + add1 into FusedMatMul; it would also fold ReduceSum(w2) away.
+        fast_opts.optimization_level = share ? 0 : 3;
+        const InferenceEngine fast = InferenceEngine::compile(proto, fast_opts);
+        EngineOptions ref_opts;
+        ref_opts.backends = {"reference"};
+        ref_opts.optimization_level = 0;
+        const InferenceEngine ref = InferenceEngine::compile(proto, ref_opts);
+
+        const Graph& g = fast.graph();
+        std::map<std::string, std::string> provider;
+        for (std::size_t i = 0; i < g.nodes.size(); ++i)
+            provider[g.nodes[i].name] = fast.node_providers()[i];
+        for (const Value& v : g.values) {
+            if (!v.initializer || (v.name != "w1" && v.name != "w2")) continue;
+            // The reader of w1/w2 (MatMul, or FusedMatMul after the bias fusion).
+            std::string reader;
+            for (const Node& n : g.nodes)
+                if (n.inputs.size() > 1 && g.value(n.inputs[1]).name == v.name) reader = n.name;
+            INFO(v.name << " read by " << reader << " on " << provider[reader]);
+            const bool packed_reader = provider[reader] == "cpu";
+            const bool released = packed_reader && !(share && v.name == "w2");
+            CHECK((v.initializer->raw_data() == nullptr) == released);
+            // Dtype and shape stay for prepare.
+            CHECK(v.initializer->dtype() == DType::f32);
+            CHECK(v.initializer->num_dims() == 2);
+        }
+        // The reference graph keeps everything.
+        for (const Value& v : ref.graph().values)
+            if (v.initializer) CHECK(v.initializer->raw_data() != nullptr);
+
+        for (std::int64_t batch : {1, 5, 300}) {
+            Tensor x = Tensor::empty(DType::f32, Shape::make({batch, 64}).value());
+            std::uniform_real_distribution<float> d(-1.f, 1.f);
+            for (auto& v : x.span<float>()) v = d(rng);
+            const auto got = fast.run({{"x", x}});
+            const auto want = ref.run({{"x", x}});
+            REQUIRE(got.size() == want.size());
+            for (std::size_t o = 0; o < got.size(); ++o) {
+                REQUIRE(got[o].tensor.shape() == want[o].tensor.shape());
+                const float* a = got[o].tensor.data<float>();
+                const float* b = want[o].tensor.data<float>();
+                for (std::int64_t i = 0; i < want[o].tensor.num_elements(); ++i)
+                    REQUIRE(std::abs(a[i] - b[i]) <= 1e-4f * (1.f + std::abs(b[i])));
+            }
+        }
+        // A shape prepare rejects still gets its typed error, not a read of freed weights.
+        Tensor bad = Tensor::empty(DType::f32, Shape::make({2, 63}).value());
+        try {
+            (void)fast.run({{"x", bad}});
+            FAIL("K mismatch accepted");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::invalid_argument);
+        }
+    }
 }

@@ -1,60 +1,94 @@
-// Fast MatMul and Gemm for f32 against a constant right-hand side (the weights of Linear and
-// Gemm layers), on dsinfer's packed-B GEMM (sgemm.hpp). B is packed once at creation. Other forms
-// (run-time B, transA, a C that is not a row vector, other dtypes) go to the next kernel.
-// B is packed on the first run, not at creation: this kernel is often only the oneDNN kernel's
-// fallback, and an eager pack would hold a second copy of every weight matrix for nothing.
+// Fast MatMul, Gemm, FusedMatMul and FusedGemm for f32 against a constant right-hand side (the
+// weights of Linear and Gemm layers), on dsinfer's packed-B GEMM (sgemm.hpp), with the bias,
+// alpha and activation applied as C is stored. Other forms (run-time B, transA, a C that is not a
+// constant row vector, other dtypes) go to the next kernel.
+//
+// Weights: when this kernel is the node's own kernel it packs B at creation and declares input
+// 1 released (Kernel::released_constant_inputs), so the executor frees the original and the
+// weights are held once, packed. When it is only another kernel's fallback (oneDNN's, on CPUs
+// where oneDNN has a packed-weight matmul) it packs on its first run, if it ever runs, and reads
+// nothing else: an eager pack would hold a second copy of every weight matrix for nothing.
 #include <mutex>
 
+#include "cpu/activation.hpp"
+#include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "cpu/kernel_utils.hpp"
+#include "dsinfer/passes.hpp"
 
 namespace dsinfer::detail {
 namespace {
 
 using std::int64_t;
 
+struct PackedGemmConfig {
+    int64_t k = 0, n = 0;
+    bool transposed = false;     ///< B stored [N, K] (Gemm transB = 1)
+    bool gemm = false;           ///< Gemm semantics: A must be 2-D
+    std::optional<Tensor> bias;  ///< constant [N], prescaled by beta
+    float alpha = 1.f;
+    ActivationSpec act;
+};
+
 class PackedMatMulKernel final : public Kernel {
 public:
-    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, Tensor b, int64_t k, int64_t n,
-                       bool transposed, std::optional<Tensor> bias, float alpha, bool gemm)
-        : fallback_(std::move(fallback)), w_(std::move(b)), k_(k), n_(n),
-          transposed_(transposed), bias_(std::move(bias)), alpha_(alpha), gemm_(gemm) {}
+    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, const Tensor& b, PackedGemmConfig cfg,
+                       bool eager)
+        : fallback_(std::move(fallback)), cfg_(std::move(cfg)), eager_(eager) {
+        if (eager_) packed_ = pack_b(b.data<float>(), cfg_.k, cfg_.n, cfg_.transposed);
+        else w_ = b;
+    }
 
     Status prepare(PrepareContext& ctx) const override { return fallback_->prepare(ctx); }
 
+    std::uint64_t released_constant_inputs() const noexcept override {
+        return eager_ ? std::uint64_t{1} << 1 : 0;
+    }
+
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
-        const bool ok = a.dtype == DType::f32 && a.shape.rank() >= 2 &&
-                        (!gemm_ || a.shape.rank() == 2) && a.shape[a.shape.rank() - 1] == k_;
-        if (!ok) return fallback_->run(ctx);
-        try {
-            std::call_once(once_, [&] {
-                b_ = pack_b(w_.data<float>(), k_, n_, transposed_);
-            });
-        } catch (const std::bad_alloc&) {
-            return Status(ErrorCode::resource_exhausted, "out of memory packing MatMul weights");
+        const int rank = a.shape.rank();
+        const bool ok = a.dtype == DType::f32 && rank >= 1 && (!cfg_.gemm || rank == 2) &&
+                        a.shape[rank - 1] == cfg_.k;
+        if (!ok) {
+            // prepare (the fallback's shape checks) rejects every other shape: B is gone.
+            if (eager_)
+                return Status::error(ErrorCode::internal, "packed MatMul got A of shape ",
+                                     a.shape.to_string(), " for K = ", cfg_.k);
+            return fallback_->run(ctx);
         }
-        // Rows of C: A's leading dims folded (with K = 0, A is empty: count them from C).
-        const int64_t m = b_.k > 0 ? a.num_elements() / b_.k
-                                   : ctx.output(0).num_elements() / std::max<int64_t>(b_.n, 1);
-        if (!sgemm_packed(m, a.data<float>(), b_.k, b_, ctx.output(0).data<float>(), b_.n,
-                          bias_ ? bias_->data<float>() : nullptr, alpha_))
+        const PackedB* b = &packed_;
+        if (!eager_) {
+            try {
+                std::call_once(once_, [&] {
+                    packed_ = pack_b(w_.data<float>(), cfg_.k, cfg_.n, cfg_.transposed);
+                });
+            } catch (const std::bad_alloc&) {
+                return Status(ErrorCode::resource_exhausted, "out of memory packing MatMul weights");
+            }
+        }
+        // Rows of C: A's leading dims folded (rank-1 A is one row).
+        const int64_t m = a.num_elements() / cfg_.k;
+        if (m == 0) return Status::ok();
+        float* y = ctx.output(0).data<float>();
+        const bool relu = cfg_.act.kind == Activation::relu;
+        if (!sgemm_packed(m, a.data<float>(), cfg_.k, *b, y, cfg_.n,
+                          cfg_.bias ? cfg_.bias->data<float>() : nullptr, cfg_.alpha,
+                          relu ? GemmActivation::relu : GemmActivation::none))
             return Status(ErrorCode::resource_exhausted,
                           "out of memory for the GEMM's A-packing buffer");
+        if (!relu && !cfg_.act.empty()) apply_activation_f32(y, m * cfg_.n, cfg_.act);
         return Status::ok();
     }
 
 private:
     std::unique_ptr<Kernel> fallback_;
-    Tensor w_;
-    int64_t k_, n_;
-    bool transposed_;
+    PackedGemmConfig cfg_;
+    bool eager_;
+    Tensor w_;  // the original B until the lazy pack (fallback mode only)
     mutable std::once_flag once_;
-    mutable PackedB b_;
-    std::optional<Tensor> bias_;
-    float alpha_;
-    bool gemm_;
+    mutable PackedB packed_;
 };
 
 bool f32_value(const KernelCreateContext& ctx, int i) {
@@ -64,43 +98,69 @@ bool f32_value(const KernelCreateContext& ctx, int i) {
 
 const Tensor* constant_matrix(const KernelCreateContext& ctx, int i) {
     const Tensor* b = ctx.constant_input(i);
-    if (b == nullptr || b->dtype() != DType::f32 || b->num_dims() != 2) return nullptr;
+    if (b == nullptr || b->dtype() != DType::f32 || b->num_dims() != 2 || b->num_elements() == 0)
+        return nullptr;
     return b;
 }
 
+StatusOr<std::unique_ptr<Kernel>> finish(const KernelCreateContext& ctx, const Tensor& b,
+                                         PackedGemmConfig cfg) {
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    return make_kernel<PackedMatMulKernel>(std::move(fallback), b, std::move(cfg),
+                                           !ctx.creating_fallback());
+}
+
+/// MatMul, and FusedMatMul (com.dsinfer: a constant bias [N] and an activation).
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     const Tensor* b = constant_matrix(ctx, 1);
     if (!f32_value(ctx, 0) || b == nullptr)
         return Status::error(ErrorCode::unsupported, "f32 with a constant 2-D B only");
-    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<PackedMatMulKernel>(std::move(fallback), *b, b->shape()[0], b->shape()[1],
-                                           false, std::nullopt, 1.f, false);
+    PackedGemmConfig cfg;
+    cfg.k = b->shape()[0];
+    cfg.n = b->shape()[1];
+    if (ctx.node().domain == kDsinferDomain) {
+        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx.node()));
+        if (ctx.has_input(2)) {
+            const Tensor* bias = ctx.constant_input(2);
+            if (bias == nullptr || bias->dtype() != DType::f32 || bias->num_dims() != 1 ||
+                bias->shape()[0] != cfg.n)
+                return Status::error(ErrorCode::unsupported, "constant bias [N] only");
+            cfg.bias = *bias;
+        }
+    }
+    return finish(ctx, *b, std::move(cfg));
 }
 
+/// Gemm (opset >= 7), and FusedGemm (com.dsinfer: Gemm-13 semantics and an activation).
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
+    const bool fused = n.domain == kDsinferDomain;
     const Tensor* b = constant_matrix(ctx, 1);
     DSINFER_ASSIGN_OR_RETURN(const float alpha, n.attr_or<float>("alpha", 1.f));
     DSINFER_ASSIGN_OR_RETURN(const float beta, n.attr_or<float>("beta", 1.f));
     DSINFER_ASSIGN_OR_RETURN(const int64_t ta, n.attr_or<int64_t>("transA", 0));
     DSINFER_ASSIGN_OR_RETURN(const int64_t tb, n.attr_or<int64_t>("transB", 0));
-    if (!f32_value(ctx, 0) || b == nullptr || ta != 0 || ctx.opset() < 7)
+    if (!f32_value(ctx, 0) || b == nullptr || ta != 0 || (!fused && ctx.opset() < 7))
         return Status::error(ErrorCode::unsupported, "f32, constant B, transA=0 only");
-    const int64_t k = tb != 0 ? b->shape()[1] : b->shape()[0];
-    const int64_t nn = tb != 0 ? b->shape()[0] : b->shape()[1];
-    std::optional<Tensor> bias;
+    PackedGemmConfig cfg;
+    cfg.gemm = true;
+    cfg.transposed = tb != 0;
+    cfg.k = tb != 0 ? b->shape()[1] : b->shape()[0];
+    cfg.n = tb != 0 ? b->shape()[0] : b->shape()[1];
+    cfg.alpha = alpha;
+    if (fused) {
+        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(n));
+    }
     if (ctx.has_input(2) && beta != 0.f) {
         const Tensor* c = ctx.constant_input(2);
-        const bool row = c != nullptr && c->dtype() == DType::f32 && c->num_elements() == nn &&
+        const bool row = c != nullptr && c->dtype() == DType::f32 && c->num_elements() == cfg.n &&
                          (c->num_dims() == 1 || (c->num_dims() == 2 && c->shape()[0] == 1));
         if (!row) return Status::error(ErrorCode::unsupported, "C must be a constant row vector");
         Tensor scaled = c->clone();
-        for (int64_t i = 0; i < nn; ++i) scaled.data<float>()[i] *= beta;
-        bias = std::move(scaled);
+        for (int64_t i = 0; i < cfg.n; ++i) scaled.data<float>()[i] *= beta;
+        cfg.bias = std::move(scaled);
     }
-    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<PackedMatMulKernel>(std::move(fallback), *b, k, nn, tb != 0,
-                                           std::move(bias), alpha, true);
+    return finish(ctx, *b, std::move(cfg));
 }
 
 }  // namespace
@@ -109,6 +169,10 @@ void register_fast_matmul(KernelRegistry& r) {
     const DTypeSet f32{DType::f32};
     r.add({"MatMul", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_matmul, kPriorityCpu, "cpu");
     r.add({"Gemm", "", 7, kMaxOpset, DeviceKind::cpu, f32}, &make_gemm, kPriorityCpu, "cpu");
+    r.add({"FusedMatMul", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_matmul, kPriorityCpu,
+          "cpu");
+    r.add({"FusedGemm", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_gemm, kPriorityCpu,
+          "cpu");
 }
 
 }  // namespace dsinfer::detail
