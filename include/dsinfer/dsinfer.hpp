@@ -5,6 +5,8 @@
 //   auto engine = dsinfer::InferenceEngine::load("model.onnx");
 #pragma once
 
+#include "dsinfer/batch_scheduler.hpp"
+#include "dsinfer/cancellation.hpp"
 #include "dsinfer/config.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/graph.hpp"

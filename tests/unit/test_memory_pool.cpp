@@ -10,14 +10,19 @@
 #include <random>
 #include <thread>
 
+#include "dsinfer/memory_pool.hpp"
+#ifndef DSINFER_TEST_NO_ENGINE  // dsinfer_concurrency_tests builds the pool tests without the library
 #include "memory_models.hpp"
+#endif
 
 namespace {
 
 using namespace dsinfer;
+#ifndef DSINFER_TEST_NO_ENGINE
 using dsinfer::test::engine_from;
 using dsinfer::test::residual_mlp;
 using dsinfer::test::same_bits;
+#endif
 
 /// An upstream that counts what it hands out (to see what the pool really holds).
 class CountingAllocator final : public Allocator {
@@ -361,6 +366,7 @@ TEST_CASE("tensors from allocate_tensor keep their pool alive", "[memory_pool]")
     CHECK(on_stack.allocate_tensor(DType::f32, Shape{4}).status().code() == ErrorCode::internal);
 }
 
+#ifndef DSINFER_TEST_NO_ENGINE
 TEST_CASE("engine outputs keep the caller's pool alive after the engine is gone",
           "[memory_pool][engine]") {
     CountingAllocator up;
@@ -440,3 +446,4 @@ TEST_CASE("an engine fed 1,000 random input shapes stays within its pool's limit
     CHECK(engine.memory_plan_stats().shape_classes <= 8);
     if (!pool->pass_through()) CHECK(ps.hit_rate() > 0.5);
 }
+#endif  // DSINFER_TEST_NO_ENGINE
