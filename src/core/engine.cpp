@@ -6,28 +6,14 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/engine_impl.hpp"
 #include "core/executor.hpp"
 #include "cpu/parallel.hpp"
 #include "dsinfer/backends/onednn.hpp"
+#include "dsinfer/memory_pool.hpp"
 #include "onnx/onnx_loader.hpp"
 
 namespace dsinfer {
-
-struct InferenceEngine::Impl {
-    EngineOptions options;
-    KernelRegistry registry;
-    std::shared_ptr<Graph> graph;
-    std::shared_ptr<detail::CompiledGraph> compiled;
-    std::vector<IOInfo> inputs;
-    std::vector<IOInfo> outputs;
-    std::unordered_map<std::string, std::size_t> input_index;
-    std::vector<std::string> providers;
-    OptimizeReport optimization;
-    double load_ms = 0.0;
-    /// The first run's wall time, published once by the run that claims it.
-    mutable std::atomic<bool> first_run_claimed{false};
-    mutable std::atomic<double> first_run_ms{0.0};
-};
 
 namespace {
 
@@ -57,7 +43,7 @@ Status validate_options(const EngineOptions& o) {
                       o.limits.max_rank <= kMaxRank,
                   ErrorCode::invalid_argument, "ModelLimits out of range (max_rank must be <= ",
                   kMaxRank, ")");
-    return Status::ok();
+    return detail::EngineBatcher::validate(o.batching);
 }
 
 /// Fills the registry from EngineOptions::backends (already validated). Priorities order the
@@ -135,105 +121,114 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
     return InferenceEngine(std::move(impl));
 }
 
-Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
-                                std::vector<NamedTensor>& outputs,
-                                const RunOptions& options) const noexcept {
-    try {
-        const Impl& m = *impl_;
-        const auto run_t0 = Clock::now();
-        // Names: every input exactly once, nothing unknown.
-        std::vector<const Tensor*> bound(m.inputs.size(), nullptr);
-        std::vector<std::string> unknown, duplicate;
-        for (const auto& nt : inputs) {
-            auto it = m.input_index.find(nt.name);
-            if (it == m.input_index.end()) {
-                unknown.push_back(nt.name);
-            } else if (bound[it->second] != nullptr) {
-                duplicate.push_back(nt.name);
-            } else {
-                bound[it->second] = &nt.tensor;
-            }
+Status InferenceEngine::Impl::bind_inputs(const std::vector<NamedTensor>& given,
+                                          std::vector<Tensor>& args) const {
+    // Names: every input exactly once, nothing unknown.
+    std::vector<const Tensor*> bound(inputs.size(), nullptr);
+    std::vector<std::string> unknown, duplicate;
+    for (const auto& nt : given) {
+        auto it = input_index.find(nt.name);
+        if (it == input_index.end()) {
+            unknown.push_back(nt.name);
+        } else if (bound[it->second] != nullptr) {
+            duplicate.push_back(nt.name);
+        } else {
+            bound[it->second] = &nt.tensor;
         }
-        std::vector<std::string> missing;
-        for (std::size_t i = 0; i < bound.size(); ++i)
-            if (bound[i] == nullptr) missing.push_back(m.inputs[i].name);
-        if (!unknown.empty() || !missing.empty() || !duplicate.empty()) {
-            auto join = [](const std::vector<std::string>& v) {
-                std::string s;
-                for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
-                return s;
-            };
-            std::string msg = "input names do not match the model:";
-            if (!missing.empty()) msg += " missing " + join(missing) + ";";
-            if (!unknown.empty()) msg += " unknown " + join(unknown) + ";";
-            if (!duplicate.empty()) msg += " given more than once " + join(duplicate) + ";";
-            std::string expected;
-            for (const auto& io : m.inputs) expected += (expected.empty() ? "" : ", ") + io.name;
-            return Status(ErrorCode::invalid_argument, msg + " expected: " + expected);
-        }
-        // Types and shapes against the declared signature; symbolic dims bind consistently.
-        std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
-        std::vector<Tensor> args;
-        args.reserve(bound.size());
-        for (std::size_t i = 0; i < bound.size(); ++i) {
-            const IOInfo& io = m.inputs[i];
-            const Tensor& t = *bound[i];
-            const std::string what = "input '" + io.name + "'";
-            DSINFER_CHECK(!t.is_null(), ErrorCode::invalid_argument, what, " is an empty Tensor");
-            DSINFER_CHECK(t.device().kind == DeviceKind::cpu, ErrorCode::invalid_argument, what,
-                          " is on ", t.device().to_string(), "; the CPU engine needs host tensors");
-            DSINFER_CHECK(t.raw_data() != nullptr || t.num_elements() == 0,
-                          ErrorCode::invalid_argument, what, " has a null data pointer and ",
-                          t.num_elements(), " elements");
-            if (io.dtype)
-                DSINFER_CHECK(t.dtype() == *io.dtype, ErrorCode::invalid_argument, what,
-                              ": expected element type ", dtype_name(*io.dtype), ", got ",
-                              dtype_name(t.dtype()));
-            if (io.shape.known) {
-                DSINFER_CHECK(t.num_dims() == io.shape.rank(), ErrorCode::invalid_argument, what,
-                              ": expected rank ", io.shape.rank(), " ", io.shape.to_string(),
-                              ", got rank ", t.num_dims(), " ", dims_string(t.shape()));
-                for (int d = 0; d < io.shape.rank(); ++d) {
-                    const Dim& dim = io.shape.dims[static_cast<std::size_t>(d)];
-                    const std::int64_t got = t.shape()[d];
-                    if (dim.is_static()) {
-                        DSINFER_CHECK(got == dim.value, ErrorCode::invalid_argument, what,
-                                      ": dimension ", d, " must be ", dim.value, " (model shape ",
-                                      io.shape.to_string(), "), got ", got, " (shape ",
-                                      dims_string(t.shape()), ")");
-                    } else if (!dim.symbol.empty()) {
-                        auto [it, fresh] = symbols.emplace(dim.symbol, std::make_pair(got, io.name));
-                        DSINFER_CHECK(fresh || it->second.first == got, ErrorCode::invalid_argument,
-                                      what, ": dimension ", d, " ('", dim.symbol, "') is ", got,
-                                      " but input '", it->second.second, "' binds '", dim.symbol,
-                                      "' to ", it->second.first);
-                    }
+    }
+    std::vector<std::string> missing;
+    for (std::size_t i = 0; i < bound.size(); ++i)
+        if (bound[i] == nullptr) missing.push_back(inputs[i].name);
+    if (!unknown.empty() || !missing.empty() || !duplicate.empty()) {
+        auto join = [](const std::vector<std::string>& v) {
+            std::string s;
+            for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+            return s;
+        };
+        std::string msg = "input names do not match the model:";
+        if (!missing.empty()) msg += " missing " + join(missing) + ";";
+        if (!unknown.empty()) msg += " unknown " + join(unknown) + ";";
+        if (!duplicate.empty()) msg += " given more than once " + join(duplicate) + ";";
+        std::string expected;
+        for (const auto& io : inputs) expected += (expected.empty() ? "" : ", ") + io.name;
+        return Status(ErrorCode::invalid_argument, msg + " expected: " + expected);
+    }
+    // Types and shapes against the declared signature; symbolic dims bind consistently.
+    std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
+    args.clear();
+    args.reserve(bound.size());
+    for (std::size_t i = 0; i < bound.size(); ++i) {
+        const IOInfo& io = inputs[i];
+        const Tensor& t = *bound[i];
+        const std::string what = "input '" + io.name + "'";
+        DSINFER_CHECK(!t.is_null(), ErrorCode::invalid_argument, what, " is an empty Tensor");
+        DSINFER_CHECK(t.device().kind == DeviceKind::cpu, ErrorCode::invalid_argument, what,
+                      " is on ", t.device().to_string(), "; the CPU engine needs host tensors");
+        DSINFER_CHECK(t.raw_data() != nullptr || t.num_elements() == 0,
+                      ErrorCode::invalid_argument, what, " has a null data pointer and ",
+                      t.num_elements(), " elements");
+        if (io.dtype)
+            DSINFER_CHECK(t.dtype() == *io.dtype, ErrorCode::invalid_argument, what,
+                          ": expected element type ", dtype_name(*io.dtype), ", got ",
+                          dtype_name(t.dtype()));
+        if (io.shape.known) {
+            DSINFER_CHECK(t.num_dims() == io.shape.rank(), ErrorCode::invalid_argument, what,
+                          ": expected rank ", io.shape.rank(), " ", io.shape.to_string(),
+                          ", got rank ", t.num_dims(), " ", dims_string(t.shape()));
+            for (int d = 0; d < io.shape.rank(); ++d) {
+                const Dim& dim = io.shape.dims[static_cast<std::size_t>(d)];
+                const std::int64_t got = t.shape()[d];
+                if (dim.is_static()) {
+                    DSINFER_CHECK(got == dim.value, ErrorCode::invalid_argument, what,
+                                  ": dimension ", d, " must be ", dim.value, " (model shape ",
+                                  io.shape.to_string(), "), got ", got, " (shape ",
+                                  dims_string(t.shape()), ")");
+                } else if (!dim.symbol.empty()) {
+                    auto [it, fresh] = symbols.emplace(dim.symbol, std::make_pair(got, io.name));
+                    DSINFER_CHECK(fresh || it->second.first == got, ErrorCode::invalid_argument,
+                                  what, ": dimension ", d, " ('", dim.symbol, "') is ", got,
+                                  " but input '", it->second.second, "' binds '", dim.symbol,
+                                  "' to ", it->second.first);
                 }
             }
-            args.push_back(t);
         }
-        RunControl control;
-        if (options.deadline) control.deadline = *options.deadline;
-        control.node_ms = options.node_ms;
-        control.max_loop_iterations = m.options.limits.max_loop_iterations;
-        std::vector<Tensor> outs;
-        detail::ThreadBudget threads(m.options.num_threads);
-        DSINFER_RETURN_IF_ERROR(m.compiled->execute(args, nullptr, control, outs));
-        outputs.clear();
-        for (std::size_t i = 0; i < outs.size(); ++i) {
-            const ValueId id = m.graph->outputs[i];
-            const Value& v = m.graph->value(id);
-            // Never hand out the engine's weights or the caller's own input buffers.
-            const bool alias = v.initializer.has_value() ||
-                               std::find(m.graph->inputs.begin(), m.graph->inputs.end(), id) !=
-                                   m.graph->inputs.end();
-            outputs.push_back(NamedTensor{v.name, alias ? outs[i].clone() : std::move(outs[i])});
-        }
-        if (!m.first_run_claimed.load(std::memory_order_relaxed) &&
-            !m.first_run_claimed.exchange(true))
-            m.first_run_ms.store(
-                std::chrono::duration<double, std::milli>(Clock::now() - run_t0).count());
-        return Status::ok();
+        args.push_back(t);
+    }
+    return Status::ok();
+}
+
+Status InferenceEngine::Impl::execute(std::vector<Tensor> args, std::vector<NamedTensor>& outputs,
+                                      const RunOptions& options) const {
+    const auto run_t0 = Clock::now();
+    RunControl control;
+    if (options.deadline) control.deadline = *options.deadline;
+    control.node_ms = options.node_ms;
+    control.max_loop_iterations = this->options.limits.max_loop_iterations;
+    std::vector<Tensor> outs;
+    detail::ThreadBudget threads(this->options.num_threads);
+    DSINFER_RETURN_IF_ERROR(compiled->execute(args, nullptr, control, outs));
+    outputs.clear();
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+        const ValueId id = graph->outputs[i];
+        const Value& v = graph->value(id);
+        // Never hand out the engine's weights or the caller's own input buffers.
+        const bool alias = v.initializer.has_value() ||
+                           std::find(graph->inputs.begin(), graph->inputs.end(), id) !=
+                               graph->inputs.end();
+        outputs.push_back(NamedTensor{v.name, alias ? outs[i].clone() : std::move(outs[i])});
+    }
+    if (!first_run_claimed.load(std::memory_order_relaxed) && !first_run_claimed.exchange(true))
+        first_run_ms.store(std::chrono::duration<double, std::milli>(Clock::now() - run_t0).count());
+    return Status::ok();
+}
+
+namespace {
+
+/// Runs `f` (returning Status), turning exceptions into a Status.
+template <class F>
+Status guarded_call(F&& f) noexcept {
+    try {
+        return f();
     } catch (const std::bad_alloc&) {
         return Status(ErrorCode::resource_exhausted, "out of memory during run");
     } catch (const Error& e) {
@@ -243,12 +238,74 @@ Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
     }
 }
 
+}  // namespace
+
+Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
+                                std::vector<NamedTensor>& outputs,
+                                const RunOptions& options) const noexcept {
+    const Impl& m = *impl_;
+    const auto t0 = Clock::now();
+    const Status st = guarded_call([&] {
+        std::vector<Tensor> args;
+        DSINFER_RETURN_IF_ERROR(m.bind_inputs(inputs, args));
+        return m.execute(std::move(args), outputs, options);
+    });
+    const auto t1 = Clock::now();
+    m.metrics.record_request(st.code(), std::chrono::nanoseconds(0), t1 - t0, t1 - t0, t1);
+    return st;
+}
+
 std::vector<NamedTensor> InferenceEngine::run(const std::vector<NamedTensor>& inputs,
                                               const RunOptions& options) const {
     std::vector<NamedTensor> outputs;
     throw_if_error(try_run(inputs, outputs, options));
     return outputs;
 }
+
+detail::EngineBatcher& InferenceEngine::Impl::batcher() const {
+    std::lock_guard<std::mutex> lock(batcher_mu);
+    if (!batcher_) {
+        detail::EngineBatcher::Hooks hooks;
+        hooks.bind = [this](const std::vector<NamedTensor>& in, std::vector<Tensor>& args) {
+            return guarded_call([&] { return bind_inputs(in, args); });
+        };
+        hooks.run = [this](std::vector<Tensor> args, std::vector<NamedTensor>& out,
+                           const RunOptions& o) {
+            return guarded_call([&] { return execute(std::move(args), out, o); });
+        };
+        hooks.inputs = inputs;
+        hooks.outputs = outputs;
+        hooks.options = options.batching;
+        hooks.metrics = &metrics;
+        batcher_ = std::make_unique<detail::EngineBatcher>(std::move(hooks));
+    }
+    return *batcher_;
+}
+
+std::future<InferenceEngine::Outputs> InferenceEngine::submit(std::vector<NamedTensor> inputs,
+                                                              RequestOptions options) const {
+    return impl_->batcher().submit(std::move(inputs), std::move(options));
+}
+
+void InferenceEngine::submit(std::vector<NamedTensor> inputs,
+                             std::function<void(StatusOr<Outputs>)> done,
+                             RequestOptions options) const {
+    impl_->batcher().submit(std::move(inputs), std::move(done), std::move(options));
+}
+
+bool InferenceEngine::shutdown(std::chrono::milliseconds timeout) const {
+    return impl_->batcher().shutdown(timeout);
+}
+
+MetricsSnapshot InferenceEngine::metrics() const {
+    const std::shared_ptr<MemoryPool> pool =
+        impl_->options.memory_pool ? impl_->options.memory_pool : default_memory_pool();
+    const MemoryPoolStats ps = pool->stats();
+    impl_->metrics.set_memory(ps.bytes_in_use, ps.peak_bytes_in_use);
+    return impl_->metrics.snapshot();
+}
+
+std::string InferenceEngine::batching_info() const { return impl_->batcher().info(); }
 
 const std::vector<IOInfo>& InferenceEngine::inputs() const noexcept { return impl_->inputs; }
 const std::vector<IOInfo>& InferenceEngine::outputs() const noexcept { return impl_->outputs; }

@@ -92,4 +92,14 @@ inline onnx::TensorProto float_tensor(const std::string& name, const std::vector
     return t;
 }
 
+inline onnx::TensorProto i64_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                                    const std::vector<std::int64_t>& values) {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(7);
+    for (auto d : dims) t.add_dims(d);
+    t.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * 8));
+    return t;
+}
+
 }  // namespace dsinfer::test

@@ -34,6 +34,8 @@
 #include "dsinfer/batch_scheduler.hpp"
 #include "dsinfer/cancellation.hpp"
 
+#include "test_env.hpp"
+
 namespace {
 
 using namespace dsinfer;
@@ -870,12 +872,7 @@ TEST_CASE("an idle scheduler with waiting requests does not spin", "[scheduler]"
 // ---------------------------------------------------------------------------------------------
 // Storm
 
-int env_int(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return fallback;
-    const int n = std::atoi(v);
-    return n > 0 ? n : fallback;
-}
+using dsinfer::test::env_int;
 
 struct StormReq {
     std::uint32_t id;

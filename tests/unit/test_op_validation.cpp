@@ -10,15 +10,8 @@ using namespace dsinfer::test;
 
 namespace {
 
-onnx::TensorProto i64_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
-                             const std::vector<std::int64_t>& v) {
-    onnx::TensorProto t;
-    t.set_name(name);
-    t.set_data_type(7);
-    for (auto d : dims) t.add_dims(d);
-    t.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8));
-    return t;
-}
+using dsinfer::test::i64_tensor;
+
 
 /// x float[2,3] -> op(x, extra initializers...) -> y
 onnx::ModelProto unary_model(const std::string& op, const std::vector<onnx::TensorProto>& inits = {},
