@@ -150,6 +150,15 @@ struct RunOptions {
     std::vector<double>* node_ms = nullptr;
 };
 
+/// The dynamic batcher's current settings and queue (the adaptive controller moves the first
+/// two within BatchingOptions' bounds).
+struct BatchingState {
+    std::size_t max_batch_size = 0;
+    std::chrono::microseconds max_queue_delay{0};
+    std::size_t queued = 0;   ///< requests waiting
+    std::size_t running = 0;  ///< requests in batches executing
+};
+
 /// Per-request options of submit().
 struct RequestOptions {
     /// 0 (most urgent) .. BatchingOptions::priority_levels - 1.
@@ -213,6 +222,8 @@ public:
     /// What submit() can batch for this model, e.g. "batch dim 'batch' on every input and
     /// output", or why requests run alone.
     std::string batching_info() const;
+    /// The batcher's settings now and its queue.
+    BatchingState batching_state() const;
 
     const std::vector<IOInfo>& inputs() const noexcept;
     const std::vector<IOInfo>& outputs() const noexcept;

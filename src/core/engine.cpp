@@ -306,6 +306,7 @@ MetricsSnapshot InferenceEngine::metrics() const {
 }
 
 std::string InferenceEngine::batching_info() const { return impl_->batcher().info(); }
+BatchingState InferenceEngine::batching_state() const { return impl_->batcher().state(); }
 
 const std::vector<IOInfo>& InferenceEngine::inputs() const noexcept { return impl_->inputs; }
 const std::vector<IOInfo>& InferenceEngine::outputs() const noexcept { return impl_->outputs; }

@@ -51,6 +51,11 @@ public:
     void submit(std::vector<NamedTensor> inputs, Callback done, RequestOptions options);
     bool shutdown(std::chrono::milliseconds timeout);
     std::string info() const { return info_; }
+    BatchingState state() const {
+        const BatchSchedulerOptions o = scheduler_->options();
+        const auto st = scheduler_->stats();
+        return BatchingState{o.max_batch_size, o.max_queue_delay, st.queued, st.running};
+    }
 
     /// A bound request: inputs in declaration order, rows along dim 0, and (pad mode) its
     /// sequence length.

@@ -285,6 +285,10 @@ TEST_CASE("submit: cancellation, deadlines, back-pressure and shutdown reach the
     auto cancelled = e.submit({{"x", x}}, cancellable);
     auto expiring = e.submit({{"x", x}}, RequestOptions{.deadline = std::chrono::steady_clock::now() + 50ms});
     auto kept = e.submit({{"x", x}});
+    const BatchingState state = e.batching_state();
+    CHECK(state.queued == 3);
+    CHECK(state.max_batch_size == 64);
+    CHECK(state.max_queue_delay == std::chrono::microseconds(10'000'000));
     auto overflow = e.submit({{"x", x}});  // 3 queued: answered at once
     REQUIRE(overflow.wait_for(0s) == std::future_status::ready);
     CHECK(code_of(overflow) == ErrorCode::unavailable);
