@@ -108,41 +108,45 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     for (auto& pd : cg->probe_data_) pd = {};
     if (options.blocked_layouts) DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
-    cg->release_consumed_constants();
     return cg;
 }
 
-void CompiledGraph::release_consumed_constants() {
+Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
     Graph& g = *graph_;
+    nodes_.resize(g.nodes.size());
+    // Initializers whose every reader keeps its own copy (Kernel::released_constant_inputs) are
+    // freed as soon as the last reader is created, so that a packed copy and the original never
+    // coexist for the whole model. Graph inputs/outputs and names subgraphs capture are kept.
+    std::vector<int> readers(g.values.size(), 0);
     std::vector<char> keep(g.values.size(), 0), consumed(g.values.size(), 0);
     for (ValueId id : g.inputs) keep[static_cast<std::size_t>(id)] = 1;
     for (ValueId id : g.outputs) keep[static_cast<std::size_t>(id)] = 1;
-    for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
-        for (const auto& sub : nodes_[ni].subgraphs)
-            for (const auto& [lvl, id] : sub->outer_refs_)
-                if (lvl == 1) keep[static_cast<std::size_t>(id)] = 1;
-        const std::uint64_t bits = nodes_[ni].kernel->released_constant_inputs();
+    for (const Node& n : g.nodes) {
+        for (ValueId in : n.inputs)
+            if (in != kNoValue) ++readers[static_cast<std::size_t>(in)];
+        std::vector<std::string> captured;
+        Graph::collect_captures(n, captured);
+        for (const auto& name : captured)
+            if (auto it = names_.find(name); it != names_.end())
+                keep[static_cast<std::size_t>(it->second)] = 1;
+    }
+    auto release_read_constants = [&](std::size_t ni) {
         const Node& n = g.nodes[ni];
+        const std::uint64_t bits = nodes_[ni].kernel->released_constant_inputs();
         for (std::size_t i = 0; i < n.inputs.size(); ++i) {
             if (n.inputs[i] == kNoValue) continue;
             const auto v = static_cast<std::size_t>(n.inputs[i]);
             if (i < 64 && ((bits >> i) & 1u) != 0) consumed[v] = 1;
             else keep[v] = 1;
+            if (--readers[v] > 0 || !consumed[v] || keep[v]) continue;
+            auto& init = g.values[v].initializer;
+            if (!init || init->raw_data() == nullptr) continue;
+            released_constant_bytes_ += init->num_bytes();
+            // No data, but not a null tensor: readers see its dtype and shape.
+            init = Tensor::wrap(nullptr, init->dtype(), init->shape(), init->device(),
+                                std::make_shared<char>(0));
         }
-    }
-    for (std::size_t v = 0; v < g.values.size(); ++v) {
-        auto& init = g.values[v].initializer;
-        if (!consumed[v] || keep[v] || !init || init->raw_data() == nullptr) continue;
-        released_constant_bytes_ += init->num_bytes();
-        // No data, but not a null tensor: readers see its dtype and shape.
-        init = Tensor::wrap(nullptr, init->dtype(), init->shape(), init->device(),
-                            std::make_shared<char>(0));
-    }
-}
-
-Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
-    const Graph& g = *graph_;
-    nodes_.resize(g.nodes.size());
+    };
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
         const Node& n = g.nodes[ni];
         const std::int64_t opset = g.opset(n.domain);
@@ -196,6 +200,7 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
                 if (lvl > 1) outer_refs_.emplace_back(lvl - 1, id);
         // Infer this node's output types/shapes before later nodes pick kernels by them.
         DSINFER_RETURN_IF_ERROR(infer_node(ni));
+        release_read_constants(ni);
     }
     return Status::ok();
 }
@@ -232,7 +237,8 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             continue;
         }
         const Value& v = g.value(id);
-        if (v.initializer) {
+        // (An initializer released to its kernels carries no data: it is probed as meta.)
+        if (v.initializer && (v.initializer->raw_data() != nullptr || v.initializer->num_bytes() == 0)) {
             for (auto& ins : probes) ins.push_back(*v.initializer);
             continue;
         }

@@ -130,9 +130,6 @@ private:
     /// layout. Runs after shape inference, before lifetimes.
     Status negotiate_layouts();
     void plan_lifetimes();
-    /// Frees the data of initializers that every reader has copied (see Kernel::
-    /// released_constant_inputs); their dtype and shape stay.
-    void release_consumed_constants();
 
     struct Recording;
     struct RunMemory;
