@@ -14,36 +14,41 @@
 // --json prints one JSON object on one line. Exit status: 0 ok, 1 engine error or a feature not
 // available yet (CUDA, precisions other than fp32), 2 bad command line.
 #include <fmt/format.h>
-#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "bench_inputs.hpp"
+#include "bench_cli.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsinfer;
 
 namespace {
 
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
+using bench::available_processors;
+using bench::json_array;
+using bench::json_number;
+using bench::json_string;
+using bench::kExitError;
+using bench::load_average;
+using bench::quantile;
 
-constexpr const char* kUsage =
+// The usage printed by -h and after every command-line error.
+const std::string kUsage = std::string(
     "usage: ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
@@ -52,159 +57,55 @@ constexpr const char* kUsage =
     "\n"
     "  --model PATH        ONNX model to time (required)\n"
     "  --device D          cpu (default); cuda is not available yet (Step 5)\n"
-    "  --precision P       fp32 (default); bf16, fp16, int8 are not available yet\n"
-    "  --batch N           first symbolic dim of every input (default 1)\n"
-    "  --seq N             every later symbolic dim (required when the model has one)\n"
-    "  --shape NAME=DxD    the whole shape of input NAME (repeatable; e.g. input_ids=2x128)\n"
-    "  --threads N         intra-op threads; 0 = the processors available (default 0)\n"
+    "  --precision P       fp32 (default); bf16, fp16, int8 are not available yet\n") +
+    bench::kEngineFlagsUsage +
     "  --warmup N          untimed runs after the first run (default 3)\n"
     "  --iterations N      at least N timed runs (default 10)\n"
     "  --min-time S        and at least S seconds of timed runs (default 3)\n"
-    "  --backends LIST     comma-separated, in priority order (default: the build's default)\n"
-    "  --seed N            seed of the input generator (default 12345, as the ORT harness)\n"
-    "  --opt-level N       graph optimization level 0-3 (default 3)\n"
     "  --profile           after timing, print time per op type and kernel provider\n"
     "                      (to stderr with --json)\n"
     "  --json              print one JSON object on one line\n";
 
-struct Args {
-    fs::path model;
+const bench::Usage kCli{"ds-benchmark", kUsage};
+
+struct Args : bench::CommonArgs {
     std::string device = "cpu";
     std::string precision = "fp32";
-    bench::ShapeRequest shapes;
-    int threads = 0;
     int warmup = 3;
     std::int64_t iterations = 10;
     double min_time_s = 3.0;
-    std::vector<std::string> backends;
-    int opt_level = 3;
-    bool json = false;
     int profile = 0;  // top-N op types by time (0 = off)
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-    fmt::print(stderr, "ds-benchmark: {}\n\n{}", message, kUsage);
-    std::exit(kExitUsage);
-}
-
-std::int64_t parse_int(std::string_view flag, std::string_view text, std::int64_t min,
-                       std::int64_t max) {
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-        usage_error(fmt::format("{} expects an integer, got '{}'", flag, text));
-    if (v < min || v > max)
-        usage_error(fmt::format("{} must be in [{}, {}], got {}", flag, min, max, v));
-    return v;
-}
-
-double parse_seconds(std::string_view flag, std::string_view text) {
-    const std::string s(text);
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0)
-        usage_error(fmt::format("{} expects a number of seconds >= 0, got '{}'", flag, text));
-    return v;
-}
-
-/// "input_ids=2x128" -> {"input_ids", {2, 128}}
-void parse_shape(std::string_view text, bench::ShapeRequest& req) {
-    const auto eq = text.find('=');
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
-        usage_error(fmt::format("--shape expects NAME=DxD..., got '{}'", text));
-    const std::string name(text.substr(0, eq));
-    std::vector<std::int64_t> dims;
-    std::string_view rest = text.substr(eq + 1);
-    while (true) {
-        const auto x = rest.find('x');
-        dims.push_back(parse_int("--shape " + name, rest.substr(0, x), 0, 1ll << 40));
-        if (x == std::string_view::npos) break;
-        rest = rest.substr(x + 1);
-    }
-    if (!req.overrides.emplace(name, std::move(dims)).second)
-        usage_error(fmt::format("--shape {} is given twice", name));
-}
-
-std::vector<std::string> parse_backends(std::string_view text) {
-    std::vector<std::string> list;
-    while (true) {
-        const auto comma = text.find(',');
-        const std::string b(text.substr(0, comma));
-        if (b != "onednn" && b != "cpu" && b != "reference")
-            usage_error(
-                fmt::format("--backends: unknown backend '{}' (known: onednn, cpu, "
-                            "reference)",
-                            b));
-        if (std::find(list.begin(), list.end(), b) != list.end())
-            usage_error(fmt::format("--backends lists '{}' twice", b));
-        list.push_back(b);
-        if (comma == std::string_view::npos) break;
-        text = text.substr(comma + 1);
-    }
-    return list;
-}
-
 Args parse_args(int argc, char** argv) {
     Args a;
-    bool have_model = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string flag = argv[i];
-        std::optional<std::string> inline_value;
-        if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-            inline_value = flag.substr(eq + 1);
-            flag.resize(eq);
-        }
-        auto value = [&]() -> std::string {
-            if (inline_value) return *inline_value;
-            if (i + 1 >= argc) usage_error(flag + " expects a value");
-            return argv[++i];
-        };
-        if (flag == "-h" || flag == "--help") {
-            fmt::print("{}", kUsage);
-            std::exit(0);
-        } else if (flag == "--model") {
-            a.model = value();
-            have_model = true;
-        } else if (flag == "--device") {
-            a.device = value();
+    bench::ArgParser p(kCli, argc, argv);
+    while (p.next()) {
+        const std::string& flag = p.flag();
+        if (bench::parse_common_flag(p, a)) continue;
+        if (flag == "--device") {
+            a.device = p.value();
             if (a.device != "cpu" && a.device != "cuda")
-                usage_error("--device must be cpu or cuda, got '" + a.device + "'");
+                p.error("--device must be cpu or cuda, got '" + a.device + "'");
         } else if (flag == "--precision") {
-            a.precision = value();
+            a.precision = p.value();
             if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "fp16" &&
                 a.precision != "int8")
-                usage_error("--precision must be fp32, bf16, fp16 or int8, got '" + a.precision +
-                            "'");
-        } else if (flag == "--batch") {
-            a.shapes.batch = parse_int(flag, value(), 1, 1 << 24);
-        } else if (flag == "--seq") {
-            a.shapes.seq = parse_int(flag, value(), 1, 1 << 24);
-        } else if (flag == "--shape") {
-            parse_shape(value(), a.shapes);
-        } else if (flag == "--threads") {
-            a.threads = static_cast<int>(parse_int(flag, value(), 0, 4096));
+                p.error("--precision must be fp32, bf16, fp16 or int8, got '" + a.precision + "'");
         } else if (flag == "--warmup") {
-            a.warmup = static_cast<int>(parse_int(flag, value(), 0, 1 << 20));
+            a.warmup = static_cast<int>(p.integer(0, 1 << 20));
         } else if (flag == "--iterations") {
-            a.iterations = parse_int(flag, value(), 1, 1 << 30);
+            a.iterations = p.integer(1, 1 << 30);
         } else if (flag == "--min-time") {
-            a.min_time_s = parse_seconds(flag, value());
-        } else if (flag == "--backends") {
-            a.backends = parse_backends(value());
-        } else if (flag == "--seed") {
-            a.shapes.seed = static_cast<std::uint32_t>(parse_int(flag, value(), 0, 0xffffffffll));
-        } else if (flag == "--opt-level") {
-            a.opt_level = static_cast<int>(parse_int(flag, value(), 0, 3));
+            a.min_time_s = p.number(0.0, false, "a number of seconds");
         } else if (flag == "--profile") {
+            p.no_value();
             a.profile = 15;
-        } else if (flag == "--json") {
-            if (inline_value) usage_error("--json takes no value");
-            a.json = true;
         } else {
-            usage_error("unknown argument '" + std::string(argv[i]) + "'");
+            p.unknown();
         }
     }
-    if (!have_model || a.model.empty()) usage_error("--model PATH is required");
+    bench::check_common(p, a);
     return a;
 }
 
@@ -433,20 +334,6 @@ std::vector<std::string> cpu_isa_extensions() {
     return found;
 }
 
-int available_processors() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-    return 1;
-}
-
-std::vector<double> load_average() {
-    std::ifstream in("/proc/loadavg");
-    std::vector<double> l(3, 0.0);
-    in >> l[0] >> l[1] >> l[2];
-    return l;
-}
-
 std::int64_t peak_rss_bytes() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -454,39 +341,6 @@ std::int64_t peak_rss_bytes() {
 }
 
 // ---- statistics and output ----
-
-/// Linear interpolation between order statistics (as ort_bench.mjs).
-double quantile(const std::vector<double>& sorted, double q) {
-    const double pos = static_cast<double>(sorted.size() - 1) * q;
-    const auto lo = static_cast<std::size_t>(std::floor(pos));
-    const auto hi = static_cast<std::size_t>(std::ceil(pos));
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
-
-std::string json_string(std::string_view s) {
-    std::string out = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\')
-            out += '\\', out += c;
-        else if (static_cast<unsigned char>(c) < 0x20)
-            out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else
-            out += c;
-    }
-    return out + "\"";
-}
-
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
-
-template <class Range, class F>
-std::string json_array(const Range& r, F element) {
-    std::string out = "[";
-    for (const auto& x : r) {
-        if (out.size() > 1) out += ',';
-        out += element(x);
-    }
-    return out + "]";
-}
 
 /// True when every floating-point element of `outputs` is finite.
 bool outputs_finite(const std::vector<NamedTensor>& outputs) {
@@ -524,8 +378,12 @@ std::string dims_json(const Shape& s) {
 
 std::string providers_json(const std::map<std::string, int>& p) {
     std::string s = "{";
-    for (const auto& [name, count] : p)
-        s += (s.size() > 1 ? "," : "") + json_string(name) + ":" + std::to_string(count);
+    for (const auto& [name, count] : p) {
+        if (s.size() > 1) s += ',';
+        s += json_string(name);
+        s += ':';
+        s += std::to_string(count);
+    }
     return s + "}";
 }
 
@@ -654,10 +512,7 @@ int run(const Args& a) {
     };
     Result r;
     r.loadavg = load_average();
-    EngineOptions options;
-    options.backends = a.backends;
-    options.num_threads = a.threads;
-    options.optimization_level = a.opt_level;
+    const EngineOptions options = a.engine_options();
     const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
 
     auto t0 = Clock::now();
@@ -668,13 +523,9 @@ int run(const Args& a) {
     r.blocked_nodes = engine.blocked_layout_nodes();
     r.optimization = engine.optimization_report();
 
-    auto generated = bench::make_inputs(engine, a.shapes);
-    if (!generated) {
-        const Status& st = generated.status();
-        if (st.code() != ErrorCode::invalid_argument) throw Error(st);
-        usage_error(st.message());
-    }
-    const std::vector<NamedTensor> inputs = generated->tensors();
+    const bench::GeneratedInputs generated =
+        bench::make_inputs_or_exit(kCli, engine, a.shapes);
+    const std::vector<NamedTensor> inputs = generated.tensors();
 
     t0 = Clock::now();
     r.finite = outputs_finite(engine.run(inputs));
@@ -693,17 +544,17 @@ int run(const Args& a) {
     }
     std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
     if (a.profile > 0) print_profile(engine, inputs, a.profile, a.json);
-    r.throughput = static_cast<double>(generated->batch.value_or(a.shapes.batch)) *
+    r.throughput = static_cast<double>(generated.batch.value_or(a.shapes.batch)) *
                    static_cast<double>(r.latencies_ms.size()) / r.timed_s;
-    r.flops = flops_per_sample(a.model, generated->seq);
+    r.flops = flops_per_sample(a.model, generated.seq);
     r.peak_rss = peak_rss_bytes();
     r.plan = engine.memory_plan_stats();
     r.pool_peak_reserved = default_memory_pool()->stats().peak_bytes_reserved;
     const int threads = a.threads > 0 ? a.threads : available_processors();
     if (a.json)
-        print_json(a, backends, *generated, threads, r);
+        print_json(a, backends, generated, threads, r);
     else
-        print_table(a, backends, *generated, threads, r);
+        print_table(a, backends, generated, threads, r);
     return 0;
 }
 

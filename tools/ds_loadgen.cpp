@@ -1,0 +1,727 @@
+// ds-loadgen: drives InferenceEngine::submit() (the dynamic batcher) with an open-loop or a
+// closed-loop load and reports throughput, latency, outcomes and batching (docs/LOADGEN.md).
+//
+//   ds-loadgen --model PATH (--rate QPS | --concurrency N) --duration SECONDS
+//              [--rate-steps QPS:SECONDS,...] [--batching off | --max-batch N
+//              --max-queue-delay-us N] [--adaptive --p99-target-ms X] [--workers N] [--queue N]
+//              [--threads N] [--batch N] [--seq N] [--shape NAME=DxD]... [--seed N]
+//              [--backends LIST] [--opt-level N] [--deadline-ms X] [--warmup N] [--drain-s S]
+//              [--timeline] [--json]
+//
+// Open loop (--rate, --rate-steps): a pacing thread issues requests at Poisson arrival times
+// (exponential gaps from a generator seeded by --seed) on an absolute schedule, through the
+// callback form of submit() so it never waits for an answer; latency is measured from each
+// request's scheduled arrival, so a generator that falls behind does not hide queueing
+// (coordinated omission): its lag is measured, counted and reported. Closed loop
+// (--concurrency N): N client threads each submit and wait, back to back; latency from the
+// submit. Before the measured window: the load, the first run alone (first_run_ms) and a burst
+// of --warmup requests through the batcher. After it: the queued requests are drained for up
+// to --drain-s seconds, then cancelled. Inputs: tools/bench_inputs.hpp, as ds-benchmark.
+// Exit status: 0 ok (whatever the requests' outcomes), 1 engine error (load, first run,
+// warm-up), 2 bad command line.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_cli.hpp"
+
+using namespace dsinfer;
+
+namespace {
+
+using bench::json_number;
+using bench::json_string;
+using bench::quantile;
+using Clock = std::chrono::steady_clock;
+
+const std::string kUsage =
+    std::string(
+        "usage: ds-loadgen --model PATH (--rate QPS | --concurrency N) --duration SECONDS\n"
+        "                  [--rate-steps QPS:SECONDS,...] [--batching on|off]\n"
+        "                  [--max-batch N] [--max-queue-delay-us N]\n"
+        "                  [--adaptive --p99-target-ms X] [--workers N] [--queue N]\n"
+        "                  [--threads N] [--batch N] [--seq N] [--shape NAME=DxD]... [--seed N]\n"
+        "                  [--backends LIST] [--opt-level N] [--deadline-ms X] [--warmup N]\n"
+        "                  [--drain-s S] [--timeline] [--json]\n"
+        "\n"
+        "  --model PATH        ONNX model (required)\n"
+        "  --rate QPS          open loop: Poisson arrivals at QPS requests/s; latency is measured\n"
+        "                      from each request's scheduled arrival (no coordinated omission)\n"
+        "  --rate-steps LIST   open loop with a rate that changes: QPS:SECONDS,QPS:SECONDS,...\n"
+        "                      (instead of --rate and --duration; QPS may be 0)\n"
+        "  --concurrency N     closed loop: N clients, each submits and waits, back to back;\n"
+        "                      latency from the submit\n"
+        "  --duration S        seconds of measured load (required with --rate/--concurrency)\n"
+        "  --batching on|off   off: BatchingOptions::max_batch_size = 1, each request runs alone\n"
+        "                      (still queued); on (default): the settings below\n"
+        "  --max-batch N       BatchingOptions::max_batch_size, rows (default: the engine's, 8)\n"
+        "  --max-queue-delay-us N  BatchingOptions::max_queue_delay (default: the engine's, 2000)\n"
+        "  --adaptive          BatchingOptions::adaptive (needs --p99-target-ms)\n"
+        "  --p99-target-ms X   BatchingOptions::p99_target_ms\n"
+        "  --workers N         BatchingOptions::num_workers (default 1)\n"
+        "  --queue N           BatchingOptions::max_queue_size (default 1024)\n") +
+    bench::kEngineFlagsUsage +
+    "  --deadline-ms X     each request's deadline, X ms after its arrival (default none)\n"
+    "  --warmup N          requests submitted at once before the clock starts (default: 2 x\n"
+    "                      the max batch, at most the queue size)\n"
+    "  --drain-s S         after the window, wait up to S s for queued requests, then cancel\n"
+    "                      them (default 10)\n"
+    "  --timeline          print the per-second timeline (always in --json)\n"
+    "  --json              print one JSON object on one line\n";
+
+const bench::Usage kCli{"ds-loadgen", kUsage};
+
+/// One piece of an open-loop schedule: Poisson arrivals at `qps` for `seconds`.
+struct RateStep {
+    double qps = 0;
+    double seconds = 0;
+};
+
+struct Args : bench::CommonArgs {
+    std::vector<RateStep> steps;  ///< open loop; empty = closed loop
+    int concurrency = 0;          ///< closed loop
+    double duration_s = 0;
+    bool batching_off = false;
+    std::optional<std::int64_t> max_batch, max_queue_delay_us, workers, queue;
+    bool adaptive = false;
+    std::optional<double> p99_target_ms, deadline_ms;
+    std::optional<std::int64_t> warmup;
+    double drain_s = 10;
+    bool timeline = false;
+
+    bool open_loop() const { return !steps.empty(); }
+    double total_s() const {
+        double t = 0;
+        for (const RateStep& s : steps) t += s.seconds;
+        return open_loop() ? t : duration_s;
+    }
+    /// The mean offered rate of the open-loop schedule.
+    double mean_rate() const {
+        double n = 0;
+        for (const RateStep& s : steps) n += s.qps * s.seconds;
+        return n / total_s();
+    }
+};
+
+std::vector<RateStep> parse_rate_steps(const bench::ArgParser& p, std::string_view text) {
+    std::vector<RateStep> steps;
+    while (true) {
+        const auto comma = text.find(',');
+        const std::string_view item = text.substr(0, comma);
+        const auto colon = item.find(':');
+        if (colon == std::string_view::npos)
+            p.error(fmt::format("--rate-steps expects QPS:SECONDS,..., got '{}'", item));
+        RateStep s;
+        s.qps = p.parse_number("--rate-steps (QPS)", item.substr(0, colon), 0.0, false, "a rate");
+        s.seconds = p.parse_number("--rate-steps (SECONDS)", item.substr(colon + 1), 0.0, true,
+                                   "a number of seconds");
+        steps.push_back(s);
+        if (comma == std::string_view::npos) break;
+        text = text.substr(comma + 1);
+    }
+    return steps;
+}
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    std::optional<double> rate;
+    bool have_duration = false;
+    bench::ArgParser p(kCli, argc, argv);
+    while (p.next()) {
+        const std::string& flag = p.flag();
+        if (bench::parse_common_flag(p, a)) continue;
+        if (flag == "--rate") {
+            rate = p.number(0.0, true, "a rate");
+        } else if (flag == "--rate-steps") {
+            a.steps = parse_rate_steps(p, p.value());
+        } else if (flag == "--concurrency") {
+            a.concurrency = static_cast<int>(p.integer(1, 4096));
+        } else if (flag == "--duration") {
+            a.duration_s = p.number(0.0, true, "a number of seconds");
+            have_duration = true;
+        } else if (flag == "--batching") {
+            const std::string v = p.value();
+            if (v != "on" && v != "off") p.error("--batching must be on or off, got '" + v + "'");
+            a.batching_off = v == "off";
+        } else if (flag == "--max-batch") {
+            a.max_batch = p.integer(1, 1 << 20);
+        } else if (flag == "--max-queue-delay-us") {
+            a.max_queue_delay_us = p.integer(0, 60'000'000);
+        } else if (flag == "--adaptive") {
+            p.no_value();
+            a.adaptive = true;
+        } else if (flag == "--p99-target-ms") {
+            a.p99_target_ms = p.number(0.0, true, "a number of milliseconds");
+        } else if (flag == "--workers") {
+            a.workers = p.integer(1, 256);
+        } else if (flag == "--queue") {
+            a.queue = p.integer(1, 1 << 24);
+        } else if (flag == "--deadline-ms") {
+            a.deadline_ms = p.number(0.0, true, "a number of milliseconds");
+        } else if (flag == "--warmup") {
+            a.warmup = p.integer(0, 1 << 20);
+        } else if (flag == "--drain-s") {
+            a.drain_s = p.number(0.0, false, "a number of seconds");
+        } else if (flag == "--timeline") {
+            p.no_value();
+            a.timeline = true;
+        } else {
+            p.unknown();
+        }
+    }
+    bench::check_common(p, a);
+    const bool open = rate.has_value() || !a.steps.empty();
+    if (rate && !a.steps.empty()) p.error("give --rate or --rate-steps, not both");
+    if (open && a.concurrency > 0)
+        p.error("give --rate/--rate-steps (open loop) or --concurrency (closed loop), not both");
+    if (!open && a.concurrency == 0)
+        p.error("give --rate QPS or --rate-steps (open loop), or --concurrency N (closed loop)");
+    if (!a.steps.empty() && have_duration)
+        p.error("--rate-steps gives the durations: drop --duration");
+    if (a.steps.empty() && !have_duration) p.error("--duration SECONDS is required");
+    if (rate) a.steps.push_back({*rate, a.duration_s});
+    if (a.open_loop()) a.duration_s = a.total_s();
+    if (a.batching_off && (a.max_batch || a.max_queue_delay_us || a.adaptive))
+        p.error(
+            "--batching off runs requests alone: drop --max-batch, --max-queue-delay-us "
+            "and --adaptive");
+    if (a.adaptive && !a.p99_target_ms) p.error("--adaptive needs --p99-target-ms X");
+    if (!a.adaptive && a.p99_target_ms) p.error("--p99-target-ms needs --adaptive");
+    return a;
+}
+
+// ---- recording ----
+
+/// One finished request: times in ns since the start of the measured window.
+struct Record {
+    std::int64_t arrival_ns = 0;  ///< scheduled arrival (open loop) or submit (closed loop)
+    std::int64_t done_ns = 0;     ///< outcome delivered
+    ErrorCode code = ErrorCode::ok;
+};
+
+/// Collects the outcomes of the requests in flight; wait_idle() waits for the last one.
+class Recorder {
+public:
+    void begin() {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++outstanding_;
+    }
+    void finish(const Record& r) noexcept {
+        std::lock_guard<std::mutex> lock(mu_);
+        records_.push_back(r);  // reserved: no allocation on the hot path in practice
+        if (--outstanding_ == 0) idle_.notify_all();
+    }
+    void wait_idle() {
+        std::unique_lock<std::mutex> lock(mu_);
+        idle_.wait(lock, [&] { return outstanding_ == 0; });
+    }
+    void reserve(std::size_t n) {
+        std::lock_guard<std::mutex> lock(mu_);
+        records_.reserve(n);
+    }
+    /// After wait_idle().
+    std::vector<Record> take() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return std::move(records_);
+    }
+
+private:
+    std::mutex mu_;
+    std::condition_variable idle_;
+    std::size_t outstanding_ = 0;
+    std::vector<Record> records_;
+};
+
+std::int64_t ns_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count();
+}
+
+/// How far behind its schedule the open-loop generator issued requests.
+struct PacingStats {
+    std::vector<double> lag_ms;  ///< per issued request: issue time - scheduled time
+    std::uint64_t late = 0;      ///< issued more than kLateMs after their arrival time
+    static constexpr double kLateMs = 1.0;
+};
+
+/// Open loop: issues Poisson arrivals on the schedule of `steps` from `start` until its end.
+PacingStats run_open_loop(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs,
+                          const Args& a, Clock::time_point start, Recorder& rec) {
+    PacingStats ps;
+    ps.lag_ms.reserve(static_cast<std::size_t>(a.mean_rate() * a.duration_s * 1.2) + 64);
+    std::mt19937_64 rng(a.shapes.seed);
+    double t = 0;  // seconds since start: the last arrival
+    double step_end = 0;
+    for (const RateStep& step : a.steps) {
+        step_end += step.seconds;
+        std::exponential_distribution<double> gap(step.qps > 0 ? step.qps : 1.0);
+        while (true) {
+            // Memoryless arrivals: restarting the draw at a step boundary is exact.
+            const double next = step.qps > 0 ? t + gap(rng) : step_end;
+            if (next >= step_end) {
+                t = step_end;
+                break;
+            }
+            t = next;
+            const auto scheduled = start + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(t));
+            std::this_thread::sleep_until(scheduled);
+            const auto now = Clock::now();
+            const double lag = std::chrono::duration<double, std::milli>(now - scheduled).count();
+            ps.lag_ms.push_back(lag);
+            if (lag > PacingStats::kLateMs) ++ps.late;
+            RequestOptions ro;
+            if (a.deadline_ms)
+                ro.deadline =
+                    scheduled + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double, std::milli>(*a.deadline_ms));
+            const std::int64_t arrival = ns_between(start, scheduled);
+            rec.begin();
+            engine.submit(
+                inputs,
+                [&rec, start, arrival](StatusOr<InferenceEngine::Outputs> r) {
+                    rec.finish({arrival, ns_between(start, Clock::now()),
+                                r.is_ok() ? ErrorCode::ok : r.status().code()});
+                },
+                std::move(ro));
+        }
+    }
+    return ps;
+}
+
+/// Closed loop: `a.concurrency` clients submit and wait until `end`.
+void run_closed_loop(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs,
+                     const Args& a, Clock::time_point start, Clock::time_point end, Recorder& rec) {
+    std::vector<std::thread> clients;
+    for (int c = 0; c < a.concurrency; ++c)
+        clients.emplace_back([&] {
+            while (Clock::now() < end) {
+                RequestOptions ro;
+                const auto t0 = Clock::now();
+                if (a.deadline_ms)
+                    ro.deadline =
+                        t0 + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double, std::milli>(*a.deadline_ms));
+                rec.begin();
+                ErrorCode code = ErrorCode::ok;
+                try {
+                    (void)engine.submit(inputs, std::move(ro)).get();
+                } catch (const Error& e) {
+                    code = e.code();
+                } catch (...) {
+                    code = ErrorCode::internal;
+                }
+                rec.finish({ns_between(start, t0), ns_between(start, Clock::now()), code});
+            }
+        });
+    for (auto& t : clients) t.join();
+}
+
+/// batching_state() samples, 10 per second of the window.
+struct StateSample {
+    double t = 0;  ///< seconds since the start of the window
+    BatchingState state;
+};
+
+std::vector<StateSample> sample_state(const InferenceEngine& engine, Clock::time_point start,
+                                      double seconds, const std::atomic<bool>& stop) {
+    constexpr auto kTick = std::chrono::milliseconds(100);
+    std::vector<StateSample> out;
+    for (int k = 1;; ++k) {
+        const auto at = start + k * kTick;
+        if (std::chrono::duration<double>(at - start).count() > seconds + 1e-9) break;
+        std::this_thread::sleep_until(at);
+        if (stop.load()) break;
+        out.push_back({std::chrono::duration<double>(at - start).count(), engine.batching_state()});
+    }
+    return out;
+}
+
+/// a - b: the histogram of the records between two snapshots. Its min and max are unknown, so
+/// its quantiles come from the buckets alone (within 1/64 of the value).
+HistogramSnapshot since(const HistogramSnapshot& a, const HistogramSnapshot& b) {
+    HistogramSnapshot d;
+    d.buckets.resize(a.buckets.size());
+    for (std::size_t i = 0; i < a.buckets.size(); ++i)
+        d.buckets[i] = a.buckets[i] - (i < b.buckets.size() ? b.buckets[i] : 0);
+    d.count = a.count - b.count;
+    d.sum_ns = a.sum_ns - b.sum_ns;
+    d.min_ns = 1;  // min > max: "ends unknown" (quantile_ns uses the buckets)
+    d.max_ns = 0;
+    return d;
+}
+
+// ---- results ----
+
+struct Second {
+    std::uint64_t offered = 0, completed = 0;
+    std::vector<double> latency_ms;  // OK requests that completed in this second
+    std::optional<BatchingState> state;
+    std::size_t max_queued = 0;
+};
+
+struct Result {
+    double load_ms = 0, first_run_ms = 0, warmup_ms = 0;
+    std::int64_t warmup = 0;
+    std::uint64_t issued = 0, completed = 0, completed_in_window = 0, failed = 0, rejected = 0,
+                  timed_out = 0, cancelled = 0;
+    std::vector<double> latency_ms;  // OK requests, sorted
+    double latency_mean = NAN;
+    HistogramSnapshot queue, compute;
+    std::uint64_t batches = 0, batch_requests = 0, batch_items = 0, max_batch_requests = 0;
+    PacingStats pacing;
+    std::vector<Second> seconds;
+    std::vector<double> loadavg;
+    std::string info;
+    BatchingOptions batching;
+    bool drained = true;
+};
+
+double ms_quantile(const HistogramSnapshot& h, double q) {
+    return h.count == 0 ? NAN : h.quantile_ns(q) / 1e6;
+}
+double sorted_quantile(const std::vector<double>& v, double q) {
+    return v.empty() ? NAN : quantile(v, q);
+}
+
+std::string latency_from(const Args& a) { return a.open_loop() ? "scheduled_arrival" : "submit"; }
+
+void print_json(const Args& a, const bench::GeneratedInputs& in, const Result& r) {
+    const double d = a.duration_s;
+    const std::int64_t rows = in.batch.value_or(a.shapes.batch);
+    const double throughput = static_cast<double>(r.completed_in_window) / d;
+    std::string o = "{";
+    auto field = [&](std::string_view key, const std::string& value) {
+        if (o.size() > 1) o += ',';
+        o += json_string(key);
+        o += ':';
+        o += value;
+    };
+    auto num = [](double v) { return json_number(v); };
+    auto uint = [](std::uint64_t v) { return std::to_string(v); };
+    field("tool", json_string("ds-loadgen"));
+    field("model", json_string(a.model.string()));
+    field("mode", json_string(a.open_loop() ? "open" : "closed"));
+    field("arrivals", a.open_loop() ? json_string("poisson") : "null");
+    field("offered_rate", num(a.open_loop() ? a.mean_rate() : static_cast<double>(r.issued) / d));
+    field("rate_steps", bench::json_array(a.steps, [](const RateStep& s) {
+              return fmt::format("{{\"qps\":{},\"seconds\":{}}}", json_number(s.qps),
+                                 json_number(s.seconds));
+          }));
+    field("concurrency", a.concurrency > 0 ? std::to_string(a.concurrency) : "null");
+    field("duration_s", num(d));
+    field("batch", std::to_string(rows));
+    field("seq", in.seq ? std::to_string(*in.seq) : "null");
+    field("threads", std::to_string(a.threads > 0 ? a.threads : bench::available_processors()));
+    field("seed", std::to_string(a.shapes.seed));
+    const BatchingOptions& b = r.batching;
+    field(
+        "batching",
+        fmt::format("{{\"enabled\":{},\"max_batch_size\":{},\"max_queue_delay_us\":{},"
+                    "\"max_queue_size\":{},\"num_workers\":{},\"adaptive\":{},"
+                    "\"p99_target_ms\":{},\"info\":{}}}",
+                    a.batching_off ? "false" : "true", b.max_batch_size, b.max_queue_delay.count(),
+                    b.max_queue_size, b.num_workers, b.adaptive ? "true" : "false",
+                    b.adaptive ? json_number(b.p99_target_ms) : "null", json_string(r.info)));
+    field("deadline_ms", a.deadline_ms ? num(*a.deadline_ms) : "null");
+    field("load_ms", num(r.load_ms));
+    field("first_run_ms", num(r.first_run_ms));
+    field("warmup", fmt::format("{{\"requests\":{},\"ms\":{}}}", r.warmup, num(r.warmup_ms)));
+    field("issued", uint(r.issued));
+    field("completed", uint(r.completed));
+    field("completed_in_window", uint(r.completed_in_window));
+    field("failed", uint(r.failed));
+    field("rejected", uint(r.rejected));
+    field("timed_out", uint(r.timed_out));
+    field("cancelled", uint(r.cancelled));
+    field("drained", r.drained ? "true" : "false");
+    field("throughput", num(throughput));
+    field("throughput_rows", num(throughput * static_cast<double>(rows)));
+    field("latency_from", json_string(latency_from(a)));
+    const auto& l = r.latency_ms;
+    field("latency_ms",
+          fmt::format("{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{}}}",
+                      num(sorted_quantile(l, 0.5)), num(sorted_quantile(l, 0.9)),
+                      num(sorted_quantile(l, 0.99)), num(sorted_quantile(l, 0.999)),
+                      num(l.empty() ? NAN : l.back()), num(r.latency_mean)));
+    for (const auto& [key, h] :
+         {std::pair<const char*, const HistogramSnapshot*>{"queue_ms", &r.queue},
+          {"compute_ms", &r.compute}})
+        field(key, fmt::format("{{\"p50\":{},\"p99\":{},\"mean\":{}}}", num(ms_quantile(*h, 0.5)),
+                               num(ms_quantile(*h, 0.99)),
+                               num(h->count == 0 ? NAN : h->mean_ns() / 1e6)));
+    field("batches", uint(r.batches));
+    field("mean_batch_size", num(r.batches == 0 ? NAN
+                                                : static_cast<double>(r.batch_requests) /
+                                                      static_cast<double>(r.batches)));
+    field("mean_batch_rows", num(r.batches == 0 ? NAN
+                                                : static_cast<double>(r.batch_items) /
+                                                      static_cast<double>(r.batches)));
+    field("max_batch_size_seen", uint(r.max_batch_requests));
+    std::vector<double> lag = r.pacing.lag_ms;
+    std::sort(lag.begin(), lag.end());
+    field("generator",
+          a.open_loop()
+              ? fmt::format("{{\"late\":{},\"late_threshold_ms\":{},\"lag_ms_p99\":{},"
+                            "\"lag_ms_max\":{}}}",
+                            r.pacing.late, PacingStats::kLateMs, num(sorted_quantile(lag, 0.99)),
+                            num(lag.empty() ? NAN : lag.back()))
+              : "null");
+    field("loadavg", bench::json_array(r.loadavg, json_number));
+    field("cpus", std::to_string(bench::available_processors()));
+    std::string tl = "[";
+    for (std::size_t s = 0; s < r.seconds.size(); ++s) {
+        const Second& sec = r.seconds[s];
+        std::vector<double> lat = sec.latency_ms;
+        std::sort(lat.begin(), lat.end());
+        if (s > 0) tl += ',';
+        tl += fmt::format(
+            "{{\"t\":{},\"offered\":{},\"completed\":{},\"p99_ms\":{},\"max_batch_size\":{},"
+            "\"max_queue_delay_us\":{},\"queued\":{}}}",
+            s, sec.offered, sec.completed, num(sorted_quantile(lat, 0.99)),
+            sec.state ? std::to_string(sec.state->max_batch_size) : "null",
+            sec.state ? std::to_string(sec.state->max_queue_delay.count()) : "null",
+            sec.max_queued);
+    }
+    field("timeline", tl + "]");
+    fmt::print("{}}}\n", o);
+}
+
+void print_text(const Args& a, const bench::GeneratedInputs& in, const Result& r) {
+    const double d = a.duration_s;
+    const std::int64_t rows = in.batch.value_or(a.shapes.batch);
+    const BatchingOptions& b = r.batching;
+    std::string load;
+    if (a.open_loop()) {
+        if (a.steps.size() == 1) {
+            load =
+                fmt::format("open loop, Poisson {:.1f} requests/s for {:.1f} s", a.steps[0].qps, d);
+        } else {
+            load = "open loop, Poisson rate steps";
+            for (const RateStep& s : a.steps)
+                load += fmt::format(" {:.1f}/s x {:.1f} s", s.qps, s.seconds);
+        }
+    } else {
+        load = fmt::format("closed loop, {} clients for {:.1f} s", a.concurrency, d);
+    }
+    fmt::print("ds-loadgen {}  ({}; {} row(s) per request, threads {})\n", a.model.string(), load,
+               rows, a.threads > 0 ? a.threads : bench::available_processors());
+    fmt::print(
+        "  {:<12}{}\n", "batching",
+        a.batching_off
+            ? fmt::format("off (each request alone), queue {}, workers {}", b.max_queue_size,
+                          b.num_workers)
+            : fmt::format(
+                  "max batch {} rows, max queue delay {} us, queue {}, workers {}{}",
+                  b.max_batch_size, b.max_queue_delay.count(), b.max_queue_size, b.num_workers,
+                  b.adaptive ? fmt::format(", adaptive (p99 target {} ms)", b.p99_target_ms) : ""));
+    fmt::print("  {:<12}{}\n", "model", r.info);
+    fmt::print("  {:<12}{:.1f} ms, first run {:.3f} ms, warm-up {} requests in {:.1f} ms\n", "load",
+               r.load_ms, r.first_run_ms, r.warmup, r.warmup_ms);
+    fmt::print(
+        "  {:<12}issued {}, completed {} ({} in the window), failed {}, rejected {}, "
+        "timed out {}, cancelled {}{}\n",
+        "requests", r.issued, r.completed, r.completed_in_window, r.failed, r.rejected, r.timed_out,
+        r.cancelled, r.drained ? "" : " (not drained in --drain-s)");
+    const double tp = static_cast<double>(r.completed_in_window) / d;
+    fmt::print("  {:<12}{:.1f} requests/s ({:.1f} rows/s), offered {:.1f} requests/s\n",
+               "throughput", tp, tp * static_cast<double>(rows),
+               a.open_loop() ? a.mean_rate() : static_cast<double>(r.issued) / d);
+    const auto& l = r.latency_ms;
+    if (l.empty()) {
+        fmt::print("  {:<12}no request completed\n", "latency ms");
+    } else {
+        fmt::print(
+            "  {:<12}p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  max {:.3f}  mean {:.3f}  (from the "
+            "{})\n",
+            "latency ms", quantile(l, 0.5), quantile(l, 0.9), quantile(l, 0.99), l.back(),
+            r.latency_mean, a.open_loop() ? "scheduled arrival" : "submit");
+    }
+    fmt::print("  {:<12}queue p50 {:.3f} p99 {:.3f}; compute p50 {:.3f} p99 {:.3f}\n", "engine ms",
+               ms_quantile(r.queue, 0.5), ms_quantile(r.queue, 0.99), ms_quantile(r.compute, 0.5),
+               ms_quantile(r.compute, 0.99));
+    fmt::print(
+        "  {:<12}{}, mean {:.2f} requests ({:.2f} rows), largest {} requests\n", "batches",
+        r.batches,
+        r.batches ? static_cast<double>(r.batch_requests) / static_cast<double>(r.batches) : 0.0,
+        r.batches ? static_cast<double>(r.batch_items) / static_cast<double>(r.batches) : 0.0,
+        r.max_batch_requests);
+    if (a.open_loop()) {
+        const double max_lag = r.pacing.lag_ms.empty() ? 0.0
+                                                       : *std::max_element(r.pacing.lag_ms.begin(),
+                                                                           r.pacing.lag_ms.end());
+        if (r.pacing.late == 0)
+            fmt::print("  {:<12}on schedule (largest lag {:.3f} ms)\n", "generator", max_lag);
+        else
+            fmt::print(
+                "  {:<12}BEHIND: {} requests issued > {} ms late (largest lag {:.3f} ms); "
+                "their latency still counts from the scheduled arrival\n",
+                "generator", r.pacing.late, PacingStats::kLateMs, max_lag);
+    }
+    fmt::print("  {:<12}{:.2f} {:.2f} {:.2f} ({} cpus)\n", "loadavg", r.loadavg[0], r.loadavg[1],
+               r.loadavg[2], bench::available_processors());
+    if (!a.timeline) return;
+    fmt::print("  timeline    {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "t", "offered",
+               "completed", "p99 ms", "max batch", "delay us", "queued");
+    for (std::size_t s = 0; s < r.seconds.size(); ++s) {
+        const Second& sec = r.seconds[s];
+        std::vector<double> lat = sec.latency_ms;
+        std::sort(lat.begin(), lat.end());
+        fmt::print("              {:>4} {:>8} {:>9} {:>9.2f} {:>9} {:>9} {:>7}\n", s, sec.offered,
+                   sec.completed, sorted_quantile(lat, 0.99),
+                   sec.state ? std::to_string(sec.state->max_batch_size) : "-",
+                   sec.state ? std::to_string(sec.state->max_queue_delay.count()) : "-",
+                   sec.max_queued);
+    }
+}
+
+int run(const Args& a) {
+    Result r;
+    Recorder rec;  // before the engine: outlives every callback the engine delivers
+    EngineOptions options = a.engine_options();
+    BatchingOptions& b = options.batching;
+    if (a.batching_off) b.max_batch_size = 1;
+    if (a.max_batch) b.max_batch_size = static_cast<std::size_t>(*a.max_batch);
+    if (a.max_queue_delay_us) b.max_queue_delay = std::chrono::microseconds(*a.max_queue_delay_us);
+    if (a.workers) b.num_workers = static_cast<int>(*a.workers);
+    if (a.queue) b.max_queue_size = static_cast<std::size_t>(*a.queue);
+    b.adaptive = a.adaptive;
+    if (a.p99_target_ms) b.p99_target_ms = *a.p99_target_ms;
+    r.batching = b;
+
+    auto t0 = Clock::now();
+    const InferenceEngine engine = InferenceEngine::load(a.model, options);
+    r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const bench::GeneratedInputs generated = bench::make_inputs_or_exit(kCli, engine, a.shapes);
+    const std::vector<NamedTensor> inputs = generated.tensors();
+    r.info = engine.batching_info();
+
+    // Warm-up: the first run alone, then a burst through the batcher (full batches).
+    t0 = Clock::now();
+    (void)engine.run(inputs);
+    r.first_run_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    r.warmup = a.warmup.value_or(static_cast<std::int64_t>(2 * b.max_batch_size));
+    r.warmup = std::min<std::int64_t>(r.warmup, static_cast<std::int64_t>(b.max_queue_size));
+    t0 = Clock::now();
+    {
+        std::vector<std::future<InferenceEngine::Outputs>> burst;
+        for (std::int64_t i = 0; i < r.warmup; ++i) burst.push_back(engine.submit(inputs));
+        for (auto& f : burst) (void)f.get();  // an error ends the tool (exit 1)
+    }
+    r.warmup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+
+    const MetricsSnapshot before = engine.metrics();
+    const std::size_t expected =
+        a.open_loop() ? static_cast<std::size_t>(a.mean_rate() * a.duration_s * 1.2) + 1024
+                      : 1 << 16;
+    rec.reserve(expected);
+    std::atomic<bool> stop{false};
+    std::vector<StateSample> samples;
+    const auto start = Clock::now() + std::chrono::milliseconds(5);
+    const auto end = start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(a.duration_s));
+    std::thread sampler([&] { samples = sample_state(engine, start, a.duration_s, stop); });
+    if (a.open_loop()) {
+        std::thread pacer([&] { r.pacing = run_open_loop(engine, inputs, a, start, rec); });
+        pacer.join();
+    } else {
+        run_closed_loop(engine, inputs, a, start, end, rec);
+    }
+    // The window is over: drain what is queued, cancel what does not drain in time.
+    r.drained =
+        engine.shutdown(std::chrono::milliseconds(static_cast<std::int64_t>(a.drain_s * 1000)));
+    rec.wait_idle();
+    stop.store(true);
+    sampler.join();
+    const MetricsSnapshot after = engine.metrics();
+    r.loadavg = bench::load_average();
+
+    // Outcomes and latency.
+    const std::vector<Record> records = rec.take();
+    const std::int64_t window_ns = ns_between(start, end);
+    const auto nsec = static_cast<std::size_t>(std::ceil(a.duration_s - 1e-9));
+    r.seconds.resize(std::max<std::size_t>(nsec, 1));
+    auto second_of = [&](std::int64_t ns) -> Second* {
+        if (ns < 0) return nullptr;
+        const auto s = static_cast<std::size_t>(ns / 1'000'000'000);
+        return s < r.seconds.size() ? &r.seconds[s] : nullptr;
+    };
+    double sum = 0;
+    for (const Record& x : records) {
+        ++r.issued;
+        if (Second* s = second_of(x.arrival_ns)) ++s->offered;
+        switch (x.code) {
+            case ErrorCode::ok: {
+                ++r.completed;
+                const double ms = static_cast<double>(x.done_ns - x.arrival_ns) / 1e6;
+                r.latency_ms.push_back(ms);
+                sum += ms;
+                if (x.done_ns <= window_ns) ++r.completed_in_window;
+                if (Second* s = second_of(x.done_ns)) {
+                    ++s->completed;
+                    s->latency_ms.push_back(ms);
+                }
+                break;
+            }
+            case ErrorCode::unavailable: ++r.rejected; break;
+            case ErrorCode::deadline_exceeded: ++r.timed_out; break;
+            case ErrorCode::cancelled: ++r.cancelled; break;
+            default: ++r.failed; break;
+        }
+    }
+    std::sort(r.latency_ms.begin(), r.latency_ms.end());
+    if (!r.latency_ms.empty()) r.latency_mean = sum / static_cast<double>(r.latency_ms.size());
+    for (const StateSample& s : samples) {
+        const auto i = static_cast<std::size_t>(std::ceil(s.t - 1e-9)) - 1;  // (i, i+1]
+        if (i >= r.seconds.size()) continue;
+        r.seconds[i].state = s.state;  // the last sample of the second
+        r.seconds[i].max_queued = std::max(r.seconds[i].max_queued, s.state.queued);
+    }
+
+    // The engine's view of the window (warm-up excluded).
+    r.queue = since(after.queue, before.queue);
+    r.compute = since(after.compute, before.compute);
+    r.batches = after.batch_requests.count - before.batch_requests.count;
+    r.batch_requests = after.batch_requests.sum - before.batch_requests.sum;
+    r.batch_items = after.batch_items.sum - before.batch_items.sum;
+    const auto& ca = after.batch_requests.counts;
+    const auto& cb = before.batch_requests.counts;
+    for (std::size_t s = 0; s < ca.size(); ++s)
+        if (ca[s] > (s < cb.size() ? cb[s] : 0)) r.max_batch_requests = s;
+    if (after.batch_requests.overflow > before.batch_requests.overflow)
+        r.max_batch_requests = after.batch_requests.max;
+
+    if (a.json)
+        print_json(a, generated, r);
+    else
+        print_text(a, generated, r);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Args a = parse_args(argc, argv);
+    try {
+        return run(a);
+    } catch (const Error& e) {
+        fmt::print(stderr, "ds-loadgen: error [{}]: {}\n", to_string(e.code()), e.message());
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "ds-loadgen: error: {}\n", e.what());
+    }
+    return bench::kExitError;
+}
