@@ -3,11 +3,12 @@
 # Usage: scripts/sanitize.sh thread|address [build-dir]
 #   thread  -> -DDSINFER_SANITIZE=thread,            default build dir build-tsan
 #   address -> -DDSINFER_SANITIZE=address;undefined, default build dir build-asan
-# Only dsinfer_concurrency_tests is built (tests/CMakeLists.txt: the BatchScheduler and
-# MemoryPool tests, header-only components, without the library); examples and benchmarks are
-# off (tools stay configured but are not built: tests/CMakeLists.txt refers to ds-conformance).
+# Only dsinfer_concurrency_tests is built (tests/CMakeLists.txt: the BatchScheduler, MemoryPool
+# and AdaptiveBatchController tests, header-only components, without the library); examples
+# and benchmarks are off (tools stay configured but are not built: tests/CMakeLists.txt refers
+# to ds-conformance).
 # It runs the [scheduler] tests (storm at DSINFER_STORM_THREADS x DSINFER_STORM_REQUESTS,
-# default here 16 x 2,000) and the [memory_pool] tests. A report makes
+# default here 16 x 2,000), the [memory_pool] and the [adaptive] tests. A report makes
 # the run fail (halt_on_error=1; scripts/tsan.supp holds the one known false positive).
 # Environment: DSINFER_JOBS (default: all cores), TSAN_OPTIONS, ASAN_OPTIONS, UBSAN_OPTIONS
 # (defaults below), CXX.
@@ -39,5 +40,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1 print_stacktrace=1}
 tests="$build_dir/tests/dsinfer_concurrency_tests"
 "$tests" "[scheduler]" --durations yes
 "$tests" "[memory_pool]" --durations yes
+"$tests" "[adaptive]" --durations yes
 done_at=$(date +%s)
 echo "sanitize.sh $kind: passed (build $((built - start)) s, tests $((done_at - built)) s)"

@@ -54,7 +54,8 @@
 namespace dsinfer {
 
 /// Optional metrics hook of a BatchScheduler. Called from scheduler threads (and submitters):
-/// must be thread-safe, cheap and must not call back into the scheduler.
+/// must be thread-safe, cheap and must not call back into the scheduler, except for
+/// set_max_batch_size / set_max_queue_delay (no scheduler lock is held while it runs).
 struct SchedulerObserver {
     virtual ~SchedulerObserver() = default;
     /// Exactly once per submitted request (refused ones included), just before its outcome is
@@ -203,6 +204,7 @@ public:
         throw_if_error(detail::validate_batch_scheduler_options(opts_));
         if (!fn_) throw Error(ErrorCode::invalid_argument, "BatchScheduler: the batch function is empty");
         delay_ = clamp(opts_.max_queue_delay);
+        size_limit_ = opts_.max_batch_size;
         std::sort(opts_.preferred_batch_sizes.begin(), opts_.preferred_batch_sizes.end());
         opts_.preferred_batch_sizes.erase(
             std::unique(opts_.preferred_batch_sizes.begin(), opts_.preferred_batch_sizes.end()),
@@ -273,13 +275,16 @@ public:
         return drained;
     }
 
-    /// Runtime tuning (e.g. by an adaptive controller); takes effect for the next batches.
-    /// A queued request larger than a reduced max_batch_size runs alone.
+    /// Runtime tuning (e.g. by an adaptive controller, also from inside the observer); takes
+    /// effect for the next batches. A request larger than a reduced max_batch_size runs alone;
+    /// submit accepts sizes up to the largest max_batch_size the scheduler has had, so a
+    /// controller lowering the cap never makes a valid request invalid.
     void set_max_batch_size(std::size_t n) {
         if (n == 0) throw Error(ErrorCode::invalid_argument, "BatchScheduler: max_batch_size must be at least 1");
         {
             std::lock_guard<std::mutex> lock(m_);
             opts_.max_batch_size = n;
+            size_limit_ = std::max(size_limit_, n);
         }
         work_.notify_all();
     }
@@ -362,9 +367,10 @@ private:
         {
             std::lock_guard<std::mutex> lock(m_);
             const SubmitOptions& o = r.options;
-            if (o.size == 0 || o.size > opts_.max_batch_size) {
-                refused = Status::error(ErrorCode::invalid_argument, "BatchScheduler::submit: size ", o.size,
-                                        " is outside [1, max_batch_size = ", opts_.max_batch_size, "]");
+            if (o.size == 0 || o.size > size_limit_) {
+                refused =
+                    Status::error(ErrorCode::invalid_argument, "BatchScheduler::submit: size ",
+                                  o.size, " is outside [1, max_batch_size = ", size_limit_, "]");
             } else if (o.priority < 0 || o.priority >= opts_.priority_levels) {
                 refused = Status::error(ErrorCode::invalid_argument, "BatchScheduler::submit: priority ",
                                         o.priority, " is outside [0, ", opts_.priority_levels, ")");
@@ -659,6 +665,7 @@ private:
     BatchFunction fn_;
     BatchSchedulerOptions opts_;  // max_batch_size/max_queue_delay change at run time (m_)
     std::chrono::nanoseconds delay_{};  // opts_.max_queue_delay, clamped (m_)
+    std::size_t size_limit_ = 1;        // the largest max_batch_size so far: submit's limit (m_)
 
     mutable std::mutex m_;
     std::condition_variable work_;      // workers: new requests, options changed, stop

@@ -1,6 +1,7 @@
 #include "core/engine_batcher.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace dsinfer::detail {
@@ -24,6 +25,25 @@ public:
 
 private:
     ServingMetrics& m_;
+};
+
+/// Passes each observation to several observers in order.
+class ObserverChain final : public SchedulerObserver {
+public:
+    explicit ObserverChain(std::vector<std::shared_ptr<SchedulerObserver>> observers)
+        : observers_(std::move(observers)) {}
+    void on_request_done(ErrorCode code, std::chrono::nanoseconds queue,
+                         std::chrono::nanoseconds compute,
+                         std::chrono::nanoseconds total) noexcept override {
+        for (const auto& o : observers_) o->on_request_done(code, queue, compute, total);
+    }
+    void on_batch(std::size_t requests, std::size_t items,
+                  std::chrono::nanoseconds compute) noexcept override {
+        for (const auto& o : observers_) o->on_batch(requests, items, compute);
+    }
+
+private:
+    std::vector<std::shared_ptr<SchedulerObserver>> observers_;
 };
 
 BatchSchedulerOptions scheduler_options(const BatchingOptions& o, bool batchable) {
@@ -144,12 +164,46 @@ EngineBatcher::EngineBatcher(Hooks hooks) : hooks_(std::move(hooks)) {
         }
     }
     BatchSchedulerOptions so = scheduler_options(o, batchable_);
-    if (hooks_.metrics != nullptr) so.observer = std::make_shared<MetricsObserver>(*hooks_.metrics);
+    std::vector<std::shared_ptr<SchedulerObserver>> observers;
+    if (hooks_.metrics != nullptr)
+        observers.push_back(std::make_shared<MetricsObserver>(*hooks_.metrics));
+    if (o.adaptive && batchable_) {
+        // Starts at the full cap (throughput is never limited at the start) and no delay (the
+        // lowest latency); the controller adds delay only while it pays (docs/BATCHING.md).
+        AdaptiveBatchingOptions ao;
+        ao.max_batch_size = o.max_batch_size;
+        ao.max_queue_delay = o.max_queue_delay;
+        ao.p99_target = std::chrono::nanoseconds(
+            std::max<long long>(1, std::llround(std::min(o.p99_target_ms, 1e12) * 1e6)));
+        ao.num_workers = o.num_workers;
+        controller_ = std::make_shared<AdaptiveBatchController>(
+            ao, [this](std::size_t n) { scheduler_->set_max_batch_size(n); },
+            [this](std::chrono::microseconds d) { scheduler_->set_max_queue_delay(d); });
+        const AdaptiveBatchState start = controller_->state();
+        so.max_batch_size = start.max_batch_size;
+        so.max_queue_delay = start.max_queue_delay;
+        observers.push_back(controller_);
+        std::string target;
+        metrics::append_number(target, o.p99_target_ms);
+        info_ += "; adaptive: p99 target " + target + " ms, cap 1.." +
+                 std::to_string(o.max_batch_size) + ", delay 0.." +
+                 std::to_string(o.max_queue_delay.count()) + " us (starts at cap " +
+                 std::to_string(start.max_batch_size) + ", delay " +
+                 std::to_string(start.max_queue_delay.count()) + " us)";
+    } else if (o.adaptive) {
+        info_ += "; adaptive batching is off: requests run alone";
+    }
+    if (observers.size() == 1)
+        so.observer = observers.front();
+    else if (observers.size() > 1)
+        so.observer = std::make_shared<ObserverChain>(std::move(observers));
     scheduler_ = std::make_unique<Scheduler>([this](Scheduler::Batch& b) { run_batch(b); },
                                              std::move(so));
 }
 
-EngineBatcher::~EngineBatcher() = default;
+EngineBatcher::~EngineBatcher() {
+    if (controller_) controller_->stop();  // no setter calls while the scheduler goes away
+}
 
 Status EngineBatcher::prepare(std::vector<NamedTensor>& inputs, const RequestOptions& options,
                               Request& r, SubmitOptions& so) const {

@@ -10,6 +10,9 @@
 // The model is batchable when every input and output declares dim 0 with one shared symbol
 // (e.g. "batch") and no input is a string tensor; otherwise every request runs alone.
 //
+// With BatchingOptions::adaptive, an AdaptiveBatchController (dsinfer/adaptive_batching.hpp)
+// observes the scheduler next to the metrics and moves its cap and delay within the options.
+//
 // Threading: submit() is thread-safe; batches run on the scheduler's worker threads.
 #pragma once
 
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dsinfer/adaptive_batching.hpp"
 #include "dsinfer/batch_scheduler.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/metrics.hpp"
@@ -85,6 +89,7 @@ private:
     std::vector<char> padded_input_;   ///< per input: dim 1 is the sequence dim (pad mode)
     std::vector<char> sliced_output_;  ///< per output: dim 1 is the sequence dim (pad mode)
     std::string info_;
+    std::shared_ptr<AdaptiveBatchController> controller_;  // adaptive only; stopped first
     std::unique_ptr<Scheduler> scheduler_;  // last: stopped first
 };
 
