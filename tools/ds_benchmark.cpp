@@ -1,6 +1,6 @@
 // ds-benchmark: times one model at one shape with InferenceEngine.
 //
-//   ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]
+//   ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]
 //                [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N] [--warmup N]
 //                [--iterations N] [--backends onednn,cpu|cpu|reference] [--seed N]
 //                [--min-time SECONDS] [--json]
@@ -11,8 +11,9 @@
 // reached. Reports latency p50/p90/p99/mean/min, throughput (batch x timed runs / timed
 // seconds), the process's peak RSS, and GFLOP/s when a models.json beside the model (written by
 // tools/make_models.py or the peers' make_models.py) gives the FLOPs per sample.
-// --json prints one JSON object on one line. Exit status: 0 ok, 1 engine error or a feature not
-// available yet (CUDA, precisions other than fp32), 2 bad command line.
+// --json prints one JSON object on one line. Exit status: 0 ok, 1 engine error (no GPU for
+// --device cuda, a precision other than fp32 on the CPU, int8 (not available yet)), 2 bad
+// command line.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -49,15 +50,15 @@ using bench::quantile;
 
 // The usage printed by -h and after every command-line error.
 const std::string kUsage = std::string(
-    "usage: ds-benchmark --model PATH [--device cpu|cuda] [--precision fp32|bf16|fp16|int8]\n"
+    "usage: ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
     "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3] [--profile]\n"
     "                    [--json]\n"
     "\n"
     "  --model PATH        ONNX model to time (required)\n"
-    "  --device D          cpu (default); cuda is not available yet (Step 5)\n"
-    "  --precision P       fp32 (default); bf16, fp16, int8 are not available yet\n") +
+    "  --device D          cpu (default), cuda or cuda:N (unsupported nodes fall back to the CPU)\n"
+    "  --precision P       fp32 (default); tf32, fp16, bf16 on a CUDA device\n") +
     bench::kEngineFlagsUsage +
     "  --warmup N          untimed runs after the first run (default 3)\n"
     "  --iterations N      at least N timed runs (default 10)\n"
@@ -85,13 +86,15 @@ Args parse_args(int argc, char** argv) {
         if (bench::parse_common_flag(p, a)) continue;
         if (flag == "--device") {
             a.device = p.value();
-            if (a.device != "cpu" && a.device != "cuda")
-                p.error("--device must be cpu or cuda, got '" + a.device + "'");
+            if (a.device != "cpu" && a.device != "cuda" &&
+                !(a.device.rfind("cuda:", 0) == 0 && a.device.size() > 5 &&
+                  a.device.find_first_not_of("0123456789", 5) == std::string::npos))
+                p.error("--device must be cpu, cuda or cuda:N, got '" + a.device + "'");
         } else if (flag == "--precision") {
             a.precision = p.value();
-            if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "fp16" &&
-                a.precision != "int8")
-                p.error("--precision must be fp32, bf16, fp16 or int8, got '" + a.precision + "'");
+            if (a.precision != "fp32" && a.precision != "tf32" && a.precision != "bf16" &&
+                a.precision != "fp16" && a.precision != "int8")
+                p.error("--precision must be fp32, tf32, fp16, bf16 or int8, got '" + a.precision + "'");
         } else if (flag == "--warmup") {
             a.warmup = static_cast<int>(p.integer(0, 1 << 20));
         } else if (flag == "--iterations") {
@@ -370,6 +373,11 @@ struct Result {
     OptimizeReport optimization;
     MemoryPlanStats plan;                // activation arena of the benchmarked shape class
     std::uint64_t pool_peak_reserved = 0;  // default_memory_pool(): peak bytes held
+    NodePlacement placement_load, placement;  // after load, after the timed runs
+    std::size_t runs = 0;                     // every run (first, warm-up, timed)
+    double per_run(std::uint64_t total) const {
+        return runs == 0 ? 0.0 : static_cast<double>(total) / static_cast<double>(runs);
+    }
 };
 
 std::string dims_json(const Shape& s) {
@@ -418,7 +426,10 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
         "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{},"
         "\"memory_plan\":{{\"planned_peak_bytes\":{},\"lower_bound_bytes\":{},\"ratio\":{},"
-        "\"planned_values\":{},\"shape_classes\":{},\"pool_peak_reserved_bytes\":{}}}}}\n",
+        "\"planned_values\":{},\"shape_classes\":{},\"pool_peak_reserved_bytes\":{}}},"
+        "\"placement\":{{\"device\":{},\"device_nodes\":{},\"fallback_nodes\":{},"
+        "\"host_to_device_bytes_per_run\":{},\"device_to_host_bytes_per_run\":{},"
+        "\"transfers_per_run\":{}}}}}\n",
         json_string(a.model.string()), json_string(a.device), json_string(a.precision),
         in.batch.value_or(a.shapes.batch), in.seq ? std::to_string(*in.seq) : "null", threads,
         json_array(backends, json_string), a.shapes.seed, inputs, json_number(r.load_ms),
@@ -431,7 +442,11 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
         providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization),
         r.plan.planned_peak_bytes, r.plan.lower_bound_bytes, json_number(r.plan.ratio()),
-        r.plan.planned_values, r.plan.shape_classes, r.pool_peak_reserved);
+        r.plan.planned_values, r.plan.shape_classes, r.pool_peak_reserved,
+        json_string(r.placement.device), r.placement.device_nodes, r.placement.fallback_nodes,
+        json_number(r.per_run(r.placement.host_to_device_bytes)),
+        json_number(r.per_run(r.placement.device_to_host_bytes)),
+        json_number(r.per_run(r.placement.transfers)));
 }
 
 void print_table(const Args& a, const std::vector<std::string>& backends,
@@ -465,6 +480,12 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
     std::string prov;
     for (const auto& [name, count] : r.providers) prov += fmt::format(" {} {}", name, count);
     fmt::print("  {:<12}{} (blocked layout: {})\n", "nodes", prov, r.blocked_nodes);
+    if (r.placement.device != "cpu")
+        fmt::print("  {:<12}{}: {} nodes on the device, {} on the CPU; per run {:.0f} B to the "
+                   "device, {:.0f} B back, {:.1f} copies\n",
+                   "placement", r.placement.device, r.placement.device_nodes,
+                   r.placement.fallback_nodes, r.per_run(r.placement.host_to_device_bytes),
+                   r.per_run(r.placement.device_to_host_bytes), r.per_run(r.placement.transfers));
     std::string fired;
     for (const auto& [name, count] : r.optimization.fired) fired += fmt::format(" {} {}", name, count);
     fmt::print("  {:<12}level {}: {} -> {} nodes in {:.1f} ms;{}\n", "optimizer", a.opt_level,
@@ -512,7 +533,12 @@ int run(const Args& a) {
     };
     Result r;
     r.loadavg = load_average();
-    const EngineOptions options = a.engine_options();
+    EngineOptions options = a.engine_options();
+    options.device = a.device;
+    options.precision = a.precision == "tf32"   ? Precision::tf32
+                        : a.precision == "fp16" ? Precision::fp16
+                        : a.precision == "bf16" ? Precision::bf16
+                                                : Precision::fp32;
     const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
 
     auto t0 = Clock::now();
@@ -521,6 +547,7 @@ int run(const Args& a) {
     r.engine_load_ms = engine.load_ms();
     for (const auto& p : engine.node_providers()) ++r.providers[p];
     r.blocked_nodes = engine.blocked_layout_nodes();
+    r.placement_load = engine.node_placement();
     r.optimization = engine.optimization_report();
 
     const bench::GeneratedInputs generated =
@@ -543,6 +570,8 @@ int run(const Args& a) {
             break;
     }
     std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
+    r.placement = engine.node_placement();
+    r.runs = 1 + static_cast<std::size_t>(a.warmup) + r.latencies_ms.size();
     if (a.profile > 0) print_profile(engine, inputs, a.profile, a.json);
     r.throughput = static_cast<double>(generated.batch.value_or(a.shapes.batch)) *
                    static_cast<double>(r.latencies_ms.size()) / r.timed_s;
@@ -562,18 +591,9 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    if (a.device != "cpu") {
+    if (a.precision == "int8") {
         fmt::print(stderr,
-                   "ds-benchmark: --device {} is not available yet: dsinfer runs on the "
-                   "CPU only until the CUDA backend (Step 5)\n",
-                   a.device);
-        return kExitError;
-    }
-    if (a.precision != "fp32") {
-        fmt::print(stderr,
-                   "ds-benchmark: --precision {} is not available yet: dsinfer runs "
-                   "fp32 only until the quantizer brings lower precisions\n",
-                   a.precision);
+                   "ds-benchmark: --precision int8 is not available yet (the quantizer brings it)\n");
         return kExitError;
     }
     try {

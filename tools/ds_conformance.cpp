@@ -5,6 +5,10 @@
 //   ds-conformance --suite DIR [--filter REGEX] [--rtol X] [--atol Y] [--json FILE]
 //                  [--expect-pass FILE] [--timeout SECONDS] [--no-fork] [--quiet]
 //                  [--backends LIST]   (comma-separated EngineOptions::backends, e.g. cpu)
+//                  [--device D]        (EngineOptions::device: cpu (default), cuda, cuda:N;
+//                                       on a GPU, unsupported nodes run on the CPU)
+//                  [--precision P]     (EngineOptions::precision on a GPU: fp32, tf32, fp16,
+//                                       bf16; pass the tolerances that go with it)
 //                  [--compare-levels]  (a test that passes at the default optimization level
 //                                       also runs at level 0; outputs must agree within
 //                                       1e-4 relative + 1e-5 absolute, NaNs in the same
@@ -59,6 +63,8 @@ struct Options {
     bool quiet = false;
     bool stats = false;
     std::vector<std::string> backends;  // empty = the engine's default
+    std::string device = "cpu";         // EngineOptions::device
+    Precision precision = Precision::fp32;
     bool compare_levels = false;
 };
 
@@ -166,6 +172,8 @@ Result run_test(const fs::path& dir, const Options& opt) {
     try {
         EngineOptions eo;
         eo.backends = opt.backends;
+        eo.device = opt.device;
+        eo.precision = opt.precision;
         engine.emplace(InferenceEngine::load(dir / "model.onnx", eo));
     } catch (const Error& e) {
         return finish(e.code() == ErrorCode::unsupported ? Outcome::unsupported : Outcome::fail,
@@ -241,6 +249,8 @@ Result run_test(const fs::path& dir, const Options& opt) {
         try {
             EngineOptions eo;
             eo.backends = opt.backends;
+            eo.device = opt.device;
+            eo.precision = opt.precision;
             eo.optimization_level = 0;
             plain.emplace(InferenceEngine::load(dir / "model.onnx", eo));
         } catch (const Error& e) {
@@ -341,7 +351,8 @@ int usage() {
     std::cerr << "usage: ds-conformance --suite DIR [--filter REGEX] [--rtol X] [--atol Y]\n"
                  "                      [--json FILE] [--expect-pass FILE] [--timeout S]\n"
                  "                      [--no-fork] [--quiet] [--stats] [--backends LIST]\n"
-                 "                      [--compare-levels]\n";
+                 "                      [--compare-levels] [--device cpu|cuda|cuda:N]\n"
+                 "                      [--precision fp32|tf32|fp16|bf16]\n";
     return 2;
 }
 
@@ -367,6 +378,15 @@ int main(int argc, char** argv) {
             else if (a == "--quiet") opt.quiet = true;
             else if (a == "--stats") opt.stats = true;
             else if (a == "--compare-levels") opt.compare_levels = true;
+            else if (a == "--device") opt.device = next();
+            else if (a == "--precision") {
+                const std::string p = next();
+                if (p == "fp32") opt.precision = Precision::fp32;
+                else if (p == "tf32") opt.precision = Precision::tf32;
+                else if (p == "fp16") opt.precision = Precision::fp16;
+                else if (p == "bf16") opt.precision = Precision::bf16;
+                else throw std::runtime_error("--precision must be fp32, tf32, fp16 or bf16");
+            }
             else if (a == "--backends") {
                 std::stringstream list(next());
                 for (std::string b; std::getline(list, b, ',');) opt.backends.push_back(b);

@@ -94,7 +94,30 @@ struct BatchingOptions {
 };
 
 /// Options for InferenceEngine::load / compile. Every field has a safe default.
+/// Arithmetic precision of a GPU engine (EngineOptions::precision).
+enum class Precision : std::uint8_t {
+    fp32,  ///< float32 everywhere (the model as exported)
+    tf32,  ///< float32 tensors; GEMMs may use tf32 tensor cores (10-bit mantissa products)
+    fp16,  ///< float32 weights and activations stored and computed as float16 (GEMMs
+           ///< accumulate in float32; normalizations and softmax compute in float32);
+           ///< the model's inputs and outputs keep their float32 type
+    bf16,  ///< as fp16 with bfloat16
+};
+
 struct EngineOptions {
+    /// Where the model runs: "cpu" (default), "cuda" (device 0) or "cuda:N". On a CUDA device,
+    /// every node the CUDA backend supports runs there and the rest run on the CPU backends
+    /// (node_placement() reports how many and the bytes that crossed). Needs a build with
+    /// DSINFER_WITH_CUDA (unsupported otherwise) and a GPU (unavailable otherwise).
+    std::string device = "cpu";
+    /// GPU precision (fp16/bf16/tf32 need a CUDA device; invalid_argument on the CPU).
+    Precision precision = Precision::fp32;
+    /// GPU engines: from the second run of an input-shape class, the whole run is captured
+    /// once as a CUDA graph and replayed (one launch instead of one per kernel), when every
+    /// node runs on the device or computes shape values only. Other shapes are captured on
+    /// their second run too (up to 8 classes); runs with RunOptions::deadline or node_ms, and
+    /// concurrent runs of a class being replayed, run node by node.
+    bool cuda_graphs = true;
     /// Backends in priority order, with per-node fall-through to the next one that supports the
     /// node: "onednn" (oneDNN primitives, when built with it), "cpu" (dsinfer's own optimized
     /// CPU kernels, then the reference kernels), "reference" (reference kernels only: slow,
@@ -124,6 +147,17 @@ struct EngineOptions {
 };
 
 /// The activation memory plan of one input-shape class (liveness-planned arena).
+/// Where the nodes of a GPU engine run, and what crossed between host and device.
+struct NodePlacement {
+    std::string device = "cpu";           ///< "cpu" or "cuda:N (<name>)"
+    std::size_t device_nodes = 0;         ///< nodes on the GPU
+    std::size_t fallback_nodes = 0;       ///< nodes on a CPU backend (all of them on a CPU engine)
+    std::uint64_t host_to_device_bytes = 0;  ///< since load, inputs and fallbacks included
+    std::uint64_t device_to_host_bytes = 0;  ///< since load, outputs and fallbacks included
+    std::uint64_t transfers = 0;             ///< copies between host and device since load
+    std::uint64_t graph_replays = 0;         ///< runs executed by replaying a captured CUDA graph
+};
+
 struct MemoryPlanStats {
     std::uint64_t planned_peak_bytes = 0;  ///< arena size: all planned intermediates + workspaces
     std::uint64_t lower_bound_bytes = 0;   ///< largest sum of simultaneously live bytes
@@ -243,6 +277,8 @@ public:
     const std::vector<std::string>& node_providers() const noexcept;
     /// How many nodes exchange tensors in a backend's blocked layout (layout negotiation).
     int blocked_layout_nodes() const noexcept;
+    /// GPU placement: nodes on the device and on CPU fallbacks, bytes copied each way.
+    NodePlacement node_placement() const;
 
 private:
     struct Impl;

@@ -103,6 +103,11 @@ public:
     /// may never run it): such a kernel should defer expensive set-up, such as packing weights,
     /// to its first run.
     virtual bool creating_fallback() const noexcept { return false; }
+    /// The device the engine runs on (cpu, or cuda:N for a GPU engine). A device backend's
+    /// factory creates its kernel for this device.
+    virtual Device device() const noexcept { return {}; }
+    /// EngineOptions::precision is tf32: float32 GEMMs may use tf32 tensor cores.
+    virtual bool allow_tf32() const noexcept { return false; }
 
 private:
     const Node& node_;
@@ -240,6 +245,18 @@ public:
     /// The executing frame, passed to SubgraphRunner::run so bodies can read outer names.
     const void* frame() const noexcept { return frame_; }
     void set_frame(const void* frame) noexcept { frame_ = frame; }
+    /// For kernels of a device backend: the run's stream (a cudaStream_t for CUDA), on which
+    /// the kernel enqueues its work; run() returns without waiting for it. Null on the CPU.
+    void* stream() const noexcept { return stream_; }
+    void set_stream(void* stream) noexcept { stream_ = stream; }
+    /// For device kernels that declare Kernel::reports_device_errors(): four int64 slots in
+    /// device memory for this node (null otherwise). A kernel that finds an invalid index on
+    /// the device writes, once (atomicCAS of slot 0 from 0 to 1), the value into slot 1 and
+    /// the valid extent into slot 2; when the run's stream has completed, the executor fails
+    /// the run with invalid_argument naming the node, the value and the range (its outputs
+    /// are discarded), so a bad index is never a silent wrong answer.
+    std::int64_t* device_error_slots() const noexcept { return device_error_; }
+    void set_device_error_slots(std::int64_t* slots) noexcept { device_error_ = slots; }
 
     /// For outputs declared dynamic in prepare: allocates output i. On success output(i) is
     /// the new tensor's view.
@@ -277,6 +294,8 @@ private:
     Allocator* allocator_;
     const RunControl* control_;
     const void* frame_ = nullptr;
+    void* stream_ = nullptr;
+    std::int64_t* device_error_ = nullptr;
 };
 
 /// Layout negotiation. Tensors between nodes are row-major (ONNX order) unless the two sides
@@ -317,6 +336,14 @@ public:
     /// When every reader of an initializer says so, the executor frees its data after compile
     /// (the graph keeps its dtype and shape), so that packed weights are not held twice.
     virtual std::uint64_t released_constant_inputs() const noexcept { return 0; }
+    /// Device kernels only. Bit i set: input i must be a host tensor (its values are read in
+    /// prepare or on the host in run, e.g. Reshape's shape); the executor copies it to the host
+    /// when it was produced on the device. Every other input of a device kernel is handed over
+    /// as a device tensor (in prepare as a meta tensor: dtype and shape, no data).
+    virtual std::uint64_t host_inputs() const noexcept { return 0; }
+    /// Device kernels only: run() may report invalid data found on the device through
+    /// RunContext::device_error_slots().
+    virtual bool reports_device_errors() const noexcept { return false; }
 };
 
 /// Runs a compiled subgraph (If/Loop/Scan bodies). Implemented by the executor.

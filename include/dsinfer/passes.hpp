@@ -93,6 +93,14 @@ DSINFER_API Status try_optimize(Graph& graph, const OptimizeOptions& options,
 /// Like try_optimize(), but throws dsinfer::Error.
 DSINFER_API OptimizeReport optimize(Graph& graph, const OptimizeOptions& options = {});
 
+/// Mixed precision for GPU engines (EngineOptions::precision fp16/bf16): every float32
+/// initializer, value and float32 attribute tensor (Constant, ConstantOfShape) becomes `to`
+/// (DType::f16 or DType::bf16), Cast nodes to float32 cast to `to`; the graph's interface keeps
+/// float32 (a Cast after each float32 input and before each float32 output). Kernels compute
+/// normalizations, softmax and accumulations in float32. Graphs with subgraphs (If/Loop/Scan)
+/// are unsupported. Returns the number of tensors converted.
+DSINFER_API StatusOr<std::size_t> convert_float_precision(Graph& graph, DType to);
+
 /// Writes `graph` as an ONNX model (initializers inline; viewable in Netron). Throws
 /// dsinfer::Error (io_error, unsupported for attribute kinds it cannot write).
 DSINFER_API void save_onnx(const Graph& graph, const std::filesystem::path& file);

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/device_runtime.hpp"
 #include "core/engine_impl.hpp"
 #include "core/executor.hpp"
 #include "cpu/parallel.hpp"
@@ -19,6 +20,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N.
+StatusOr<int> parse_device(const std::string& d) {
+    if (d == "cpu") return -1;
+    if (d == "cuda") return 0;
+    if (d.rfind("cuda:", 0) == 0 && d.size() > 5 && d.size() <= 8 &&
+        d.find_first_not_of("0123456789", 5) == std::string::npos)
+        return std::stoi(d.substr(5));
+    return Status::error(ErrorCode::invalid_argument, "EngineOptions::device '", d,
+                         "' is not one of cpu, cuda, cuda:N");
+}
+
 Status validate_options(const EngineOptions& o) {
     DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
@@ -31,11 +43,17 @@ Status validate_options(const EngineOptions& o) {
                                  "(configure with -DDSINFER_WITH_ONEDNN=ON)");
         }
         if (b == "cuda" || b.rfind("cuda:", 0) == 0)
-            return Status::error(ErrorCode::unsupported, "backend '", b,
-                                 "' is not available in this build (CPU backends only)");
+            return Status::error(ErrorCode::invalid_argument, "backend '", b,
+                                 "': choose the GPU with EngineOptions::device = \"", b,
+                                 "\" (backends lists the CPU backends used for fallbacks)");
         return Status::error(ErrorCode::invalid_argument, "unknown backend '", b,
-                             "' (known: onednn, cpu, reference, cuda[:N])");
+                             "' (known: onednn, cpu, reference)");
     }
+    DSINFER_RETURN_IF_ERROR(parse_device(o.device).status());
+    if (o.precision != Precision::fp32 && o.device == "cpu")
+        return Status::error(ErrorCode::invalid_argument,
+                             "EngineOptions::precision other than fp32 needs a CUDA device "
+                             "(EngineOptions::device = \"cuda\")");
     DSINFER_CHECK(o.optimization_level >= 0 && o.optimization_level <= 3,
                   ErrorCode::invalid_argument,
                   "EngineOptions::optimization_level must be 0..3, got ", o.optimization_level);
@@ -99,8 +117,21 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         if (!impl->options.dump_optimized_graph.empty())
             save_onnx(graph, impl->options.dump_optimized_graph);
     }
+    const int device_index = parse_device(impl->options.device).value_or_throw();
+    std::shared_ptr<detail::DeviceRuntime> runtime;
+    if (device_index >= 0) {
+        runtime = detail::cuda_runtime(device_index).value_or_throw();
+        detail::register_cuda_backend(impl->registry);
+        const Precision p = impl->options.precision;
+        if (p == Precision::fp16 || p == Precision::bf16)
+            (void)convert_float_precision(graph, p == Precision::fp16 ? DType::f16 : DType::bf16)
+                .value_or_throw();
+    }
     impl->graph = std::make_shared<Graph>(std::move(graph));
     detail::CompileOptions co;
+    co.device_runtime = runtime;
+    co.allow_tf32 = impl->options.precision == Precision::tf32;
+    co.cuda_graphs = impl->options.cuda_graphs;
     co.registry = &impl->registry;
     // Kernels may create primitives and pack weights at load: they see the same budget.
     detail::ThreadBudget threads(impl->options.num_threads);
@@ -325,5 +356,6 @@ const std::vector<std::string>& InferenceEngine::node_providers() const noexcept
 int InferenceEngine::blocked_layout_nodes() const noexcept {
     return impl_->compiled->blocked_nodes();
 }
+NodePlacement InferenceEngine::node_placement() const { return impl_->compiled->placement(); }
 
 }  // namespace dsinfer

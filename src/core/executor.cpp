@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <map>
+#include <optional>
 #include <span>
 
 namespace dsinfer::detail {
@@ -42,13 +44,19 @@ public:
         if (!subgraph) return Status::error(ErrorCode::invalid_model, "missing subgraph");
         DSINFER_CHECK(depth_ + 1 <= options_.max_subgraph_depth, ErrorCode::invalid_model,
                       "subgraph nesting exceeds the limit of ", options_.max_subgraph_depth);
-        DSINFER_ASSIGN_OR_RETURN(auto cg,
-                                 CompiledGraph::compile(subgraph, options_, self_, depth_ + 1));
+        // Bodies run on the CPU (their control-flow kernel is a CPU kernel).
+        CompileOptions sub = options_;
+        sub.device_runtime = nullptr;
+        DSINFER_ASSIGN_OR_RETURN(auto cg, CompiledGraph::compile(subgraph, sub, self_, depth_ + 1));
         subgraphs_.push_back(cg);
         return std::shared_ptr<SubgraphRunner>(cg);
     }
 
     bool creating_fallback() const noexcept override { return fallback_; }
+    Device device() const noexcept override {
+        return options_.device_runtime ? options_.device_runtime->device() : Device{};
+    }
+    bool allow_tf32() const noexcept override { return options_.allow_tf32; }
 
 private:
     bool fallback_ = false;
@@ -75,6 +83,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     cg->allocator_ = cg->pool_.get();
     cg->bind_outputs_to_pool_ = parent == nullptr && cg->pool_ != default_memory_pool();
     cg->plan_memory_ = parent == nullptr && options.plan_memory;
+    cg->device_ = options.device_runtime;
     const Graph& g = *cg->graph_;
     for (std::size_t i = 0; i < g.values.size(); ++i)
         cg->names_.emplace(g.values[i].name, static_cast<ValueId>(i));
@@ -106,8 +115,11 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     }
     DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
     for (auto& pd : cg->probe_data_) pd = {};
+    if (cg->device_) DSINFER_RETURN_IF_ERROR(cg->upload_constants());
     if (options.blocked_layouts) DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
+    cg->graphable_ = options.cuda_graphs && parent == nullptr && cg->plan_memory_ &&
+                     cg->device_ != nullptr && cg->decide_graphable();
     return cg;
 }
 
@@ -156,6 +168,28 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
         std::optional<DType> dtype;
         if (!n.inputs.empty() && n.inputs[0] != kNoValue) dtype = g.value(n.inputs[0]).dtype;
         auto candidates = options.registry->find_all(n.op_type, n.domain, opset, options.device, dtype);
+        // Shape-like values computed at load (every non-constant input known then: Shape ->
+        // Gather -> Concat chains) stay on the host, where their consumers read them.
+        bool load_known = true, reads_values = false;
+        for (ValueId in : n.inputs) {
+            if (in == kNoValue || g.value(in).initializer) continue;
+            reads_values = true;
+            const auto vi = static_cast<std::size_t>(in);
+            if (probe_data_[0].size() != g.values.size() || probe_data_[0][vi].is_null()) load_known = false;
+        }
+        const bool host_only = n.op_type == "Shape" || n.op_type == "Size" || (reads_values && load_known);
+        // A GPU engine tries the device backend's kernels first; their fallback (the shape
+        // semantics they share, CudaKernel::prepare) is the reference kernel.
+        std::size_t device_candidates = 0;
+        std::vector<const KernelEntry*> references;
+        if (options.device_runtime && !host_only) {
+            auto dev = options.registry->find_all(n.op_type, n.domain, opset, DeviceKind::cuda, dtype);
+            device_candidates = dev.size();
+            for (const KernelEntry* e : candidates)
+                if (e->priority == kPriorityReference) references.push_back(e);
+            dev.insert(dev.end(), candidates.begin(), candidates.end());
+            candidates = std::move(dev);
+        }
         if (candidates.empty()) {
             if (options.registry->knows(n.op_type, n.domain))
                 return Status::error(ErrorCode::unsupported, node_context(n), "opset ", opset,
@@ -175,8 +209,10 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
         for (std::size_t ci = 0; ci < candidates.size(); ++ci) {
             const KernelEntry* entry = candidates[ci];
             cn.subgraphs.clear();
-            ExecCreateContext ctx(n, g, opset, constants, options, this, depth, cn.subgraphs,
-                                  std::span<const KernelEntry* const>(candidates).subspan(ci + 1));
+            const std::span<const KernelEntry* const> lower =
+                ci < device_candidates ? std::span<const KernelEntry* const>(references)
+                                       : std::span<const KernelEntry* const>(candidates).subspan(ci + 1);
+            ExecCreateContext ctx(n, g, opset, constants, options, this, depth, cn.subgraphs, lower);
             StatusOr<std::unique_ptr<Kernel>> k = Status::error(ErrorCode::internal, "no factory");
             try {
                 k = entry->factory(ctx);
@@ -188,6 +224,14 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
             if (k.is_ok()) {
                 cn.kernel = std::move(k).value();
                 cn.entry = entry;
+                cn.on_device = entry->key.device != DeviceKind::cpu;
+                if (cn.on_device) {
+                    cn.host_inputs = cn.kernel->host_inputs();
+                    reports_device_errors_ = reports_device_errors_ || cn.kernel->reports_device_errors();
+                    ++device_nodes_;
+                } else {
+                    cn.shape_derived = host_only;
+                }
                 break;
             }
             last = k.status();
@@ -275,7 +319,7 @@ Status CompiledGraph::infer_node(std::size_t ni) {
     // Shape-like values are computed at load (both probes) when their inputs are known.
     const bool shape_only = n.op_type == "Shape" || n.op_type == "Size";
     auto compute = [&](int p, const std::vector<Tensor>& ins, const PrepareContext& ctx) {
-        if (!(all_data || shape_only) || !n.domain.empty()) return;
+        if (!(all_data || shape_only) || !n.domain.empty() || nodes_[ni].on_device) return;
         std::vector<Tensor> outs(n.outputs.size());
         std::vector<TensorView> in_views, out_views(n.outputs.size());
         for (int i = 0; i < ctx.num_outputs(); ++i) {
@@ -537,19 +581,234 @@ struct CompiledGraph::Recording {
     std::vector<std::size_t> value_bytes;      // per value, 0 = not an arena candidate
     std::vector<ValueId> inplace_input;        // per value, kNoValue = own block
     std::vector<std::size_t> workspace_bytes;  // per node
+    std::vector<char> value_device;            // per value: produced on the device
 };
 
-/// One run's memory: the plan and its arena, or the recording.
+/// One run's memory: the plan and its arenas (host, device), or the recording.
 struct CompiledGraph::RunMemory {
     const ExecutionPlan* plan = nullptr;
     std::shared_ptr<void> arena;
     unsigned char* base = nullptr;
+    std::shared_ptr<void> device_arena;
+    unsigned char* device_base = nullptr;
     Recording* rec = nullptr;
     bool in_arena(const void* p) const noexcept {
         const auto* c = static_cast<const unsigned char*>(p);
-        return base != nullptr && c >= base && c < base + plan->arena_bytes;
+        return (base != nullptr && c >= base && c < base + plan->arena_bytes) ||
+               (device_base != nullptr && c >= device_base && c < device_base + plan->device_arena_bytes);
     }
 };
+
+/// One run's device state: its stream, and a stream-ordered allocator over the device pool.
+/// Blocks freed during the run are reused by later allocations of the same run (same stream,
+/// so ordered after the work that used them); all go back to the shared pool only after the
+/// stream is synchronized, when the scope ends (device_runtime.hpp). Declared before the frame
+/// in execute(), so every device tensor of the run is dead when it ends.
+struct CompiledGraph::DeviceScope final : public Allocator {
+    DeviceRuntime* rt = nullptr;
+    void* stream = nullptr;
+    std::mutex mu;
+    std::multimap<std::size_t, void*> free_blocks;  // size class -> block
+    /// Capturing a CUDA graph: every block allocated is kept (the graph's addresses) and
+    /// handed to the CapturedRun, which returns them to the pool when it is destroyed.
+    bool retain = false;
+    std::vector<std::pair<void*, std::size_t>> retained;
+
+    explicit DeviceScope(DeviceRuntime* runtime) : rt(runtime) {}
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+    ~DeviceScope() override {
+        if (stream != nullptr) (void)rt->synchronize(stream);
+        for (const auto& [cls, p] : free_blocks) rt->pool()->deallocate(p, cls);
+        if (stream != nullptr) rt->release_stream(stream);
+    }
+    Device device() const noexcept override { return rt->device(); }
+    void* allocate(std::size_t bytes, std::size_t alignment) noexcept override {
+        const std::size_t cls = MemoryPool::size_class(bytes);
+        if (cls == 0) return nullptr;
+        if (retain) {
+            void* p = rt->pool()->allocate(cls, alignment);
+            if (p == nullptr) return nullptr;
+            try {
+                std::lock_guard<std::mutex> lock(mu);
+                retained.emplace_back(p, cls);
+            } catch (...) {
+                rt->pool()->deallocate(p, cls);
+                return nullptr;
+            }
+            return p;
+        }
+        try {
+            std::lock_guard<std::mutex> lock(mu);
+            if (auto it = free_blocks.find(cls); it != free_blocks.end()) {
+                void* p = it->second;
+                free_blocks.erase(it);
+                return p;
+            }
+        } catch (...) {
+            return nullptr;
+        }
+        return rt->pool()->allocate(cls, alignment);
+    }
+    void deallocate(void* p, std::size_t bytes) noexcept override {
+        if (p == nullptr || retain) return;  // retained blocks belong to the captured graph
+        const std::size_t cls = MemoryPool::size_class(bytes);
+        try {
+            std::lock_guard<std::mutex> lock(mu);
+            free_blocks.emplace(cls, p);
+        } catch (...) {
+            // Cannot defer: wait for the stream, then return it at once.
+            if (stream != nullptr) (void)rt->synchronize(stream);
+            rt->pool()->deallocate(p, cls);
+        }
+    }
+};
+
+StatusOr<Tensor> CompiledGraph::allocate_on(DeviceScope* dev, bool device, DType dtype,
+                                            const Shape& shape) const {
+    if (!device || dev == nullptr) return Tensor::allocate(dtype, shape, *allocator_);
+    DSINFER_CHECK(dtype != DType::string, ErrorCode::unsupported,
+                  "string tensors cannot live on the device");
+    return Tensor::allocate(dtype, shape, *dev);
+}
+
+StatusOr<Tensor> CompiledGraph::stage_input(Frame& frame, DeviceScope* dev, std::size_t ni,
+                                            std::size_t k) const {
+    const Node& n = graph_->nodes[ni];
+    const CompiledNode& cn = nodes_[ni];
+    const auto v = static_cast<std::size_t>(n.inputs[k]);
+    const Tensor& t = frame.values[v];
+    if (dev == nullptr) return t;
+    const bool want_device = cn.on_device && !(k < 64 && ((cn.host_inputs >> k) & 1u) != 0);
+    const bool is_device = t.device().kind != DeviceKind::cpu;
+    if (want_device == is_device) return t;
+    if (want_device && !device_constants_[v].is_null()) return device_constants_[v];
+    if (!frame.other[v].is_null()) return frame.other[v];
+    // Shape and Size read only the dims: no copy.
+    if (!want_device && (n.op_type == "Shape" || n.op_type == "Size"))
+        return Tensor::wrap(nullptr, t.dtype(), t.shape(), Device{}, std::make_shared<char>(0));
+    DSINFER_CHECK(t.dtype() != DType::string, ErrorCode::unsupported, "input '",
+                  graph_->value(n.inputs[k]).name, "' is a string tensor; it cannot be copied to the device");
+    DSINFER_ASSIGN_OR_RETURN(Tensor c, allocate_on(dev, want_device, t.dtype(), t.shape()));
+    const std::size_t bytes = t.num_bytes();
+    if (dev->retain) {
+        // Capturing a CUDA graph: only shape-derived host values reach here (decide_graphable);
+        // they are fixed for the shape class, so they are copied once, outside the graph.
+        if (!want_device)
+            return Status::error(ErrorCode::internal, "a CUDA graph cannot capture a copy to the host");
+        DSINFER_ASSIGN_OR_RETURN(void* side, dev->rt->acquire_stream());
+        Status st = dev->rt->copy_to_device(c.raw_data(), t.raw_data(), bytes, side);
+        if (st.is_ok()) st = dev->rt->synchronize(side);
+        dev->rt->release_stream(side);
+        DSINFER_RETURN_IF_ERROR(st);
+        transfers_.h2d.fetch_add(bytes, std::memory_order_relaxed);
+        transfers_.copies.fetch_add(1, std::memory_order_relaxed);
+        frame.other[v] = c;
+        return c;
+    }
+    if (want_device) {
+        DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_device(c.raw_data(), t.raw_data(), bytes, dev->stream));
+        transfers_.h2d.fetch_add(bytes, std::memory_order_relaxed);
+    } else {
+        DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_host(c.raw_data(), t.raw_data(), bytes, dev->stream));
+        DSINFER_RETURN_IF_ERROR(dev->rt->synchronize(dev->stream));
+        transfers_.d2h.fetch_add(bytes, std::memory_order_relaxed);
+    }
+    transfers_.copies.fetch_add(1, std::memory_order_relaxed);
+    frame.other[v] = c;
+    return c;
+}
+
+Status CompiledGraph::upload_constants() {
+    const Graph& g = *graph_;
+    device_constants_.assign(g.values.size(), Tensor());
+    DSINFER_RETURN_IF_ERROR(device_->activate());
+    DSINFER_ASSIGN_OR_RETURN(void* stream, device_->acquire_stream());
+    Status st;
+    for (std::size_t ni = 0; ni < g.nodes.size() && st.is_ok(); ++ni) {
+        const CompiledNode& cn = nodes_[ni];
+        if (!cn.on_device) continue;
+        const Node& n = g.nodes[ni];
+        for (std::size_t k = 0; k < n.inputs.size() && st.is_ok(); ++k) {
+            if (n.inputs[k] == kNoValue || (k < 64 && ((cn.host_inputs >> k) & 1u) != 0)) continue;
+            const auto v = static_cast<std::size_t>(n.inputs[k]);
+            const auto& init = g.values[v].initializer;
+            if (!init || !device_constants_[v].is_null() || init->dtype() == DType::string) continue;
+            if (init->raw_data() == nullptr && init->num_bytes() > 0) continue;  // released to its kernels
+            auto t = Tensor::allocate(init->dtype(), init->shape(), *device_->pool());
+            if (!t.is_ok()) {
+                st = t.status().with_context(node_context(n));
+                break;
+            }
+            st = device_->copy_to_device(t.value().raw_data(), init->raw_data(), init->num_bytes(), stream);
+            device_constants_[v] = std::move(t).value();
+        }
+    }
+    const Status sync = device_->synchronize(stream);
+    device_->release_stream(stream);
+    DSINFER_RETURN_IF_ERROR(st);
+    return sync;
+}
+
+NodePlacement CompiledGraph::placement() const {
+    NodePlacement p;
+    if (device_) p.device = device_->device().to_string() + " (" + device_->description() + ")";
+    p.device_nodes = device_nodes_;
+    p.fallback_nodes = nodes_.size() - device_nodes_;
+    p.host_to_device_bytes = transfers_.h2d.load(std::memory_order_relaxed);
+    p.device_to_host_bytes = transfers_.d2h.load(std::memory_order_relaxed);
+    p.transfers = transfers_.copies.load(std::memory_order_relaxed);
+    p.graph_replays = transfers_.replays.load(std::memory_order_relaxed);
+    return p;
+}
+
+bool CompiledGraph::decide_graphable() const {
+    const Graph& g = *graph_;
+    if (device_nodes_ == 0) return false;
+    // Values produced by shape-derived host nodes (fixed for a shape class).
+    std::vector<char> fixed(g.values.size(), 0);
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        if (g.values[v].initializer) fixed[v] = 1;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        const CompiledNode& cn = nodes_[ni];
+        if (!cn.subgraphs.empty()) return false;
+        if (!cn.on_device) {
+            // Host work is allowed only where it depends on shapes alone (it runs at capture).
+            if (!cn.shape_derived) return false;
+            for (ValueId out : n.outputs)
+                if (out != kNoValue) fixed[static_cast<std::size_t>(out)] = 1;
+            continue;
+        }
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+            if (n.inputs[k] == kNoValue) continue;
+            const bool host = k < 64 && ((cn.host_inputs >> k) & 1u) != 0;
+            if (host && !fixed[static_cast<std::size_t>(n.inputs[k])]) return false;
+        }
+    }
+    // Graph outputs must come from the device (their buffers are the graph's).
+    for (ValueId out : g.outputs)
+        if (fixed[static_cast<std::size_t>(out)] || std::find(g.inputs.begin(), g.inputs.end(), out) != g.inputs.end())
+            return false;
+    return true;
+}
+
+Status CompiledGraph::check_device_errors(DeviceScope* dev, const std::int64_t* slots) const {
+    if (dev == nullptr || slots == nullptr) return Status::ok();
+    const std::size_t n = graph_->nodes.size();
+    std::vector<std::int64_t> host(4 * n, 0);
+    DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_host(host.data(), slots, host.size() * sizeof(std::int64_t), dev->stream));
+    DSINFER_RETURN_IF_ERROR(dev->rt->synchronize(dev->stream));
+    for (std::size_t ni = 0; ni < n; ++ni) {
+        if (host[4 * ni] == 0) continue;
+        const std::int64_t value = host[4 * ni + 1], extent = host[4 * ni + 2];
+        return Status::error(ErrorCode::invalid_argument, node_context(graph_->nodes[ni]),
+                             "index ", value, " is outside [", -extent, ", ", extent - 1,
+                             "] (found on the device; the run's outputs were discarded)");
+    }
+    return Status::ok();
+}
+
 
 namespace {
 
@@ -613,52 +872,59 @@ std::shared_ptr<const ExecutionPlan> CompiledGraph::find_plan(
 void CompiledGraph::build_plan(std::vector<std::int64_t> key, const Recording& rec) const {
     const std::size_t nv = rec.value_bytes.size();
     const std::size_t nn = rec.workspace_bytes.size();
-    // In-place pairs share one block: a value joins its input's block (inputs come first).
-    std::vector<std::size_t> block(nv, SIZE_MAX);
-    std::vector<PlanItem> items;
-    for (std::size_t v = 0; v < nv; ++v) {
-        if (rec.value_bytes[v] == 0) continue;
-        const PlanItem own{rec.value_bytes[v], def_step_[v], last_step_[v]};
-        const ValueId in = rec.inplace_input[v];
-        if (in != kNoValue && block[static_cast<std::size_t>(in)] != SIZE_MAX) {
-            PlanItem& b = items[block[static_cast<std::size_t>(in)]];
-            b.bytes = std::max(b.bytes, own.bytes);
-            b.first = std::min(b.first, own.first);
-            b.last = std::max(b.last, own.last);
-            block[v] = block[static_cast<std::size_t>(in)];
-            continue;
-        }
-        block[v] = items.size();
-        items.push_back(own);
-    }
-    std::vector<std::size_t> ws_block(nn, SIZE_MAX);
-    for (std::size_t ni = 0; ni < nn; ++ni) {
-        if (rec.workspace_bytes[ni] == 0) continue;
-        ws_block[ni] = items.size();
-        items.push_back({rec.workspace_bytes[ni], static_cast<std::int32_t>(ni),
-                         static_cast<std::int32_t>(ni)});
-    }
-    const ArenaLayout layout = plan_arena(items);
     auto plan = std::make_shared<ExecutionPlan>();
     plan->value_offset.assign(nv, -1);
     plan->value_bytes = rec.value_bytes;
     plan->inplace_input = rec.inplace_input;
     plan->workspace_offset.assign(nn, -1);
     plan->workspace_bytes = rec.workspace_bytes;
-    plan->arena_bytes = layout.peak_bytes;
+    plan->value_on_device.assign(nv, 0);
+    for (std::size_t v = 0; v < nv && v < rec.value_device.size(); ++v)
+        plan->value_on_device[v] = rec.value_device[v];
     std::size_t placed = 0;
-    for (std::size_t v = 0; v < nv; ++v)
-        if (block[v] != SIZE_MAX) {
-            plan->value_offset[v] = static_cast<std::int64_t>(layout.offsets[block[v]]);
-            ++placed;
+    // One arena per side (host; device on GPU engines), each planned on its own.
+    for (int side = 0; side < (device_ ? 2 : 1); ++side) {
+        // In-place pairs share one block: a value joins its input's block (inputs come first).
+        std::vector<std::size_t> block(nv, SIZE_MAX);
+        std::vector<PlanItem> items;
+        for (std::size_t v = 0; v < nv; ++v) {
+            if (rec.value_bytes[v] == 0 || plan->value_on_device[v] != side) continue;
+            const PlanItem own{rec.value_bytes[v], def_step_[v], last_step_[v]};
+            const ValueId in = rec.inplace_input[v];
+            if (in != kNoValue && block[static_cast<std::size_t>(in)] != SIZE_MAX) {
+                PlanItem& b = items[block[static_cast<std::size_t>(in)]];
+                b.bytes = std::max(b.bytes, own.bytes);
+                b.first = std::min(b.first, own.first);
+                b.last = std::max(b.last, own.last);
+                block[v] = block[static_cast<std::size_t>(in)];
+                continue;
+            }
+            block[v] = items.size();
+            items.push_back(own);
         }
-    for (std::size_t ni = 0; ni < nn; ++ni)
-        if (ws_block[ni] != SIZE_MAX) {
-            plan->workspace_offset[ni] = static_cast<std::int64_t>(layout.offsets[ws_block[ni]]);
-            ++placed;
+        std::vector<std::size_t> ws_block(nn, SIZE_MAX);
+        for (std::size_t ni = 0; ni < nn; ++ni) {
+            if (rec.workspace_bytes[ni] == 0 || static_cast<int>(nodes_[ni].on_device) != side) continue;
+            ws_block[ni] = items.size();
+            items.push_back({rec.workspace_bytes[ni], static_cast<std::int32_t>(ni),
+                             static_cast<std::int32_t>(ni)});
         }
-    plan->stats.planned_peak_bytes = layout.peak_bytes;
-    plan->stats.lower_bound_bytes = layout.lower_bound_bytes;
+        if (items.empty()) continue;
+        const ArenaLayout layout = plan_arena(items);
+        (side == 0 ? plan->arena_bytes : plan->device_arena_bytes) = layout.peak_bytes;
+        for (std::size_t v = 0; v < nv; ++v)
+            if (block[v] != SIZE_MAX) {
+                plan->value_offset[v] = static_cast<std::int64_t>(layout.offsets[block[v]]);
+                ++placed;
+            }
+        for (std::size_t ni = 0; ni < nn; ++ni)
+            if (ws_block[ni] != SIZE_MAX) {
+                plan->workspace_offset[ni] = static_cast<std::int64_t>(layout.offsets[ws_block[ni]]);
+                ++placed;
+            }
+        plan->stats.planned_peak_bytes += layout.peak_bytes;
+        plan->stats.lower_bound_bytes += layout.lower_bound_bytes;
+    }
     plan->stats.planned_values = placed;
     std::lock_guard<std::mutex> lock(plans_.mu);
     for (const auto& [k, p] : plans_.lru)
@@ -675,27 +941,32 @@ MemoryPlanStats CompiledGraph::memory_plan_stats() const {
     return s;
 }
 
-StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, std::size_t ni, ValueId id,
-                                              DType dtype, const Shape& shape,
+StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni,
+                                              ValueId id, DType dtype, const Shape& shape,
                                               const std::vector<Tensor>& inputs) const {
     const auto v = static_cast<std::size_t>(id);
-    if (!plannable_[v] || dtype == DType::string) return Tensor::allocate(dtype, shape, *allocator_);
+    const bool on_dev = nodes_[ni].on_device && dev != nullptr;
+    if (!plannable_[v] || dtype == DType::string) return allocate_on(dev, on_dev, dtype, shape);
     const std::size_t bytes = tensor_bytes(dtype, shape);
     const Node& n = graph_->nodes[ni];
     if (mem.rec != nullptr && bytes > 0) {
         mem.rec->value_bytes[v] = bytes;
+        mem.rec->value_device[v] = on_dev ? 1 : 0;
         if (inplace_op_[ni] && n.outputs[0] == id) {
             const int k = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
             const ValueId in = k < 0 ? kNoValue : n.inputs[static_cast<std::size_t>(k)];
             if (in != kNoValue && last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
-                mem.rec->value_bytes[static_cast<std::size_t>(in)] == bytes)
+                mem.rec->value_bytes[static_cast<std::size_t>(in)] == bytes &&
+                mem.rec->value_device[static_cast<std::size_t>(in)] == mem.rec->value_device[v])
                 mem.rec->inplace_input[v] = in;
         }
     }
-    if (mem.plan != nullptr && bytes > 0) {
+    unsigned char* base = on_dev ? mem.device_base : mem.base;
+    if (mem.plan != nullptr && bytes > 0 && base != nullptr) {
         const ExecutionPlan& p = *mem.plan;
-        if (p.value_offset[v] >= 0 && bytes <= p.value_bytes[v]) {
-            unsigned char* at = mem.base + p.value_offset[v];
+        if (p.value_offset[v] >= 0 && bytes <= p.value_bytes[v] &&
+            p.value_on_device[v] == (on_dev ? 1 : 0)) {
+            unsigned char* at = base + p.value_offset[v];
             // Sharing the block of an input (planned in place) is legal only for the input the
             // kernel may overwrite: the one with this dtype and shape (shapes can change with
             // data). Anything else would alias live memory: take a block of its own.
@@ -707,62 +978,59 @@ StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, std::size_t ni, Va
                 const int k0 = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
                 ok = !aliased || (k0 >= 0 && n.inputs[static_cast<std::size_t>(k0)] == in);
             }
-            if (ok) return Tensor::wrap(at, dtype, shape, allocator_->device(), mem.arena);
+            if (ok)
+                return on_dev ? Tensor::wrap(at, dtype, shape, dev->device(), mem.device_arena)
+                              : Tensor::wrap(at, dtype, shape, allocator_->device(), mem.arena);
         }
     }
-    return Tensor::allocate(dtype, shape, *allocator_);
+    return allocate_on(dev, on_dev, dtype, shape);
 }
 
-Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* outer,
-                              const RunControl& control, std::vector<Tensor>& outputs) const {
-    const Graph& g = *graph_;
-    DSINFER_CHECK(inputs.size() == g.inputs.size(), ErrorCode::invalid_argument, "graph '", g.name,
-                  "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
-    Frame frame;
-    frame.graph = this;
-    frame.parent = outer;
-    frame.values.resize(g.values.size());
-    for (std::size_t v = 0; v < g.values.size(); ++v)
-        if (g.values[v].initializer) frame.values[v] = *g.values[v].initializer;
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-        frame.values[static_cast<std::size_t>(g.inputs[i])] = inputs[i];
-    for (const Capture& c : captures_) {
-        const Frame* f = outer;
-        for (int l = 1; l < c.levels_up && f != nullptr; ++l) f = f->parent;
-        DSINFER_ASSERT(f != nullptr, "capture frame missing for '", g.value(c.id).name, "'");
-        frame.values[static_cast<std::size_t>(c.id)] = f->values[static_cast<std::size_t>(c.outer)];
+/// One shape class's captured CUDA graph: the executable graph, the device memory its kernels
+/// read and write (the arena, graph inputs and outputs, other tensors of the capture run, the
+/// error slots), owned here and returned to the pool when the entry is evicted. `busy` makes
+/// replays of one entry exclusive (a concurrent run of the class runs uncaptured).
+struct CompiledGraph::CapturedRun {
+    struct Buffer {
+        void* ptr = nullptr;
+        DType dtype = DType::f32;
+        Shape shape;
+    };
+    std::mutex busy;
+    bool failed = false;          // capture impossible for this class: run normally
+    std::shared_ptr<void> exec;   // cudaGraphExec_t
+    std::vector<Buffer> inputs;   // per graph input: its device buffer (null: not on the device)
+    std::vector<Buffer> outputs;  // per graph output
+    std::int64_t* error_slots = nullptr;
+    DeviceRuntime* rt = nullptr;
+    std::vector<std::pair<void*, std::size_t>> owned;
+    ~CapturedRun() {
+        exec.reset();
+        if (rt != nullptr)
+            for (const auto& [p, cls] : owned) rt->pool()->deallocate(p, cls);
     }
-    // Memory: this shape class's plan and one arena for it, or a recording that makes the plan.
-    RunMemory mem;
-    Recording rec;
-    std::shared_ptr<const ExecutionPlan> plan;
-    std::vector<std::int64_t> key;
-    if (plan_memory_) {
-        key = shape_key(inputs);
-        plan = find_plan(key);
-        if (!plan) {
-            rec.value_bytes.assign(g.values.size(), 0);
-            rec.inplace_input.assign(g.values.size(), kNoValue);
-            rec.workspace_bytes.assign(g.nodes.size(), 0);
-            mem.rec = &rec;
-        } else if (plan->arena_bytes > 0) {
-            // Without an arena (the pool's limit), the run allocates tensor by tensor. A new
-            // arena replaces idle cached blocks (the recording run's) instead of adding to them.
-            const std::size_t bytes = plan->arena_bytes;
-            if (void* p = pool_->allocate_replacing_cache(bytes, kTensorAlignment)) {
-                mem.arena = std::shared_ptr<void>(
-                    p, [pool = pool_, bytes](void* q) { pool->deallocate(q, bytes); });
-                mem.base = static_cast<unsigned char*>(p);
-                mem.plan = plan.get();
-            }
-        }
-    }
+};
 
-    std::vector<Tensor> node_inputs;
+std::shared_ptr<CompiledGraph::CapturedRun> CompiledGraph::find_captured(
+    const std::vector<std::int64_t>& key) const {
+    std::lock_guard<std::mutex> lock(graphs_.mu);
+    for (auto it = graphs_.lru.begin(); it != graphs_.lru.end(); ++it) {
+        if (it->first != key) continue;
+        graphs_.lru.splice(graphs_.lru.begin(), graphs_.lru, it);
+        return it->second;
+    }
+    return nullptr;
+}
+
+Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
+                                const RunControl& control, std::int64_t* error_slots) const {
+    const Graph& g = *graph_;
+    std::vector<Tensor> node_inputs, prepare_inputs;
     std::vector<TensorView> in_views, out_views;
     std::vector<Tensor> out_tensors;
     // Profiling covers the top-level graph only (subgraphs run inside their node's time).
-    std::vector<double>* node_ms = outer == nullptr ? control.node_ms : nullptr;
+    std::vector<double>* node_ms =
+        frame.parent == nullptr && (dev == nullptr || !dev->retain) ? control.node_ms : nullptr;
     if (node_ms != nullptr) node_ms->resize(g.nodes.size(), 0.0);
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
         DSINFER_RETURN_IF_ERROR(control.check());
@@ -770,19 +1038,31 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
                                                : std::chrono::steady_clock::time_point{};
         const Node& n = g.nodes[ni];
         const CompiledNode& cn = nodes_[ni];
+        const bool on_dev = cn.on_device && dev != nullptr;
         node_inputs.clear();
-        for (ValueId id : n.inputs) {
+        prepare_inputs.clear();
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+            const ValueId id = n.inputs[k];
             if (id == kNoValue) {
                 node_inputs.emplace_back();
+                prepare_inputs.emplace_back();
                 continue;
             }
-            const Tensor& t = frame.values[static_cast<std::size_t>(id)];
-            if (t.is_null())
+            if (frame.values[static_cast<std::size_t>(id)].is_null())
                 return Status::error(ErrorCode::internal, node_context(n), "input '",
                                      g.value(id).name, "' has no value at run time");
-            node_inputs.push_back(t);
+            auto t = stage_input(frame, dev, ni, k);
+            if (!t.is_ok()) return t.status().with_context(node_context(n));
+            node_inputs.push_back(std::move(t).value());
+            // A device kernel's prepare sees device inputs as meta tensors (dtype and shape).
+            const Tensor& staged = node_inputs.back();
+            if (staged.device().kind != DeviceKind::cpu)
+                prepare_inputs.push_back(Tensor::wrap(nullptr, staged.dtype(), staged.shape(),
+                                                      staged.device(), std::make_shared<char>(0)));
+            else
+                prepare_inputs.push_back(staged);
         }
-        PrepareContext pctx(n, node_inputs, /*inferring=*/false);
+        PrepareContext pctx(n, prepare_inputs, /*inferring=*/false);
         Status st = cn.kernel->prepare(pctx);
         if (!st.is_ok()) return st.with_context(node_context(n));
 
@@ -795,7 +1075,7 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             if (!spec.set)
                 return Status::error(ErrorCode::internal, node_context(n),
                                      "kernel did not define output ", i);
-            auto t = output_tensor(mem, ni, n.outputs[static_cast<std::size_t>(i)], spec.dtype,
+            auto t = output_tensor(mem, dev, ni, n.outputs[static_cast<std::size_t>(i)], spec.dtype,
                                    spec.shape, node_inputs);
             if (!t.is_ok()) return t.status().with_context(node_context(n));
             out_tensors[static_cast<std::size_t>(i)] = std::move(t).value();
@@ -805,11 +1085,12 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         void* workspace_data = nullptr;
         if (const std::size_t wb = pctx.workspace_bytes(); wb > 0) {
             if (mem.rec != nullptr) mem.rec->workspace_bytes[ni] = wb;
-            if (mem.plan != nullptr && mem.plan->workspace_offset[ni] >= 0 &&
+            unsigned char* base = on_dev ? mem.device_base : mem.base;
+            if (mem.plan != nullptr && base != nullptr && mem.plan->workspace_offset[ni] >= 0 &&
                 wb <= mem.plan->workspace_bytes[ni]) {
-                workspace_data = mem.base + mem.plan->workspace_offset[ni];
+                workspace_data = base + mem.plan->workspace_offset[ni];
             } else {
-                auto w = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(wb)}, *allocator_);
+                auto w = allocate_on(dev, on_dev, DType::u8, Shape{static_cast<std::int64_t>(wb)});
                 if (!w.is_ok()) return w.status().with_context(node_context(n));
                 workspace = std::move(w).value();
                 workspace_data = workspace.raw_data();
@@ -817,14 +1098,21 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         }
         in_views.clear();
         for (const Tensor& t : node_inputs) in_views.push_back(t.is_null() ? TensorView{} : t.view());
-        RunContext rctx(n, in_views, out_views, workspace_data, pctx.workspace_bytes(),
-                        *allocator_, control);
+        Allocator& node_alloc = on_dev ? static_cast<Allocator&>(*dev) : *allocator_;
+        RunContext rctx(n, in_views, out_views, workspace_data, pctx.workspace_bytes(), node_alloc,
+                        control);
         rctx.set_frame(&frame);
+        if (on_dev) {
+            rctx.set_stream(dev->stream);
+            if (error_slots != nullptr) rctx.set_device_error_slots(error_slots + 4 * ni);
+        }
         st = cn.kernel->run(rctx);
         if (!st.is_ok()) return st.with_context(node_context(n));
         for (int i = 0; i < pctx.num_outputs(); ++i) {
             if (!pctx.has_output(i)) continue;
-            Tensor& dst = frame.values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(i)])];
+            const auto vo = static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(i)]);
+            Tensor& dst = frame.values[vo];
+            if (dev != nullptr) frame.other[vo] = Tensor();
             if (pctx.output_spec(i).dynamic) {
                 dst = std::move(rctx.dynamic_output(i));
                 if (dst.is_null())
@@ -833,6 +1121,10 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
                 // A kernel that passed an input through must not leave it in the arena, whose
                 // block is reused once the input dies.
                 if (mem.in_arena(dst.raw_data())) {
+                    if (dst.device().kind != DeviceKind::cpu)
+                        return Status::error(ErrorCode::internal, node_context(n),
+                                             "a device kernel passed an arena tensor through as a "
+                                             "dynamic output");
                     auto c = copy_to(dst, *allocator_);
                     if (!c.is_ok()) return c.status().with_context(node_context(n));
                     dst = std::move(c).value();
@@ -842,21 +1134,287 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             }
         }
         node_inputs.clear();
-        for (ValueId id : cn.release_after) frame.values[static_cast<std::size_t>(id)] = Tensor();
-        if (node_ms != nullptr)
+        prepare_inputs.clear();
+        for (ValueId id : cn.release_after) {
+            frame.values[static_cast<std::size_t>(id)] = Tensor();
+            if (dev != nullptr) frame.other[static_cast<std::size_t>(id)] = Tensor();
+        }
+        if (node_ms != nullptr) {
+            if (on_dev) DSINFER_RETURN_IF_ERROR(dev->rt->synchronize(dev->stream));
             (*node_ms)[ni] += std::chrono::duration<double, std::milli>(
                                   std::chrono::steady_clock::now() - t_node)
                                   .count();
+        }
     }
+    return Status::ok();
+}
+
+namespace {
+
+/// Sets up a frame: initializers, inputs, captures.
+void fill_frame(Frame& frame, const Graph& g, const std::vector<Tensor>& inputs) {
+    frame.values.resize(g.values.size());
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        if (g.values[v].initializer) frame.values[v] = *g.values[v].initializer;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        frame.values[static_cast<std::size_t>(g.inputs[i])] = inputs[i];
+}
+
+}  // namespace
+
+Status CompiledGraph::replay(CapturedRun& run, const std::vector<Tensor>& inputs,
+                             std::vector<Tensor>& outputs) const {
+    DSINFER_RETURN_IF_ERROR(device_->health());
+    DSINFER_RETURN_IF_ERROR(device_->activate());
+    DeviceScope dev(device_.get());
+    DSINFER_ASSIGN_OR_RETURN(dev.stream, device_->acquire_stream());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const auto& b = run.inputs[i];
+        if (b.ptr == nullptr) continue;
+        if (!(inputs[i].shape() == b.shape) || inputs[i].dtype() != b.dtype)
+            return Status::error(ErrorCode::internal, "captured graph replayed with another shape class");
+        DSINFER_RETURN_IF_ERROR(device_->copy_to_device(b.ptr, inputs[i].raw_data(), inputs[i].num_bytes(), dev.stream));
+        transfers_.h2d.fetch_add(inputs[i].num_bytes(), std::memory_order_relaxed);
+        transfers_.copies.fetch_add(1, std::memory_order_relaxed);
+    }
+    DSINFER_RETURN_IF_ERROR(device_->replay(run.exec.get(), dev.stream));
+    outputs.clear();
+    for (const auto& b : run.outputs) {
+        DSINFER_ASSIGN_OR_RETURN(Tensor h, Tensor::allocate(b.dtype, b.shape, *allocator_));
+        DSINFER_RETURN_IF_ERROR(device_->copy_to_host(h.raw_data(), b.ptr, h.num_bytes(), dev.stream));
+        transfers_.d2h.fetch_add(h.num_bytes(), std::memory_order_relaxed);
+        transfers_.copies.fetch_add(1, std::memory_order_relaxed);
+        if (bind_outputs_to_pool_) h = MemoryPool::bind(pool_, std::move(h));
+        outputs.push_back(std::move(h));
+    }
+    DSINFER_RETURN_IF_ERROR(device_->synchronize(dev.stream));
+    DSINFER_RETURN_IF_ERROR(check_device_errors(&dev, run.error_slots));
+    transfers_.replays.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+}
+
+Status CompiledGraph::capture_and_run(const std::vector<Tensor>& inputs,
+                                      const std::vector<std::int64_t>& key,
+                                      const ExecutionPlan& plan, const RunControl& control,
+                                      std::vector<Tensor>& outputs, bool& handled) const {
+    const Graph& g = *graph_;
+    handled = false;
+    auto run = std::make_shared<CapturedRun>();
+    run->rt = device_.get();
+    std::unique_lock<std::mutex> busy(run->busy);
+    auto remember = [&] {
+        std::lock_guard<std::mutex> lock(graphs_.mu);
+        for (const auto& [k, r] : graphs_.lru)
+            if (k == key) return;  // a concurrent run captured it first
+        graphs_.lru.emplace_front(key, run);
+        if (graphs_.lru.size() > kMaxPlans) graphs_.lru.pop_back();
+    };
+    DSINFER_RETURN_IF_ERROR(device_->health());
+    DSINFER_RETURN_IF_ERROR(device_->activate());
+    {
+        DeviceScope dev(device_.get());
+        DSINFER_ASSIGN_OR_RETURN(dev.stream, device_->acquire_stream());
+        dev.retain = true;
+        // Everything below is allocated for the graph's lifetime (retained).
+        Status st;
+        {
+            Frame frame;
+            frame.graph = this;
+            frame.other.resize(g.values.size());
+            fill_frame(frame, g, inputs);
+            RunMemory mem;
+            mem.plan = &plan;
+            if (plan.arena_bytes > 0) {
+                const std::size_t bytes = plan.arena_bytes;
+                if (void* p = pool_->allocate_replacing_cache(bytes, kTensorAlignment)) {
+                    mem.arena = std::shared_ptr<void>(p, [pool = pool_, bytes](void* q) { pool->deallocate(q, bytes); });
+                    mem.base = static_cast<unsigned char*>(p);
+                }
+            }
+            if (plan.device_arena_bytes > 0) {
+                const std::size_t bytes = plan.device_arena_bytes;
+                if (void* p = dev.allocate(bytes, kTensorAlignment)) {
+                    mem.device_arena = std::shared_ptr<void>(p, [](void*) {});
+                    mem.device_base = static_cast<unsigned char*>(p);
+                }
+            }
+            // Graph inputs go to fixed device buffers before the capture; replays refill them.
+            run->inputs.resize(inputs.size());
+            for (std::size_t i = 0; i < inputs.size() && st.is_ok(); ++i) {
+                const auto v = static_cast<std::size_t>(g.inputs[i]);
+                bool device_reader = false;
+                for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
+                    for (std::size_t k = 0; k < g.nodes[ni].inputs.size(); ++k)
+                        if (g.nodes[ni].inputs[k] == g.inputs[i] && nodes_[ni].on_device &&
+                            !(k < 64 && ((nodes_[ni].host_inputs >> k) & 1u) != 0))
+                            device_reader = true;
+                if (!device_reader) continue;
+                auto t = allocate_on(&dev, true, inputs[i].dtype(), inputs[i].shape());
+                if (!t.is_ok()) {
+                    st = t.status();
+                    break;
+                }
+                st = device_->copy_to_device(t.value().raw_data(), inputs[i].raw_data(), inputs[i].num_bytes(), dev.stream);
+                run->inputs[i] = {t.value().raw_data(), inputs[i].dtype(), inputs[i].shape()};
+                frame.other[v] = std::move(t).value();
+            }
+            if (st.is_ok() && reports_device_errors_) {
+                auto t = allocate_on(&dev, true, DType::i64, Shape{static_cast<std::int64_t>(4 * g.nodes.size())});
+                if (t.is_ok()) run->error_slots = t.value().data<std::int64_t>();
+                else st = t.status();
+            }
+            if (st.is_ok()) st = device_->synchronize(dev.stream);
+            if (st.is_ok()) st = device_->begin_capture(dev.stream);
+            if (st.is_ok()) {
+                Status body = Status::ok();
+                if (run->error_slots != nullptr)
+                    body = device_->memset_async(run->error_slots, 0, 32 * g.nodes.size(), dev.stream);
+                if (body.is_ok()) body = run_nodes(frame, mem, &dev, control, run->error_slots);
+                auto exec = device_->end_capture(dev.stream);
+                if (!body.is_ok() && body.code() != ErrorCode::internal) {
+                    st = body;  // a real error of this run (bad input, limits)
+                } else if (!body.is_ok() || !exec.is_ok()) {
+                    run->failed = true;  // this class cannot be captured: run it normally
+                } else {
+                    run->exec = std::move(exec).value();
+                    run->outputs.reserve(g.outputs.size());
+                    for (ValueId id : g.outputs) {
+                        const Tensor& t = frame.values[static_cast<std::size_t>(id)];
+                        if (t.is_null() || t.device().kind == DeviceKind::cpu) {
+                            run->failed = true;
+                            break;
+                        }
+                        run->outputs.push_back({t.raw_data(), t.dtype(), t.shape()});
+                    }
+                }
+            }
+        }  // the frame's tensors are released (retained blocks stay)
+        const Status sync = device_->synchronize(dev.stream);
+        run->owned = std::move(dev.retained);
+        dev.retained.clear();
+        DSINFER_RETURN_IF_ERROR(st);
+        DSINFER_RETURN_IF_ERROR(sync);
+    }
+    if (run->failed) {
+        // Keep only the verdict: the capture run's memory goes back now (its stream is idle).
+        run->exec.reset();
+        for (const auto& [p, cls] : run->owned) device_->pool()->deallocate(p, cls);
+        run->owned.clear();
+        remember();
+        return Status::ok();
+    }
+    handled = true;
+    Status st = replay(*run, inputs, outputs);
+    if (st.is_ok() || st.code() != ErrorCode::internal) remember();
+    return st;
+}
+
+Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* outer,
+                              const RunControl& control, std::vector<Tensor>& outputs) const {
+    const Graph& g = *graph_;
+    DSINFER_CHECK(inputs.size() == g.inputs.size(), ErrorCode::invalid_argument, "graph '", g.name,
+                  "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
+    std::vector<std::int64_t> key;
+    std::shared_ptr<const ExecutionPlan> plan;
+    if (plan_memory_) {
+        key = shape_key(inputs);
+        plan = find_plan(key);
+    }
+    // GPU engines: from the second run of a shape class (the first one plans its memory), the
+    // whole run is one CUDA graph when every node allows it.
+    if (graphable_ && plan && control.node_ms == nullptr &&
+        control.deadline == std::chrono::steady_clock::time_point::max()) {
+        std::shared_ptr<CapturedRun> run = find_captured(key);
+        if (!run) {
+            bool handled = false;
+            DSINFER_RETURN_IF_ERROR(capture_and_run(inputs, key, *plan, control, outputs, handled));
+            if (handled) return Status::ok();
+        } else if (!run->failed) {
+            std::unique_lock<std::mutex> busy(run->busy, std::try_to_lock);
+            if (busy.owns_lock()) return replay(*run, inputs, outputs);
+        }
+    }
+    // GPU engines: the run's stream and stream-ordered device memory. Declared before the frame
+    // and the arenas: it ends last, after synchronizing the stream.
+    std::optional<DeviceScope> dev_scope;
+    DeviceScope* dev = nullptr;
+    if (device_ && device_nodes_ > 0) {
+        DSINFER_RETURN_IF_ERROR(device_->health());
+        DSINFER_RETURN_IF_ERROR(device_->activate());
+        dev_scope.emplace(device_.get());
+        DSINFER_ASSIGN_OR_RETURN(dev_scope->stream, device_->acquire_stream());
+        dev = &*dev_scope;
+    }
+    Frame frame;
+    frame.graph = this;
+    frame.parent = outer;
+    if (dev != nullptr) frame.other.resize(g.values.size());
+    fill_frame(frame, g, inputs);
+    for (const Capture& c : captures_) {
+        const Frame* f = outer;
+        for (int l = 1; l < c.levels_up && f != nullptr; ++l) f = f->parent;
+        DSINFER_ASSERT(f != nullptr, "capture frame missing for '", g.value(c.id).name, "'");
+        frame.values[static_cast<std::size_t>(c.id)] = f->values[static_cast<std::size_t>(c.outer)];
+    }
+    // Memory: this shape class's plan and one arena per side for it, or a recording that makes
+    // the plan.
+    RunMemory mem;
+    Recording rec;
+    if (plan_memory_) {
+        if (!plan) {
+            rec.value_bytes.assign(g.values.size(), 0);
+            rec.inplace_input.assign(g.values.size(), kNoValue);
+            rec.workspace_bytes.assign(g.nodes.size(), 0);
+            rec.value_device.assign(g.values.size(), 0);
+            mem.rec = &rec;
+        } else {
+            mem.plan = plan.get();
+            // Without an arena (the pool's limit), the run allocates tensor by tensor. A new
+            // arena replaces idle cached blocks (the recording run's) instead of adding to them.
+            if (const std::size_t bytes = plan->arena_bytes; bytes > 0) {
+                if (void* p = pool_->allocate_replacing_cache(bytes, kTensorAlignment)) {
+                    mem.arena = std::shared_ptr<void>(
+                        p, [pool = pool_, bytes](void* q) { pool->deallocate(q, bytes); });
+                    mem.base = static_cast<unsigned char*>(p);
+                }
+            }
+            if (const std::size_t bytes = plan->device_arena_bytes; bytes > 0 && dev != nullptr) {
+                if (void* p = dev->allocate(bytes, kTensorAlignment)) {
+                    mem.device_arena = std::shared_ptr<void>(
+                        p, [dev, bytes](void* q) { dev->deallocate(q, bytes); });
+                    mem.device_base = static_cast<unsigned char*>(p);
+                }
+            }
+        }
+    }
+    Tensor error_slots;
+    if (dev != nullptr && reports_device_errors_) {
+        DSINFER_ASSIGN_OR_RETURN(error_slots, allocate_on(dev, true, DType::i64,
+                                                          Shape{static_cast<std::int64_t>(4 * g.nodes.size())}));
+        DSINFER_RETURN_IF_ERROR(dev->rt->memset_async(error_slots.raw_data(), 0, error_slots.num_bytes(), dev->stream));
+    }
+    std::int64_t* slots = error_slots.is_null() ? nullptr : error_slots.data<std::int64_t>();
+    DSINFER_RETURN_IF_ERROR(run_nodes(frame, mem, dev, control, slots));
     outputs.clear();
     for (ValueId id : g.outputs) {
         Tensor t = frame.values[static_cast<std::size_t>(id)];
-        if (mem.in_arena(t.raw_data())) {
+        if (!t.is_null() && t.device().kind != DeviceKind::cpu) {
+            // Results go back to the host (one copy per output, then one synchronization).
+            DSINFER_ASSIGN_OR_RETURN(Tensor h, Tensor::allocate(t.dtype(), t.shape(), *allocator_));
+            DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_host(h.raw_data(), t.raw_data(), t.num_bytes(), dev->stream));
+            transfers_.d2h.fetch_add(t.num_bytes(), std::memory_order_relaxed);
+            transfers_.copies.fetch_add(1, std::memory_order_relaxed);
+            t = std::move(h);
+        } else if (mem.in_arena(t.raw_data())) {
             DSINFER_ASSIGN_OR_RETURN(t, copy_to(t, *allocator_));
         }
         // Outputs of a caller's pool keep it alive (the default pool is never destroyed).
         if (bind_outputs_to_pool_ && !t.is_null()) t = MemoryPool::bind(pool_, std::move(t));
         outputs.push_back(std::move(t));
+    }
+    if (dev != nullptr) {
+        DSINFER_RETURN_IF_ERROR(dev->rt->synchronize(dev->stream));
+        DSINFER_RETURN_IF_ERROR(check_device_errors(dev, slots));
     }
     if (mem.rec != nullptr) build_plan(std::move(key), rec);
     return Status::ok();

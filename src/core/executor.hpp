@@ -18,6 +18,7 @@
 // (data-dependent shapes). Subgraph bodies (If/Loop/Scan) are not planned.
 #pragma once
 
+#include <atomic>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/memory_pool.hpp"
+#include "core/device_runtime.hpp"
 
 namespace dsinfer::detail {
 
@@ -40,6 +42,8 @@ struct Frame {
     const CompiledGraph* graph = nullptr;
     const Frame* parent = nullptr;
     std::vector<Tensor> values;
+    /// Per value: its copy on the other side (host <-> device) once a node needed it there.
+    std::vector<Tensor> other;
 };
 
 struct CompileOptions {
@@ -52,6 +56,14 @@ struct CompileOptions {
     /// Let backends exchange tensors in their blocked layouts (optimization level 3).
     bool blocked_layouts = true;
     int max_subgraph_depth = 32;
+    /// A GPU engine: nodes whose op the device backend supports run there (the rest on the
+    /// CPU backends, tensors copied across as needed). Null = CPU only. Subgraph bodies
+    /// (If/Loop/Scan) run on the CPU.
+    std::shared_ptr<DeviceRuntime> device_runtime;
+    /// EngineOptions::precision == tf32 (KernelCreateContext::allow_tf32).
+    bool allow_tf32 = false;
+    /// EngineOptions::cuda_graphs: capture a whole run per shape class and replay it.
+    bool cuda_graphs = true;
 };
 
 /// The arena placement of one input-shape class (built from a recorded run).
@@ -61,7 +73,9 @@ struct ExecutionPlan {
     std::vector<ValueId> inplace_input;      ///< per ValueId: the input it shares a block with
     std::vector<std::int64_t> workspace_offset;  ///< per node, -1 = none
     std::vector<std::size_t> workspace_bytes;    ///< per node
-    std::size_t arena_bytes = 0;
+    std::vector<char> value_on_device;           ///< per ValueId: offset is in the device arena
+    std::size_t arena_bytes = 0;                 ///< host arena
+    std::size_t device_arena_bytes = 0;          ///< device arena (GPU engines)
     MemoryPlanStats stats;
 };
 
@@ -97,6 +111,8 @@ public:
     const std::string& provider(std::size_t node_index) const noexcept {
         return nodes_[node_index].entry->provider;
     }
+    /// GPU engines: where nodes run and what crossed between host and device.
+    NodePlacement placement() const;
     /// Bytes of initializer data freed after compile because the kernels reading them keep
     /// their own (packed) copies (Kernel::released_constant_inputs).
     std::uint64_t released_constant_bytes() const noexcept { return released_constant_bytes_; }
@@ -111,6 +127,9 @@ private:
     struct CompiledNode {
         std::unique_ptr<Kernel> kernel;
         const KernelEntry* entry = nullptr;
+        bool on_device = false;        // the kernel is the device backend's
+        std::uint64_t host_inputs = 0;  // device kernels: inputs wanted on the host
+        bool shape_derived = false;    // host node whose outputs depend on input shapes only
         std::vector<std::shared_ptr<CompiledGraph>> subgraphs;
         std::vector<ValueId> release_after;  // values whose last use is this node
     };
@@ -130,20 +149,59 @@ private:
     /// layout. Runs after shape inference, before lifetimes.
     Status negotiate_layouts();
     void plan_lifetimes();
-
+    /// GPU engines: device copies of the constants device kernels read (not released to them).
+    Status upload_constants();
+    struct DeviceScope;
+    /// Input k of node ni where the node's kernel wants it (host or device), copying it across
+    /// (once per value and run: Frame::other) when it lives on the other side.
+    StatusOr<Tensor> stage_input(Frame& frame, DeviceScope* dev, std::size_t ni, std::size_t k) const;
+    /// Device memory for a run (stream-ordered: see device_runtime.hpp).
+    StatusOr<Tensor> allocate_on(DeviceScope* dev, bool device, DType dtype, const Shape& shape) const;
     struct Recording;
     struct RunMemory;
+    /// Whether a whole run can be captured as a CUDA graph (after compile).
+    bool decide_graphable() const;
+    /// Runs the nodes in order on a set-up frame (the body of execute()).
+    Status run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
+                     const RunControl& control, std::int64_t* error_slots) const;
+    /// Reads the device error slots (after the stream completed) and turns a report into an
+    /// invalid_argument naming the node.
+    Status check_device_errors(DeviceScope* dev, const std::int64_t* slots) const;
+    struct CapturedRun;
+    std::shared_ptr<CapturedRun> find_captured(const std::vector<std::int64_t>& key) const;
+    /// Captures the run of one shape class (plan known) into a CUDA graph and replays it;
+    /// `handled` false = the class cannot be captured (run normally).
+    Status capture_and_run(const std::vector<Tensor>& inputs, const std::vector<std::int64_t>& key,
+                           const ExecutionPlan& plan, const RunControl& control,
+                           std::vector<Tensor>& outputs, bool& handled) const;
+    Status replay(CapturedRun& run, const std::vector<Tensor>& inputs,
+                  std::vector<Tensor>& outputs) const;
+
     /// The cached plan for these inputs' shape class, or null (then the run records).
     std::shared_ptr<const ExecutionPlan> find_plan(const std::vector<std::int64_t>& key) const;
     /// Builds the plan of a recorded run and caches it under `key`.
     void build_plan(std::vector<std::int64_t> key, const Recording& rec) const;
     /// The buffer of value `id`, an output of node ni: its arena slot when planned (and it
     /// fits), else a pool allocation. Records its size when the run records.
-    StatusOr<Tensor> output_tensor(RunMemory& mem, std::size_t ni, ValueId id, DType dtype,
+    StatusOr<Tensor> output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni, ValueId id, DType dtype,
                                    const Shape& shape, const std::vector<Tensor>& inputs) const;
 
     std::shared_ptr<Graph> graph_;
     const CompiledGraph* parent_ = nullptr;
+    std::shared_ptr<DeviceRuntime> device_;  // GPU engines
+    std::vector<Tensor> device_constants_;   // per value: device copy of an initializer
+    std::size_t device_nodes_ = 0;
+    bool reports_device_errors_ = false;  // some device kernel reports through error slots
+    bool graphable_ = false;              // runs may be captured as CUDA graphs
+    struct TransferCounters {
+        std::atomic<std::uint64_t> h2d{0}, d2h{0}, copies{0}, replays{0};
+    };
+    struct GraphCache {
+        std::mutex mu;
+        std::list<std::pair<std::vector<std::int64_t>, std::shared_ptr<CapturedRun>>> lru;
+    };
+    mutable GraphCache graphs_;
+    mutable TransferCounters transfers_;
     std::shared_ptr<MemoryPool> pool_;
     Allocator* allocator_ = nullptr;  // pool_.get()
     bool bind_outputs_to_pool_ = false;  // a caller's pool: outputs keep it alive

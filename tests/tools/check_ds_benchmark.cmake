@@ -6,8 +6,8 @@
 #   ... -DMAKE_MODEL=NAME -DPYTHON=<python3> -DSRC=<repo> -DWORK=<dir>
 #       first writes NAME.onnx with tools/make_models.py into WORK and uses it as MODEL.
 #   cmake -DBENCH=<ds-benchmark> -DMODE=bad -DMODEL=<model.onnx> -P check_ds_benchmark.cmake
-#       checks that bad command lines exit 2 with the usage, and that CUDA and lower
-#       precisions fail with "not available yet".
+#       checks that bad command lines exit 2 with the usage, that a lower precision on the
+#       CPU fails with "needs a CUDA device", and int8 with "not available yet".
 set(TOOL ${BENCH})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_checks.cmake)
 
@@ -17,14 +17,14 @@ if(MODE STREQUAL "bad")
       "2|unknown argument|--model @M@ --frobnicate"
       "2|--batch must be in|--model @M@ --batch 0"
       "2|expects an integer|--model @M@ --iterations ten"
-      "2|--device must be cpu or cuda|--model @M@ --device gpu"
+      "2|--device must be cpu, cuda or cuda:N|--model @M@ --device gpu"
       "2|--model PATH is required|--batch 2"
       "2|--model expects a value|--model"
       "2|unknown backend|--model @M@ --backends onednn,gpu"
       "2|expects NAME=DxD|--model @M@ --shape pixels"
       "2|not an input of the model|--model @M@ --shape nope=2x64 --min-time 0"
-      "1|not available yet|--model @M@ --device cuda"
-      "1|not available yet|--model @M@ --precision bf16"
+      "1|needs a CUDA device|--model @M@ --precision bf16"
+      "1|not available yet|--model @M@ --precision int8"
       "1|io_error|--model @M@.missing")
   check_bad_cases(ds-benchmark ${MODEL} ${cases})
   return()

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/slice_ranges.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
@@ -384,42 +385,23 @@ template <class Entry>
 bool slice_plan(const Shape& in, std::int64_t n, Entry&& entry, Shape& out, std::int64_t& base,
                 Strides& strides) {
     const int r = in.rank();
-    std::array<std::int64_t, kMaxRank> start{}, len{}, step{};
-    for (int d = 0; d < r; ++d) {
-        len[static_cast<std::size_t>(d)] = in[d];
-        step[static_cast<std::size_t>(d)] = 1;
-    }
+    std::vector<std::array<std::int64_t, 4>> e(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
     for (std::int64_t i = 0; i < n; ++i) {
-        std::int64_t s = 0, e = 0, a = 0, k = 1;
-        entry(i, s, e, a, k);
-        if (a < -r || a >= r || k == 0) return false;
-        const auto au = static_cast<std::size_t>(a < 0 ? a + r : a);
-        const std::int64_t dim = in[static_cast<int>(au)];
-        if (s < 0) s += dim;
-        if (e < 0) e += dim;
-        std::int64_t count = 0;
-        if (k > 0) {
-            s = std::clamp<std::int64_t>(s, 0, dim);
-            e = std::clamp<std::int64_t>(e, 0, dim);
-            if (e > s) count = (e - s - 1) / k + 1;
-        } else {
-            s = std::clamp<std::int64_t>(s, 0, dim - 1);
-            e = std::clamp<std::int64_t>(e, -1, dim - 1);
-            const auto mag = std::uint64_t{0} - static_cast<std::uint64_t>(k);
-            if (s > e) count = static_cast<std::int64_t>(static_cast<std::uint64_t>(s - e - 1) / mag) + 1;
-        }
-        start[au] = s;
-        len[au] = count;
-        step[au] = k;
+        auto& x = e[static_cast<std::size_t>(i)];
+        x = {0, 0, 0, 1};
+        entry(i, x[0], x[1], x[2], x[3]);
     }
+    auto at = [&](int k) { return [&, k](std::int64_t i) { return e[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)]; }; };
+    SliceRanges sr;
+    if (!slice_ranges(in, n, at(0), at(1), at(2), at(3), sr).is_ok()) return false;
     const Strides cs = contiguous_strides(in);
     out = Shape{};
     base = 0;
     for (int d = 0; d < r; ++d) {
         const auto du = static_cast<std::size_t>(d);
-        out.push_back(len[du]);
-        strides[du] = cs[du] * step[du];
-        base += start[du] * cs[du];
+        out.push_back(sr.length[du]);
+        strides[du] = cs[du] * sr.step[du];
+        base += sr.start[du] * cs[du];
     }
     return true;
 }

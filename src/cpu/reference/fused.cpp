@@ -18,7 +18,8 @@ namespace {
 using std::int64_t;
 
 /// A plain kernel (Conv, MatMul) on the first `inner_inputs` inputs, then Y += Bias (over the
-/// last dim), Y += Z (same shape), Y = act(Y). f32 only.
+/// last dim), Y += Z (same shape), Y = act(Y). float32, float16 and bfloat16 (the epilogue
+/// computes in float32 from the stored Y and rounds once).
 class EpilogueKernel final : public Kernel {
 public:
     EpilogueKernel(std::unique_ptr<Kernel> inner, int inner_inputs, int bias_input,
@@ -29,8 +30,10 @@ public:
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_CHECK(ctx.num_inputs() > 0 && ctx.has_input(0), ErrorCode::invalid_argument,
                       op_, " needs its first input");
-        DSINFER_CHECK(ctx.input(0).dtype() == DType::f32, ErrorCode::unsupported, op_,
-                      " supports float32 only, got ", dtype_name(ctx.input(0).dtype()));
+        const DType dt = ctx.input(0).dtype();
+        DSINFER_CHECK(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16,
+                      ErrorCode::unsupported, op_,
+                      " supports float32, float16 and bfloat16, got ", dtype_name(dt));
         std::vector<Tensor> in(ctx.mutable_inputs().begin(),
                                ctx.mutable_inputs().begin() +
                                    std::min(inner_inputs_, ctx.num_inputs()));
@@ -53,8 +56,8 @@ public:
         ctx.set_output(0, spec.dtype, y);
         if (bias_ >= 0 && ctx.has_input(bias_)) {
             const Tensor& b = ctx.input(bias_);
-            DSINFER_CHECK(b.dtype() == DType::f32, ErrorCode::invalid_argument, "input Bias has type ",
-                          dtype_name(b.dtype()), ", expected float32");
+            DSINFER_CHECK(b.dtype() == dt, ErrorCode::invalid_argument, "input Bias has type ",
+                          dtype_name(b.dtype()), ", expected ", dtype_name(dt));
             const int64_t n = y.rank() > 0 ? y[y.rank() - 1] : 1;
             DSINFER_CHECK(b.num_dims() == 1 && b.shape()[0] == n, ErrorCode::invalid_argument,
                           "input Bias of shape ", b.shape().to_string(), " must be [", n,
@@ -62,8 +65,8 @@ public:
         }
         if (residual_ >= 0 && ctx.has_input(residual_)) {
             const Tensor& z = ctx.input(residual_);
-            DSINFER_CHECK(z.dtype() == DType::f32, ErrorCode::invalid_argument,
-                          "input Z has type ", dtype_name(z.dtype()), ", expected float32");
+            DSINFER_CHECK(z.dtype() == dt, ErrorCode::invalid_argument,
+                          "input Z has type ", dtype_name(z.dtype()), ", expected ", dtype_name(dt));
             DSINFER_CHECK(z.shape() == y, ErrorCode::invalid_argument, "input Z of shape ",
                           z.shape().to_string(), " must have the output's shape ", y.to_string());
         }
@@ -71,16 +74,26 @@ public:
     }
 
     Status run(RunContext& ctx) const noexcept override {
-        const float* z = nullptr;
+        switch (ctx.output(0).dtype) {
+            case DType::f16: return run_as<float16>(ctx);
+            case DType::bf16: return run_as<bfloat16>(ctx);
+            default: return run_as<float>(ctx);
+        }
+    }
+
+private:
+    template <class T>
+    Status run_as(RunContext& ctx) const noexcept {
+        const T* z = nullptr;
         std::size_t inner_ws = ctx.workspace_bytes();
         if (residual_ >= 0 && ctx.has_input(residual_)) {
             const TensorView& zv = ctx.input(residual_);
-            z = zv.data<float>();
+            z = zv.data<T>();
             if (zv.raw == ctx.output(0).raw && zv.num_bytes() > 0) {
                 inner_ws = ctx.workspace_bytes() - zv.num_bytes();
                 auto* saved = static_cast<unsigned char*>(ctx.workspace()) + inner_ws;
                 std::memcpy(saved, zv.raw, zv.num_bytes());
-                z = reinterpret_cast<const float*>(saved);
+                z = reinterpret_cast<const T*>(saved);
             }
         }
         try {
@@ -94,21 +107,21 @@ public:
             return Status(ErrorCode::resource_exhausted, "out of memory");
         }
         const TensorView& yv = ctx.output(0);
-        float* y = yv.data<float>();
+        T* y = yv.data<T>();
         const int64_t total = yv.num_elements();
-        if (z != nullptr)
-            for (int64_t i = 0; i < total; ++i) y[i] += z[i];
-        if (bias_ >= 0 && ctx.has_input(bias_)) {
-            const float* b = ctx.input(bias_).data<float>();
-            const int64_t n = ctx.input(bias_).num_elements();
-            for (int64_t i = 0; i < total; ++i) y[i] += b[i % n];
+        const T* b = bias_ >= 0 && ctx.has_input(bias_) ? ctx.input(bias_).data<T>() : nullptr;
+        const int64_t n = b != nullptr ? ctx.input(bias_).num_elements() : 1;
+        if (z == nullptr && b == nullptr && act_.empty()) return Status::ok();
+        for (int64_t i = 0; i < total; ++i) {
+            float v = static_cast<float>(y[i]);
+            if (z != nullptr) v += static_cast<float>(z[i]);
+            if (b != nullptr) v += static_cast<float>(b[i % n]);
+            if (!act_.empty()) v = apply_activation(v, act_);
+            y[i] = T(v);
         }
-        if (!act_.empty())
-            for (int64_t i = 0; i < total; ++i) y[i] = apply_activation(y[i], act_);
         return Status::ok();
     }
 
-private:
     std::unique_ptr<Kernel> inner_;
     int inner_inputs_, bias_, residual_;
     ActivationSpec act_;
@@ -161,22 +174,39 @@ public:
     }
 
     Status run(RunContext& ctx) const noexcept override {
+        try {
+            switch (ctx.input(0).dtype) {
+                case DType::f16: return run_as<float16>(ctx);
+                case DType::bf16: return run_as<bfloat16>(ctx);
+                default: return run_as<float>(ctx);
+            }
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory");
+        }
+    }
+
+private:
+    /// Sums, statistics and the normalization in float32 (double for the moments); the
+    /// stored types round once at the end.
+    template <class T>
+    Status run_as(RunContext& ctx) const {
         const TensorView& x = ctx.input(0);
         const int64_t h = x.shape[x.shape.rank() - 1];
         const int64_t rows = h == 0 ? 0 : x.num_elements() / h;
-        const float* px = x.data<float>();
-        const float* ps = ctx.input(1).data<float>();
-        const float* gamma = ctx.input(2).data<float>();
-        const float* beta = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
-        const float* bias = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
-        float* y = ctx.output(0).data<float>();
-        float* sum_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+        const T* px = x.data<T>();
+        const T* ps = ctx.input(1).data<T>();
+        const T* gamma = ctx.input(2).data<T>();
+        const T* beta = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
+        const T* bias = ctx.has_input(4) ? ctx.input(4).data<T>() : nullptr;
+        T* y = ctx.output(0).data<T>();
+        T* sum_out = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
+        auto f = [](T v) { return static_cast<float>(v); };
         std::vector<float> s(static_cast<std::size_t>(h));
         for (int64_t r = 0; r < rows; ++r) {
             double mean = 0.0;
             for (int64_t c = 0; c < h; ++c) {
-                float v = px[r * h + c] + ps[r * h + c];
-                if (bias != nullptr) v += bias[c];
+                float v = f(px[r * h + c]) + f(ps[r * h + c]);
+                if (bias != nullptr) v += f(bias[c]);
                 s[static_cast<std::size_t>(c)] = v;
                 mean += v;
             }
@@ -190,16 +220,15 @@ public:
             const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps_));
             for (int64_t c = 0; c < h; ++c) {
                 const float v = s[static_cast<std::size_t>(c)];
-                float o = static_cast<float>((v - mean) * inv) * gamma[c];
-                if (beta != nullptr) o += beta[c];
-                y[r * h + c] = o;
-                if (sum_out != nullptr) sum_out[r * h + c] = v;
+                float o = static_cast<float>((v - mean) * inv) * f(gamma[c]);
+                if (beta != nullptr) o += f(beta[c]);
+                y[r * h + c] = T(o);
+                if (sum_out != nullptr) sum_out[r * h + c] = T(v);
             }
         }
         return Status::ok();
     }
 
-private:
     float eps_;
 };
 
@@ -225,9 +254,12 @@ Status prepare_skip_layer_norm(PrepareContext& ctx) {
             DSINFER_CHECK(i > 2, ErrorCode::invalid_argument, "input ", names[i], " is required");
             continue;
         }
-        DSINFER_CHECK(ctx.input(i).dtype() == DType::f32, ErrorCode::unsupported, "input ",
-                      names[i], " has type ", dtype_name(ctx.input(i).dtype()),
-                      "; SkipLayerNormalization supports float32 only");
+        const DType dt = ctx.input(i).dtype();
+        DSINFER_CHECK(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16,
+                      ErrorCode::unsupported, "input ", names[i], " has type ", dtype_name(dt),
+                      "; SkipLayerNormalization supports float32, float16 and bfloat16");
+        DSINFER_CHECK(dt == ctx.input(0).dtype(), ErrorCode::invalid_argument, "input ", names[i],
+                      " has type ", dtype_name(dt), " but X has ", dtype_name(ctx.input(0).dtype()));
     }
     const Shape& x = ctx.input(0).shape();
     DSINFER_CHECK(x.rank() >= 1, ErrorCode::invalid_argument, "input X must have rank >= 1");
@@ -241,8 +273,8 @@ Status prepare_skip_layer_norm(PrepareContext& ctx) {
                       names[i], " of shape ", p.to_string(), " must be [", h,
                       "] (the last dim of X ", x.to_string(), ")");
     }
-    ctx.set_output(0, DType::f32, x);
-    if (ctx.has_output(1)) ctx.set_output(1, DType::f32, x);
+    ctx.set_output(0, ctx.input(0).dtype(), x);
+    if (ctx.has_output(1)) ctx.set_output(1, ctx.input(0).dtype(), x);
     return Status::ok();
 }
 

@@ -17,6 +17,7 @@
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
+#include "cpu/slice_ranges.hpp"
 
 namespace dsinfer::detail {
 
@@ -717,49 +718,15 @@ template <class FS, class FE, class FA, class FP>
 Status slice_geometry(const Shape& in, std::int64_t n, FS&& starts, FE&& ends, FA&& axes,
                       FP&& steps, SliceGeom& g) {
     const int r = in.rank();
-    std::array<std::int64_t, kMaxRank> st{}, en{}, sp{};
-    std::array<bool, kMaxRank> seen{};
-    for (int d = 0; d < r; ++d) {
-        en[static_cast<std::size_t>(d)] = in[d];
-        sp[static_cast<std::size_t>(d)] = 1;
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-        std::int64_t a = axes(i);
-        if (a < -r || a >= r)
-            return Status::error(ErrorCode::invalid_argument, "axes[", i, "] = ", a,
-                                 " is outside [", -r, ", ", r, ")");
-        if (a < 0) a += r;
-        const auto au = static_cast<std::size_t>(a);
-        if (seen[au])
-            return Status::error(ErrorCode::invalid_argument, "axes contains axis ", a, " twice");
-        seen[au] = true;
-        const std::int64_t step = steps(i);
-        if (step == 0) return Status::error(ErrorCode::invalid_argument, "steps[", i, "] is 0");
-        const std::int64_t dim = in[static_cast<int>(a)];
-        std::int64_t s = starts(i), e = ends(i);
-        if (s < 0) s += dim;
-        if (e < 0) e += dim;
-        if (step > 0) {
-            s = std::clamp<std::int64_t>(s, 0, dim);
-            e = std::clamp<std::int64_t>(e, 0, dim);
-        } else {
-            s = std::clamp<std::int64_t>(s, 0, dim - 1);
-            e = std::clamp<std::int64_t>(e, -1, dim - 1);
-        }
-        st[au] = s;
-        en[au] = e;
-        sp[au] = step;
-    }
+    SliceRanges sr;
+    DSINFER_RETURN_IF_ERROR(slice_ranges(in, n, starts, ends, axes, steps, sr));
     const Strides cs = contiguous_strides(in);
     g = SliceGeom{};
     for (int d = 0; d < r; ++d) {
         const auto du = static_cast<std::size_t>(d);
-        std::int64_t len = 0;
-        if (sp[du] > 0 && en[du] > st[du]) len = (en[du] - st[du] + sp[du] - 1) / sp[du];
-        if (sp[du] < 0 && en[du] < st[du]) len = (st[du] - en[du] - sp[du] - 1) / (-sp[du]);
-        g.out.push_back(len);
-        g.strides[du] = cs[du] * sp[du];
-        g.base += st[du] * cs[du];
+        g.out.push_back(sr.length[du]);
+        g.strides[du] = cs[du] * sr.step[du];
+        g.base += sr.start[du] * cs[du];
     }
     if (g.out.num_elements() == 0) g.base = 0;
     return Status::ok();

@@ -1,0 +1,68 @@
+// DeviceRuntime: what the executor needs from a device backend (CUDA), without CUDA headers.
+//
+// Purpose: the executor places nodes on the device or the CPU (kernel_registry.hpp, the node's
+// KernelEntry device) and moves tensors between the two; it allocates device tensors from the
+// runtime's stream-ordered caching pool, runs each run on a stream of its own, and replays
+// captured graphs. Implemented by cuda/cuda_runtime.cpp (make_cuda_runtime); a build without
+// CUDA has only the stub that reports unsupported.
+//
+// Stream-ordered memory: device blocks are handed out by a MemoryPool over the device's
+// cudaMalloc. Within one run every kernel is on the run's stream, so a block freed during the
+// run may be reused by a later kernel of the same run (stream order makes that safe); blocks go
+// back to the shared pool only after the run's stream has been synchronized (RunScope), so
+// concurrent runs on other streams never receive memory that pending work still uses.
+//
+// Threading: all methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dsinfer/allocator.hpp"
+#include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/memory_pool.hpp"
+#include "dsinfer/status.hpp"
+
+namespace dsinfer::detail {
+
+class DeviceRuntime {
+public:
+    virtual ~DeviceRuntime() = default;
+    virtual Device device() const noexcept = 0;
+    /// "NVIDIA H200 (sm_90, 139 GiB)".
+    virtual std::string description() const = 0;
+    /// The device's caching pool (cudaMalloc upstream): constants uploaded at compile, outputs.
+    virtual const std::shared_ptr<MemoryPool>& pool() const noexcept = 0;
+    /// Pinned host memory (cudaHostAlloc) for staging copies.
+    virtual Allocator& pinned_allocator() noexcept = 0;
+    /// Makes this device current on the calling thread.
+    virtual Status activate() noexcept = 0;
+    /// device_lost when a sticky error was seen on this device (fail fast).
+    virtual Status health() const noexcept = 0;
+
+    /// A stream for one run (pooled), and its return.
+    virtual StatusOr<void*> acquire_stream() noexcept = 0;
+    virtual void release_stream(void* stream) noexcept = 0;
+    /// Asynchronous copies on `stream` (host memory is pageable or pinned).
+    virtual Status copy_to_device(void* dst, const void* src, std::size_t bytes, void* stream) noexcept = 0;
+    virtual Status copy_to_host(void* dst, const void* src, std::size_t bytes, void* stream) noexcept = 0;
+    virtual Status synchronize(void* stream) noexcept = 0;
+    virtual Status memset_async(void* dst, int value, std::size_t bytes, void* stream) noexcept = 0;
+
+    /// CUDA graphs: capture the work enqueued on `stream` between begin and end into an
+    /// executable graph (relaxed mode: allocations may happen meanwhile); replay it on a
+    /// stream.
+    virtual Status begin_capture(void* stream) noexcept = 0;
+    virtual StatusOr<std::shared_ptr<void>> end_capture(void* stream) noexcept = 0;
+    virtual Status replay(void* graph_exec, void* stream) noexcept = 0;
+};
+
+/// The process-wide runtime of CUDA device `index` (created on first use), or unsupported
+/// (built without CUDA) / unavailable (no such device) / device_lost.
+StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int index);
+/// Registers the CUDA kernels (a no-op without CUDA).
+void register_cuda_backend(KernelRegistry& registry);
+
+}  // namespace dsinfer::detail
