@@ -1,0 +1,138 @@
+// cuda/cuda_common.hpp — what every dsinfer CUDA kernel uses (internal; never installed).
+//
+// Purpose: error mapping (a CUDA error becomes a typed Status: out of memory ->
+// resource_exhausted, sticky errors -> device_lost and the device is marked lost), device
+// buffers for constants a kernel uploads at creation, the run's stream, launch helpers and the
+// CudaKernel base class, whose prepare() is the reference kernel's (one set of shape semantics
+// for every backend).
+//
+// Threading: kernels are const after creation and run concurrently on different streams; a
+// kernel's constants (DeviceBuffer) are written once at creation. Library handles (cuBLASLt,
+// cuDNN) are per thread and device (see the gemm/conv files).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "dsinfer/kernel.hpp"
+#include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"
+
+namespace dsinfer::cuda {
+
+/// Registration priority of the CUDA kernels (above every CPU backend).
+inline constexpr int kPriorityCuda = 30;
+inline constexpr const char* kProvider = "cuda";
+
+/// True once a sticky error (illegal address, launch failure, ...) was seen on `device`: the
+/// context is unusable and every later request fails fast with device_lost.
+bool device_lost(int device) noexcept;
+void mark_device_lost(int device) noexcept;
+
+/// Maps a CUDA error to a Status ("<what>: <cuda error name>: <string>"). cudaSuccess -> ok.
+/// Out of memory -> resource_exhausted; sticky errors -> device_lost (and mark_device_lost).
+Status cuda_status(cudaError_t e, const char* what) noexcept;
+
+/// After a launch: the launch error (bad configuration, ...) as a Status.
+inline Status launch_status(const char* kernel) noexcept {
+    return cuda_status(cudaGetLastError(), kernel);
+}
+
+#define DS_CUDA_TRY(expr, what)                                                 \
+    do {                                                                        \
+        const cudaError_t ds_cuda_err_ = (expr);                                \
+        if (ds_cuda_err_ != cudaSuccess) return ::dsinfer::cuda::cuda_status(ds_cuda_err_, what); \
+    } while (0)
+
+inline cudaStream_t stream_of(const RunContext& ctx) noexcept {
+    return static_cast<cudaStream_t>(ctx.stream());
+}
+
+/// Blocks for n work items with `threads` per block, capped at 65535 * 32 (grid-stride loops
+/// cover the rest).
+inline unsigned grid_for(std::int64_t n, int threads) noexcept {
+    std::int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 65535 * 32) b = 65535 * 32;
+    return static_cast<unsigned>(b);
+}
+
+/// Device memory owned by a kernel (uploaded constants). Move-only; freed with cudaFree.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+        if (this != &o) {
+            reset();
+            p_ = std::exchange(o.p_, nullptr);
+            n_ = std::exchange(o.n_, 0);
+        }
+        return *this;
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { reset(); }
+
+    /// `bytes` of device memory (uninitialized).
+    static StatusOr<DeviceBuffer> allocate(std::size_t bytes);
+    /// A device copy of `bytes` host bytes (synchronous).
+    static StatusOr<DeviceBuffer> upload(const void* host, std::size_t bytes);
+    /// A device copy of a host tensor's data.
+    static StatusOr<DeviceBuffer> upload(const Tensor& t) { return upload(t.raw_data(), t.num_bytes()); }
+
+    void* get() const noexcept { return p_; }
+    template <class T> T* as() const noexcept { return static_cast<T*>(p_); }
+    std::size_t bytes() const noexcept { return n_; }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    void reset() noexcept;
+
+private:
+    void* p_ = nullptr;
+    std::size_t n_ = 0;
+};
+
+/// Base of CUDA kernels: prepare() is the reference kernel's (created with
+/// KernelCreateContext::create_fallback(), which on a CUDA engine yields the reference CPU
+/// kernel): output dtypes/shapes and validation are shared with the CPU; the CPU workspace it
+/// asks for is dropped (a CUDA kernel that needs device scratch overrides prepare, calls
+/// CudaKernel::prepare, then set_workspace). Inputs reach prepare as meta tensors (no data)
+/// unless host_inputs() names them.
+class CudaKernel : public Kernel {
+public:
+    explicit CudaKernel(std::unique_ptr<Kernel> reference) : reference_(std::move(reference)) {}
+    Status prepare(PrepareContext& ctx) const override {
+        Status st = reference_->prepare(ctx);
+        ctx.set_workspace(0);
+        return st;
+    }
+    /// The reference kernel's host_inputs() are not inherited: a CUDA kernel lists its own.
+    const Kernel& reference() const noexcept { return *reference_; }
+
+private:
+    std::unique_ptr<Kernel> reference_;
+};
+
+/// Creates `K(reference, args...)` after creating the reference kernel (the fallback).
+template <class K, class... Args>
+StatusOr<std::unique_ptr<Kernel>> with_reference(const KernelCreateContext& ctx, Args&&... args) {
+    auto ref = ctx.create_fallback();
+    if (!ref.is_ok()) return ref.status();
+    return std::unique_ptr<Kernel>(new K(std::move(ref).value(), std::forward<Args>(args)...));
+}
+
+// ---- per-group registration (one per source file family) ------------------------------------
+void register_gemm_kernels(KernelRegistry& r);         // kernels/gemm.cpp (cuBLASLt)
+void register_elementwise_kernels(KernelRegistry& r);  // kernels/elementwise.cu
+void register_norm_kernels(KernelRegistry& r);         // kernels/norm.cu (LayerNorm, Softmax, ...)
+void register_tensor_kernels(KernelRegistry& r);       // kernels/tensor_ops.cu (Gather, Transpose, ...)
+void register_attention_kernels(KernelRegistry& r);    // kernels/attention.cu
+void register_conv_kernels(KernelRegistry& r);         // kernels/conv.cpp (cuDNN), pooling
+
+}  // namespace dsinfer::cuda
