@@ -155,6 +155,9 @@ public:
         MemoryPoolOptions o;
         o.max_cached_bytes = std::size_t{64} << 30;
         pool_ = MemoryPool::create(o, device_alloc_);
+        MemoryPoolOptions po;
+        po.max_cached_bytes = std::size_t{1} << 30;
+        pinned_pool_ = MemoryPool::create(po, pinned_);
     }
     ~CudaRuntime() override {
         for (void* s : streams_) (void)cudaStreamDestroy(static_cast<cudaStream_t>(s));
@@ -163,7 +166,7 @@ public:
     Device device() const noexcept override { return {DeviceKind::cuda, index_}; }
     std::string description() const override { return description_; }
     const std::shared_ptr<MemoryPool>& pool() const noexcept override { return pool_; }
-    Allocator& pinned_allocator() noexcept override { return pinned_; }
+    const std::shared_ptr<MemoryPool>& pinned_pool() const noexcept override { return pinned_pool_; }
     Status activate() noexcept override {
         return cuda_status(cudaSetDevice(index_), "cudaSetDevice");
     }
@@ -252,6 +255,7 @@ private:
     CudaDeviceAllocator device_alloc_;
     PinnedAllocator pinned_;
     std::shared_ptr<MemoryPool> pool_;
+    std::shared_ptr<MemoryPool> pinned_pool_;
     std::mutex mu_;
     std::vector<void*> streams_;
 };
@@ -281,6 +285,31 @@ StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int index) {
     runtimes->emplace(index, rt);
     return std::shared_ptr<DeviceRuntime>(rt);
 }
+
+}  // namespace dsinfer::detail
+
+namespace dsinfer {
+
+bool cuda_set_memory_limit(int device, std::size_t bytes) {
+    auto rt = detail::cuda_runtime(device);
+    if (!rt.is_ok()) return false;
+    rt.value()->pool()->set_limit_bytes(bytes);
+    return true;
+}
+
+MemoryPoolStats cuda_memory_stats(int device) {
+    auto rt = detail::cuda_runtime(device);
+    return rt.is_ok() ? rt.value()->pool()->stats() : MemoryPoolStats{};
+}
+
+std::size_t cuda_trim(int device) {
+    auto rt = detail::cuda_runtime(device);
+    return rt.is_ok() ? rt.value()->pool()->trim(0) : 0;
+}
+
+}  // namespace dsinfer
+
+namespace dsinfer::detail {
 
 void register_cuda_backend(KernelRegistry& r) {
     cuda::register_gemm_kernels(r);

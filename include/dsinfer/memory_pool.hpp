@@ -148,6 +148,13 @@ public:
         upstream_->deallocate(p, block);
     }
 
+    /// Changes the hard limit (0 = none). Blocks already held beyond a lower limit stay until
+    /// they are freed; later allocations see the new limit.
+    void set_limit_bytes(std::size_t limit) noexcept {
+        std::lock_guard<std::mutex> lock(mu_);
+        options_.limit_bytes = limit;
+    }
+
     /// Returns cached blocks to the upstream, largest first, until at most `keep_bytes` stay
     /// cached. Returns the bytes released.
     std::size_t trim(std::size_t keep_bytes = 0) noexcept {

@@ -35,8 +35,10 @@ public:
     virtual std::string description() const = 0;
     /// The device's caching pool (cudaMalloc upstream): constants uploaded at compile, outputs.
     virtual const std::shared_ptr<MemoryPool>& pool() const noexcept = 0;
-    /// Pinned host memory (cudaHostAlloc) for staging copies.
-    virtual Allocator& pinned_allocator() noexcept = 0;
+    /// A caching pool of pinned host memory (cudaHostAlloc) for staging copies: a copy from
+    /// or to pinned memory is truly asynchronous (DMA), so a run's transfers overlap the host's
+    /// work and other runs' kernels.
+    virtual const std::shared_ptr<MemoryPool>& pinned_pool() const noexcept = 0;
     /// Makes this device current on the calling thread.
     virtual Status activate() noexcept = 0;
     /// device_lost when a sticky error was seen on this device (fail fast).

@@ -613,6 +613,26 @@ struct CompiledGraph::DeviceScope final : public Allocator {
     /// handed to the CapturedRun, which returns them to the pool when it is destroyed.
     bool retain = false;
     std::vector<std::pair<void*, std::size_t>> retained;
+    /// Pinned staging blocks of this run's copies (returned after the stream is synchronized).
+    std::vector<std::pair<void*, std::size_t>> pinned;
+
+    /// A pinned block of at least `bytes` for a copy of this run, or null (then the copy
+    /// goes through pageable memory, synchronously).
+    void* staging(std::size_t bytes) noexcept {
+        if (bytes < kMinPinnedCopy) return nullptr;
+        const std::size_t cls = MemoryPool::size_class(bytes);
+        void* p = cls == 0 ? nullptr : rt->pinned_pool()->allocate(cls, kTensorAlignment);
+        if (p == nullptr) return nullptr;
+        try {
+            pinned.emplace_back(p, cls);
+        } catch (...) {
+            rt->pinned_pool()->deallocate(p, cls);
+            return nullptr;
+        }
+        return p;
+    }
+    /// Copies below this go straight from pageable memory (the driver stages them itself).
+    static constexpr std::size_t kMinPinnedCopy = 64 * 1024;
 
     explicit DeviceScope(DeviceRuntime* runtime) : rt(runtime) {}
     DeviceScope(const DeviceScope&) = delete;
@@ -620,6 +640,7 @@ struct CompiledGraph::DeviceScope final : public Allocator {
     ~DeviceScope() override {
         if (stream != nullptr) (void)rt->synchronize(stream);
         for (const auto& [cls, p] : free_blocks) rt->pool()->deallocate(p, cls);
+        for (const auto& [p, cls] : pinned) rt->pinned_pool()->deallocate(p, cls);
         if (stream != nullptr) rt->release_stream(stream);
     }
     Device device() const noexcept override { return rt->device(); }
@@ -707,7 +728,13 @@ StatusOr<Tensor> CompiledGraph::stage_input(Frame& frame, DeviceScope* dev, std:
         return c;
     }
     if (want_device) {
-        DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_device(c.raw_data(), t.raw_data(), bytes, dev->stream));
+        // Through a pinned block: the copy is asynchronous and the host moves on.
+        const void* src = t.raw_data();
+        if (void* pin = dev->staging(bytes)) {
+            std::memcpy(pin, src, bytes);
+            src = pin;
+        }
+        DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_device(c.raw_data(), src, bytes, dev->stream));
         transfers_.h2d.fetch_add(bytes, std::memory_order_relaxed);
     } else {
         DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_host(c.raw_data(), t.raw_data(), bytes, dev->stream));
@@ -1173,15 +1200,24 @@ Status CompiledGraph::replay(CapturedRun& run, const std::vector<Tensor>& inputs
         if (b.ptr == nullptr) continue;
         if (!(inputs[i].shape() == b.shape) || inputs[i].dtype() != b.dtype)
             return Status::error(ErrorCode::internal, "captured graph replayed with another shape class");
-        DSINFER_RETURN_IF_ERROR(device_->copy_to_device(b.ptr, inputs[i].raw_data(), inputs[i].num_bytes(), dev.stream));
+        const void* src = inputs[i].raw_data();
+        if (void* pin = dev.staging(inputs[i].num_bytes())) {
+            std::memcpy(pin, src, inputs[i].num_bytes());
+            src = pin;
+        }
+        DSINFER_RETURN_IF_ERROR(device_->copy_to_device(b.ptr, src, inputs[i].num_bytes(), dev.stream));
         transfers_.h2d.fetch_add(inputs[i].num_bytes(), std::memory_order_relaxed);
         transfers_.copies.fetch_add(1, std::memory_order_relaxed);
     }
     DSINFER_RETURN_IF_ERROR(device_->replay(run.exec.get(), dev.stream));
     outputs.clear();
-    for (const auto& b : run.outputs) {
+    std::vector<void*> pins(run.outputs.size(), nullptr);
+    for (std::size_t k = 0; k < run.outputs.size(); ++k) {
+        const auto& b = run.outputs[k];
         DSINFER_ASSIGN_OR_RETURN(Tensor h, Tensor::allocate(b.dtype, b.shape, *allocator_));
-        DSINFER_RETURN_IF_ERROR(device_->copy_to_host(h.raw_data(), b.ptr, h.num_bytes(), dev.stream));
+        pins[k] = dev.staging(h.num_bytes());
+        DSINFER_RETURN_IF_ERROR(device_->copy_to_host(pins[k] != nullptr ? pins[k] : h.raw_data(),
+                                                      b.ptr, h.num_bytes(), dev.stream));
         transfers_.d2h.fetch_add(h.num_bytes(), std::memory_order_relaxed);
         transfers_.copies.fetch_add(1, std::memory_order_relaxed);
         if (bind_outputs_to_pool_) h = MemoryPool::bind(pool_, std::move(h));
@@ -1189,6 +1225,8 @@ Status CompiledGraph::replay(CapturedRun& run, const std::vector<Tensor>& inputs
     }
     DSINFER_RETURN_IF_ERROR(device_->synchronize(dev.stream));
     DSINFER_RETURN_IF_ERROR(check_device_errors(&dev, run.error_slots));
+    for (std::size_t k = 0; k < outputs.size(); ++k)
+        if (pins[k] != nullptr) std::memcpy(outputs[k].raw_data(), pins[k], outputs[k].num_bytes());
     transfers_.replays.fetch_add(1, std::memory_order_relaxed);
     return Status::ok();
 }
@@ -1396,12 +1434,19 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     std::int64_t* slots = error_slots.is_null() ? nullptr : error_slots.data<std::int64_t>();
     DSINFER_RETURN_IF_ERROR(run_nodes(frame, mem, dev, control, slots));
     outputs.clear();
+    std::vector<std::pair<const void*, void*>> unstage;  // pinned block -> output, after the sync
     for (ValueId id : g.outputs) {
         Tensor t = frame.values[static_cast<std::size_t>(id)];
         if (!t.is_null() && t.device().kind != DeviceKind::cpu) {
-            // Results go back to the host (one copy per output, then one synchronization).
+            // Results go back to the host: every copy queued (through pinned blocks, so they are
+            // asynchronous), then one synchronization.
             DSINFER_ASSIGN_OR_RETURN(Tensor h, Tensor::allocate(t.dtype(), t.shape(), *allocator_));
-            DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_host(h.raw_data(), t.raw_data(), t.num_bytes(), dev->stream));
+            void* dst = h.raw_data();
+            if (void* pin = dev->staging(t.num_bytes())) {
+                unstage.emplace_back(pin, dst);
+                dst = pin;
+            }
+            DSINFER_RETURN_IF_ERROR(dev->rt->copy_to_host(dst, t.raw_data(), t.num_bytes(), dev->stream));
             transfers_.d2h.fetch_add(t.num_bytes(), std::memory_order_relaxed);
             transfers_.copies.fetch_add(1, std::memory_order_relaxed);
             t = std::move(h);
@@ -1415,6 +1460,12 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     if (dev != nullptr) {
         DSINFER_RETURN_IF_ERROR(dev->rt->synchronize(dev->stream));
         DSINFER_RETURN_IF_ERROR(check_device_errors(dev, slots));
+        for (std::size_t k = 0, o = 0; k < outputs.size(); ++k) {
+            if (o < unstage.size() && outputs[k].raw_data() == unstage[o].second) {
+                std::memcpy(unstage[o].second, unstage[o].first, outputs[k].num_bytes());
+                ++o;
+            }
+        }
     }
     if (mem.rec != nullptr) build_plan(std::move(key), rec);
     return Status::ok();

@@ -9,6 +9,9 @@
 #include <dsinfer/dsinfer.hpp>
 
 #include "cuda_op_tester.hpp"
+#if DSINFER_WITH_CUDA
+#include <dsinfer/backends/cuda.hpp>
+#endif
 #include "engine_models.hpp"
 
 using namespace dsinfer;
@@ -172,5 +175,73 @@ TEST_CASE("cuda engine: device names are checked", "[cuda]") {
     } catch (const Error& e) {
         CHECK(e.code() == ErrorCode::unavailable);
         CHECK(e.message().find("99") != std::string::npos);
+    }
+}
+
+TEST_CASE("cuda engine: the device pool's limit fails requests beyond it; trim and statistics",
+          "[cuda]") {
+    if (!cuda_ready()) return;
+#if DSINFER_WITH_CUDA
+    Graph g;
+    g.opset_imports = {{"", 17}};
+    SymbolicShape one;
+    one.known = true;
+    one.dims = {Dim::fixed(1)};
+    const ValueId x = g.add_value("x", DType::f32, one);
+    const ValueId s = g.add_value("shape", DType::i64, one);
+    g.inputs = {x, s};
+    const ValueId e1 = g.add_value("e1"), y = g.add_value("y");
+    g.add_node("Expand", {x, s}, {e1}, "expand");
+    g.add_node("Relu", {e1}, {y}, "relu");
+    g.outputs.push_back(y);
+    const auto e = InferenceEngine::compile(g, gpu());
+    auto shape_of = [](std::int64_t n) {
+        auto t = Tensor::allocate(DType::i64, Shape{1}).value();
+        t.data<std::int64_t>()[0] = n;
+        return t;
+    };
+    const Tensor v = test::random_f32({1}, 5);
+    std::vector<NamedTensor> out;
+    REQUIRE(e.try_run({{"x", v}, {"shape", shape_of(1 << 20)}}, out).is_ok());  // warm
+    const MemoryPoolStats before = cuda_memory_stats(0);
+    CHECK(before.peak_bytes_in_use >= (std::uint64_t{1} << 22));  // two 4 MiB tensors lived
+    REQUIRE(cuda_set_memory_limit(0, before.bytes_reserved + (std::size_t{64} << 20)));
+    // 2 x 400 MB of intermediates: beyond the limit.
+    const Status st = e.try_run({{"x", v}, {"shape", shape_of(100'000'000)}}, out);
+    CHECK(st.code() == ErrorCode::resource_exhausted);
+    REQUIRE(e.try_run({{"x", v}, {"shape", shape_of(1000)}}, out).is_ok());  // still fine
+    REQUIRE(cuda_set_memory_limit(0, 0));
+    REQUIRE(e.try_run({{"x", v}, {"shape", shape_of(100'000'000)}}, out).is_ok());
+    CHECK(cuda_trim(0) > 0);  // the 400 MB blocks were cached
+    CHECK_FALSE(cuda_set_memory_limit(99, 1));
+#endif
+}
+
+TEST_CASE("cuda engine: large inputs and outputs go through pinned staging and arrive intact",
+          "[cuda]") {
+    if (!cuda_ready()) return;
+    Graph g;
+    g.opset_imports = {{"", 17}};
+    SymbolicShape xs;
+    xs.known = true;
+    xs.dims = {Dim::named("batch"), Dim::fixed(1024)};
+    const ValueId x = g.add_value("x", DType::f32, xs);
+    g.inputs.push_back(x);
+    const ValueId a = g.add_value("a"), y = g.add_value("y");
+    g.add_node("Neg", {x}, {a}, "neg");
+    g.add_node("Relu", {a}, {y}, "relu");
+    g.outputs.push_back(y);
+    for (bool graphs : {false, true}) {
+        const auto e = InferenceEngine::compile(g, gpu(Precision::fp32, graphs));
+        for (std::int64_t rows : {1, 300, 300, 300, 7}) {  // 4 KiB (pageable) and 1.2 MiB (pinned)
+            const Tensor in = test::random_f32({rows, 1024}, static_cast<std::uint32_t>(rows) + 3);
+            const auto out = e.run({{"x", in}});
+            REQUIRE(out[0].tensor.shape() == in.shape());
+            std::int64_t bad = 0;
+            for (std::int64_t i = 0; i < in.num_elements(); ++i)
+                bad += out[0].tensor.data<float>()[i] != std::max(0.f, -in.data<float>()[i]);
+            CHECK(bad == 0);
+        }
+        if (graphs) CHECK(e.node_placement().graph_replays >= 1);
     }
 }
