@@ -15,6 +15,7 @@
 //   a.deallocate(p, 1024);
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -50,11 +51,29 @@ public:
     virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
 };
 
+namespace testing {
+
+/// TESTING HOOK (fault injection, tests/fault/): while this is positive, every
+/// CpuAllocator::allocate call (and, in the fault-test executable, every operator new) takes
+/// one from it, and the call that takes the last one fails as if the system were out of memory
+/// (nullptr here; std::bad_alloc from operator new). 0 (the default) disables it; then the
+/// cost is one relaxed atomic load per CpuAllocator allocation. Never set it in production.
+inline std::atomic<std::int64_t> allocation_fault_countdown{0};
+
+/// True when the calling allocation is the one the countdown picked to fail.
+inline bool allocation_fault_injected() noexcept {
+    return allocation_fault_countdown.load(std::memory_order_relaxed) > 0 &&
+           allocation_fault_countdown.fetch_sub(1, std::memory_order_relaxed) == 1;
+}
+
+}  // namespace testing
+
 /// Aligned host memory from the C runtime.
 class CpuAllocator final : public Allocator {
 public:
     Device device() const noexcept override { return {}; }
     void* allocate(std::size_t bytes, std::size_t alignment) noexcept override {
+        if (testing::allocation_fault_injected()) return nullptr;
         if (alignment < sizeof(void*)) alignment = sizeof(void*);
         std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
         if (rounded < bytes) return nullptr;  // overflow

@@ -49,8 +49,10 @@ struct ModelLimits {
     std::uint64_t max_model_bytes = 4ull << 30;      ///< protobuf file size
     std::uint64_t max_external_bytes = 64ull << 30;  ///< all external data together
     std::uint64_t max_tensor_bytes = 16ull << 30;    ///< one initializer or attribute tensor
-    std::int64_t max_nodes = 1'000'000;              ///< all nodes, subgraphs included
-    int max_rank = kMaxRank;                         ///< declared ranks above this: unsupported
+    /// All nodes, subgraphs included; also bounds each repeated list of the top-level graph
+    /// (nodes, initializers, inputs, outputs, value_info), counted before protobuf parses it.
+    std::int64_t max_nodes = 1'000'000;
+    int max_rank = kMaxRank;                         ///< declared ranks above this: invalid_model
     int max_subgraph_depth = 32;                     ///< nesting of If/Loop/Scan bodies
     int max_protobuf_depth = 100;                    ///< protobuf message nesting
     std::int64_t max_loop_iterations = 100'000'000;  ///< iterations of one Loop/Scan node per run

@@ -321,7 +321,10 @@ public:
                 auto it = by_name.find(name);
                 if (it == by_name.end()) continue;
                 const std::int32_t p = values[static_cast<std::size_t>(it->second)].producer;
-                if (p < 0 || p == static_cast<std::int32_t>(ni)) continue;
+                if (p < 0) continue;
+                DSINFER_CHECK(p != static_cast<std::int32_t>(ni), ErrorCode::invalid_model,
+                              nodes[ni].describe(), ": a subgraph reads '", name,
+                              "', an output of the node itself (a cycle)");
                 ++pending[ni];
                 consumers[static_cast<std::size_t>(p)].push_back(static_cast<std::int32_t>(ni));
             }

@@ -49,13 +49,13 @@ public:
     void add(KernelKey key, KernelFactory factory, int priority = 0,
              std::string provider = "reference") {
         if (key.domain == "ai.onnx") key.domain.clear();
+        // Kept in registration order (find_all orders its matches): sorting the whole list on
+        // every add made building an engine's registry quadratic (~80% of a small model's
+        // compile time).
         entries_.push_back(KernelEntry{std::move(key), factory, priority, std::move(provider)});
-        std::stable_sort(entries_.begin(), entries_.end(),
-                         [](const KernelEntry& a, const KernelEntry& b) {
-                             return a.priority > b.priority;
-                         });
     }
-    /// All entries for (op, domain, opset, device), best first. `dtype` filters when known.
+    /// All entries for (op, domain, opset, device), best first (highest priority; equal
+    /// priorities in registration order). `dtype` filters when known.
     std::vector<const KernelEntry*> find_all(std::string_view op_type, std::string_view domain,
                                              std::int64_t opset, DeviceKind device,
                                              std::optional<DType> dtype = std::nullopt) const {
@@ -67,6 +67,9 @@ public:
                 (!dtype || e.key.dtypes.contains(*dtype)))
                 out.push_back(&e);
         }
+        std::stable_sort(out.begin(), out.end(), [](const KernelEntry* a, const KernelEntry* b) {
+            return a->priority > b->priority;
+        });
         return out;
     }
     const KernelEntry* find(std::string_view op_type, std::string_view domain,
@@ -82,6 +85,7 @@ public:
             return e.key.op_type == op_type && e.key.domain == domain;
         });
     }
+    /// Every entry, in registration order.
     const std::vector<KernelEntry>& entries() const noexcept { return entries_; }
 
 private:

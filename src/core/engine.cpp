@@ -94,62 +94,72 @@ InferenceEngine& InferenceEngine::operator=(InferenceEngine&&) noexcept = defaul
 InferenceEngine::~InferenceEngine() = default;
 
 InferenceEngine InferenceEngine::load(const std::filesystem::path& model, EngineOptions options) {
-    const auto t0 = Clock::now();
-    throw_if_error(validate_options(options));
-    Graph g = detail::read_onnx_model(model, options.limits).value_or_throw();
-    InferenceEngine e = compile(std::move(g), std::move(options));
-    e.impl_->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    return e;
+    try {
+        const auto t0 = Clock::now();
+        throw_if_error(validate_options(options));
+        Graph g = detail::read_onnx_model(model, options.limits).value_or_throw();
+        InferenceEngine e = compile(std::move(g), std::move(options));
+        e.impl_->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        return e;
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCode::resource_exhausted, "out of memory while loading the model");
+    }
 }
 
 InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
-    const auto t0 = Clock::now();
-    throw_if_error(validate_options(options));
-    auto impl = std::make_unique<Impl>();
-    impl->options = std::move(options);
-    register_backends(impl->options, impl->registry);
-    throw_if_error(graph.sort_topologically());
-    {
-        OptimizeOptions oo;
-        oo.level = impl->options.optimization_level;
-        oo.disabled_passes = impl->options.disabled_passes;
-        throw_if_error(try_optimize(graph, oo, impl->optimization));
-        if (!impl->options.dump_optimized_graph.empty())
-            save_onnx(graph, impl->options.dump_optimized_graph);
+    try {
+        const auto t0 = Clock::now();
+        throw_if_error(validate_options(options));
+        auto impl = std::make_unique<Impl>();
+        impl->options = std::move(options);
+        register_backends(impl->options, impl->registry);
+        throw_if_error(graph.sort_topologically());
+        {
+            OptimizeOptions oo;
+            oo.level = impl->options.optimization_level;
+            oo.disabled_passes = impl->options.disabled_passes;
+            throw_if_error(try_optimize(graph, oo, impl->optimization));
+            if (!impl->options.dump_optimized_graph.empty())
+                save_onnx(graph, impl->options.dump_optimized_graph);
+        }
+        const int device_index = parse_device(impl->options.device).value_or_throw();
+        std::shared_ptr<detail::DeviceRuntime> runtime;
+        if (device_index >= 0) {
+            runtime = detail::cuda_runtime(device_index).value_or_throw();
+            detail::register_cuda_backend(impl->registry);
+            const Precision p = impl->options.precision;
+            if (p == Precision::fp16 || p == Precision::bf16)
+                (void)convert_float_precision(graph,
+                                              p == Precision::fp16 ? DType::f16 : DType::bf16)
+                    .value_or_throw();
+        }
+        impl->graph = std::make_shared<Graph>(std::move(graph));
+        detail::CompileOptions co;
+        co.device_runtime = runtime;
+        co.allow_tf32 = impl->options.precision == Precision::tf32;
+        co.cuda_graphs = impl->options.cuda_graphs;
+        co.registry = &impl->registry;
+        // Kernels may create primitives and pack weights at load: they see the same budget.
+        detail::ThreadBudget threads(impl->options.num_threads);
+        co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
+        co.blocked_layouts = impl->options.optimization_level >= 3;
+        co.memory_pool = impl->options.memory_pool;
+        co.plan_memory = impl->options.plan_memory;
+        impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
+        for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
+            const Value& v = impl->graph->value(impl->graph->inputs[i]);
+            impl->inputs.push_back(io_info(v));
+            impl->input_index.emplace(v.name, i);
+        }
+        for (ValueId id : impl->graph->outputs)
+            impl->outputs.push_back(io_info(impl->graph->value(id)));
+        for (std::size_t i = 0; i < impl->graph->nodes.size(); ++i)
+            impl->providers.push_back(impl->compiled->provider(i));
+        impl->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        return InferenceEngine(std::move(impl));
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCode::resource_exhausted, "out of memory while compiling the model");
     }
-    const int device_index = parse_device(impl->options.device).value_or_throw();
-    std::shared_ptr<detail::DeviceRuntime> runtime;
-    if (device_index >= 0) {
-        runtime = detail::cuda_runtime(device_index).value_or_throw();
-        detail::register_cuda_backend(impl->registry);
-        const Precision p = impl->options.precision;
-        if (p == Precision::fp16 || p == Precision::bf16)
-            (void)convert_float_precision(graph, p == Precision::fp16 ? DType::f16 : DType::bf16)
-                .value_or_throw();
-    }
-    impl->graph = std::make_shared<Graph>(std::move(graph));
-    detail::CompileOptions co;
-    co.device_runtime = runtime;
-    co.allow_tf32 = impl->options.precision == Precision::tf32;
-    co.cuda_graphs = impl->options.cuda_graphs;
-    co.registry = &impl->registry;
-    // Kernels may create primitives and pack weights at load: they see the same budget.
-    detail::ThreadBudget threads(impl->options.num_threads);
-    co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
-    co.blocked_layouts = impl->options.optimization_level >= 3;
-    co.memory_pool = impl->options.memory_pool;
-    co.plan_memory = impl->options.plan_memory;
-    impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
-    for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
-        const Value& v = impl->graph->value(impl->graph->inputs[i]);
-        impl->inputs.push_back(io_info(v));
-        impl->input_index.emplace(v.name, i);
-    }
-    for (ValueId id : impl->graph->outputs) impl->outputs.push_back(io_info(impl->graph->value(id)));
-    for (std::size_t i = 0; i < impl->graph->nodes.size(); ++i)
-        impl->providers.push_back(impl->compiled->provider(i));
-    impl->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    return InferenceEngine(std::move(impl));
 }
 
 Status InferenceEngine::Impl::bind_inputs(const std::vector<NamedTensor>& given,

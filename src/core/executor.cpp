@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <map>
+#include <new>
 #include <optional>
 #include <span>
 
@@ -348,6 +349,8 @@ Status CompiledGraph::infer_node(std::size_t ni) {
     auto prepare = [&](PrepareContext& ctx) -> Status {
         try {
             return nodes_[ni].kernel->prepare(ctx);
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory in prepare");
         } catch (const std::exception& e) {
             return Status::error(ErrorCode::internal, "prepare threw: ", e.what());
         }
@@ -378,7 +381,13 @@ Status CompiledGraph::infer_node(std::size_t ni) {
     const std::vector<Tensor> ins0 = probes[0], ins1 = probes[1];
     PrepareContext c0(n, std::move(probes[0]), true, /*probing=*/true);
     PrepareContext c1(n, std::move(probes[1]), true, /*probing=*/true);
-    if (!prepare(c0).is_ok() || !prepare(c1).is_ok()) return Status::ok();
+    for (PrepareContext* c : {&c0, &c1}) {
+        const Status st = prepare(*c);
+        // Out of memory fails the load; other errors only mean the shapes are not known yet.
+        if (st.code() == ErrorCode::resource_exhausted)
+            return Status(st.code(), node_context(n) + st.message());
+        if (!st.is_ok()) return Status::ok();
+    }
     compute(0, ins0, c0);
     compute(1, ins1, c1);
     for (int i = 0; i < c0.num_outputs(); ++i) {
@@ -982,7 +991,15 @@ StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, 
         if (inplace_op_[ni] && n.outputs[0] == id) {
             const int k = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
             const ValueId in = k < 0 ? kNoValue : n.inputs[static_cast<std::size_t>(k)];
-            if (in != kNoValue && last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
+            // Under rule k + 2 only input k is overwritten element by element; when the same
+            // value also feeds another input (FusedConv(X, W, B, Z = X)), the kernel would read
+            // that input while writing the shared block: not in place.
+            bool other_reader = false;
+            for (std::size_t j = 0; j < n.inputs.size(); ++j)
+                other_reader = other_reader ||
+                               (inplace_op_[ni] >= 2 && static_cast<int>(j) != k && n.inputs[j] == in);
+            if (in != kNoValue && !other_reader &&
+                last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
                 mem.rec->value_bytes[static_cast<std::size_t>(in)] == bytes &&
                 mem.rec->value_device[static_cast<std::size_t>(in)] == mem.rec->value_device[v])
                 mem.rec->inplace_input[v] = in;
@@ -1099,9 +1116,10 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             if (!pctx.has_output(i)) continue;
             const auto& spec = pctx.output_spec(i);
             if (spec.dynamic) continue;
-            if (!spec.set)
-                return Status::error(ErrorCode::internal, node_context(n),
-                                     "kernel did not define output ", i);
+            if (!spec.set)  // the node lists more outputs than the operator produces
+                return Status::error(ErrorCode::invalid_model, node_context(n), "output ", i,
+                                     " ('", g.value(n.outputs[static_cast<std::size_t>(i)]).name,
+                                     "') is not an output of ", n.op_type);
             auto t = output_tensor(mem, dev, ni, n.outputs[static_cast<std::size_t>(i)], spec.dtype,
                                    spec.shape, node_inputs);
             if (!t.is_ok()) return t.status().with_context(node_context(n));

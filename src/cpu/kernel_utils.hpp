@@ -193,8 +193,31 @@ inline StatusOr<double> read_scalar(const Tensor& t, const char* what) {
     return out;
 }
 
-/// Builds a Shape from untrusted int64 dims (invalid_argument on negative/overflow/rank).
-inline StatusOr<Shape> shape_from(std::span<const std::int64_t> dims) { return Shape::make(dims); }
+/// The most elements a shape computed from tensor data (Reshape, Expand, Tile, ConstantOfShape,
+/// Range, ...) may have: 2^40 (4 TiB of float) is beyond any real model, so larger outputs are
+/// rejected when the shape is known (at load for constant inputs) instead of at allocation.
+inline constexpr std::int64_t kMaxComputedElements = std::int64_t{1} << 40;
+
+/// Builds a Shape from untrusted int64 dims: invalid_argument on negative dims, element-count
+/// overflow, rank over kMaxRank or more than kMaxComputedElements elements (the executor reports
+/// invalid_argument at load as invalid_model).
+inline StatusOr<Shape> shape_from(std::span<const std::int64_t> dims) {
+    auto s = Shape::make(dims);
+    if (!s.is_ok()) return Status(ErrorCode::invalid_argument, s.status().message());
+    if (s->num_elements() > kMaxComputedElements)
+        return Status::error(ErrorCode::invalid_argument, "shape ", s->to_string(), " has ",
+                             s->num_elements(), " elements, more than the limit of 2^40");
+    return s;
+}
+
+/// For factories: inputs [0, n) are required (kernels read them by position): a node that
+/// lacks one or omits it ("") is invalid_model.
+inline Status require_inputs(const KernelCreateContext& ctx, int n) {
+    for (int i = 0; i < n; ++i)
+        DSINFER_CHECK(ctx.has_input(i), ErrorCode::invalid_model, ctx.node().op_type,
+                      " requires ", n, " inputs; input ", i, " is missing or omitted");
+    return Status::ok();
+}
 
 /// Unique_ptr factory helper: `return make_kernel<MyKernel>(args...);`
 template <class K, class... Args>

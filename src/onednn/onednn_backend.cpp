@@ -130,6 +130,8 @@ Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::mem
         return Status::ok();
     } catch (const dnnl::error& e) {
         return from_error(e, what);
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, std::string("out of memory in ") + what);
     } catch (const std::exception& e) {
         return Status(ErrorCode::internal, std::string(what) + ": " + e.what());
     }
@@ -204,6 +206,8 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
         return Status::ok();
     } catch (const dnnl::error& e) {
         return from_error(e, "layout conversion");
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, "out of memory in layout conversion");
     } catch (const std::exception& e) {
         return Status(ErrorCode::internal, std::string("layout conversion: ") + e.what());
     }

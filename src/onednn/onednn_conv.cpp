@@ -71,6 +71,8 @@ public:
         StatusOr<std::shared_ptr<const ConvPrim>> p = Status::ok();
         try {
             p = primitive(ctx.input(0).shape, ctx.output(0).shape);
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory in conv primitive");
         } catch (const std::exception& e) {
             return Status(ErrorCode::internal, std::string("conv primitive: ") + e.what());
         }
@@ -95,6 +97,8 @@ public:
             return execute(c.prim, args, transpose_ ? "deconvolution" : "convolution");
         } catch (const dnnl::error& e) {
             return from_error(e, "convolution");
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory in convolution");
         } catch (const std::exception& e) {
             return Status(ErrorCode::internal, std::string("convolution: ") + e.what());
         }

@@ -62,6 +62,8 @@ public:
         StatusOr<std::shared_ptr<const MatMulPrim>> p = Status::ok();
         try {
             p = primitive(a.shape, b.shape, ctx.has_input(2) ? ctx.input(2).shape : Shape{});
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory in MatMul primitive");
         } catch (const std::exception& e) {
             return Status(ErrorCode::internal, std::string("MatMul primitive: ") + e.what());
         }
@@ -80,6 +82,8 @@ public:
             return execute(m.prim, args, "matmul");
         } catch (const dnnl::error& e) {
             return from_error(e, "matmul");
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory in matmul");
         } catch (const std::exception& e) {
             return Status(ErrorCode::internal, std::string("matmul: ") + e.what());
         }

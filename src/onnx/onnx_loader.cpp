@@ -7,9 +7,11 @@
 #include "onnx/onnx_loader.hpp"
 
 #include <fcntl.h>
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -21,7 +23,9 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace dsinfer::detail {
@@ -247,6 +251,19 @@ void copy_typed(Tensor& t, const Src& field) {
     for (int i = 0; i < field.size(); ++i) d[i] = static_cast<Dst>(field.Get(i));
 }
 
+/// copy_typed for a narrower integer type: a value outside Dst's range is invalid_model.
+template <class Dst, class Src>
+Status copy_ranged(Tensor& t, const Src& field, const std::string& what, const char* name) {
+    auto* d = static_cast<Dst*>(t.raw_data());
+    for (int i = 0; i < field.size(); ++i) {
+        const auto v = field.Get(i);
+        DSINFER_CHECK(std::in_range<Dst>(v), ErrorCode::invalid_model, what, ": ", name, "[", i,
+                      "] = ", v, " is outside the range of ", dtype_name(t.dtype()));
+        d[i] = static_cast<Dst>(v);
+    }
+    return Status::ok();
+}
+
 StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std::string& what) {
     DSINFER_CHECK(!t.has_segment(), ErrorCode::unsupported, what, ": segmented tensors are not supported");
     const int onnx_type = t.data_type();
@@ -307,6 +324,11 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
         if (release_raw_) std::string().swap(*const_cast<onnx::TensorProto&>(t).mutable_raw_data());
         return out;
     }
+    // Before allocating: the typed fields must hold exactly one value per element (dims
+    // claiming gigabytes with a few values are refused here, not after a huge allocation).
+    DSINFER_CHECK(static_cast<std::uint64_t>(typed_count) == numel, ErrorCode::invalid_model, what,
+                  ": ", typed_count, " typed data values for shape ", shape.to_string(), " of ",
+                  numel, " elements");
     auto expect = [&](int count, const char* field) -> Status {
         DSINFER_CHECK(static_cast<std::uint64_t>(count) == numel && typed_count == count,
                       ErrorCode::invalid_model, what, ": ", field, " has ", count,
@@ -330,7 +352,7 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
             break;
         case DType::u32:
             DSINFER_RETURN_IF_ERROR(expect(t.uint64_data_size(), "uint64_data"));
-            copy_typed<std::uint32_t>(out, t.uint64_data());
+            DSINFER_RETURN_IF_ERROR(copy_ranged<std::uint32_t>(out, t.uint64_data(), what, "uint64_data"));
             break;
         case DType::u64:
             DSINFER_RETURN_IF_ERROR(expect(t.uint64_data_size(), "uint64_data"));
@@ -342,9 +364,12 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
             break;
         case DType::i16:
             DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
-            copy_typed<std::int16_t>(out, t.int32_data());
+            DSINFER_RETURN_IF_ERROR(copy_ranged<std::int16_t>(out, t.int32_data(), what, "int32_data"));
             break;
         case DType::u16:
+            DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
+            DSINFER_RETURN_IF_ERROR(copy_ranged<std::uint16_t>(out, t.int32_data(), what, "int32_data"));
+            break;
         case DType::f16:
         case DType::bf16:  // bit patterns in int32_data
             DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
@@ -352,11 +377,11 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
             break;
         case DType::i8:
             DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
-            copy_typed<std::int8_t>(out, t.int32_data());
+            DSINFER_RETURN_IF_ERROR(copy_ranged<std::int8_t>(out, t.int32_data(), what, "int32_data"));
             break;
         case DType::u8:
             DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
-            copy_typed<std::uint8_t>(out, t.int32_data());
+            DSINFER_RETURN_IF_ERROR(copy_ranged<std::uint8_t>(out, t.int32_data(), what, "int32_data"));
             break;
         case DType::boolean: {
             DSINFER_RETURN_IF_ERROR(expect(t.int32_data_size(), "int32_data"));
@@ -599,6 +624,22 @@ Status Converter::convert_graph(const onnx::GraphProto& g, Graph& out,
         const std::string where = n.describe();
         DSINFER_CHECK(!n.op_type.empty(), ErrorCode::invalid_model, where, ": empty op_type");
         DSINFER_RETURN_IF_ERROR(check_name(n.name, "node"));
+        // Kernels read their inputs by position: in the standard domains input 0 is required
+        // (absent or omitted as "" is malformed) except for the ops whose first input is
+        // optional (Loop's M, Scan-8's sequence_lens, Optional's and OptionalHasElement's
+        // value) or that take none.
+        if ((np.input_size() == 0 || np.input(0).empty()) &&
+            (n.domain.empty() || n.domain == "ai.onnx.ml" || n.domain == "com.dsinfer" ||
+             n.domain.rfind("ai.onnx.preview", 0) == 0)) {
+            static constexpr std::string_view kOptionalFirstInput[] = {
+                "Constant", "RandomNormal",       "RandomUniform", "SequenceEmpty",
+                "Optional", "OptionalHasElement", "Loop",          "Scan"};
+            bool allowed = false;
+            for (std::string_view op : kOptionalFirstInput) allowed = allowed || n.op_type == op;
+            DSINFER_CHECK(allowed, ErrorCode::invalid_model, where, ": input 0 is ",
+                          np.input_size() == 0 ? "missing (the node has no inputs)" : "omitted",
+                          "; ", n.op_type, " requires it");
+        }
         for (const auto& in : np.input()) {
             if (in.empty()) {
                 n.inputs.push_back(kNoValue);
@@ -665,6 +706,65 @@ Status Converter::convert_model(const onnx::ModelProto& model, Graph& out) {
     out.opset_imports = opsets_;
     std::vector<Scope*> scopes;
     return convert_graph(model.graph(), out, scopes, 0);
+}
+
+// ---- repeated-entry amplification ----------------------------------------------------------
+// Each entry of a graph's repeated message fields (node, initializer, input, output, value_info,
+// ...) becomes a parsed message of a few hundred bytes however small the entry is (2 bytes when
+// empty), so each of these lists is bounded by ModelLimits::max_nodes *before* protobuf parses
+// them (at the wire level: the streaming reader counts as it goes, the in-memory path pre-scans).
+
+struct GraphEntryCounts {
+    std::int64_t n[16] = {};
+};
+
+/// Counts graph field `tag`; returns the name of the list when it exceeds the limit.
+const char* count_graph_entry(std::uint32_t tag, GraphEntryCounts& c, const ModelLimits& limits) {
+    if ((tag & 7u) != 2u) return nullptr;
+    const char* name = nullptr;
+    switch (tag >> 3) {
+        case 1: name = "nodes"; break;
+        case 5: name = "initializers"; break;
+        case 11: name = "graph inputs"; break;
+        case 12: name = "graph outputs"; break;
+        case 13: name = "value_info entries"; break;
+        case 14: name = "quantization annotations"; break;
+        case 15: name = "sparse initializers"; break;
+        default: return nullptr;
+    }
+    return ++c.n[tag >> 3] > limits.max_nodes ? name : nullptr;
+}
+
+Status too_many_entries(const char* what, const ModelLimits& limits) {
+    return Status::error(ErrorCode::resource_exhausted, "graph has more than ", limits.max_nodes,
+                         " ", what, " (limit: ModelLimits::max_nodes per list)");
+}
+
+/// The in-memory path's pre-scan: counts the top-level graph's entries without parsing them.
+/// Malformed input is left to the parse that follows.
+Status check_graph_entries(const void* data, std::size_t size, const ModelLimits& limits) {
+    using google::protobuf::internal::WireFormatLite;
+    google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
+    google::protobuf::io::CodedInputStream in(&raw);
+    in.SetTotalBytesLimit(static_cast<int>(size));
+    GraphEntryCounts counts;
+    while (const std::uint32_t tag = in.ReadTag()) {
+        if (tag != ((7u << 3) | 2u)) {
+            if (!WireFormatLite::SkipField(&in, tag)) return Status::ok();
+            continue;
+        }
+        std::uint32_t len = 0;
+        if (!in.ReadVarint32(&len) || len > static_cast<std::uint32_t>(INT_MAX)) return Status::ok();
+        const auto limit = in.PushLimit(static_cast<int>(len));
+        while (const std::uint32_t t = in.ReadTag()) {
+            if (const char* what = count_graph_entry(t, counts, limits))
+                return too_many_entries(what, limits);
+            if (!WireFormatLite::SkipField(&in, t)) return Status::ok();
+        }
+        if (!in.ConsumedEntireMessage()) return Status::ok();
+        in.PopLimit(limit);
+    }
+    return Status::ok();
 }
 
 bool parse_bounded(google::protobuf::MessageLite& msg, const void* data, std::size_t size,
@@ -736,7 +836,11 @@ StatusOr<Graph> parse_onnx_model(const void* data, std::size_t size,
     DSINFER_CHECK(size <= static_cast<std::size_t>(INT_MAX), ErrorCode::invalid_model,
                   "model is ", size, " bytes: a single protobuf message cannot exceed 2 GiB");
     try {
-        onnx::ModelProto model;
+        DSINFER_RETURN_IF_ERROR(check_graph_entries(data, size, limits));
+        // On an arena: protobuf leaks a half-built element when an allocation throws
+        // mid-parse; the arena frees everything it handed out (fault-injection tests).
+        google::protobuf::Arena arena;
+        onnx::ModelProto& model = *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
         if (!parse_bounded(model, data, size, limits.max_protobuf_depth))
             return parse_failed(limits);
         return convert_parsed(model, base_dir, limits);
@@ -807,6 +911,9 @@ struct StreamState {
     std::vector<Tensor> raw;                // its raw_data (null if none)
     const ModelLimits* limits = nullptr;
     bool too_big = false;
+    bool has_graph = false;  // the file has a graph field (re-assembled only then)
+    GraphEntryCounts counts;
+    const char* too_many = nullptr;  // the graph list over ModelLimits::max_nodes
 };
 
 bool read_tensor(CodedInputStream& in, StreamState& s) {
@@ -838,6 +945,7 @@ bool read_tensor(CodedInputStream& in, StreamState& s) {
 
 bool read_graph(CodedInputStream& in, StreamState& s) {
     while (const std::uint32_t tag = in.ReadTag()) {
+        if ((s.too_many = count_graph_entry(tag, s.counts, *s.limits)) != nullptr) return false;
         if (tag == ((5u << 3) | 2u)) {  // initializer
             std::uint32_t len = 0;
             if (!in.ReadVarint32(&len)) return false;
@@ -852,8 +960,14 @@ bool read_graph(CodedInputStream& in, StreamState& s) {
 }
 
 bool read_model(CodedInputStream& in, StreamState& s) {
-    while (const std::uint32_t tag = in.ReadTag()) {
+    // At the top level ReadTag() returns 0 both at the end of the file and on a malformed tag
+    // (consuming it): the end is where the total-bytes limit (the file size) is reached, so it
+    // is tested before each tag and a 0 tag is always malformed.
+    while (in.BytesUntilTotalBytesLimit() > 0) {
+        const std::uint32_t tag = in.ReadTag();
+        if (tag == 0) return false;
         if (tag == ((7u << 3) | 2u)) {  // graph
+            s.has_graph = true;
             std::uint32_t len = 0;
             if (!in.ReadVarint32(&len)) return false;
             const auto limit = in.PushLimit(static_cast<int>(std::min<std::uint32_t>(len, INT_MAX)));
@@ -863,9 +977,7 @@ bool read_model(CodedInputStream& in, StreamState& s) {
         }
         if (!copy_field(in, tag, s.model_rest)) return false;
     }
-    // At the top level ReadTag() returns 0 at the end of the file or on a malformed tag: only
-    // the first is the end of the message (the total-bytes limit is the file size).
-    return in.BytesUntilTotalBytesLimit() == 0;
+    return true;
 }
 
 }  // namespace
@@ -893,6 +1005,7 @@ StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLi
             if (s.too_big)
                 return Status::error(ErrorCode::invalid_model, "an initializer's raw_data exceeds "
                                      "the tensor size limit of ", limits.max_tensor_bytes, " bytes");
+            if (s.too_many != nullptr) return too_many_entries(s.too_many, limits);
             if (!ok) return parse_failed(limits);
         }
         // Re-assemble the small remainder and parse it with protobuf (bounded as before).
@@ -904,11 +1017,14 @@ StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLi
         }
         s.initializers.clear();
         std::string model_bytes = std::move(s.model_rest);
-        put_varint(model_bytes, (7u << 3) | 2u);
-        put_varint(model_bytes, graph_bytes.size());
-        model_bytes += graph_bytes;
+        if (s.has_graph) {
+            put_varint(model_bytes, (7u << 3) | 2u);
+            put_varint(model_bytes, graph_bytes.size());
+            model_bytes += graph_bytes;
+        }
         graph_bytes.clear();
-        onnx::ModelProto model;
+        google::protobuf::Arena arena;  // as in parse_onnx_model: no leak if parsing throws
+        onnx::ModelProto& model = *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
         if (model_bytes.size() > static_cast<std::size_t>(INT_MAX) ||
             !parse_bounded(model, model_bytes.data(), model_bytes.size(), limits.max_protobuf_depth))
             return parse_failed(limits);
@@ -927,7 +1043,8 @@ StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLi
 StatusOr<Tensor> read_tensor_proto(const std::filesystem::path& path, const ModelLimits& limits) {
     DSINFER_ASSIGN_OR_RETURN(MappedFile f, map_file(path, limits.max_model_bytes));
     try {
-        onnx::TensorProto t;
+        google::protobuf::Arena arena;  // as in parse_onnx_model: no leak if parsing throws
+        onnx::TensorProto& t = *google::protobuf::Arena::CreateMessage<onnx::TensorProto>(&arena);
         if (!parse_bounded(t, f.map->base, f.size, limits.max_protobuf_depth))
             return Status::error(ErrorCode::invalid_argument, "'", path.string(),
                                  "' is not a valid TensorProto");

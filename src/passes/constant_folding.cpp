@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "core/executor.hpp"
@@ -267,6 +268,8 @@ private:
             detail::CompileOptions co;
             co.registry = &reference_registry();
             auto compiled = detail::CompiledGraph::compile(sub, co);
+            if (!compiled.is_ok() && compiled.status().code() == ErrorCode::resource_exhausted)
+                throw std::bad_alloc();  // out of memory fails the load (not a skipped fold)
             if (!compiled.is_ok()) return Eval::skipped;
             // Sizes from the kernel's prepare, before anything is computed.
             std::uint64_t bytes = 0;
@@ -284,16 +287,22 @@ private:
                 bytes += numel * esize;
             }
             std::vector<Tensor> results;
-            if (!compiled.value()->execute({}, nullptr, RunControl{}, results).is_ok())
-                return Eval::skipped;
+            const Status st = compiled.value()->execute({}, nullptr, RunControl{}, results);
+            if (st.code() == ErrorCode::resource_exhausted) throw std::bad_alloc();
+            if (!st.is_ok()) return Eval::skipped;
             outs.assign(n.outputs.size(), Tensor());
             std::size_t r = 0;
             for (std::size_t k = 0; k < n.outputs.size(); ++k)
                 // A plain copy: the run's buffers come from the executor's pool.
                 if (n.outputs[k] != kNoValue) outs[k] = results[r++].clone();
             return Eval::ok;
+        } catch (const std::bad_alloc&) {
+            throw;  // out of memory: try_optimize fails the load with resource_exhausted
+        } catch (const Error& e) {  // e.g. Tensor::clone() out of memory
+            if (e.code() == ErrorCode::resource_exhausted) throw std::bad_alloc();
+            return Eval::skipped;
         } catch (const std::exception&) {
-            return Eval::skipped;  // bad_alloc, Error: leave the node to the engine
+            return Eval::skipped;  // Error: leave the node to the engine
         }
     }
 

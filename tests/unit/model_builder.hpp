@@ -92,6 +92,29 @@ inline onnx::TensorProto float_tensor(const std::string& name, const std::vector
     return t;
 }
 
+/// Float tensor `name` of `dims` stored externally at `location` (offset/length as the
+/// strings a model carries; "" leaves the key out).
+inline onnx::TensorProto external_float_tensor(const std::string& name,
+                                               const std::vector<std::int64_t>& dims,
+                                               const std::string& location,
+                                               const std::string& offset = "",
+                                               const std::string& length = "") {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(1);
+    for (auto d : dims) t.add_dims(d);
+    t.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    auto add_kv = [&](const char* k, const std::string& v) {
+        auto* e = t.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+    };
+    add_kv("location", location);
+    if (!offset.empty()) add_kv("offset", offset);
+    if (!length.empty()) add_kv("length", length);
+    return t;
+}
+
 inline onnx::TensorProto i64_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
                                     const std::vector<std::int64_t>& values) {
     onnx::TensorProto t;

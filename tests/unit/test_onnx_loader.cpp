@@ -53,21 +53,7 @@ std::string floats_bytes(const std::vector<float>& v) {
 /// W stored externally at `location` with optional offset/length strings.
 onnx::ModelProto external_model(const std::string& location, const std::string& offset = "",
                                 const std::string& length = "") {
-    onnx::TensorProto w;
-    w.set_name("W");
-    w.set_data_type(1);
-    w.add_dims(1);
-    w.add_dims(4);
-    w.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
-    auto add_kv = [&](const char* k, const std::string& v) {
-        auto* e = w.add_external_data();
-        e->set_key(k);
-        e->set_value(v);
-    };
-    add_kv("location", location);
-    if (!offset.empty()) add_kv("offset", offset);
-    if (!length.empty()) add_kv("length", length);
-    return add_model(w);
+    return add_model(external_float_tensor("W", {1, 4}, location, offset, length));
 }
 
 ErrorCode load_file_code(const fs::path& p, std::string* msg = nullptr) {

@@ -170,6 +170,14 @@ StatusOr<std::unique_ptr<Kernel>> make_if(const KernelCreateContext& ctx) {
     }
     DSINFER_ASSIGN_OR_RETURN(auto t, ctx.compile_subgraph(tg));
     DSINFER_ASSIGN_OR_RETURN(auto e, ctx.compile_subgraph(eg));
+    // Both branches define the node's outputs: their element types must agree where known.
+    for (std::size_t i = 0; i < tg->outputs.size(); ++i) {
+        const auto& td = tg->value(tg->outputs[i]).dtype;
+        const auto& ed = eg->value(eg->outputs[i]).dtype;
+        DSINFER_CHECK(!td || !ed || *td == *ed, ErrorCode::invalid_model, "If output ", i,
+                      " is ", dtype_name(*td), " in branch '", tg->name, "' but ",
+                      dtype_name(*ed), " in branch '", eg->name, "'");
+    }
     return make_kernel<IfKernel>(std::move(t), std::move(e));
 }
 
@@ -537,6 +545,9 @@ StatusOr<std::unique_ptr<Kernel>> make_scan(const KernelCreateContext& ctx) {
     const int first = c.batched ? 1 : 0;  // opset 8: input 0 is sequence_lens
     DSINFER_CHECK(m >= 1 && m <= ctx.num_inputs() - first, ErrorCode::invalid_model,
                   "num_scan_inputs ", m, " must be in [1, ", ctx.num_inputs() - first, "]");
+    for (int i = first; i < ctx.num_inputs(); ++i)  // states and scan inputs are required
+        DSINFER_CHECK(ctx.has_input(i), ErrorCode::invalid_model, "Scan input ", i,
+                      " is omitted; only opset 8's sequence_lens (input 0) is optional");
     c.m = static_cast<int>(m);
     c.n = ctx.num_inputs() - first - c.m;
     DSINFER_CHECK(static_cast<int>(body->inputs.size()) == c.n + c.m, ErrorCode::invalid_model,

@@ -214,7 +214,8 @@ struct HardSigmoidOp : FloatOp {
     float beta = 0.5f;
     template <class C>
     C operator()(C x) const noexcept {
-        return std::fmax(C(0), std::fmin(C(1), static_cast<C>(alpha) * x + static_cast<C>(beta)));
+        const C v = static_cast<C>(alpha) * x + static_cast<C>(beta);
+        return v != v ? v : std::fmax(C(0), std::fmin(C(1), v));  // NaN stays NaN (np.clip)
     }
 };
 struct ThresholdedReluOp : FloatOp {

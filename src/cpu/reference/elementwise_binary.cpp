@@ -574,6 +574,27 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
                                      "contains 0");
         }
     }
+    if (op == BinOp::div) {
+        // Constant signed MIN / -1 overflows (the run-time kernel wraps it to MIN): when both
+        // inputs are constants, A holding MIN and B holding -1, reject it at load.
+        const Tensor* a = ctx.constant_input(0);
+        const Tensor* d = ctx.constant_input(1);
+        if (a != nullptr && d != nullptr && a->dtype() == d->dtype() && is_integer(d->dtype())) {
+            bool min_a = false, minus_one_d = false;
+            (void)dispatch_types(d->dtype(), IntTypes{}, [&]<class T>() {
+                if constexpr (std::is_signed_v<T>) {
+                    for (std::int64_t i = 0; i < a->num_elements(); ++i)
+                        if (a->data<T>()[i] == std::numeric_limits<T>::min()) min_a = true;
+                    for (std::int64_t i = 0; i < d->num_elements(); ++i)
+                        if (d->data<T>()[i] == T(-1)) minus_one_d = true;
+                }
+                return Status::ok();
+            });
+            if (min_a && minus_one_d)
+                return Status::error(ErrorCode::invalid_model, "constant integer division of the ",
+                                     "type's minimum by -1 overflows ", dtype_name(d->dtype()));
+        }
+    }
     std::int64_t axis = BinaryKernel::kNoAxis;
     bool legacy = false;
     if (ctx.opset() < 7) {

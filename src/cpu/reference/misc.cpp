@@ -159,9 +159,11 @@ StatusOr<std::unique_ptr<Kernel>> make_loss(const KernelCreateContext& ctx, bool
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_sce(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     return make_loss(ctx, true);
 }
 StatusOr<std::unique_ptr<Kernel>> make_nll(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     return make_loss(ctx, false);
 }
 

@@ -240,6 +240,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_maxunpool(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     const Node& node = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(auto kernel, node.attr<std::vector<int64_t>>("kernel_shape"));
     const std::size_t nd = kernel.size();
@@ -378,6 +379,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_roialign(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     const Node& node = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(auto mode, node.attr_or<std::string>("mode", "avg"));
     DSINFER_CHECK(mode == "avg" || mode == "max", ErrorCode::invalid_model,
@@ -531,6 +533,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_deformconv(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     const Node& node = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(auto dil, ints_attr(node, "dilations", 2, 1));
     DSINFER_ASSIGN_OR_RETURN(auto pads, ints_attr(node, "pads", 4, 0));

@@ -251,7 +251,8 @@ public:
     }
 };
 
-StatusOr<std::unique_ptr<Kernel>> make_string_concat(const KernelCreateContext&) {
+StatusOr<std::unique_ptr<Kernel>> make_string_concat(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     return make_kernel<StringConcatKernel>();
 }
 
@@ -529,7 +530,8 @@ public:
     }
 };
 
-StatusOr<std::unique_ptr<Kernel>> make_array_feature_extractor(const KernelCreateContext&) {
+StatusOr<std::unique_ptr<Kernel>> make_array_feature_extractor(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     return make_kernel<ArrayFeatureExtractorKernel>();
 }
 

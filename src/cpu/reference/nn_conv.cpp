@@ -447,6 +447,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, false));
     return make_kernel<ConvKernel>(std::move(a));
 }
@@ -643,6 +644,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, true));
     return make_kernel<ConvTransposeKernel>(std::move(a));
 }

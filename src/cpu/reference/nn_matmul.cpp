@@ -173,7 +173,8 @@ private:
     }
 };
 
-StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext&) {
+StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     return make_kernel<MatMulKernel>();
 }
 
@@ -319,6 +320,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     const Node& n = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(float alpha, n.attr_or<float>("alpha", 1.0f));
     DSINFER_ASSIGN_OR_RETURN(float beta, n.attr_or<float>("beta", 1.0f));

@@ -92,7 +92,8 @@ StatusOr<QuantLayout> make_layout(const Shape& x, const Shape& scale, const Tens
         if (scale.rank() != rank)
             return Status::error(ErrorCode::invalid_argument, "blocked quantization needs a ",
                                  scale_name, " of rank ", rank, ", got shape ", scale.to_string());
-        const std::int64_t blocks = (x[axis] + block_size - 1) / block_size;
+        // ceil(x[axis] / block_size) without overflow (block_size may be as large as INT64_MAX).
+        const std::int64_t blocks = x[axis] == 0 ? 0 : (x[axis] - 1) / block_size + 1;
         for (int d = 0; d < rank; ++d) {
             const std::int64_t want = d == axis ? blocks : x[d];
             if (scale[d] != want)
@@ -139,15 +140,15 @@ inline std::int64_t param_index(const QuantLayout& l, std::int64_t o, std::int64
     return 0;
 }
 
-/// Rejects scale constants that are zero, negative or NaN.
+/// Rejects scale constants that are zero, negative, NaN or infinite.
 Status check_scale_constant(const KernelCreateContext& ctx, int input, const char* name) {
     const Tensor* s = ctx.constant_input(input);
     if (s == nullptr || !is_floating(s->dtype())) return Status::ok();
     for (std::int64_t i = 0; i < s->num_elements(); ++i) {
         const double v = read_element_as_double(s->raw_data(), s->dtype(), i);
-        if (!(v > 0.0))
+        if (!(v > 0.0) || !std::isfinite(v))
             return Status::error(ErrorCode::invalid_model, "input '", name, "' element ", i, " is ",
-                                 v, "; scales must be positive");
+                                 v, "; scales must be positive and finite");
     }
     return Status::ok();
 }
@@ -252,6 +253,8 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_quantize(const KernelCreateContext& ctx) {
+    DSINFER_CHECK(ctx.num_inputs() >= 2 && ctx.num_inputs() <= 3, ErrorCode::invalid_model,
+                  "QuantizeLinear takes 2 or 3 inputs, got ", ctx.num_inputs());
     const Node& node = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, node.attr_or<std::int64_t>("axis", 1));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t block, node.attr_or<std::int64_t>("block_size", 0));
@@ -349,6 +352,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_dequantize(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     const Node& node = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, node.attr_or<std::int64_t>("axis", 1));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t block, node.attr_or<std::int64_t>("block_size", 0));
@@ -604,7 +608,8 @@ public:
     }
 };
 
-StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&) {
+StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     return make_kernel<MatMulIntegerKernel>();
 }
 
@@ -724,6 +729,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_qlinear_matmul(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 7));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 1, "a_scale"));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 4, "b_scale"));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 6, "y_scale"));
@@ -958,6 +964,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_conv_integer(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node()));
     return make_kernel<ConvIntegerKernel>(std::move(a));
 }
@@ -1045,6 +1052,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 7));
     DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node()));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 1, "x_scale"));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 4, "w_scale"));

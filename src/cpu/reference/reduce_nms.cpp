@@ -156,6 +156,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_nms(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t center,
                              ctx.node().attr_or<std::int64_t>("center_point_box", 0));
     if (center != 0 && center != 1)

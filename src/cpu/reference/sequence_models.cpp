@@ -56,7 +56,10 @@ inline C activate(const Activation& a, C x) noexcept {
             }
         case ActKind::tanh: return std::tanh(x);
         case ActKind::relu: return x > C(0) ? x : (x == x ? C(0) : x);
-        case ActKind::hard_sigmoid: return std::max(C(0), std::min(C(1), alpha * x + beta));
+        case ActKind::hard_sigmoid: {
+            const C v = alpha * x + beta;
+            return v != v ? v : std::max(C(0), std::min(C(1), v));  // NaN stays NaN
+        }
         case ActKind::affine: return alpha * x + beta;
         case ActKind::leaky_relu: return x < C(0) ? alpha * x : x;
         case ActKind::thresholded_relu: return x > alpha ? x : (x == x ? C(0) : x);

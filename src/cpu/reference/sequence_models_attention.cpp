@@ -458,6 +458,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_rotary(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     const Node& n = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(auto inter, n.attr_or<std::int64_t>("interleaved", 0));
     DSINFER_ASSIGN_OR_RETURN(auto heads, n.attr_or<std::int64_t>("num_heads", 0));

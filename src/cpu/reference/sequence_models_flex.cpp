@@ -143,6 +143,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_flex_attention(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     const Node& n = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(float scale, n.attr_or<float>("scale", 0.f));
     std::array<std::shared_ptr<SubgraphRunner>, kNumMods> mods;

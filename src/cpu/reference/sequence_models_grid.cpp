@@ -200,6 +200,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_grid_sample(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     const Node& n = ctx.node();
     const bool old = ctx.opset() < 20;
     DSINFER_ASSIGN_OR_RETURN(
@@ -313,6 +314,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_affine_grid(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(auto align, ctx.node().attr_or<std::int64_t>("align_corners", 0));
     return make_kernel<AffineGridKernel>(align != 0);
 }

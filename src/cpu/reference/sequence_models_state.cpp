@@ -114,6 +114,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_causal_conv(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(std::string act,
                              ctx.node().attr_or<std::string>("activation", std::string("none")));
     DSINFER_CHECK(act == "none" || act == "silu" || act == "swish", ErrorCode::invalid_model,
@@ -317,6 +318,7 @@ private:
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_linear_attention(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     const Node& n = ctx.node();
     LinearAttentionConfig c;
     DSINFER_ASSIGN_OR_RETURN(c.q_heads, n.attr<std::int64_t>("q_num_heads"));

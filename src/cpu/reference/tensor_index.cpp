@@ -37,6 +37,21 @@ Status index_error(const char* input, std::int64_t value, std::int64_t dim) {
                          ", outside [", -dim, ", ", dim - 1, "]");
 }
 
+/// Checks constant indices once at load (run() checks data-dependent ones): element j must lie
+/// in [-dim(j), dim(j)).
+template <class DimOf>
+Status check_constant_indices(const PrepareContext& ctx, int input, const char* name,
+                              DimOf&& dim_of) {
+    if (!ctx.inferring() || !ctx.has_data(input)) return Status::ok();
+    const TensorView iv = ctx.input(input).view();
+    for (std::int64_t j = 0; j < iv.num_elements(); ++j) {
+        std::int64_t idx = int_at(iv, j);
+        const std::int64_t dim = dim_of(j);
+        if (!wrap_index(idx, dim)) return index_error(name, int_at(iv, j), dim);
+    }
+    return Status::ok();
+}
+
 /// Calls f(idx, linear) for every multi-index of `s` in row-major order.
 template <class F>
 void for_each_index(const Shape& s, F&& f) {
@@ -166,6 +181,7 @@ private:
 };
 
 Factory make_gather(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", 0));
     return make_kernel<GatherKernel>(axis);
 }
@@ -194,6 +210,8 @@ public:
                       "input 'data' must have rank >= 1");
         DSINFER_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_, x.num_dims()));
         DSINFER_RETURN_IF_ERROR(check_elements_shapes(x, ctx.input(1), axis));
+        DSINFER_RETURN_IF_ERROR(check_constant_indices(
+            ctx, 1, "indices", [&](std::int64_t) { return x.shape()[axis]; }));
         ctx.set_output(0, x.dtype(), ctx.input(1).shape());
         return Status::ok();
     }
@@ -228,6 +246,7 @@ private:
 };
 
 Factory make_gather_elements(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", 0));
     return make_kernel<GatherElementsKernel>(axis);
 }
@@ -248,6 +267,8 @@ public:
         DSINFER_CHECK(upd.dtype() == x.dtype(), ErrorCode::invalid_argument,
                       "input 'updates' has dtype ", dtype_name(upd.dtype()), ", 'data' has ",
                       dtype_name(x.dtype()));
+        DSINFER_RETURN_IF_ERROR(check_constant_indices(
+            ctx, 1, "indices", [&](std::int64_t) { return x.shape()[axis]; }));
         ctx.set_output(0, x.dtype(), x.shape());
         return Status::ok();
     }
@@ -285,6 +306,7 @@ private:
 };
 
 Factory make_scatter_elements(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", 0));
     DSINFER_ASSIGN_OR_RETURN(Reduction red, read_reduction(ctx));
     return make_kernel<ScatterElementsKernel>(axis, red);
@@ -312,6 +334,9 @@ public:
             DSINFER_CHECK(ind.shape()[d] == x.shape()[d], ErrorCode::invalid_argument,
                           "batch dim ", d, " differs: 'indices' ", ind.shape().to_string(),
                           ", 'data' ", x.shape().to_string());
+        DSINFER_RETURN_IF_ERROR(check_constant_indices(ctx, 1, "indices", [&](std::int64_t j) {
+            return x.shape()[b + static_cast<int>(j % m)];
+        }));
         Shape out;
         for (int d = 0; d < q - 1; ++d) out.push_back(ind.shape()[d]);
         for (int d = b + static_cast<int>(m); d < r; ++d) out.push_back(x.shape()[d]);
@@ -357,6 +382,8 @@ private:
 };
 
 Factory make_gather_nd(const KernelCreateContext& ctx) {
+    DSINFER_CHECK(ctx.num_inputs() == 2, ErrorCode::invalid_model, "GatherND takes 2 inputs, got ",
+                  ctx.num_inputs());
     DSINFER_ASSIGN_OR_RETURN(std::int64_t b, ctx.node().attr_or<std::int64_t>("batch_dims", 0));
     if (b < 0)
         return Status::error(ErrorCode::invalid_model, "attribute 'batch_dims' is negative (", b,
@@ -387,6 +414,9 @@ public:
         DSINFER_CHECK(upd.dtype() == x.dtype(), ErrorCode::invalid_argument,
                       "input 'updates' has dtype ", dtype_name(upd.dtype()), ", 'data' has ",
                       dtype_name(x.dtype()));
+        DSINFER_RETURN_IF_ERROR(check_constant_indices(ctx, 1, "indices", [&](std::int64_t j) {
+            return x.shape()[static_cast<int>(j % k)];
+        }));
         ctx.set_output(0, x.dtype(), x.shape());
         return Status::ok();
     }
@@ -427,6 +457,7 @@ private:
 };
 
 Factory make_scatter_nd(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
     DSINFER_ASSIGN_OR_RETURN(Reduction red, read_reduction(ctx));
     return make_kernel<ScatterNDKernel>(red);
 }
@@ -499,6 +530,8 @@ private:
 };
 
 Factory make_onehot(const KernelCreateContext& ctx) {
+    DSINFER_CHECK(ctx.num_inputs() == 3, ErrorCode::invalid_model, "OneHot takes 3 inputs, got ",
+                  ctx.num_inputs());
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", -1));
     return make_kernel<OneHotKernel>(axis);
 }
@@ -575,6 +608,8 @@ private:
 };
 
 Factory make_compress(const KernelCreateContext& ctx) {
+    DSINFER_CHECK(ctx.num_inputs() == 2, ErrorCode::invalid_model, "Compress takes 2 inputs, got ",
+                  ctx.num_inputs());
     std::optional<std::int64_t> axis;
     if (ctx.node().has_attr("axis")) {
         DSINFER_ASSIGN_OR_RETURN(std::int64_t a, ctx.node().attr<std::int64_t>("axis"));
@@ -681,6 +716,8 @@ private:
 };
 
 Factory make_reverse_sequence(const KernelCreateContext& ctx) {
+    DSINFER_CHECK(ctx.num_inputs() == 2, ErrorCode::invalid_model,
+                  "ReverseSequence takes 2 inputs, got ", ctx.num_inputs());
     DSINFER_ASSIGN_OR_RETURN(std::int64_t b, ctx.node().attr_or<std::int64_t>("batch_axis", 1));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t t, ctx.node().attr_or<std::int64_t>("time_axis", 0));
     if (!((b == 0 && t == 1) || (b == 1 && t == 0)))
@@ -777,6 +814,7 @@ private:
 };
 
 Factory make_tensor_scatter(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t axis, ctx.node().attr_or<std::int64_t>("axis", -2));
     DSINFER_ASSIGN_OR_RETURN(std::string mode,
                              ctx.node().attr_or<std::string>("mode", std::string("linear")));

@@ -277,6 +277,7 @@ private:
 };
 
 Factory make_center_crop_pad(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(auto axes, ctx.node().attr_or<std::vector<std::int64_t>>(
                                             "axes", std::vector<std::int64_t>{}));
     return make_kernel<CenterCropPadKernel>(std::move(axes));
@@ -404,7 +405,10 @@ public:
     }
 };
 
-Factory make_range(const KernelCreateContext&) { return make_kernel<RangeKernel>(); }
+Factory make_range(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
+    return make_kernel<RangeKernel>();
+}
 
 // ---- CumSum / CumProd -----------------------------------------------------------------------
 
@@ -476,6 +480,7 @@ private:
 
 template <bool Product>
 Factory make_cum(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t ex, ctx.node().attr_or<std::int64_t>("exclusive", 0));
     DSINFER_ASSIGN_OR_RETURN(std::int64_t rev, ctx.node().attr_or<std::int64_t>("reverse", 0));
     return make_kernel<CumKernel>(Product, ex != 0, rev != 0);

@@ -263,7 +263,7 @@ Factory make_size(const KernelCreateContext&) { return make_kernel<SizeKernel>()
 StatusOr<Shape> reshape_target(const Shape& in, const std::vector<std::int64_t>& spec,
                                bool allowzero) {
     if (spec.size() > static_cast<std::size_t>(kMaxRank))
-        return Status::error(ErrorCode::unsupported, "reshape to rank ", spec.size(),
+        return Status::error(ErrorCode::invalid_argument, "reshape to rank ", spec.size(),
                              " exceeds the maximum rank ", kMaxRank);
     std::vector<std::int64_t> dims(spec.size());
     int infer = -1;
@@ -288,6 +288,8 @@ StatusOr<Shape> reshape_target(const Shape& in, const std::vector<std::int64_t>&
         if (d < -1)
             return Status::error(ErrorCode::invalid_argument, "shape[", i, "] is ", d,
                                  " (only -1 may be negative)");
+        if (d != 0 && known > std::numeric_limits<std::int64_t>::max() / d)
+            return Status::error(ErrorCode::invalid_argument, "shape's element count overflows int64");
         dims[i] = d;
         known *= d;
     }
@@ -701,6 +703,9 @@ Factory make_split(const KernelCreateContext& ctx) {
         if (ctx.node().has_attr("num_outputs") && ctx.has_input(1))
             return Status::error(ErrorCode::invalid_model,
                                  "'num_outputs' and the 'split' input are both set");
+        if (ctx.node().has_attr("num_outputs") && num_outputs < 1)
+            return Status::error(ErrorCode::invalid_model, "attribute 'num_outputs' is ",
+                                 num_outputs, "; it must be at least 1");
     }
     return make_kernel<SplitKernel>(ctx.opset(), axis, std::move(split), num_outputs);
 }
