@@ -25,6 +25,9 @@ namespace dsinfer::detail::fast {
 #if DSINFER_FAST_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))), apply_to = function)
+#endif
 namespace avx512 {
 #define DSINFER_SIMD_W 64
 #define DSINFER_SIMD_LEVEL 2
@@ -32,10 +35,16 @@ namespace avx512 {
 #undef DSINFER_SIMD_W
 #undef DSINFER_SIMD_LEVEL
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#endif
 namespace avx2 {
 #define DSINFER_SIMD_W 32
 #define DSINFER_SIMD_LEVEL 1
@@ -43,6 +52,9 @@ namespace avx2 {
 #undef DSINFER_SIMD_W
 #undef DSINFER_SIMD_LEVEL
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 #endif
 

@@ -66,6 +66,9 @@ constexpr int64_t kPrefetchPanels = 2;
 #if DSINFER_SGEMM_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2,fma")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
+#endif
 namespace avx512 {
 #define SG_W 16
 #define SG_MR 12
@@ -75,10 +78,16 @@ namespace avx512 {
 #define SG_SPLAT(p) ((V)_mm512_set1_ps(*(p)))
 #include "cpu/fast/sgemm_kernels.inc"
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#endif
 namespace avx2 {
 #define SG_W 8
 #define SG_MR 6
@@ -89,6 +98,9 @@ namespace avx2 {
 #define SG_PACK_AVX2 1
 #include "cpu/fast/sgemm_kernels.inc"
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 #endif
 
