@@ -212,6 +212,12 @@ Status InferenceEngine::Impl::bind_inputs(const std::vector<NamedTensor>& given,
             DSINFER_CHECK(t.dtype() == *io.dtype, ErrorCode::invalid_argument, what,
                           ": expected element type ", dtype_name(*io.dtype), ", got ",
                           dtype_name(t.dtype()));
+        if (t.dtype() == DType::boolean) {  // kernels read bools as bool: bytes 0 or 1 only
+            const auto* b = static_cast<const std::uint8_t*>(t.raw_data());
+            for (std::int64_t k = 0; k < t.num_elements(); ++k)
+                DSINFER_CHECK(b[k] <= 1, ErrorCode::invalid_argument, what, ": bool element ", k,
+                              " is stored as byte ", static_cast<int>(b[k]), " (must be 0 or 1)");
+        }
         if (io.shape.known) {
             DSINFER_CHECK(t.num_dims() == io.shape.rank(), ErrorCode::invalid_argument, what,
                           ": expected rank ", io.shape.rank(), " ", io.shape.to_string(),

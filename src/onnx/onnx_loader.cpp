@@ -264,6 +264,17 @@ Status copy_ranged(Tensor& t, const Src& field, const std::string& what, const c
     return Status::ok();
 }
 
+/// A bool tensor's bytes must be 0 or 1: any other byte is not a bool value (reading it as
+/// one is undefined behaviour in every kernel).
+Status check_bool_bytes(const Tensor& t, const std::string& what) {
+    if (t.dtype() != DType::boolean) return Status::ok();
+    const auto* b = static_cast<const std::uint8_t*>(t.raw_data());
+    for (std::int64_t i = 0; i < t.num_elements(); ++i)
+        DSINFER_CHECK(b[i] <= 1, ErrorCode::invalid_model, what, ": bool element ", i,
+                      " is stored as byte ", static_cast<int>(b[i]), " (must be 0 or 1)");
+    return Status::ok();
+}
+
 StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std::string& what) {
     DSINFER_CHECK(!t.has_segment(), ErrorCode::unsupported, what, ": segmented tensors are not supported");
     const int onnx_type = t.data_type();
@@ -297,7 +308,9 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
     if (external) {
         DSINFER_CHECK(!t.has_raw_data() && streamed_ == nullptr && typed_count == 0,
                       ErrorCode::invalid_model, what, ": external tensor also carries inline data");
-        return read_external(t, dtype, shape, bytes, what);
+        DSINFER_ASSIGN_OR_RETURN(Tensor ext, read_external(t, dtype, shape, bytes, what));
+        DSINFER_RETURN_IF_ERROR(check_bool_bytes(ext, what));
+        return ext;
     }
     if (streamed_ != nullptr) {  // raw_data already in an aligned buffer (streaming reader)
         DSINFER_CHECK(typed_count == 0, ErrorCode::invalid_model, what,
@@ -307,8 +320,10 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
         DSINFER_CHECK(streamed_->num_bytes() == bytes, ErrorCode::invalid_model, what,
                       ": raw_data has ", streamed_->num_bytes(), " bytes, expected ", bytes,
                       " for shape ", shape.to_string(), " of ", dtype_name(dtype));
-        return Tensor::wrap(streamed_->raw_data(), dtype, shape, Device{},
-                            std::make_shared<Tensor>(*streamed_));
+        Tensor out = Tensor::wrap(streamed_->raw_data(), dtype, shape, Device{},
+                                  std::make_shared<Tensor>(*streamed_));
+        DSINFER_RETURN_IF_ERROR(check_bool_bytes(out, what));
+        return out;
     }
     if (t.has_raw_data()) {
         DSINFER_CHECK(typed_count == 0, ErrorCode::invalid_model, what,
@@ -320,6 +335,7 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
                       " for shape ", shape.to_string(), " of ", dtype_name(dtype));
         DSINFER_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype, shape));
         if (bytes > 0) std::memcpy(out.raw_data(), t.raw_data().data(), bytes);
+        DSINFER_RETURN_IF_ERROR(check_bool_bytes(out, what));
         // Safe: with release_raw_ the message is the converter's own (parse_model), mutable.
         if (release_raw_) std::string().swap(*const_cast<onnx::TensorProto&>(t).mutable_raw_data());
         return out;

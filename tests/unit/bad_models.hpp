@@ -1054,6 +1054,13 @@ inline std::vector<BadModelCase> bad_model_cases() {
         for (int i = 0; i < 9; ++i) w.add_dims(1);
         w.set_raw_data(floats_bytes({1}));
         addm('C', "rank_9_initializer", invalid, "initializer of rank 9 (max 8)", add_model(w), "rank");
+        {
+            // A bool stored as a byte other than 0/1 (a bit flip in raw_data): not a bool value.
+            onnx::ModelProto lm = loop_model();
+            lm.mutable_graph()->mutable_initializer(1)->set_raw_data(std::string(1, '\x81'));
+            addm('C', "bool_initializer_byte_not_0_or_1", invalid,
+                 "Loop cond initializer stored as byte 0x81", lm, "must be 0 or 1");
+        }
         m = relu_model();
         auto* shp = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
         for (int i = 0; i < 7; ++i) shp->add_dim()->set_dim_value(1);

@@ -184,4 +184,11 @@ TEST_CASE("If selects a branch and reads outer-scope values", "[engine][control_
     auto f = e.run({{"x", x}, {"c", Tensor::scalar<bool>(false)}});
     CHECK(f[0].tensor.data<float>()[0] == 1.0f);
     CHECK(f[0].tensor.data<float>()[1] == -2.0f);
+    // A bool input byte other than 0/1 is not a bool: refused at binding (no kernel reads it).
+    Tensor c = Tensor::scalar<bool>(true);
+    *static_cast<std::uint8_t*>(c.raw_data()) = 0x81;
+    std::vector<NamedTensor> out;
+    const Status st = e.try_run({{"x", x}, {"c", c}}, out);
+    CHECK(st.code() == ErrorCode::invalid_argument);
+    CHECK_THAT(st.message(), Catch::Contains("input 'c'") && Catch::Contains("must be 0 or 1"));
 }
