@@ -271,7 +271,12 @@ public:
                               vector_constant(ix, n.inputs[2], w->shape()[1]) != nullptr);
             }
             if (!all_linear) continue;
-            const float* gp = gamma->data<float>();
+            // gamma and beta point into g.values, which new_constant() below may reallocate:
+            // keep handles to their buffers (a Tensor copy shares the buffer).
+            const Tensor gamma_t = *gamma;
+            const Tensor beta_t = beta != nullptr ? *beta : Tensor();
+            gamma = nullptr;
+            const float* gp = gamma_t.data<float>();
             for (int c : ix.consumers(y)) {
                 const Node& n = g.nodes[static_cast<std::size_t>(c)];
                 const Tensor* w = ix.constant(n.inputs[1]);
@@ -285,8 +290,8 @@ public:
                     const float* pb = ix.constant(n.inputs[2])->data<float>();
                     for (int64_t j = 0; j < nn; ++j) b[static_cast<std::size_t>(j)] = pb[j];
                 }
-                if (beta != nullptr) {
-                    const float* pbeta = beta->data<float>();
+                if (!beta_t.is_null()) {
+                    const float* pbeta = beta_t.data<float>();
                     const float* pw0 = w->data<float>();
                     for (int64_t k = 0; k < h; ++k)
                         for (int64_t j = 0; j < nn; ++j)
@@ -298,7 +303,7 @@ public:
                     bt.data<float>()[j] = static_cast<float>(b[static_cast<std::size_t>(j)]);
                 const std::string base = n.name.empty() ? "linear" : n.name;
                 const ValueId wv = rw.new_constant(base + "/ln_W", std::move(w2));
-                const ValueId bv = beta != nullptr || n.inputs.size() > 2
+                const ValueId bv = !beta_t.is_null() || n.inputs.size() > 2
                                        ? rw.new_constant(base + "/ln_bias", std::move(bt))
                                        : kNoValue;
                 std::vector<ValueId> inputs{y, wv};
