@@ -266,6 +266,42 @@ void set_layout_attrs(onnx::NodeProto* node, const Layout& l) {
     if (l.block > 0) fuzz::add_int_attr(node, "block_size", l.block);
 }
 
+/// A one-node `op` graph (x, scale as an input or a constant, optional constant zero point ->
+/// y) run once. With a bad constant scale, load must fail with invalid_model: returns nullopt.
+std::optional<std::vector<NamedTensor>> run_one_node(const char* op, const Layout& l,
+                                                     const Tensor& x, int x_onnx,
+                                                     const Tensor& scale, int scale_onnx,
+                                                     bool scale_is_input, const Tensor* zp,
+                                                     int y_onnx, bool bad_scale) {
+    auto m = fuzz::new_model(21, op);
+    auto& g = *m.mutable_graph();
+    *g.add_input() = fuzz::tensor_info("x", x_onnx, l.x_dims);
+    std::vector<NamedTensor> inputs = {{"x", x}};
+    if (scale_is_input) {
+        *g.add_input() = fuzz::tensor_info("scale", scale_onnx, l.param_dims);
+        inputs.push_back({"scale", scale});
+    } else {
+        *g.add_initializer() = tensor_proto("scale", scale);
+    }
+    std::vector<std::string> node_inputs = {"x", "scale"};
+    if (zp != nullptr) {
+        *g.add_initializer() = tensor_proto("zp", *zp);
+        node_inputs.push_back("zp");
+    }
+    set_layout_attrs(fuzz::add_node(g, op, node_inputs, {"y"}), l);
+    *g.add_output() = fuzz::tensor_info("y", y_onnx, l.x_dims);
+    ErrorCode code;
+    auto e = compile(m, &code);
+    if (!scale_is_input && bad_scale) {
+        if (code != ErrorCode::invalid_model)
+            fuzz::fail(std::string(op) + " with a zero/negative/NaN/Inf constant scale: expected "
+                       "invalid_model at load, got " + std::string(to_string(code)));
+        return std::nullopt;
+    }
+    if (!e) fuzz::fail(std::string(op) + " model failed to compile: " + std::string(to_string(code)));
+    return run(*e, inputs, op);
+}
+
 void quantize_case(fuzz::ByteReader& in) {
     const Layout l = choose_layout(in);
     const QType q = kQTypes[in.pick(4)];  // int32 is not a QuantizeLinear output type
@@ -299,35 +335,11 @@ void quantize_case(fuzz::ByteReader& in) {
         write_q(zp, i, static_cast<std::int64_t>(q.lo + static_cast<double>(in.u32() % static_cast<std::uint32_t>(std::min(q.hi - q.lo + 1, 4294967295.0)))));
     }
 
-    auto m = fuzz::new_model(21, "ql");
-    auto& g = *m.mutable_graph();
-    *g.add_input() = fuzz::tensor_info("x", to_onnx_dtype(xt), l.x_dims);
-    std::vector<NamedTensor> inputs = {{"x", x}};
-    if (scale_is_input) {
-        *g.add_input() = fuzz::tensor_info("scale", to_onnx_dtype(xt), l.param_dims);
-        inputs.push_back({"scale", scale});
-    } else {
-        *g.add_initializer() = tensor_proto("scale", scale);
-    }
-    std::vector<std::string> node_inputs = {"x", "scale"};
-    if (has_zp) {
-        *g.add_initializer() = tensor_proto("zp", zp);
-        node_inputs.push_back("zp");
-    }
-    set_layout_attrs(fuzz::add_node(g, "QuantizeLinear", node_inputs, {"y"}), l);
-    *g.add_output() = fuzz::tensor_info("y", q.onnx, l.x_dims);
-
-    ErrorCode code;
-    auto e = compile(m, &code);
-    if (!scale_is_input && bad_scale) {
-        if (code != ErrorCode::invalid_model)
-            fuzz::fail("QuantizeLinear with a zero/negative/NaN/Inf constant scale: expected "
-                       "invalid_model at load, got " + std::string(to_string(code)));
-        return;
-    }
-    if (!e) fuzz::fail("QuantizeLinear model failed to compile: " + std::string(to_string(code)));
-    auto out = run(*e, inputs, "QuantizeLinear");
-    const Tensor& y = out[0].tensor;
+    const auto out = run_one_node("QuantizeLinear", l, x, to_onnx_dtype(xt), scale,
+                                  to_onnx_dtype(xt), scale_is_input, has_zp ? &zp : nullptr,
+                                  q.onnx, bad_scale);
+    if (!out) return;  // a bad constant scale, refused at load as it must be
+    const Tensor& y = (*out)[0].tensor;
     if (y.dtype() != q.dtype || y.shape().to_vector() != l.x_dims) fuzz::fail("QuantizeLinear output type/shape");
     if (bad_scale) return;  // run-time non-positive scales: only "no crash, no UB"
     for (std::int64_t i = 0; i < l.x_dims[0]; ++i)
@@ -379,34 +391,10 @@ void dequantize_case(fuzz::ByteReader& in) {
         if (!(s > 0.0f) || !std::isfinite(s)) bad_scale = true;
         write_q(zp, i, qvalue());
     }
-    auto m = fuzz::new_model(21, "dql");
-    auto& g = *m.mutable_graph();
-    *g.add_input() = fuzz::tensor_info("x", q.onnx, l.x_dims);
-    std::vector<NamedTensor> inputs = {{"x", x}};
-    if (scale_is_input) {
-        *g.add_input() = fuzz::tensor_info("scale", 1, l.param_dims);
-        inputs.push_back({"scale", scale});
-    } else {
-        *g.add_initializer() = tensor_proto("scale", scale);
-    }
-    std::vector<std::string> node_inputs = {"x", "scale"};
-    if (has_zp) {
-        *g.add_initializer() = tensor_proto("zp", zp);
-        node_inputs.push_back("zp");
-    }
-    set_layout_attrs(fuzz::add_node(g, "DequantizeLinear", node_inputs, {"y"}), l);
-    *g.add_output() = fuzz::tensor_info("y", 1, l.x_dims);
-    ErrorCode code;
-    auto e = compile(m, &code);
-    if (!scale_is_input && bad_scale) {
-        if (code != ErrorCode::invalid_model)
-            fuzz::fail("DequantizeLinear with a zero/negative/NaN/Inf constant scale: expected "
-                       "invalid_model at load, got " + std::string(to_string(code)));
-        return;
-    }
-    if (!e) fuzz::fail("DequantizeLinear model failed to compile: " + std::string(to_string(code)));
-    auto out = run(*e, inputs, "DequantizeLinear");
-    const Tensor& y = out[0].tensor;
+    const auto out = run_one_node("DequantizeLinear", l, x, q.onnx, scale, 1, scale_is_input,
+                                  has_zp ? &zp : nullptr, 1, bad_scale);
+    if (!out) return;  // a bad constant scale, refused at load as it must be
+    const Tensor& y = (*out)[0].tensor;
     if (y.dtype() != DType::f32 || y.shape().to_vector() != l.x_dims) fuzz::fail("DequantizeLinear output type/shape");
     for (std::int64_t i = 0; i < l.x_dims[0]; ++i)
         for (std::int64_t j = 0; j < l.x_dims[1]; ++j) {
