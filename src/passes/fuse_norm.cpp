@@ -66,7 +66,8 @@ public:
         };
         for (std::size_t ri = 0; ri < g.nodes.size(); ++ri) {
             const Node& r1 = g.nodes[ri];
-            if (rw.removed(static_cast<int>(ri)) || r1.inputs.empty()) continue;
+            if (rw.removed(static_cast<int>(ri)) || r1.inputs.empty() || r1.inputs[0] == kNoValue)
+                continue;  // (an omitted first input, e.g. Scan-8's sequence_lens)
             const ValueId x = r1.inputs[0];
             const Value& xv = g.value(x);
             const int rank = xv.shape.known ? xv.shape.rank() : -1;

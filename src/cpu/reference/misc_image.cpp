@@ -311,10 +311,16 @@ public:
                 }
                 const double bh = rh / static_cast<double>(oh_);
                 const double bw = rw / static_cast<double>(ow_);
-                const int64_t gh = ratio_ > 0 ? ratio_
-                                              : static_cast<int64_t>(std::ceil(rh / oh_));
-                const int64_t gw = ratio_ > 0 ? ratio_
-                                              : static_cast<int64_t>(std::ceil(rw / ow_));
+                // Adaptive sampling grid: ceil(roi / output) points per bin, computed in double;
+                // a NaN ROI must not reach the integer conversion (undefined behaviour): it
+                // samples nothing (as an empty ROI does), and +Inf is capped at 2^16 points.
+                auto grid = [](double roi, std::int64_t out) -> int64_t {
+                    const double v = std::ceil(roi / static_cast<double>(out));
+                    if (!(v >= 0.0)) return 0;  // negative or NaN
+                    return static_cast<int64_t>(std::min(v, 65536.0));
+                };
+                const int64_t gh = ratio_ > 0 ? ratio_ : grid(rh, oh_);
+                const int64_t gw = ratio_ > 0 ? ratio_ : grid(rw, ow_);
                 const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
                 for (int64_t c = 0; c < ch; ++c) {
                     const T* img = px + (b * ch + c) * h * w;
