@@ -336,7 +336,9 @@ public:
                                 for (int64_t ix = 0; ix < gw; ++ix) {
                                     const double xx0 = x1 + pw * bw + (ix + 0.5) * bw / gw;
                                     double vals[4] = {0, 0, 0, 0};
-                                    if (!(yy0 < -1.0 || yy0 > h || xx0 < -1.0 || xx0 > w)) {
+                                    // NaN sampling points (NaN ROIs) are outside too.
+                                    if (std::isfinite(yy0) && std::isfinite(xx0) &&
+                                        !(yy0 < -1.0 || yy0 > h || xx0 < -1.0 || xx0 > w)) {
                                         double yy = std::max(yy0, 0.0);
                                         double xx = std::max(xx0, 0.0);
                                         int64_t yl = static_cast<int64_t>(yy);
