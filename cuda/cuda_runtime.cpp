@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device_runtime.hpp"
+#include "cublaslt_loader.hpp"
 #include "cuda_common.hpp"
 #include "dsinfer/backends/cuda.hpp"
 
@@ -275,6 +276,8 @@ StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int index) {
                              n, " device(s)");
     if (cuda::device_lost(index))
         return Status::error(ErrorCode::device_lost, "CUDA device ", index, " was lost");
+    // cuBLASLt is opened here, with the first device (not linked: cublaslt_loader.hpp).
+    DSINFER_RETURN_IF_ERROR(cuda::load_cublaslt());
     cudaDeviceProp p{};
     DS_CUDA_TRY(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
     DS_CUDA_TRY(cudaSetDevice(index), "cudaSetDevice");

@@ -28,7 +28,8 @@
 // State: constant inputs are uploaded at creation (released_constant_inputs); the heuristic's
 // algorithm is cached per problem (shape, strides, alignment, epilogue, workspace) behind a
 // mutex; descriptors are rebuilt on the stack per call (the *Init functions; no allocation).
-// One cublasLtHandle_t per (thread, device).
+// One cublasLtHandle_t per (thread, device). cuBLASLt is called through cublaslt() (loaded
+// with dlopen on first use: cublaslt_loader.hpp).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -45,6 +46,7 @@
 #include <vector>
 
 #include "cpu/activation.hpp"
+#include "cublaslt_loader.hpp"
 #include "cuda_common.hpp"
 #include "dsinfer/passes.hpp"
 #include "kernels/gemm_epilogue.hpp"
@@ -78,8 +80,8 @@ Status lt_status(cublasStatus_t st, const char* what, const std::string& problem
     ErrorCode code = ErrorCode::internal;
     if (st == CUBLAS_STATUS_ALLOC_FAILED) code = ErrorCode::resource_exhausted;
     if (st == CUBLAS_STATUS_NOT_INITIALIZED) code = ErrorCode::unavailable;
-    const char* name = cublasLtGetStatusName(st);
-    const char* text = cublasLtGetStatusString(st);
+    const char* name = cublaslt().get_status_name(st);
+    const char* text = cublaslt().get_status_string(st);
     return Status(code, std::string(what) + ": " + (name ? name : "cuBLAS error") + " (" +
                             (text ? text : "") + ") for " + problem);
 }
@@ -98,11 +100,12 @@ struct LtHandles {
     LtHandles& operator=(const LtHandles&) = delete;
     ~LtHandles() {
         for (auto& [dev, h] : handles)
-            if (h != nullptr && !device_lost(dev)) (void)cublasLtDestroy(h);
+            if (h != nullptr && !device_lost(dev)) (void)cublaslt().destroy(h);
     }
 };
 
 Status lt_handle(int device, cublasLtHandle_t& out) {
+    DSINFER_RETURN_IF_ERROR(load_cublaslt());  // every cuBLASLt call comes after a handle
     thread_local LtHandles cache;
     for (const auto& [dev, h] : cache.handles)
         if (dev == device) {
@@ -111,7 +114,7 @@ Status lt_handle(int device, cublasLtHandle_t& out) {
         }
     cache.handles.reserve(cache.handles.size() + 1);  // may throw: before creating the handle
     cublasLtHandle_t h = nullptr;
-    DS_LT_TRY(cublasLtCreate(&h), "cublasLtCreate", "device " + std::to_string(device));
+    DS_LT_TRY(cublaslt().create(&h), "cublasLtCreate", "device " + std::to_string(device));
     cache.handles.emplace_back(device, h);
     out = h;
     return Status::ok();
@@ -187,10 +190,10 @@ struct LtDescs {
 Status set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride, const Problem& p) {
     if (batch <= 1) return Status::ok();
     const std::int32_t count = static_cast<std::int32_t>(batch);
-    DS_LT_TRY(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+    DS_LT_TRY(cublaslt().matrix_layout_set_attribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                                sizeof(count)),
               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", p.to_string());
-    DS_LT_TRY(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+    DS_LT_TRY(cublaslt().matrix_layout_set_attribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                &stride, sizeof(stride)),
               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", p.to_string());
     return Status::ok();
@@ -198,26 +201,26 @@ Status set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride, const 
 
 Status make_descs(const Problem& p, cublasComputeType_t compute, cublasLtEpilogue_t epilogue,
                   const void* bias, LtDescs& d) {
-    DS_LT_TRY(cublasLtMatmulDescInit(&d.op, compute, scale_type(p.dtype)), "cublasLtMatmulDescInit",
+    DS_LT_TRY(cublaslt().matmul_desc_init_internal(&d.op, sizeof(d.op), compute, scale_type(p.dtype)), "cublasLtMatmulDescInit",
               p.to_string());
     // cuBLASLt's A = our B: row-major [K,N] is column-major [N,K] (op N); transB: row-major
     // [N,K] is column-major [K,N] (op T).
     const std::int32_t op_a = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const std::int32_t op_b = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     DS_LT_TRY(
-        cublasLtMatmulDescSetAttribute(&d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+        cublaslt().matmul_desc_set_attribute(&d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
         "cublasLtMatmulDescSetAttribute(TRANSA)", p.to_string());
     DS_LT_TRY(
-        cublasLtMatmulDescSetAttribute(&d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+        cublaslt().matmul_desc_set_attribute(&d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
         "cublasLtMatmulDescSetAttribute(TRANSB)", p.to_string());
     if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
         const std::uint32_t epi = static_cast<std::uint32_t>(epilogue);
         DS_LT_TRY(
-            cublasLtMatmulDescSetAttribute(&d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+            cublaslt().matmul_desc_set_attribute(&d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
             "cublasLtMatmulDescSetAttribute(EPILOGUE)", p.to_string());
         if ((static_cast<unsigned>(epilogue) & static_cast<unsigned>(CUBLASLT_EPILOGUE_BIAS)) !=
             0) {
-            DS_LT_TRY(cublasLtMatmulDescSetAttribute(&d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+            DS_LT_TRY(cublaslt().matmul_desc_set_attribute(&d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof(bias)),
                       "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.to_string());
         }
@@ -226,13 +229,13 @@ Status make_descs(const Problem& p, cublasComputeType_t compute, cublasLtEpilogu
     const auto cols_a = static_cast<std::uint64_t>(p.tb ? p.n : p.k);
     const auto rows_b = static_cast<std::uint64_t>(p.ta ? p.m : p.k);
     const auto cols_b = static_cast<std::uint64_t>(p.ta ? p.k : p.m);
-    DS_LT_TRY(cublasLtMatrixLayoutInit(&d.a, ab_type(p.dtype), rows_a, cols_a,
+    DS_LT_TRY(cublaslt().matrix_layout_init_internal(&d.a, sizeof(d.a), ab_type(p.dtype), rows_a, cols_a,
                                        static_cast<int64_t>(rows_a)),
               "cublasLtMatrixLayoutInit(B)", p.to_string());
-    DS_LT_TRY(cublasLtMatrixLayoutInit(&d.b, ab_type(p.dtype), rows_b, cols_b,
+    DS_LT_TRY(cublaslt().matrix_layout_init_internal(&d.b, sizeof(d.b), ab_type(p.dtype), rows_b, cols_b,
                                        static_cast<int64_t>(rows_b)),
               "cublasLtMatrixLayoutInit(A)", p.to_string());
-    DS_LT_TRY(cublasLtMatrixLayoutInit(&d.c, cd_type(p.dtype), static_cast<std::uint64_t>(p.n),
+    DS_LT_TRY(cublaslt().matrix_layout_init_internal(&d.c, sizeof(d.c), cd_type(p.dtype), static_cast<std::uint64_t>(p.n),
                                        static_cast<std::uint64_t>(p.m), p.n),
               "cublasLtMatrixLayoutInit(Y)", p.to_string());
     DSINFER_RETURN_IF_ERROR(set_batch(&d.a, p.batch, p.sb, p));
@@ -390,22 +393,22 @@ private:
         DSINFER_RETURN_IF_ERROR(make_descs(p, compute_type(p.dtype), epi, bias, d));
         const std::string what = p.to_string();
         cublasLtMatmulPreferenceOpaque_t pref{};
-        DS_LT_TRY(cublasLtMatmulPreferenceInit(&pref), "cublasLtMatmulPreferenceInit", what);
+        DS_LT_TRY(cublaslt().matmul_preference_init_internal(&pref, sizeof(pref)), "cublasLtMatmulPreferenceInit", what);
         const std::uint64_t ws = ws_bytes;
-        DS_LT_TRY(cublasLtMatmulPreferenceSetAttribute(
+        DS_LT_TRY(cublaslt().matmul_preference_set_attribute(
                       &pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                  "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", what);
+                  "cublaslt().matmul_preference_set_attribute(MAX_WORKSPACE_BYTES)", what);
         const std::uint32_t al = align;
         for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-            DS_LT_TRY(cublasLtMatmulPreferenceSetAttribute(&pref, attr, &al, sizeof(al)),
-                      "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)", what);
+            DS_LT_TRY(cublaslt().matmul_preference_set_attribute(&pref, attr, &al, sizeof(al)),
+                      "cublaslt().matmul_preference_set_attribute(MIN_ALIGNMENT)", what);
         constexpr int kRequested = 4;
         std::array<cublasLtMatmulHeuristicResult_t, kRequested> results{};
         int count = 0;
-        DS_LT_TRY(cublasLtMatmulAlgoGetHeuristic(h, &d.op, &d.a, &d.b, &d.c, &d.c, &pref,
+        DS_LT_TRY(cublaslt().matmul_algo_get_heuristic(h, &d.op, &d.a, &d.b, &d.c, &d.c, &pref,
                                                  kRequested, results.data(), &count),
                   "cublasLtMatmulAlgoGetHeuristic",
                   what + " epilogue " + std::to_string(static_cast<unsigned>(epi)));
@@ -429,7 +432,7 @@ private:
                   void* y, void* ws, std::size_t ws_bytes, cudaStream_t stream) const {
         LtDescs d;
         DSINFER_RETURN_IF_ERROR(make_descs(p, compute_type(p.dtype), e.epilogue, bias, d));
-        DS_LT_TRY(cublasLtMatmul(h, &d.op, alpha, b, &d.a, a, &d.b, beta, c, &d.c, y, &d.c, &e.algo,
+        DS_LT_TRY(cublaslt().matmul(h, &d.op, alpha, b, &d.a, a, &d.b, beta, c, &d.c, y, &d.c, &e.algo,
                                  ws, ws_bytes, stream),
                   "cublasLtMatmul", p.to_string());
         return Status::ok();
