@@ -319,17 +319,19 @@ Status CompiledGraph::infer_node(std::size_t ni) {
     }
     // Shape-like values are computed at load (both probes) when their inputs are known.
     const bool shape_only = n.op_type == "Shape" || n.op_type == "Size";
-    auto compute = [&](int p, const std::vector<Tensor>& ins, const PrepareContext& ctx) {
-        if (!(all_data || shape_only) || !n.domain.empty() || nodes_[ni].on_device) return;
+    // Out of memory fails the load (like every other allocation); other failures only mean
+    // the value is not known at load.
+    auto compute = [&](int p, const std::vector<Tensor>& ins, const PrepareContext& ctx) -> Status {
+        if (!(all_data || shape_only) || !n.domain.empty() || nodes_[ni].on_device) return Status::ok();
         std::vector<Tensor> outs(n.outputs.size());
         std::vector<TensorView> in_views, out_views(n.outputs.size());
         for (int i = 0; i < ctx.num_outputs(); ++i) {
             const auto& spec = ctx.output_spec(i);
             if (!ctx.has_output(i)) continue;
             if (!spec.set || spec.shape.num_elements() > 1024 || spec.dtype == DType::string)
-                return;
+                return Status::ok();
             auto t = Tensor::allocate(spec.dtype, spec.shape, *allocator_);
-            if (!t.is_ok()) return;
+            if (!t.is_ok()) return Status(t.status().code(), node_context(n) + t.status().message());
             outs[static_cast<std::size_t>(i)] = std::move(t).value();
             out_views[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(i)].view();
         }
@@ -337,14 +339,18 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             in_views.push_back(n.inputs[i] == kNoValue ? TensorView{} : ins[i].view());
         auto ws = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(ctx.workspace_bytes())},
                                    *allocator_);
-        if (!ws.is_ok()) return;
+        if (!ws.is_ok()) return Status(ws.status().code(), node_context(n) + ws.status().message());
         RunControl control;
         RunContext rctx(n, in_views, out_views, ws.value().raw_data(), ctx.workspace_bytes(),
                         *allocator_, control);
-        if (!nodes_[ni].kernel->run(rctx).is_ok()) return;
+        if (const Status st = nodes_[ni].kernel->run(rctx); !st.is_ok())
+            return st.code() == ErrorCode::resource_exhausted
+                       ? Status(st.code(), node_context(n) + st.message())
+                       : Status::ok();
         for (std::size_t i = 0; i < outs.size(); ++i)
             if (n.outputs[i] != kNoValue && !outs[i].is_null())
                 probe_data_[p][static_cast<std::size_t>(n.outputs[i])] = std::move(outs[i]);
+        return Status::ok();
     };
     auto prepare = [&](PrepareContext& ctx) -> Status {
         try {
@@ -372,7 +378,7 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             if (!ov.dtype && spec.dtype_known) ov.dtype = spec.dtype;
             if (spec.set && !ov.shape.is_static()) ov.shape = SymbolicShape::from(spec.shape);
         }
-        compute(0, ins, ctx);
+        DSINFER_RETURN_IF_ERROR(compute(0, ins, ctx));
         for (ValueId id : n.outputs)
             if (id != kNoValue) probe_data_[1][static_cast<std::size_t>(id)] = probe_data_[0][static_cast<std::size_t>(id)];
         return Status::ok();
@@ -388,8 +394,8 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             return Status(st.code(), node_context(n) + st.message());
         if (!st.is_ok()) return Status::ok();
     }
-    compute(0, ins0, c0);
-    compute(1, ins1, c1);
+    DSINFER_RETURN_IF_ERROR(compute(0, ins0, c0));
+    DSINFER_RETURN_IF_ERROR(compute(1, ins1, c1));
     for (int i = 0; i < c0.num_outputs(); ++i) {
         if (!c0.has_output(i)) continue;
         const auto& s0 = c0.output_spec(i);
