@@ -9,7 +9,9 @@
 // Runtime peer harness, ../shared/peers/common.mjs). Timing: the load, the first run alone,
 // --warmup runs, then timed runs until both --iterations runs and --min-time seconds are
 // reached. Reports latency p50/p90/p99/mean/min, throughput (batch x timed runs / timed
-// seconds), the process's peak RSS, and GFLOP/s when a models.json beside the model (written by
+// seconds), the process's peak RSS and its resident memory by phase (before and after load, after
+// the first run, and the peak over the later runs alone: VmHWM restarted through
+// /proc/self/clear_refs), and GFLOP/s when a models.json beside the model (written by
 // tools/make_models.py or the peers' make_models.py) gives the FLOPs per sample.
 // --json prints one JSON object on one line. Exit status: 0 ok, 1 engine error (no GPU for
 // --device cuda, a precision other than fp32 on the CPU, int8 (not available yet)), 2 bad
@@ -343,6 +345,31 @@ std::int64_t peak_rss_bytes() {
     return static_cast<std::int64_t>(u.ru_maxrss) * 1024;
 }
 
+/// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or -1 where there is none.
+std::int64_t proc_status_bytes(const char* field) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    const std::string key = std::string(field) + ":";
+    while (std::getline(status, line))
+        if (line.rfind(key, 0) == 0) return std::strtoll(line.c_str() + key.size(), nullptr, 10) * 1024;
+    return -1;
+}
+
+/// Restarts VmHWM at the current RSS (Linux: "5" into /proc/self/clear_refs); false if refused.
+bool reset_peak_rss() {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    return static_cast<bool>(clear);
+}
+
+/// Resident memory at the phases of a benchmark (bytes; -1 = not available).
+struct RssPhases {
+    std::int64_t before_load = -1, after_load = -1, after_first_run = -1;
+    std::int64_t peak_load = -1;     ///< VmHWM after load (the parse peak)
+    std::int64_t peak_runs = -1;     ///< VmHWM over warm-up and timed runs, reset after the first
+};
+
 // ---- statistics and output ----
 
 /// True when every floating-point element of `outputs` is finite.
@@ -367,6 +394,7 @@ struct Result {
     std::optional<double> flops;
     bool finite = true;
     std::int64_t peak_rss = 0;
+    RssPhases rss;
     std::vector<double> loadavg;
     std::map<std::string, int> providers;  // nodes per kernel provider
     int blocked_nodes = 0;
@@ -423,6 +451,8 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         "\"first_run_ms\":{},\"warmup\":{},\"iterations\":{},\"timed_s\":{},"
         "\"latency_ms\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"mean\":{},\"min\":{},\"max\":{}}},"
         "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
+        "\"rss_bytes\":{{\"before_load\":{},\"after_load\":{},\"peak_load\":{},"
+        "\"after_first_run\":{},\"peak_runs\":{}}},"
         "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
         "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{},"
         "\"memory_plan\":{{\"planned_peak_bytes\":{},\"lower_bound_bytes\":{},\"ratio\":{},"
@@ -438,6 +468,7 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         json_number(quantile(lat, 0.99)), json_number(sum / static_cast<double>(lat.size())),
         json_number(lat.front()), json_number(lat.back()), json_number(r.throughput),
         json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
+        r.rss.before_load, r.rss.after_load, r.rss.peak_load, r.rss.after_first_run, r.rss.peak_runs,
         r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()),
         json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
         providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization),
@@ -490,8 +521,13 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
     for (const auto& [name, count] : r.optimization.fired) fired += fmt::format(" {} {}", name, count);
     fmt::print("  {:<12}level {}: {} -> {} nodes in {:.1f} ms;{}\n", "optimizer", a.opt_level,
                r.optimization.nodes_before, r.optimization.nodes_after, r.optimization.ms, fired);
-    fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", static_cast<double>(r.peak_rss) / 1048576.0,
+    const auto mib = [](std::int64_t b) { return static_cast<double>(b) / 1048576.0; };
+    fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", mib(r.peak_rss),
                r.finite ? "" : "   WARNING: non-finite outputs");
+    fmt::print("  {:<12}before load {:.1f}, after load {:.1f} (peak {:.1f}), after the first run "
+               "{:.1f}, peak over the later runs {:.1f} MiB\n", "RSS", mib(r.rss.before_load),
+               mib(r.rss.after_load), mib(r.rss.peak_load), mib(r.rss.after_first_run),
+               mib(r.rss.peak_runs));
     fmt::print("  {:<12}arena {:.1f} MiB, lower bound {:.1f} MiB (x{:.3f}), {} tensors; pool peak "
                "{:.1f} MiB\n", "memory plan", static_cast<double>(r.plan.planned_peak_bytes) / 1048576.0,
                static_cast<double>(r.plan.lower_bound_bytes) / 1048576.0, r.plan.ratio(),
@@ -541,9 +577,12 @@ int run(const Args& a) {
                                                 : Precision::fp32;
     const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
 
+    r.rss.before_load = proc_status_bytes("VmRSS");
     auto t0 = Clock::now();
     InferenceEngine engine = InferenceEngine::load(a.model, options);
     r.load_ms = ms_since(t0);
+    r.rss.after_load = proc_status_bytes("VmRSS");
+    r.rss.peak_load = proc_status_bytes("VmHWM");
     r.engine_load_ms = engine.load_ms();
     for (const auto& p : engine.node_providers()) ++r.providers[p];
     r.blocked_nodes = engine.blocked_layout_nodes();
@@ -557,6 +596,8 @@ int run(const Args& a) {
     t0 = Clock::now();
     r.finite = outputs_finite(engine.run(inputs));
     r.first_run_ms = ms_since(t0);
+    r.rss.after_first_run = proc_status_bytes("VmRSS");
+    const bool peak_reset = reset_peak_rss();
     for (int i = 0; i < a.warmup; ++i) (void)engine.run(inputs);
 
     const auto start = Clock::now();
@@ -577,6 +618,7 @@ int run(const Args& a) {
                    static_cast<double>(r.latencies_ms.size()) / r.timed_s;
     r.flops = flops_per_sample(a.model, generated.seq);
     r.peak_rss = peak_rss_bytes();
+    if (peak_reset) r.rss.peak_runs = proc_status_bytes("VmHWM");
     r.plan = engine.memory_plan_stats();
     r.pool_peak_reserved = default_memory_pool()->stats().peak_bytes_reserved;
     const int threads = a.threads > 0 ? a.threads : available_processors();

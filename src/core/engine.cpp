@@ -155,6 +155,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
             impl->outputs.push_back(io_info(impl->graph->value(id)));
         for (std::size_t i = 0; i < impl->graph->nodes.size(); ++i)
             impl->providers.push_back(impl->compiled->provider(i));
+        detail::release_free_heap_pages();
         impl->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         return InferenceEngine(std::move(impl));
     } catch (const std::bad_alloc&) {

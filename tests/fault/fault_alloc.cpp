@@ -44,7 +44,12 @@ dsinfer::fault::FaultSite classify(bool nothrow) noexcept {
             std::strstr(name, "basic_ostream") != nullptr ||
             std::strstr(name, "basic_streambuf") != nullptr)
             return FaultSite::stream_insertion;
-        if (std::strstr(name, "MemoryPool10deallocate") != nullptr)
+        // deallocate's cache list; eviction's release list (evict_largest, inlined into trim
+        // and allocate_impl in optimized builds): their only operator new calls.
+        if (std::strstr(name, "MemoryPool10deallocate") != nullptr ||
+            std::strstr(name, "MemoryPool13evict_largest") != nullptr ||
+            std::strstr(name, "MemoryPool4trim") != nullptr ||
+            std::strstr(name, "MemoryPool13allocate_impl") != nullptr)
             return FaultSite::pool_bookkeeping;
         if (std::strstr(name, "main") == name) break;
     }
@@ -99,7 +104,7 @@ const char* site_name(FaultSite s) noexcept {
     switch (s) {
         case FaultSite::nothrow_new: return "nothrow new";
         case FaultSite::stream_insertion: return "ostream insertion";
-        case FaultSite::pool_bookkeeping: return "MemoryPool::deallocate bookkeeping";
+        case FaultSite::pool_bookkeeping: return "MemoryPool bookkeeping";
         case FaultSite::inside_onednn: return "inside oneDNN";
         default: return "other";
     }

@@ -20,7 +20,8 @@ enum class FaultSite : int {
     other = 0,         ///< must surface as resource_exhausted
     nothrow_new,       ///< a nothrow operator new (its caller sees nullptr)
     stream_insertion,  ///< inside std::ostream insertion (catches it, sets badbit)
-    pool_bookkeeping,  ///< MemoryPool::deallocate's cache list (the block goes back instead)
+    pool_bookkeeping,  ///< MemoryPool's lists: deallocate's cache list (the block goes back
+                       ///< instead), eviction's release list (the block is freed at once)
     inside_onednn,     ///< inside libdnnl: the error is typed, but oneDNN leaks (third party)
     count
 };

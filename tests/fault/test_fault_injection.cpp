@@ -22,7 +22,9 @@
 //     then dropped, e.g. create_fallback's initial "no lower-priority kernel") only cuts that
 //     text short.
 //   - pool bookkeeping: MemoryPool::deallocate keeps a freed block in its cache list; when
-//     the list cannot grow, the block goes back to the upstream instead.
+//     the list cannot grow, the block goes back to the upstream instead. Eviction (trim(),
+//     which the executor calls after the first run of a shape class) lists the blocks to
+//     give back after unlocking; when that list cannot grow, the block is freed at once.
 // Each is allowed only where the failed allocation was made (fault_alloc.cpp classifies the
 // call stack of every injected operator new failure; the pool's retry is seen by the upstream).
 //

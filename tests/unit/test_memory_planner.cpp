@@ -171,6 +171,12 @@ TEST_CASE("the second run of a shape class uses its plan: one arena near the low
     const Tensor x = mlp_input(8, 64, 3);
     auto first = engine.run({{"x", x}});
     const std::uint64_t first_allocs = pool->stats().allocations;
+    // The recording run's per-tensor blocks went back to the upstream (the arena replaces
+    // them); only the outputs, still held here, remain.
+    CHECK(pool->stats().bytes_cached == 0);
+    std::size_t output_bytes = 0;
+    for (const auto& o : first) output_bytes += o.tensor.num_bytes();
+    CHECK(pool->stats().bytes_in_use == output_bytes);
     const MemoryPlanStats s = engine.memory_plan_stats();
     INFO("planned " << s.planned_peak_bytes << " lower bound " << s.lower_bound_bytes
                     << " values " << s.planned_values);
