@@ -66,21 +66,41 @@ std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& 
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [md, mem] : packed_)
         if (md == want) return mem;
-    if (want == have) {
+    const bool held = w_.raw_data() != nullptr;
+    if (held && want == have) {
         // The primitive reads the stored layout (e.g. oneDNN's sgemm-based f32 matmul without
         // AVX-512): use the weights in place instead of holding a second copy. The memory
         // object aliases w_, which this packer keeps alive.
         auto same = std::make_shared<dnnl::memory>(have, cpu_engine(), const_cast<void*>(w_.raw_data()));
         packed_.emplace_back(want, same);
+        aliased_ = true;
         return same;
     }
     auto out = std::make_shared<dnnl::memory>(want, cpu_engine());
-    dnnl::memory src = wrap(have, w_.raw_data());
+    // From the stored weights, or (once they are gone) from the first packed copy.
+    dnnl::memory src = held ? wrap(have, w_.raw_data()) : *packed_.front().second;
     auto& s = thread_stream();
     dnnl::reorder(src, *out).execute(s, src, *out);
     s.wait();
     packed_.emplace_back(want, out);
+    if (held && drop_original_ && !aliased_) w_ = Tensor();
     return out;
+}
+
+StatusOr<Tensor> WeightPacker::plain(const dnnl::memory::desc& have) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (w_.raw_data() != nullptr) return w_;
+    if (!plain_.is_null()) return plain_;
+    if (packed_.empty()) return Status(ErrorCode::internal, "weights dropped before they were packed");
+    DSINFER_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(DType::f32,
+                                                        Shape{static_cast<std::int64_t>(have.get_size() / sizeof(float))}));
+    dnnl::memory src = *packed_.front().second;
+    dnnl::memory dst = wrap(have, t.raw_data());
+    auto& s = thread_stream();
+    dnnl::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+    plain_ = std::move(t);
+    return plain_;
 }
 
 dnnl::memory::desc act_md(const Shape& s, bool blocked) {

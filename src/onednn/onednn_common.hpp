@@ -183,16 +183,28 @@ private:
 
 /// A constant weight tensor reordered into the layouts primitives ask for: once per distinct
 /// layout (in practice once per kernel), shared by every shape class and concurrent run.
+///
+/// With `drop_original`, the stored weights are let go as soon as a first packed copy exists
+/// (a distinct buffer; not when a primitive reads the stored layout in place): a kernel that
+/// declared them released (Kernel::released_constant_inputs) then holds its weights once, packed.
+/// Later layouts are reordered from that copy, and plain() rebuilds the stored layout on demand
+/// for a fallback kernel.
 class WeightPacker {
 public:
-    explicit WeightPacker(Tensor weights) : w_(std::move(weights)) {}
-    const Tensor& weights() const noexcept { return w_; }
+    explicit WeightPacker(Tensor weights, bool drop_original = false)
+        : w_(std::move(weights)), drop_original_(drop_original) {}
     /// The weights (read through `have`, a view of the stored tensor) in layout `want`.
     std::shared_ptr<const dnnl::memory> get(const dnnl::memory::desc& have,
                                             const dnnl::memory::desc& want) const;
+    /// The weights in the stored layout `have`: the stored tensor while it is held, else a copy
+    /// reordered back from the first packed one (made once, then kept).
+    StatusOr<Tensor> plain(const dnnl::memory::desc& have) const;
 
 private:
-    Tensor w_;
+    mutable Tensor w_;
+    bool drop_original_;
+    mutable bool aliased_ = false;  ///< a packed entry reads w_ in place: w_ must stay
+    mutable Tensor plain_;          ///< plain() after the original was dropped
     mutable std::mutex mu_;
     mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<const dnnl::memory>>> packed_;
 };

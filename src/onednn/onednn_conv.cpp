@@ -1,6 +1,9 @@
 // oneDNN Conv and ConvTranspose (f32, 1-D/2-D/3-D, groups incl. depthwise, dilations, pads,
 // auto_pad). Constant weights are reordered once into the layout the primitive picks ("any")
-// and shared by every shape class that picks the same one. 2-D activations may stay in the
+// and shared by every shape class that picks the same one; as the node's own kernel it declares
+// them released, so the original goes once the packed copy exists (ResNet-50: 98 MiB held once,
+// not twice) and the fallback kernel gets them back in ONNX layout, reordered from the packed
+// copy, only if a shape class ever needs it. 2-D activations may stay in the
 // backend's blocked layout between oneDNN kernels (layout negotiation, kernel.hpp): Conv offers
 // a blocked input when its channels fit the block and a blocked output when its output channels
 // do. Output shapes and validation come from the fallback kernel's prepare.
@@ -47,9 +50,16 @@ StatusOr<ConvAttrs> read_attrs(const Node& n, bool transpose) {
 class OnednnConvKernel final : public FallbackKernel {
 public:
     OnednnConvKernel(std::unique_ptr<Kernel> fallback, bool transpose, ConvAttrs attrs, Tensor w,
-                     std::optional<Tensor> bias, Epilogue epilogue)
+                     std::optional<Tensor> bias, Epilogue epilogue, bool own_weights)
         : FallbackKernel(std::move(fallback)), transpose_(transpose), a_(std::move(attrs)),
-          w_(std::move(w)), bias_(std::move(bias)), epilogue_(epilogue) {}
+          w_shape_(w.shape()), bias_(std::move(bias)), epilogue_(epilogue),
+          own_weights_(own_weights), packer_(std::move(w), own_weights) {}
+
+    /// The node's own kernel holds its weights once: packed, the original let go after the
+    /// first pack (WeightPacker). As another kernel's fallback it keeps them as they are.
+    std::uint64_t released_constant_inputs() const noexcept override {
+        return own_weights_ ? std::uint64_t{1} << 1 : 0;
+    }
 
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
@@ -78,7 +88,7 @@ public:
         }
         if (!p.is_ok()) return p.status();
         const ConvPrim& c = *p.value();
-        if (!c.usable) return run_fallback(ctx, in_mask_, out_mask_);
+        if (!c.usable) return run_reference(ctx);
         if (residual_) {
             // FusedConv's Z (same shape and layout as Y) enters through the sum post-op.
             const TensorView& z = ctx.input(3);
@@ -107,9 +117,9 @@ public:
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
         LayoutSupport s;
         const Value& x = g.value(n.inputs[0]);
-        if (!x.shape.known || x.shape.rank() != 4 || w_.num_dims() != 4) return s;
+        if (!x.shape.known || x.shape.rank() != 4 || w_shape_.rank() != 4) return s;
         const Dim& c = x.shape.dims[1];
-        const int64_t out_c = transpose_ ? w_.shape()[1] * a_.group : w_.shape()[0];
+        const int64_t out_c = transpose_ ? w_shape_[1] * a_.group : w_shape_[0];
         if (!blockable_channels(out_c)) return s;
         s.layout = kBlockedLayout;
         s.outputs = 1;
@@ -135,6 +145,74 @@ public:
     }
 
 private:
+    /// The fallback kernel on this node's tensors, its weight input pointing at the weights in
+    /// their stored layout (the executor's initializer has no data once this kernel released it).
+    Status run_reference(RunContext& ctx) const noexcept {
+        if (!own_weights_) return run_fallback(ctx, in_mask_, out_mask_);
+        try {
+            StatusOr<Tensor> w = Status::ok();
+            {
+                const dnnl::memory::desc have = user_md();
+                w = packer_.plain(have);
+            }
+            if (!w.is_ok()) return w.status();
+            std::vector<TensorView> ins, outs;
+            for (int i = 0; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? ctx.input(i) : TensorView{});
+            for (int i = 0; i < ctx.num_outputs(); ++i)
+                outs.push_back(ctx.has_output(i) ? ctx.output(i) : TensorView{});
+            ins[1].raw = const_cast<void*>(w.value().raw_data());
+            RunContext with_weights(ctx.node(), std::move(ins), std::move(outs), ctx.workspace(),
+                                    ctx.workspace_bytes(), cpu_allocator(), ctx.control());
+            with_weights.set_frame(ctx.frame());
+            return run_fallback(with_weights, in_mask_, out_mask_);
+        } catch (const dnnl::error& e) {
+            return from_error(e, "convolution weights");
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory restoring convolution weights");
+        } catch (const std::exception& e) {
+            return Status(ErrorCode::internal, std::string("convolution weights: ") + e.what());
+        }
+    }
+
+    /// The weights as ONNX stores them, as a oneDNN descriptor: Conv [OC, IC/G, k...] (a group
+    /// dim first when G > 1), ConvTranspose [IC, OC/G, k...] read as (G,) OC/G, IC/G, k... with
+    /// strides into that storage.
+    dnnl::memory::desc user_md() const {
+        const int nsp = w_shape_.rank() - 2;
+        dims wd = to_dims(w_shape_);
+        const int64_t g = a_.group;
+        if (!transpose_) {
+            if (g > 1) {
+                wd.insert(wd.begin(), g);
+                wd[1] /= g;
+            }
+            return rowmajor_md(wd);
+        }
+        const int64_t ic = wd[0], ocg = wd[1];
+        int64_t ksize = 1;
+        for (int i = 0; i < nsp; ++i) ksize *= wd[static_cast<std::size_t>(2 + i)];
+        dims d, st;
+        if (g > 1) {
+            d.push_back(g);
+            st.push_back((ic / g) * ocg * ksize);
+        }
+        d.push_back(ocg);
+        st.push_back(ksize);
+        d.push_back(ic / g);
+        st.push_back(ocg * ksize);
+        int64_t acc = 1;
+        dims kst(static_cast<std::size_t>(nsp));
+        for (int i = nsp - 1; i >= 0; --i) {
+            kst[static_cast<std::size_t>(i)] = acc;
+            acc *= wd[static_cast<std::size_t>(2 + i)];
+        }
+        for (int i = 0; i < nsp; ++i) {
+            d.push_back(wd[static_cast<std::size_t>(2 + i)]);
+            st.push_back(kst[static_cast<std::size_t>(i)]);
+        }
+        return dnnl::memory::desc(d, dt::f32, st);
+    }
+
     StatusOr<std::shared_ptr<const ConvPrim>> primitive(const Shape& x, const Shape& y) const {
         std::vector<int64_t> key;
         key_append(key, x);
@@ -154,7 +232,7 @@ private:
             return Status(ErrorCode::unsupported, "shape");
         dims strides, dil, pl, pr;
         for (int i = 0; i < nsp; ++i) {
-            const int64_t k = w_.shape()[2 + i];
+            const int64_t k = w_shape_[2 + i];
             const int64_t s = attr_at(a_.strides, i, 1);
             const int64_t d = attr_at(a_.dilations, i, 1);
             strides.push_back(s);
@@ -181,44 +259,8 @@ private:
         c.src_md = act_md(x, blocked && blocked_in_);
         c.dst_md = act_md(y, blocked && blocked_out_);
         const auto src_any = c.src_md, dst_any = c.dst_md;
-        // Weights as stored by ONNX: Conv [OC, IC/G, k...], ConvTranspose [IC, OC/G, k...].
-        dims wd = to_dims(w_.shape());
-        dnnl::memory::desc w_user;
-        const int64_t g = a_.group;
-        if (!transpose_) {
-            if (g > 1) {
-                wd.insert(wd.begin(), g);
-                wd[1] /= g;
-            }
-            w_user = rowmajor_md(wd);
-        } else {
-            // ONNX [IC, OC/G, k...] = per group [IC/G][OC/G][k...]; oneDNN dims are
-            // (G,) OC/G, IC/G, k... with strides pointing into that storage.
-            const int64_t ic = wd[0], ocg = wd[1];
-            int64_t ksize = 1;
-            for (int i = 0; i < nsp; ++i) ksize *= wd[static_cast<std::size_t>(2 + i)];
-            dims d, st;
-            if (g > 1) {
-                d.push_back(g);
-                st.push_back((ic / g) * ocg * ksize);
-            }
-            d.push_back(ocg);
-            st.push_back(ksize);
-            d.push_back(ic / g);
-            st.push_back(ocg * ksize);
-            int64_t acc = 1;
-            dims kst(static_cast<std::size_t>(nsp));
-            for (int i = nsp - 1; i >= 0; --i) {
-                kst[static_cast<std::size_t>(i)] = acc;
-                acc *= wd[static_cast<std::size_t>(2 + i)];
-            }
-            for (int i = 0; i < nsp; ++i) {
-                d.push_back(wd[static_cast<std::size_t>(2 + i)]);
-                st.push_back(kst[static_cast<std::size_t>(i)]);
-            }
-            wd = d;
-            w_user = dnnl::memory::desc(d, dt::f32, st);
-        }
+        const dnnl::memory::desc w_user = user_md();
+        const dims wd = w_user.dims();
         const dnnl::memory::desc w_any(wd, dt::f32, tag::any);
         if (bias_) c.bias_md = dnnl::memory::desc({bias_->num_elements()}, dt::f32, tag::a);
         const auto attr = epilogue_.attr();
@@ -246,13 +288,14 @@ private:
 
     bool transpose_;
     ConvAttrs a_;
-    Tensor w_;
+    Shape w_shape_;
     std::optional<Tensor> bias_;
     Epilogue epilogue_;
     bool residual_ = epilogue_.sum;
+    bool own_weights_;
     bool blocked_in_ = false, blocked_out_ = false;
     std::uint64_t in_mask_ = 0, out_mask_ = 0;
-    WeightPacker packer_{w_};
+    WeightPacker packer_;
     PrimitiveCache<ConvPrim> cache_;
 };
 
@@ -283,7 +326,7 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
         e.sum = true;
     }
     return make_kernel<OnednnConvKernel>(std::move(fallback), Transpose, std::move(a), *w,
-                                         std::move(bias), e);
+                                         std::move(bias), e, !ctx.creating_fallback());
 }
 
 }  // namespace

@@ -540,6 +540,9 @@ TEST_CASE("oneDNN ConvTranspose matches the reference with strides pads output_p
 }
 
 TEST_CASE("oneDNN Conv with a symbolic batch runs several batch sizes on one engine", "[onednn]") {
+    // The kernel lets the stored weights go after packing them (WeightPacker): the empty batch,
+    // which oneDNN does not take, runs the reference kernel on weights rebuilt from the packed
+    // copy, and the batches after it use the packed copy again.
     if (no_onednn()) return;
     Net net(17);
     net.feed("x", rnd({1, 8, 6, 6}, 1), {-1, 8, 6, 6});
@@ -549,11 +552,12 @@ TEST_CASE("oneDNN Conv with a symbolic batch runs several batch sizes on one eng
     const InferenceEngine fast = compile(net, kFast);
     const InferenceEngine ref = compile(net, kReference);
     CHECK(providers_of(fast).at("conv") == "onednn");
-    for (std::int64_t batch : {1, 4, 2, 4}) {
+    for (std::int64_t batch : {1, 4, 0, 2, 4}) {
         const std::vector<NamedTensor> feeds{
             {"x", rnd({batch, 8, 6, 6}, 10 + static_cast<std::uint32_t>(batch))}};
-        CHECK(mismatches(outputs_of(fast, feeds)[0], outputs_of(ref, feeds)[0], dot(72),
-                         "batch " + std::to_string(batch)) == 0);
+        const Tensor y = outputs_of(fast, feeds)[0];
+        CHECK(y.shape() == Shape{batch, 16, 6, 6});
+        CHECK(mismatches(y, outputs_of(ref, feeds)[0], dot(72), "batch " + std::to_string(batch)) == 0);
     }
 }
 
