@@ -289,13 +289,8 @@ std::vector<float> values(std::size_t n, float seed) {
 /// x float[batch,16] -> MatMul (W1 * 2, folded at load) -> Add -> Relu -> MatMul -> Add ->
 /// Softmax -> y, opset 17.
 onnx::ModelProto mlp_model(bool static_batch = false) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(17);
+    onnx::ModelProto m = new_model(17, "mlp");
     auto* g = m.mutable_graph();
-    g->set_name("mlp");
     const std::int64_t batch = static_batch ? 3 : -1;
     *g->add_input() = tensor_info("x", 1, {batch, 16});
     *g->add_output() = tensor_info("y", 1, {batch, 8});
@@ -322,13 +317,8 @@ onnx::ModelProto mlp_model(bool static_batch = false) {
 /// ids int64[batch,5] -> Gather(E[20,8]) -> LayerNormalization -> Transpose -> ReduceMean -> y,
 /// and the embedding itself as a second output (opset 17).
 onnx::ModelProto gather_model(bool static_batch = false) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(17);
+    onnx::ModelProto m = new_model(17, "gather");
     auto* g = m.mutable_graph();
-    g->set_name("gather");
     const std::int64_t batch = static_batch ? 2 : -1;
     *g->add_input() = tensor_info("ids", 7, {batch, 5});
     *g->add_output() = tensor_info("y", 1, {batch, 8});

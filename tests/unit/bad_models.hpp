@@ -183,13 +183,8 @@ inline onnx::TensorProto good_w() { return float_tensor("W", {1, 4}, {1, 2, 3, 4
 
 /// An empty model (ir 8, ai.onnx opset `opset`) with graph "g".
 inline onnx::ModelProto empty_model(int opset = 13) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
+    onnx::ModelProto m = new_model(opset, "g");
     m.set_producer_name("dsinfer-bad-models");
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(opset);
-    m.mutable_graph()->set_name("g");
     return m;
 }
 

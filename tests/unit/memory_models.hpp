@@ -33,22 +33,12 @@ inline std::vector<float> random_floats(std::size_t n, unsigned seed, float scal
     return v;
 }
 
-inline onnx::ModelProto opset13_model(const std::string& name) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(13);
-    m.mutable_graph()->set_name(name);
-    return m;
-}
-
 constexpr std::int64_t kMlpHidden = 32, kMlpFfn = 96;
 
 /// x[batch, seq, 32] -> r1 = x + W2 Relu(W1 x + b1); y = Relu(r1 + Sigmoid(W3 r1 + b3) * r1).
 /// Outputs y and r1 (an intermediate that is also read later: it escapes).
 inline std::string residual_mlp() {
-    onnx::ModelProto m = opset13_model("residual_mlp");
+    onnx::ModelProto m = new_model(13, "residual_mlp");
     auto& g = *m.mutable_graph();
     const std::int64_t H = kMlpHidden, F = kMlpFfn;
     *g.add_input() = sym_info("x", 1, {-1, -2, H});
@@ -81,7 +71,7 @@ inline std::string residual_mlp() {
 /// x[batch, 1000] -> Relu -> Sigmoid -> Tanh -> Neg -> Abs -> y: every intermediate dies at
 /// the next op, so in place they all share one block.
 inline std::string elementwise_chain() {
-    onnx::ModelProto m = opset13_model("chain");
+    onnx::ModelProto m = new_model(13, "chain");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("x", 1, {-1, 1000});
     *g.add_output() = sym_info("y", 1, {-1, 1000});
@@ -96,7 +86,7 @@ inline std::string elementwise_chain() {
 /// x[n] -> NonZero -> Cast(float) -> Relu -> *2 -> +1 -> y[1, k]: every size after NonZero
 /// depends on the data (y = 2 * index + 1 for each non-zero element).
 inline std::string nonzero_model() {
-    onnx::ModelProto m = opset13_model("nonzero");
+    onnx::ModelProto m = new_model(13, "nonzero");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("x", 1, {-1});
     onnx::ValueInfoProto y = tensor_info("y", 1, {});

@@ -43,15 +43,22 @@ inline void set_graph_attr(onnx::NodeProto* n, const std::string& name, const on
     *a->mutable_g() = g;
 }
 
-/// x float[1,4] -> Relu -> y, opset 13.
-inline onnx::ModelProto relu_model() {
+/// An empty model (IR version 8) importing the default domain at `opset`, its graph named
+/// `name`: the callers add inputs, outputs, initializers and nodes.
+inline onnx::ModelProto new_model(std::int64_t opset, const std::string& name) {
     onnx::ModelProto m;
     m.set_ir_version(8);
     auto* op = m.add_opset_import();
     op->set_domain("");
-    op->set_version(13);
+    op->set_version(opset);
+    m.mutable_graph()->set_name(name);
+    return m;
+}
+
+/// x float[1,4] -> Relu -> y, opset 13.
+inline onnx::ModelProto relu_model() {
+    onnx::ModelProto m = new_model(13, "relu");
     auto* g = m.mutable_graph();
-    g->set_name("relu");
     *g->add_input() = tensor_info("x", 1, {1, 4});
     *g->add_output() = tensor_info("y", 1, {1, 4});
     add_node(*g, "Relu", {"x"}, {"y"}, "relu");

@@ -52,23 +52,13 @@ void set_float(onnx::NodeProto* n, const std::string& name, float v) {
     a->set_f(v);
 }
 
-onnx::ModelProto empty_model(const std::string& name) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(17);
-    m.mutable_graph()->set_name(name);
-    return m;
-}
-
 /// x [1, 24, 64] -> one pre-LN transformer block: LayerNorm -> 4-head self-attention
 /// (Q/K/V MatMul + bias, Reshape/Transpose to heads, scaled QK^T, Softmax, V, merge heads,
 /// output projection) + residual -> LayerNorm -> MatMul -> Gelu (Erf form) -> MatMul +
 /// residual -> y.
 onnx::ModelProto transformer_block() {
     constexpr std::int64_t B = 1, S = 24, H = 64, NH = 4, D = H / NH, F = 128;
-    onnx::ModelProto m = empty_model("transformer_block");
+    onnx::ModelProto m = new_model(17, "transformer_block");
     auto* g = m.mutable_graph();
     *g->add_input() = tensor_info("x", 1, {B, S, H});
     *g->add_output() = tensor_info("y", 1, {B, S, H});
@@ -134,7 +124,7 @@ onnx::ModelProto transformer_block() {
 /// Conv 3x3 (32, stride 2) -> Relu -> Conv 3x3 (32) + residual -> GlobalAveragePool ->
 /// Flatten -> Gemm (10) -> Softmax -> y [1, 10].
 onnx::ModelProto conv_net() {
-    onnx::ModelProto m = empty_model("conv_net");
+    onnx::ModelProto m = new_model(17, "conv_net");
     auto* g = m.mutable_graph();
     *g->add_input() = tensor_info("x", 1, {1, 3, 24, 24});
     *g->add_output() = tensor_info("y", 1, {1, 10});

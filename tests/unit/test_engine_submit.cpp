@@ -22,7 +22,7 @@ namespace {
 using namespace dsinfer;
 using dsinfer::test::engine_from;
 using dsinfer::test::env_int;
-using dsinfer::test::opset13_model;
+using dsinfer::test::new_model;
 using dsinfer::test::random_floats;
 using dsinfer::test::sym_info;
 using namespace std::chrono_literals;
@@ -38,7 +38,7 @@ void int_attr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
 /// ids[batch, 4] int64 -> Gather(E[10, 8]) -> y[batch, 4, 8]: an index out of [-10, 10) is a
 /// data-dependent error (invalid_argument) that only the run finds.
 std::string embedding_model() {
-    onnx::ModelProto m = opset13_model("embedding");
+    onnx::ModelProto m = new_model(13, "embedding");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("ids", 7, {-1, 4});
     *g.add_output() = sym_info("y", 1, {-1, 4, 8});
@@ -50,7 +50,7 @@ std::string embedding_model() {
 /// Masked self-attention over embeddings: ids, attention_mask [batch, seq] -> y[batch, seq, 8].
 /// Padding positions (mask 0) get a -10000 score bias, so they do not change real positions.
 std::string masked_attention_model() {
-    onnx::ModelProto m = opset13_model("masked_attention");
+    onnx::ModelProto m = new_model(13, "masked_attention");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("ids", 7, {-1, -2});
     *g.add_input() = sym_info("attention_mask", 7, {-1, -2});
@@ -78,7 +78,7 @@ std::string masked_attention_model() {
 
 /// x[batch, 4] -> y = 2x + 1 (exact in float for the small integers the storm sends).
 std::string affine_model() {
-    onnx::ModelProto m = opset13_model("affine");
+    onnx::ModelProto m = new_model(13, "affine");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("x", 1, {-1, 4});
     *g.add_output() = sym_info("y", 1, {-1, 4});

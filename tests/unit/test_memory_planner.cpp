@@ -272,7 +272,7 @@ TEST_CASE("data-dependent sizes larger than planned fall back to their own block
 TEST_CASE("values read by subgraphs stay out of the arena (a branch returns one)",
           "[memory_planner][engine][control_flow]") {
     // r = Relu(x); o = If(c) then r (the captured value itself) else Neg(r); y = (o + 1) * 2.
-    onnx::ModelProto m = dsinfer::test::opset13_model("if_capture");
+    onnx::ModelProto m = dsinfer::test::new_model(13, "if_capture");
     auto& g = *m.mutable_graph();
     *g.add_input() = dsinfer::test::sym_info("x", 1, {-1, 4});
     *g.add_input() = dsinfer::test::tensor_info("c", 9, {});

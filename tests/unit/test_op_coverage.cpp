@@ -50,13 +50,9 @@ struct OneNode {
 
     OneNode(const std::string& op, int opset, const std::vector<onnx::ValueInfoProto>& inputs,
             const std::vector<onnx::TensorProto>& inits,
-            const std::vector<std::string>& node_inputs, const std::vector<std::string>& outputs) {
-        model.set_ir_version(8);
-        auto* imp = model.add_opset_import();
-        imp->set_domain("");
-        imp->set_version(opset);
+            const std::vector<std::string>& node_inputs, const std::vector<std::string>& outputs)
+        : model(new_model(opset, op)) {
         auto* g = model.mutable_graph();
-        g->set_name(op);
         for (const auto& i : inputs) *g->add_input() = i;
         for (const auto& t : inits) *g->add_initializer() = t;
         for (const auto& o : outputs)

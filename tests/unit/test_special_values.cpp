@@ -381,13 +381,8 @@ onnx::TensorProto to_proto(const std::string& name, const Tensor& t) {
 std::vector<Tensor> run_op(const std::string& op, const std::vector<Input>& inputs,
                            const std::vector<DType>& out_types, const Config& cfg,
                            const AttrFn& attrs = {}, int opset = 17) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* os = m.add_opset_import();
-    os->set_domain("");
-    os->set_version(opset);
+    onnx::ModelProto m = new_model(opset, op);
     auto* g = m.mutable_graph();
-    g->set_name(op);
     std::vector<std::string> in_names, out_names;
     std::vector<NamedTensor> feeds;
     for (const auto& in : inputs) {

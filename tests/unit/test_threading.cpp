@@ -18,6 +18,7 @@ namespace {
 using namespace dsinfer;
 using dsinfer::test::add_node;
 using dsinfer::test::float_tensor;
+using dsinfer::test::new_model;
 using dsinfer::test::tensor_info;
 
 constexpr std::int64_t kSeq = 24, kHidden = 32, kFfn = 64;
@@ -68,13 +69,9 @@ std::string layer_norm(onnx::GraphProto& g, const std::string& x, const std::str
 }
 
 std::string transformer_block() {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(13);  // ReduceMean keeps axes as an attribute until opset 18
+    // Opset 13: ReduceMean keeps axes as an attribute until opset 18.
+    onnx::ModelProto m = new_model(13, "block");
     auto& g = *m.mutable_graph();
-    g.set_name("block");
     *g.add_input() = tensor_info("x", 1, {-1, kSeq, kHidden});
     *g.add_output() = tensor_info("y", 1, {-1, kSeq, kHidden});
     add_scalar(g, "two", 2.f);
