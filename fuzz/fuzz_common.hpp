@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "unit/model_builder.hpp"
+
 namespace dsinfer::fuzz {
 
 /// Reports a broken invariant and traps (libFuzzer saves the input as a crash artifact).
@@ -134,15 +136,8 @@ inline void add_int_attr(onnx::NodeProto* n, const std::string& name, std::int64
     a->set_i(v);
 }
 
-inline onnx::ModelProto new_model(std::int64_t opset, const std::string& name) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(opset);
-    m.mutable_graph()->set_name(name);
-    return m;
-}
+/// An empty model at `opset` (the tests' helper, tests/unit/model_builder.hpp).
+using dsinfer::test::new_model;
 
 /// An initializer with raw little-endian data.
 inline onnx::TensorProto raw_tensor(const std::string& name, int elem_type,
