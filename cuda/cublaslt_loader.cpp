@@ -94,6 +94,4 @@ const CublasLtApi& cublaslt() noexcept {
     return g_api;
 }
 
-bool cublaslt_loaded() noexcept { return g_loaded.load(std::memory_order_acquire); }
-
 }  // namespace dsinfer::cuda

@@ -46,8 +46,4 @@ Status load_cublaslt() noexcept;
 /// The table; only after load_cublaslt() returned ok (asserted in debug builds).
 const CublasLtApi& cublaslt() noexcept;
 
-/// True once the library has been opened by this process (tests: a CPU-only process never
-/// opens it).
-bool cublaslt_loaded() noexcept;
-
 }  // namespace dsinfer::cuda

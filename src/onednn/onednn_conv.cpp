@@ -150,11 +150,7 @@ private:
     Status run_reference(RunContext& ctx) const noexcept {
         if (!own_weights_) return run_fallback(ctx, in_mask_, out_mask_);
         try {
-            StatusOr<Tensor> w = Status::ok();
-            {
-                const dnnl::memory::desc have = user_md();
-                w = packer_.plain(have);
-            }
+            StatusOr<Tensor> w = packer_.plain(user_md());
             if (!w.is_ok()) return w.status();
             std::vector<TensorView> ins, outs;
             for (int i = 0; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? ctx.input(i) : TensorView{});
