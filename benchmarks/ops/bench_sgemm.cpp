@@ -1,6 +1,7 @@
 // dsinfer's packed-B f32 GEMM (src/cpu/fast/sgemm.hpp) against oneDNN's f32 matmul primitive on
 // the Linear/Gemm shapes of the benchmark models: MLP batch 64 (64 x 1024 -> 4096 -> 4096 ->
-// 1024), BERT-base at batch 1, sequence 128 (M = 128; N, K of 768 / 3072) and batch 8 (M = 1024).
+// 1024), BERT-base at batch 1, sequence 128 (M = 128; N, K of 768 / 3072) and batch 8 (M = 1024,
+// all three of its Linear shapes).
 // B is constant and stored [N, K] (transB = 1, Linear weights).
 //
 // Args: m, k, n, impl, threads. impl 0 = dsinfer's packed GEMM (B packed once, outside the
@@ -93,7 +94,7 @@ template <int64_t Threads>
 void shapes(benchmark::internal::Benchmark* b) {
     const int64_t mkn[][3] = {{64, 1024, 4096}, {64, 4096, 4096}, {64, 4096, 1024},
                               {128, 768, 768},  {128, 768, 3072}, {128, 3072, 768},
-                              {1024, 768, 3072}};
+                              {1024, 768, 768}, {1024, 768, 3072}, {1024, 3072, 768}};
     for (const auto& s : mkn)
         for (int64_t impl : {0, 1, 2}) b->Args({s[0], s[1], s[2], impl, Threads});
 }

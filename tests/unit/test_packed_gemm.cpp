@@ -6,6 +6,7 @@
 // in both work splits (column panels and row tiles).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -183,6 +184,48 @@ TEST_CASE("packed GEMM is bitwise deterministic across runs and thread counts", 
             // Each element is one thread's dot product in the same K order, whatever the split.
             CHECK(run(2) == one);
             CHECK(run(3) == one);
+        }
+}
+
+TEST_CASE("packed GEMM packs A in the caller's workspace, or in its own buffers when that is "
+          "short",
+          "[fast][gemm]") {
+    std::mt19937 rng(9);
+    // Panel chunks (one buffer: several equal row blocks) and row tiles (one buffer per thread).
+    const std::int64_t shapes[][3] = {{1024, 300, 200}, {401, 96, 20}};
+    for (Isa isa : isas())
+        for (const auto& s : shapes) {
+            const std::int64_t m = s[0], k = s[1], n = s[2];
+            const auto a = random_vec(static_cast<std::size_t>(m * k), rng);
+            const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
+            const PackedB packed = dsinfer::detail::pack_b(b.data(), k, n, true, isa);
+            for (int threads : {1, 2, 3}) {
+                dsinfer::detail::ThreadBudget budget(threads);
+                std::vector<float> want(static_cast<std::size_t>(m * n));
+                REQUIRE(dsinfer::detail::sgemm_packed(m, a.data(), k, packed, want.data(), n,
+                                                      nullptr));
+                const std::size_t bytes =
+                    dsinfer::detail::sgemm_workspace_bytes(m, k, n, isa, threads);
+                // A buffer is a row block, whole tiles of up to 192 rows, by K (one per thread
+                // when threads split the rows).
+                CHECK(bytes >= static_cast<std::size_t>(6 * k) * 4);
+                CHECK(bytes <= static_cast<std::size_t>(threads * (192 * k * 4 + 64) + 64));
+                INFO("isa=" << dsinfer::detail::fast::isa_name(isa) << " m=" << m
+                            << " threads=" << threads);
+                // Misaligned on purpose: the GEMM aligns inside it (the queried size allows).
+                for (std::size_t size : {bytes, bytes / 2, std::size_t{1}}) {
+                    std::vector<unsigned char> ws(size + 4, 0xAB);
+                    std::vector<float> c(static_cast<std::size_t>(m * n));
+                    REQUIRE(dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n,
+                                                          nullptr, 1.f, GemmActivation::none,
+                                                          ws.data() + 4, size));
+                    CHECK(c == want);
+                    const bool written = std::any_of(ws.begin() + 4, ws.end(),
+                                                     [](unsigned char x) { return x != 0xAB; });
+                    if (size == bytes) CHECK(written);  // A was packed there
+                    if (size == 1) CHECK_FALSE(written);
+                }
+            }
         }
 }
 

@@ -8,6 +8,8 @@
 // weights are held once, packed. When it is only another kernel's fallback (oneDNN's, on CPUs
 // where oneDNN has a packed-weight matmul) it packs on its first run, if it ever runs, and reads
 // nothing else: an eager pack would hold a second copy of every weight matrix for nothing.
+// The GEMM packs A in the node's workspace (from the activation plan).
+#include <algorithm>
 #include <mutex>
 
 #include "cpu/activation.hpp"
@@ -15,6 +17,7 @@
 #include "cpu/fast/groups.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "cpu/kernel_utils.hpp"
+#include "cpu/parallel.hpp"
 #include "dsinfer/passes.hpp"
 
 namespace dsinfer::detail {
@@ -40,7 +43,19 @@ public:
         else w_ = b;
     }
 
-    Status prepare(PrepareContext& ctx) const override { return fallback_->prepare(ctx); }
+    /// The fallback's checks and workspace, and room for the GEMM's packed A (the larger of the
+    /// two: only one of them runs).
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(fallback_->prepare(ctx));
+        const Shape& a = ctx.input(0).shape();
+        if (ctx.input(0).dtype() != DType::f32 || a.rank() < 1 || a[a.rank() - 1] != cfg_.k)
+            return Status::ok();
+        const int64_t m = a.num_elements() / std::max<int64_t>(cfg_.k, 1);
+        const fast::Isa isa = eager_ ? packed_.isa : sgemm_isa();
+        ctx.set_workspace(std::max(ctx.workspace_bytes(),
+                                   sgemm_workspace_bytes(m, cfg_.k, cfg_.n, isa, max_threads())));
+        return Status::ok();
+    }
 
     std::uint64_t released_constant_inputs() const noexcept override {
         return eager_ ? std::uint64_t{1} << 1 : 0;
@@ -75,7 +90,8 @@ public:
         const bool relu = cfg_.act.kind == Activation::relu;
         if (!sgemm_packed(m, a.data<float>(), cfg_.k, *b, y, cfg_.n,
                           cfg_.bias ? cfg_.bias->data<float>() : nullptr, cfg_.alpha,
-                          relu ? GemmActivation::relu : GemmActivation::none))
+                          relu ? GemmActivation::relu : GemmActivation::none, ctx.workspace(),
+                          ctx.workspace_bytes()))
             return Status(ErrorCode::resource_exhausted,
                           "out of memory for the GEMM's A-packing buffer");
         if (!relu && !cfg_.act.empty()) apply_activation_f32(y, m * cfg_.n, cfg_.act);

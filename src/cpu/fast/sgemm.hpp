@@ -6,15 +6,16 @@
 // of 6 x 16, or portable 6 x 8 tiles. Packed B is cut into blocks of `kc` rows of K and, inside
 // a block, into column panels of `nr` floats (zero-padded), k-major, so that the micro-kernel
 // streams it contiguously and consecutive panels of one K block are one contiguous run. A is
-// copied per call, in blocks of rows, into row-interleaved micro-panels in a thread's buffer
-// (kept between calls). The micro-kernel keeps a tile of C in registers and applies alpha, bias
-// and ReLU as it stores.
+// copied per call, in blocks of rows, into row-interleaved micro-panels in a buffer (the
+// caller's workspace, or one kept per thread). The micro-kernel keeps a tile of C in registers
+// and applies alpha, bias and ReLU as it stores.
 //
 // Work is dealt out in chunks of column panels (in row tiles when there are too few panels) on
 // the shared OpenMP pool. Every element of C is computed by one thread, in a K order fixed by
 // the packing (not by the thread count), so results are bitwise identical for any thread count.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -42,12 +43,20 @@ PackedB pack_b(const float* b, std::int64_t k, std::int64_t n, bool transposed,
 
 enum class GemmActivation { none, relu };
 
+/// Bytes of workspace sgemm_packed uses to pack A for an M x K by K x N product on `threads`
+/// threads, for a B packed for `isa` (capped like pack_b): one buffer of a row block of A
+/// (at most 192 x K floats at AVX2), or one per thread when threads split the rows.
+std::size_t sgemm_workspace_bytes(std::int64_t m, std::int64_t k, std::int64_t n, fast::Isa isa,
+                                  std::int64_t threads) noexcept;
+
 /// C[M, N] (leading dimension ldc) = A[M, K] (leading dimension lda) · B (+ bias) (activation).
-/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. Returns false
-/// (C partly written) when a thread's A-packing buffer (at most 192 x K floats, kept per thread
-/// between calls) cannot be allocated; callers report resource_exhausted.
+/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. A is packed in
+/// `workspace` (sized by sgemm_workspace_bytes; kernels take it from the activation plan);
+/// when it is absent or smaller, in buffers kept per thread between calls. Returns false (C
+/// partly written) when such a buffer cannot be allocated; callers report resource_exhausted.
 bool sgemm_packed(std::int64_t m, const float* a, std::int64_t lda, const PackedB& b, float* c,
                   std::int64_t ldc, const float* bias, float alpha = 1.f,
-                  GemmActivation act = GemmActivation::none) noexcept;
+                  GemmActivation act = GemmActivation::none, void* workspace = nullptr,
+                  std::size_t workspace_bytes = 0) noexcept;
 
 }  // namespace dsinfer::detail
