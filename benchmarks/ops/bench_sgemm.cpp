@@ -5,8 +5,11 @@
 // B is constant and stored [N, K] (transB = 1, Linear weights).
 //
 // Args: m, k, n, impl, threads. impl 0 = dsinfer's packed GEMM (B packed once, outside the
-// timing), 1 = oneDNN matmul with B in its plain layout, 2 = oneDNN matmul with B reordered
-// once into the layout the primitive picks ("any"), as dsinfer's oneDNN backend does.
+// timing) with its workspace, as the engine runs it (A packed there, partial sums of the K
+// blocks in per-thread accumulation buffers), 3 = the same without a workspace (A in buffers
+// kept per thread, partial sums in C), 1 = oneDNN matmul with B in its plain layout, 2 = oneDNN
+// matmul with B reordered once into the layout the primitive picks ("any"), as dsinfer's oneDNN
+// backend does.
 // The GFLOP/s counter counts 2 flops per multiply-add, over CPU time at 1 thread and over
 // wall time at 2. The machine is shared: compare rows of one run, with interleaved
 // repetitions and medians, e.g.
@@ -46,11 +49,18 @@ void BM_Sgemm(benchmark::State& state) {
     const auto a = uniform(m * k, 1, 1.f);
     const auto bt = uniform(n * k, 2, 0.05f);  // [N, K]
     std::vector<float> c(static_cast<std::size_t>(m * n));
-    if (impl == 0) {
+    if (impl == 0 || impl == 3) {
         const auto packed = dsinfer::detail::pack_b(bt.data(), k, n, true);
-        state.SetLabel(std::string("dsinfer ") + dsinfer::detail::fast::isa_name(packed.isa));
+        std::vector<unsigned char> ws(
+            impl == 0 ? dsinfer::detail::sgemm_workspace_bytes(m, k, n, packed.isa,
+                                                               dsinfer::detail::max_threads())
+                      : 0);
+        state.SetLabel(std::string("dsinfer ") + dsinfer::detail::fast::isa_name(packed.isa) +
+                       (impl == 0 ? "" : " no workspace"));
         for (auto _ : state) {
-            dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, nullptr);
+            dsinfer::detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, nullptr, 1.f,
+                                          dsinfer::detail::GemmActivation::none,
+                                          ws.empty() ? nullptr : ws.data(), ws.size());
             benchmark::ClobberMemory();
         }
     } else {
@@ -96,7 +106,7 @@ void shapes(benchmark::internal::Benchmark* b) {
                               {128, 768, 768},  {128, 768, 3072}, {128, 3072, 768},
                               {1024, 768, 768}, {1024, 768, 3072}, {1024, 3072, 768}};
     for (const auto& s : mkn)
-        for (int64_t impl : {0, 1, 2}) b->Args({s[0], s[1], s[2], impl, Threads});
+        for (int64_t impl : {0, 3, 1, 2}) b->Args({s[0], s[1], s[2], impl, Threads});
 }
 
 // One thread: CPU time, which a shared machine's other processes disturb less than wall time.

@@ -56,6 +56,8 @@ struct Epi {
     float alpha;
     const float* bias;  // at the tile's first column, or null
     GemmActivation act;
+    const float* prev;  // the tile's partial sums when not in C (rows ldp apart), or null
+    std::int64_t ldp;
 };
 
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
@@ -65,7 +67,7 @@ struct Family {
                        int64_t t0, int64_t t1) noexcept;
     void (*run_panels)(int64_t rows, int64_t p0, int64_t p1, const float* apacked,
                        const PackedB& b, float* c, int64_t ldc, const float* bias, float alpha,
-                       GemmActivation act) noexcept;
+                       GemmActivation act, float* acc) noexcept;
 };
 
 /// How many panels ahead the tiles prefetch B.
@@ -218,41 +220,78 @@ namespace {
 struct Split {
     bool by_tiles = false;   ///< threads take whole row tiles (too few column panels)
     int64_t block_rows = 0;  ///< rows per row block (a multiple of the tile height, <= mc)
-    int64_t buffers = 0;     ///< A-packing buffers: one per thread by tiles, else one
-    int64_t buffer_floats = 0;
+    int64_t team = 1;        ///< threads
+    int64_t min_panels = 1, max_chunk = 1;  ///< panel chunks (not by tiles)
+    int64_t a_buffers = 0;   ///< A-packing buffers: one per thread by tiles, else one shared
+    int64_t a_floats = 0;    ///< floats of one A buffer
+    int64_t acc_floats = 0;  ///< floats of one thread's accumulation buffer (0: K in one block)
 };
 
-Split split_for(const Family& f, int64_t m, int64_t k, int64_t n, int64_t threads) noexcept {
+/// Whether the rows of a tile of C, ldc floats apart, fall in at most two sets of a 64-set L1
+/// (ldc a multiple of 1 or 2 KiB: BERT's 3072 columns), so that storing and reloading them
+/// across K blocks evicts the B slice the tiles share.
+bool c_rows_collide(int64_t ldc, int64_t mr) noexcept {
+    bool seen[64] = {};
+    int distinct = 0;
+    for (int64_t i = 0; i < mr; ++i) {
+        const auto set = static_cast<std::size_t>((i * ldc * 4 / 64) % 64);
+        if (!seen[set]) ++distinct;
+        seen[set] = true;
+    }
+    return distinct <= 2;
+}
+
+Split split_for(const Family& f, int64_t m, int64_t k, int64_t n, int64_t ldc,
+                int64_t threads) noexcept {
     Split s;
     const int64_t panels = (n + f.nr - 1) / f.nr, tiles = (m + f.mr - 1) / f.mr;
     s.by_tiles = panels < 2 * threads && tiles >= 2 * threads;
+    int64_t acc_panels = panels;  // the most panels one run_panels call covers
     if (s.by_tiles) {
         s.block_rows = std::min(f.mc, tiles * f.mr);
-        s.buffers = threads;
+        s.team = threads;
+        s.a_buffers = threads;
     } else {
         // Row blocks of equal height (whole tiles): M = 1024 at mc 192 is 5 blocks of 174 rows
         // and one of 154, not 5 of 192 and a thin one of 64 over which B is read just the same.
         const int64_t blocks = (m + f.mc - 1) / f.mc;
         s.block_rows = ((m + blocks - 1) / blocks + f.mr - 1) / f.mr * f.mr;
-        s.buffers = 1;
+        // Chunks: at most about 1/8 of a thread's share (a chunk's C, a row block by its
+        // columns, then stays in L2 across the K blocks), at least ~1 MFLOP, and, as the panels
+        // run out, half of what is left per thread (guided).
+        const int64_t flops_per_panel = 2 * s.block_rows * k * f.nr;
+        s.min_panels = std::max<int64_t>(1, (int64_t{1} << 20) / flops_per_panel);
+        s.max_chunk = std::max(s.min_panels, (panels + 8 * threads - 1) / (8 * threads));
+        s.team = std::min(threads, (panels + s.min_panels - 1) / s.min_panels);
+        s.a_buffers = 1;
+        acc_panels = std::min(panels, s.max_chunk);
     }
-    s.buffer_floats = s.block_rows * k;
+    s.a_floats = s.block_rows * k;
+    // Partial sums go to a contiguous buffer only where C's own rows collide in L1: elsewhere
+    // (BERT's 768 columns) the buffer's extra traffic cost as much as it saved.
+    if (k > f.kc && c_rows_collide(ldc, f.mr)) s.acc_floats = acc_panels * s.block_rows * f.nr;
     return s;
 }
 
-/// Bytes of one buffer in a workspace (64-byte aligned).
-std::size_t buffer_bytes(const Split& s) noexcept {
-    return (static_cast<std::size_t>(s.buffer_floats) * sizeof(float) + 63) / 64 * 64;
+std::size_t aligned_bytes(int64_t floats) noexcept {
+    return (static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64;
+}
+
+/// Workspace layout: the A buffers, then one accumulation buffer per thread.
+std::size_t layout_bytes(const Split& s) noexcept {
+    return static_cast<std::size_t>(s.a_buffers) * aligned_bytes(s.a_floats) +
+           static_cast<std::size_t>(s.team) * aligned_bytes(s.acc_floats);
 }
 
 }  // namespace
 
 std::size_t sgemm_workspace_bytes(int64_t m, int64_t k, int64_t n, fast::Isa isa,
-                                  int64_t threads) noexcept {
+                                  int64_t threads, int64_t ldc) noexcept {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     if (static_cast<int>(isa) > static_cast<int>(sgemm_isa())) isa = sgemm_isa();
-    const Split s = split_for(family(isa), m, k, n, std::max<int64_t>(threads, 1));
-    return static_cast<std::size_t>(s.buffers) * buffer_bytes(s) + 64;  // + alignment slack
+    return layout_bytes(split_for(family(isa), m, k, n, ldc > 0 ? ldc : n,
+                                  std::max<int64_t>(threads, 1))) +
+           64;  // alignment slack
 }
 
 bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c,
@@ -270,32 +309,34 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
     }
     const Family& f = family(b.isa);
     const int64_t threads = max_threads();
-    const Split split = split_for(f, m, b.k, b.n, threads);
-    // The caller's workspace (64-byte aligned inside it) holds as many buffers as fit; with
-    // none, each thread uses its own kept buffer.
+    const Split split = split_for(f, m, b.k, b.n, ldc, threads);
+    // The caller's workspace, when it holds the whole layout (64-byte aligned inside it);
+    // otherwise A goes to buffers kept per thread and partial sums to C.
     auto* ws = static_cast<unsigned char*>(workspace);
-    std::size_t ws_left = workspace_bytes;
     if (ws != nullptr) {
         const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
-        ws_left = ws_left > skip ? ws_left - skip : 0;
-        ws += skip;
+        if (workspace_bytes < skip || workspace_bytes - skip < layout_bytes(split)) ws = nullptr;
+        else ws += skip;
     }
-    const int64_t ws_buffers =
-        ws == nullptr ? 0 : static_cast<int64_t>(ws_left / buffer_bytes(split));
-    auto buffer = [&](int64_t index) -> float* {
-        if (index < ws_buffers)
-            return reinterpret_cast<float*>(ws + static_cast<std::size_t>(index) * buffer_bytes(split));
-        return apack_buffer(static_cast<std::size_t>(split.buffer_floats));  // null: no memory
+    auto a_buffer = [&](int64_t index) -> float* {
+        if (ws != nullptr)
+            return reinterpret_cast<float*>(ws + static_cast<std::size_t>(index) *
+                                                     aligned_bytes(split.a_floats));
+        return apack_buffer(static_cast<std::size_t>(split.a_floats));  // null: no memory
+    };
+    auto acc_buffer = [&](int64_t index) -> float* {
+        if (ws == nullptr || split.acc_floats == 0) return nullptr;
+        return reinterpret_cast<float*>(
+            ws + static_cast<std::size_t>(split.a_buffers) * aligned_bytes(split.a_floats) +
+            static_cast<std::size_t>(index) * aligned_bytes(split.acc_floats));
     };
     if (split.by_tiles) {
-        // Contiguous ranges of row tiles per thread, each packing its own rows; as many threads
-        // as the workspace has buffers for (all of them on kept buffers).
+        // Contiguous ranges of row tiles per thread, each packing its own rows.
         const int64_t tiles = (m + f.mr - 1) / f.mr;
-        const int64_t team = ws_buffers > 0 ? std::min(threads, ws_buffers) : threads;
         std::atomic<bool> failed{false};
         auto work = [&](int64_t index, int64_t t0, int64_t t1) {
             const int64_t r1 = std::min(m, t1 * f.mr);
-            float* ap = buffer(index);
+            float* ap = a_buffer(index);
             if (ap == nullptr) {
                 failed.store(true, std::memory_order_relaxed);
                 return;
@@ -303,12 +344,13 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
             for (int64_t r0 = t0 * f.mr; r0 < r1; r0 += f.mc) {
                 const int64_t rows = std::min(f.mc, r1 - r0);
                 f.pack_tiles(a + r0 * lda, lda, rows, b.k, ap, 0, f.mc / f.mr);
-                f.run_panels(rows, 0, b.panels, ap, b, c + r0 * ldc, ldc, bias, alpha, act);
+                f.run_panels(rows, 0, b.panels, ap, b, c + r0 * ldc, ldc, bias, alpha, act,
+                             acc_buffer(index));
             }
         };
 #if defined(_OPENMP)
-        if (team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(team))
+        if (split.team > 1) {
+#pragma omp parallel num_threads(static_cast<int>(split.team))
             {
                 const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
                 if (tiles * t / nt < tiles * (t + 1) / nt)
@@ -320,17 +362,9 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
         work(0, 0, tiles);
         return !failed.load();
     }
-    // Panels are taken in chunks: at most about 1/8 of a thread's share (a chunk's C, a row
-    // block by its columns, then stays in L2 across the K blocks), at least ~1 MFLOP, and, as
-    // the panels run out, half of what is left per thread (guided), so that the threads finish
-    // a row block within about one small chunk of each other.
-    const int64_t flops_per_panel = 2 * split.block_rows * b.k * f.nr;
-    const int64_t min_panels = std::max<int64_t>(1, (int64_t{1} << 20) / flops_per_panel);
-    const int64_t max_chunk =
-        std::max(min_panels, (b.panels + 8 * threads - 1) / (8 * threads));
-    const int64_t team = std::min(threads, (b.panels + min_panels - 1) / min_panels);
-    float* ap = buffer(0);
+    float* ap = a_buffer(0);
     if (ap == nullptr) return false;
+    const int64_t team = split.team;
     for (int64_t r0 = 0; r0 < m; r0 += split.block_rows) {
         const int64_t rows = std::min(split.block_rows, m - r0);
         const int64_t block_tiles = (rows + f.mr - 1) / f.mr;
@@ -342,7 +376,8 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
             for (;;) {
                 const int64_t left = b.panels - cur;
                 if (left <= 0) return false;
-                const int64_t n = std::min(left, std::clamp(left / (2 * team), min_panels, max_chunk));
+                const int64_t n =
+                    std::min(left, std::clamp(left / (2 * team), split.min_panels, split.max_chunk));
                 if (next_panel.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
                     p0 = cur;
                     p1 = cur + n;
@@ -350,21 +385,24 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
                 }
             }
         };
-        auto work = [&] {
+        auto work = [&](int64_t index) {
             for (int64_t t; (t = next_tile.fetch_add(1, std::memory_order_relaxed)) < block_tiles;) {
                 f.pack_tiles(a + r0 * lda, lda, rows, b.k, ap, t, t + 1);
                 packed.fetch_add(1, std::memory_order_release);
             }
             while (packed.load(std::memory_order_acquire) < block_tiles) cpu_relax();
+            float* acc = acc_buffer(index);
             for (int64_t p0, p1; take(p0, p1);)
-                f.run_panels(rows, p0, p1, ap, b, c + r0 * ldc, ldc, bias, alpha, act);
+                f.run_panels(rows, p0, p1, ap, b, c + r0 * ldc, ldc, bias, alpha, act, acc);
         };
+#if defined(_OPENMP)
         if (team > 1) {
 #pragma omp parallel num_threads(static_cast<int>(team))
-            work();
-        } else {
-            work();
+            work(omp_get_thread_num());
+            continue;
         }
+#endif
+        work(0);
     }
     return true;
 }

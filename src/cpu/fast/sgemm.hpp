@@ -43,17 +43,21 @@ PackedB pack_b(const float* b, std::int64_t k, std::int64_t n, bool transposed,
 
 enum class GemmActivation { none, relu };
 
-/// Bytes of workspace sgemm_packed uses to pack A for an M x K by K x N product on `threads`
-/// threads, for a B packed for `isa` (capped like pack_b): one buffer of a row block of A
-/// (at most 192 x K floats at AVX2), or one per thread when threads split the rows.
+/// Bytes of workspace sgemm_packed uses for an M x K by K x N product into C with leading
+/// dimension `ldc` (0: N) on `threads` threads, for a B packed for `isa` (capped like pack_b):
+/// a buffer for a row block of packed A (at most 192 x K floats at AVX2; one per thread when
+/// threads split the rows) and, where C's rows collide in L1 and K spans several blocks, one
+/// accumulation buffer per thread for the partial sums (at most a row block by N).
 std::size_t sgemm_workspace_bytes(std::int64_t m, std::int64_t k, std::int64_t n, fast::Isa isa,
-                                  std::int64_t threads) noexcept;
+                                  std::int64_t threads, std::int64_t ldc = 0) noexcept;
 
 /// C[M, N] (leading dimension ldc) = A[M, K] (leading dimension lda) · B (+ bias) (activation).
-/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. A is packed in
-/// `workspace` (sized by sgemm_workspace_bytes; kernels take it from the activation plan);
-/// when it is absent or smaller, in buffers kept per thread between calls. Returns false (C
-/// partly written) when such a buffer cannot be allocated; callers report resource_exhausted.
+/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. `workspace`, at
+/// least sgemm_workspace_bytes for this product and thread count (kernels take it from the
+/// activation plan), holds A and the partial sums; when it is absent or smaller, A goes to
+/// buffers kept per thread between calls and the partial sums to C (same result, bitwise).
+/// Returns false (C partly written) when such a buffer cannot be allocated; callers report
+/// resource_exhausted.
 bool sgemm_packed(std::int64_t m, const float* a, std::int64_t lda, const PackedB& b, float* c,
                   std::int64_t ldc, const float* bias, float alpha = 1.f,
                   GemmActivation act = GemmActivation::none, void* workspace = nullptr,
