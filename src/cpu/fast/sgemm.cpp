@@ -258,9 +258,14 @@ Split split_for(const Family& f, int64_t m, int64_t k, int64_t n, int64_t ldc,
         s.block_rows = ((m + blocks - 1) / blocks + f.mr - 1) / f.mr * f.mr;
         // Chunks: at most about 1/8 of a thread's share (a chunk's C, a row block by its
         // columns, then stays in L2 across the K blocks), at least ~1 MFLOP, and, as the panels
-        // run out, half of what is left per thread (guided).
+        // run out, half of what is left per thread (guided). Each chunk reads the row block's
+        // packed A once per K block: when A is larger than half of a 512 KiB L2 it comes from
+        // L3 for every chunk, so a chunk then does at least 24 flops per byte of A (3 panels of
+        // 16 columns; 1-panel chunks cost 8% at 128 x 3072 x 768 on 2 threads).
         const int64_t flops_per_panel = 2 * s.block_rows * k * f.nr;
         s.min_panels = std::max<int64_t>(1, (int64_t{1} << 20) / flops_per_panel);
+        if (s.block_rows * k * static_cast<int64_t>(sizeof(float)) > (int64_t{256} << 10))
+            s.min_panels = std::max<int64_t>(s.min_panels, (48 + f.nr - 1) / f.nr);
         s.max_chunk = std::max(s.min_panels, (panels + 8 * threads - 1) / (8 * threads));
         s.team = std::min(threads, (panels + s.min_panels - 1) / s.min_panels);
         s.a_buffers = 1;
