@@ -95,6 +95,15 @@ TEST_CASE("packed GEMM matches a double reference on edge shapes", "[fast][gemm]
                     check_gemm({m, k, n, (m + k + n) % 2 == 0}, isa);
 }
 
+TEST_CASE("packed GEMM splits a short last row tile with the full one before it",
+          "[fast][gemm]") {
+    // M mod the tile height <= half a tile: the last two tiles share the rows (AVX2: 8 = 4 + 4,
+    // 14 = 6 + 4 + 4, 15 = 6 + 5 + 4, 128 = 20 x 6 + 4 + 4); in the row-tile split too (n 20).
+    for (Isa isa : isas())
+        for (std::int64_t m : {8, 14, 15, 128, 134})
+            for (std::int64_t n : {20, 48}) check_gemm({m, 300, n, n == 48, 1.f, true}, isa);
+}
+
 TEST_CASE("packed GEMM crosses row blocks and K blocks", "[fast][gemm]") {
     // M beyond one packed A block (96, 144 or 192 rows) with short last tiles; K over several.
     for (Isa isa : isas()) {
