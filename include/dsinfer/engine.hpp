@@ -56,6 +56,15 @@ struct ModelLimits {
     int max_subgraph_depth = 32;                     ///< nesting of If/Loop/Scan bodies
     int max_protobuf_depth = 100;                    ///< protobuf message nesting
     std::int64_t max_loop_iterations = 100'000'000;  ///< iterations of one Loop/Scan node per run
+    /// Use weights in place from the model file (load_onnx from a path): initializers of 64 KiB
+    /// and more, and external data, aligned to their elements, point into a private
+    /// copy-on-write mapping of the file instead of being read into memory. Their pages are
+    /// read as they are used and count as reclaimable page cache: an embedding table becomes
+    /// resident only by the rows runs gather, and a weight that a kernel packs is dropped
+    /// once packed. The file must then not shrink while the model is loaded (replace model
+    /// files by rename, never rewrite one in place): its pages would fault (SIGBUS) when
+    /// next read. false: read every weight into memory at load.
+    bool map_weights = true;
 };
 
 /// How InferenceEngine::submit() batches requests (docs/BATCHING.md). The engine's dynamic

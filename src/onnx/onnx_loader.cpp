@@ -52,7 +52,9 @@ struct Fd {
     }
 };
 
-/// A read-only private mapping, released when the last owner goes away.
+/// A private copy-on-write mapping of a file, released when the last owner goes away. Weights
+/// used in place point into one: writing into such a tensor changes a private copy of the page,
+/// never the file.
 struct Mapping {
     void* base = MAP_FAILED;
     std::size_t length = 0;
@@ -61,6 +63,51 @@ struct Mapping {
     }
 };
 
+/// Initializers' raw_data of at least this many bytes is used in place from the model file's
+/// mapping (ModelLimits::map_weights); smaller ones are read into memory.
+constexpr std::uint32_t kMapMinBytes = 64u << 10;
+
+/// The bytes [data, data + length) of a mapping, owned by the tensors that use them in place.
+/// When the last of them goes away (e.g. a weight replaced by its packed copy) the pages lying
+/// wholly inside the range are dropped from the process (MADV_DONTNEED: clean file pages are
+/// read again only if touched again, private copies are discarded); pages shared with a
+/// neighbouring range stay until the mapping goes.
+struct MappedRange {
+    std::shared_ptr<Mapping> map;
+    char* data = nullptr;
+    std::size_t length = 0;
+    ~MappedRange() {
+        const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+        const auto begin = (reinterpret_cast<std::uintptr_t>(data) + page - 1) / page * page;
+        const auto end = (reinterpret_cast<std::uintptr_t>(data) + length) / page * page;
+        if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+};
+
+/// A u8 tensor over `length` bytes at `offset` of a whole-file mapping.
+Tensor mapped_bytes(const std::shared_ptr<Mapping>& map, std::uint64_t offset, std::size_t length) {
+    auto range = std::make_shared<MappedRange>();
+    range->map = map;
+    range->data = static_cast<char*>(map->base) + offset;
+    range->length = length;
+    // Start reading the pages into the page cache (not into the process): the first run then
+    // faults them in from memory, whichever of them it touches.
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(range->data) / page * page;
+    ::madvise(reinterpret_cast<void*>(begin),
+              reinterpret_cast<std::uintptr_t>(range->data) + length - begin, MADV_WILLNEED);
+    void* data = range->data;
+    return Tensor::wrap(data, DType::u8, Shape{static_cast<std::int64_t>(length)}, Device{},
+                        std::move(range));
+}
+
+/// Whether a tensor of `dtype` can use data at `p` in place (element alignment; kernels load
+/// unaligned vectors, as they do from callers' buffers).
+bool usable_in_place(const void* p, DType dtype) {
+    const std::size_t align = std::min<std::size_t>(dtype_size(dtype), 8);
+    return align == 0 || reinterpret_cast<std::uintptr_t>(p) % align == 0;
+}
+
 StatusOr<std::shared_ptr<Mapping>> map_fd(int fd, std::uint64_t offset, std::uint64_t length,
                                           const std::string& what) {
     auto m = std::make_shared<Mapping>();
@@ -68,7 +115,8 @@ StatusOr<std::shared_ptr<Mapping>> map_fd(int fd, std::uint64_t offset, std::uin
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     const std::uint64_t aligned = offset - offset % page;
     const std::uint64_t span = length + (offset - aligned);
-    void* p = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(aligned));
+    void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd,
+                     static_cast<off_t>(aligned));
     if (p == MAP_FAILED)
         return Status::error(ErrorCode::io_error, "cannot map ", what, ": ", std::strerror(errno));
     m->base = p;
@@ -233,11 +281,12 @@ StatusOr<Tensor> Converter::read_external(const onnx::TensorProto& t, DType dtyp
                   limits_.max_external_bytes, " bytes");
     external_bytes_ += length;
     if (length == 0) return Tensor::allocate(dtype, shape);
-    // Use the mapping in place when the data is suitably aligned; else copy it out.
+    // Use the mapping in place (ModelLimits::map_weights) when the data is aligned to its
+    // elements; else copy it out.
     DSINFER_ASSIGN_OR_RETURN(auto mapping, map_fd(file.fd, offset, length, "'" + location + "'"));
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     auto* ptr = static_cast<char*>(mapping->base) + (offset % page);
-    if (reinterpret_cast<std::uintptr_t>(ptr) % kTensorAlignment == 0) {
+    if (limits_.map_weights && usable_in_place(ptr, dtype)) {
         return Tensor::wrap(ptr, dtype, shape, Device{}, std::shared_ptr<void>(mapping, ptr));
     }
     DSINFER_ASSIGN_OR_RETURN(Tensor copy, Tensor::allocate(dtype, shape));
@@ -312,7 +361,8 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
         DSINFER_RETURN_IF_ERROR(check_bool_bytes(ext, what));
         return ext;
     }
-    if (streamed_ != nullptr) {  // raw_data already in an aligned buffer (streaming reader)
+    if (streamed_ != nullptr) {  // raw_data from the streaming reader: an aligned buffer or
+                                 // a range of the file's mapping
         DSINFER_CHECK(typed_count == 0, ErrorCode::invalid_model, what,
                       ": data in both raw_data and a typed field");
         DSINFER_CHECK(dtype != DType::string, ErrorCode::invalid_model, what,
@@ -320,6 +370,12 @@ StatusOr<Tensor> Converter::convert_tensor(const onnx::TensorProto& t, const std
         DSINFER_CHECK(streamed_->num_bytes() == bytes, ErrorCode::invalid_model, what,
                       ": raw_data has ", streamed_->num_bytes(), " bytes, expected ", bytes,
                       " for shape ", shape.to_string(), " of ", dtype_name(dtype));
+        if (!usable_in_place(streamed_->raw_data(), dtype)) {  // a mapped range, misaligned
+            DSINFER_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype, shape));
+            if (bytes > 0) std::memcpy(out.raw_data(), streamed_->raw_data(), bytes);
+            DSINFER_RETURN_IF_ERROR(check_bool_bytes(out, what));
+            return out;
+        }
         Tensor out = Tensor::wrap(streamed_->raw_data(), dtype, shape, Device{},
                                   std::make_shared<Tensor>(*streamed_));
         DSINFER_RETURN_IF_ERROR(check_bool_bytes(out, what));
@@ -926,6 +982,9 @@ struct StreamState {
     std::vector<std::string> initializers;  // each TensorProto without raw_data
     std::vector<Tensor> raw;                // its raw_data (null if none)
     const ModelLimits* limits = nullptr;
+    /// The whole file, mapped (ModelLimits::map_weights): raw_data of kMapMinBytes or more is
+    /// skipped by the reader and used in place from here.
+    std::shared_ptr<Mapping> map;
     bool too_big = false;
     bool has_graph = false;  // the file has a graph field (re-assembled only then)
     GraphEntryCounts counts;
@@ -946,6 +1005,13 @@ bool read_tensor(CodedInputStream& in, StreamState& s) {
             if (in.BytesUntilTotalBytesLimit() >= 0 &&
                 static_cast<std::int64_t>(len) > in.BytesUntilTotalBytesLimit())
                 return false;  // truncated: never allocate what the file cannot hold
+            if (s.map != nullptr && len >= kMapMinBytes) {
+                // CurrentPosition() is the file offset: the stream starts at offset 0.
+                const auto offset = static_cast<std::uint64_t>(in.CurrentPosition());
+                if (!in.Skip(static_cast<int>(len))) return false;
+                raw = mapped_bytes(s.map, offset, len);
+                continue;
+            }
             auto t = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(len)});
             if (!t.is_ok()) throw std::bad_alloc();
             raw = std::move(t).value();
@@ -999,15 +1065,18 @@ bool read_model(CodedInputStream& in, StreamState& s) {
 }  // namespace
 
 StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLimits& limits) {
-    // Streamed through read() (a mapping would keep the file's pages resident as another copy),
-    // with the weights read straight into their final buffers (see the streaming reader).
+    // Streamed through read(), with the weights read straight into their final buffers (see
+    // the streaming reader); with ModelLimits::map_weights, large raw_data is skipped and used
+    // in place from a private mapping of the file instead (its pages become resident only as
+    // they are used: an embedding table only by the rows a run gathers).
     DSINFER_ASSIGN_OR_RETURN(MappedFile f, map_file(path, limits.max_model_bytes));
-    f.map.reset();
+    if (!limits.map_weights) f.map.reset();
     std::filesystem::path dir = path.parent_path();
     if (dir.empty()) dir = ".";
     try {
         StreamState s;
         s.limits = &limits;
+        s.map = f.map;
         {
             if (::lseek(f.fd.fd, 0, SEEK_SET) != 0)
                 return Status::error(ErrorCode::io_error, "cannot read '", path.string(), "'");
@@ -1023,6 +1092,13 @@ StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLi
                                      "the tensor size limit of ", limits.max_tensor_bytes, " bytes");
             if (s.too_many != nullptr) return too_many_entries(s.too_many, limits);
             if (!ok) return parse_failed(limits);
+            // Tensors now point into the mapping: a file cut short since it was opened would
+            // fault on their pages (SIGBUS) instead of failing here.
+            struct stat st {};
+            if (s.map != nullptr &&
+                (::fstat(f.fd.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < f.size))
+                return Status::error(ErrorCode::io_error, "'", path.string(),
+                                     "' was truncated while it was being loaded");
         }
         // Re-assemble the small remainder and parse it with protobuf (bounded as before).
         std::string graph_bytes = std::move(s.graph_rest);

@@ -6,8 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "unit/model_builder.hpp"
@@ -570,4 +573,118 @@ TEST_CASE("Streaming reader: hostile raw_data lengths and placements", "[loader]
         CHECK(load_file_code(d.path / "e.onnx", &msg) == ErrorCode::invalid_model);
         CHECK_THAT(msg, Catch::Contains("inline data"));
     }
+}
+
+// ---- weights used in place from the file (ModelLimits::map_weights) ------------------------
+
+namespace {
+/// The path of the file mapping that holds `p` in this process ("" if none: heap, anonymous).
+std::string mapped_file_of(const void* p) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    while (std::getline(maps, line)) {
+        std::uintptr_t lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || addr < lo || addr >= hi)
+            continue;
+        const auto slash = line.find('/');
+        return slash == std::string::npos ? std::string() : line.substr(slash);
+    }
+    return {};
+}
+
+std::vector<float> ramp(std::size_t n, float base) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = base + static_cast<float>(i % 977) * 0.5f;
+    return v;
+}
+}  // namespace
+
+TEST_CASE("Mapped weights: large aligned initializers are used in place, copy-on-write",
+          "[loader]") {
+    TempDir d;
+    // Four 128 KiB initializers whose names differ in length: their raw_data lands at
+    // different offsets modulo 4, some element-aligned (used in place), some not (copied).
+    constexpr std::size_t n = 32768;
+    onnx::ModelProto m = add_model(good_w());
+    const std::vector<std::string> names = {"big", "big1", "big12", "big123"};
+    for (std::size_t i = 0; i < names.size(); ++i)
+        *m.mutable_graph()->add_initializer() =
+            float_tensor(names[i], {static_cast<std::int64_t>(n)}, ramp(n, 10.0f * i));
+    const std::string bytes = bytes_of(m);
+    d.write("m.onnx", bytes);
+    const fs::path file = d.path / "m.onnx";
+
+    for (const bool map : {true, false}) {
+        INFO("map_weights " << map);
+        ModelLimits limits;
+        limits.map_weights = map;
+        Graph g = load_onnx(file, limits);
+        int mapped = 0, copied = 0;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const std::vector<float> want = ramp(n, 10.0f * i);
+            Tensor& t = *g.value(*g.find_value(names[i])).initializer;
+            const auto at = bytes.find(floats_bytes(want));
+            REQUIRE(at != std::string::npos);
+            INFO(names[i] << " at file offset " << at);
+            REQUIRE(t.num_bytes() == n * 4);
+            CHECK(std::memcmp(t.raw_data(), want.data(), n * 4) == 0);
+            CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % alignof(float) == 0);
+            const std::string where = mapped_file_of(t.raw_data());
+            if (map && at % 4 == 0) {
+                CHECK(fs::equivalent(fs::path(where), file));
+                ++mapped;
+                // Copy-on-write: the tensor changes, the file does not.
+                t.data<float>()[5] = -1.0f;
+                CHECK(t.data<float>()[5] == -1.0f);
+                std::ifstream in(file, std::ios::binary);
+                std::string now((std::istreambuf_iterator<char>(in)), {});
+                CHECK(now == bytes);
+            } else {
+                CHECK(where.empty());
+                ++copied;
+            }
+        }
+        CHECK(mapped + copied == 4);
+        if (map) {  // the file exercises both paths
+            CHECK(mapped >= 1);
+            CHECK(copied >= 1);
+        } else {
+            CHECK(mapped == 0);
+        }
+        // The small initializer is read into an aligned buffer either way.
+        CHECK(mapped_file_of(g.value(*g.find_value("W")).initializer->raw_data()).empty());
+    }
+    // The mapping outlives the Graph's copies only as long as they do: a tensor kept from a
+    // destroyed Graph still reads its values.
+    Tensor kept;
+    std::size_t kept_index = 0;
+    {
+        Graph g = load_onnx(file);
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const Tensor& t = *g.value(*g.find_value(names[i])).initializer;
+            if (!mapped_file_of(t.raw_data()).empty()) {
+                kept = t;
+                kept_index = i;
+            }
+        }
+    }
+    REQUIRE(!kept.is_null());
+    const std::vector<float> want = ramp(n, 10.0f * kept_index);
+    CHECK(std::memcmp(kept.raw_data(), want.data(), n * 4) == 0);
+}
+
+TEST_CASE("Mapped weights: a file cut inside or after a mapped raw_data is invalid_model",
+          "[loader][bad]") {
+    TempDir d;
+    onnx::ModelProto m = add_model(good_w());
+    *m.mutable_graph()->add_initializer() = float_tensor("big", {32768}, ramp(32768, 1.0f));
+    const std::string bytes = bytes_of(m);
+    const auto at = bytes.find(floats_bytes(ramp(32768, 1.0f)));
+    REQUIRE(at != std::string::npos);
+    for (const std::size_t cut : {at, at + 1, at + 4096, at + 65536, at + 131071, bytes.size() - 1}) {
+        INFO("cut at " << cut << " of " << bytes.size());
+        CHECK(file_code(d, bytes.substr(0, cut)) == ErrorCode::invalid_model);
+    }
+    CHECK(file_code(d, bytes) == ErrorCode::ok);
 }
