@@ -1,9 +1,9 @@
 // Fast f32 kernel of com.dsinfer MultiHeadAttention (docs/OPTIMIZER.md): flash-style attention.
 // Work items are (batch, head, tile of up to kMaxTileRows query rows); each walks the keys in
 // tiles of kKvTile with an online softmax (attention_tiles.inc), so the Sq x Sk score matrix is
-// never materialized. Per thread the workspace holds the head's K and V packed contiguous (Kᵀ
-// tiles and V rows; all of them while they fit 16 MiB, so the query tiles of a head pack them
-// once, else one tile of each), one score tile [64 x 128] and one output accumulator [64 x Dv]
+// never materialized. Per thread the workspace holds the head's K and V packed in contiguous
+// column panels (Kᵀ tiles and V rows; all of them while they fit 16 MiB, so the query tiles of
+// a head pack them once, else one tile of each), one score tile [64 x 128] and one output accumulator [64 x Dv]
 // (112 KiB at sequence 128 and head sizes 64). The tile loops are compiled for AVX-512,
 // AVX2+FMA and the baseline and picked by the fast kernels' ISA (DSINFER_MAX_CPU_ISA caps it).
 // Threads take contiguous ranges of work items; a row's arithmetic does not depend on the
@@ -57,6 +57,11 @@ struct MhaProblem {
     SimdOps::UnaryFn exp;
     void (*transpose)(const std::uint32_t*, int64_t, std::uint32_t*, int64_t, int64_t,
                       int64_t) noexcept;
+};
+
+/// The work item a thread computes after the current one (b < 0: none).
+struct MhaNext {
+    int64_t b = -1, h = 0, i0 = 0, rows = 0;
 };
 
 /// One thread's workspace.
@@ -114,7 +119,7 @@ namespace baseline {
 }  // namespace baseline
 
 using RowsFn = void (*)(const MhaProblem&, const MhaScratch&, int64_t, int64_t, int64_t,
-                        int64_t, int64_t*) noexcept;
+                        int64_t, int64_t*, const MhaNext&) noexcept;
 
 RowsFn rows_fn() noexcept {
 #if DSINFER_ATTN_X86
@@ -238,12 +243,21 @@ public:
             for (int64_t slot = s0; slot < s1; ++slot) {
                 const MhaScratch w = scratch_at(base + slot * plan.slot_floats, plan, d.head);
                 int64_t packed = -1;
-                for (int64_t it = items * slot / used; it < items * (slot + 1) / used; ++it) {
+                auto item = [&](int64_t it) {
                     const int64_t qt = it % q_tiles;
                     const int64_t bh_i = it / q_tiles;
-                    const int64_t i0 = qt * tile;
-                    rows(p, w, bh_i / d.heads, bh_i % d.heads, i0, std::min(tile, d.q_len - i0),
-                         &packed);
+                    MhaNext m;
+                    m.b = bh_i / d.heads;
+                    m.h = bh_i % d.heads;
+                    m.i0 = qt * tile;
+                    m.rows = std::min(tile, d.q_len - m.i0);
+                    return m;
+                };
+                const int64_t end = items * (slot + 1) / used;
+                for (int64_t it = items * slot / used; it < end; ++it) {
+                    const MhaNext cur = item(it);
+                    rows(p, w, cur.b, cur.h, cur.i0, cur.rows, &packed,
+                         it + 1 < end ? item(it + 1) : MhaNext{});
                 }
             }
         });
