@@ -65,7 +65,8 @@ const std::string kUsage = std::string(
     "  --warmup N          untimed runs after the first run (default 3)\n"
     "  --iterations N      at least N timed runs (default 10)\n"
     "  --min-time S        and at least S seconds of timed runs (default 3)\n"
-    "  --profile           after timing, print time per op type and kernel provider\n"
+    "  --profile           after timing, print time per op type and kernel provider, and\n"
+    "                      the slowest nodes with their shapes\n"
     "                      (to stderr with --json)\n"
     "  --json              print one JSON object on one line\n";
 
@@ -560,6 +561,23 @@ void print_profile(const InferenceEngine& engine, const std::vector<NamedTensor>
         fmt::print(out, "    {:>9.3f} ms {:5.1f}%  {:4d} x  {}\n", rows[static_cast<std::size_t>(i)].second.first,
                    100.0 * rows[static_cast<std::size_t>(i)].second.first / total,
                    rows[static_cast<std::size_t>(i)].second.second, rows[static_cast<std::size_t>(i)].first);
+    // The slowest nodes, with the shapes of their first two inputs and their first output.
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < nodes.size() && i < ms.size(); ++i) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return ms[x] > ms[y]; });
+    const Graph& g = engine.graph();
+    auto shape_of = [&](const std::vector<ValueId>& ids, std::size_t k) -> std::string {
+        if (k >= ids.size() || ids[k] == kNoValue) return "-";
+        return g.value(ids[k]).shape.to_string();
+    };
+    fmt::print(out, "  slowest nodes (ms per run; inputs 0 and 1 -> output 0)\n");
+    for (int i = 0; i < top && i < static_cast<int>(order.size()); ++i) {
+        const Node& n = nodes[order[static_cast<std::size_t>(i)]];
+        const double t = ms[order[static_cast<std::size_t>(i)]] / kRuns;
+        fmt::print(out, "    {:>9.3f} ms {:5.1f}%  {} '{}'  {} {} -> {}\n", t, 100.0 * t / total,
+                   n.op_type, n.name, shape_of(n.inputs, 0), shape_of(n.inputs, 1),
+                   shape_of(n.outputs, 0));
+    }
 }
 
 int run(const Args& a) {
