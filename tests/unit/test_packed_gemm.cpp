@@ -202,9 +202,11 @@ TEST_CASE("packed GEMM packs A and sums K blocks in the caller's workspace, or i
     std::mt19937 rng(9);
     // {m, k, n, ldc}: panel chunks (one A buffer, equal row blocks) and row tiles (one A buffer
     // per thread); K over several blocks with C's rows colliding in L1 (ldc 512 and 1024: the
-    // partial sums go to accumulation buffers) or not, and K in one block.
-    const std::int64_t shapes[][4] = {
-        {1024, 300, 512, 512}, {401, 600, 20, 1024}, {1024, 300, 200, 200}, {300, 96, 100, 100}};
+    // partial sums go to accumulation buffers; ldc 768 with K over 4 blocks too) or not, and K
+    // in one block.
+    const std::int64_t shapes[][4] = {{1024, 300, 512, 512}, {401, 600, 20, 1024},
+                                      {300, 1100, 80, 768},  {1024, 300, 200, 200},
+                                      {300, 96, 100, 100}};
     for (Isa isa : isas())
         for (const auto& s : shapes) {
             const std::int64_t m = s[0], k = s[1], n = s[2], ldc = s[3];
