@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "onnx_test_data.hpp"
+
 namespace fs = std::filesystem;
 using namespace dsinfer;
 
@@ -148,16 +150,6 @@ std::string compare(const Tensor& actual, const Tensor& expected, double rtol, d
     return os.str();
 }
 
-std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
-    std::vector<fs::path> files;
-    for (int i = 0;; ++i) {
-        fs::path p = dir / (prefix + std::to_string(i) + ".pb");
-        if (!fs::exists(p)) break;
-        files.push_back(p);
-    }
-    return files;
-}
-
 Result run_test(const fs::path& dir, const Options& opt) {
     Result r;
     r.name = dir.filename().string();
@@ -189,8 +181,8 @@ Result run_test(const fs::path& dir, const Options& opt) {
     // Per test-data set: inputs and the default level's outputs (for --compare-levels).
     std::vector<std::vector<NamedTensor>> set_inputs, set_outputs;
     for (const auto& set : sets) {
-        auto in_files = numbered(set, "input_");
-        auto out_files = numbered(set, "output_");
+        auto in_files = dsinfer::tools::numbered_pb_files(set, "input_");
+        auto out_files = dsinfer::tools::numbered_pb_files(set, "output_");
         const auto& ins = engine->inputs();
         if (in_files.size() > ins.size())
             return finish(Outcome::fail, std::to_string(in_files.size()) + " input files for " +

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "onnx_test_data.hpp"
 #include "unit/model_builder.hpp"
 
 using namespace dsinfer;
@@ -99,16 +100,6 @@ std::vector<double> specials(DType t) {
 
 // ---- 1. sweep over the node conformance tests -------------------------------------------------
 
-std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
-    std::vector<fs::path> files;
-    for (int i = 0;; ++i) {
-        fs::path p = dir / (prefix + std::to_string(i) + ".pb");
-        if (!fs::exists(p)) break;
-        files.push_back(p);
-    }
-    return files;
-}
-
 bool draws_random_numbers(const std::string& name) {
     for (const char* s : {"random", "bernoulli", "multinomial", "dropout"})
         if (name.find(s) != std::string::npos) return true;
@@ -132,7 +123,8 @@ std::string sweep_one(const fs::path& dir) {
     } catch (const Error&) {
         return "skip load";
     }
-    const std::vector<fs::path> files = numbered(dir / "test_data_set_0", "input_");
+    const std::vector<fs::path> files =
+        dsinfer::tools::numbered_pb_files(dir / "test_data_set_0", "input_");
     const auto& decl = engine->inputs();
     if (files.size() > decl.size()) return "skip inputs";
     std::vector<NamedTensor> original;
