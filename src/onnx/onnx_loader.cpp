@@ -58,6 +58,9 @@ struct Fd {
 struct Mapping {
     void* base = MAP_FAILED;
     std::size_t length = 0;
+    /// Copy-on-write. False when the system refused the commit charge of a private writable
+    /// mapping (vm.overcommit_memory = 2) and it is read-only: then nothing uses it in place.
+    bool writable = true;
     ~Mapping() {
         if (base != MAP_FAILED && length > 0) ::munmap(base, length);
     }
@@ -117,6 +120,10 @@ StatusOr<std::shared_ptr<Mapping>> map_fd(int fd, std::uint64_t offset, std::uin
     const std::uint64_t span = length + (offset - aligned);
     void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd,
                      static_cast<off_t>(aligned));
+    if (p == MAP_FAILED && errno == ENOMEM) {
+        p = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(aligned));
+        m->writable = false;
+    }
     if (p == MAP_FAILED)
         return Status::error(ErrorCode::io_error, "cannot map ", what, ": ", std::strerror(errno));
     m->base = p;
@@ -286,7 +293,7 @@ StatusOr<Tensor> Converter::read_external(const onnx::TensorProto& t, DType dtyp
     DSINFER_ASSIGN_OR_RETURN(auto mapping, map_fd(file.fd, offset, length, "'" + location + "'"));
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     auto* ptr = static_cast<char*>(mapping->base) + (offset % page);
-    if (limits_.map_weights && usable_in_place(ptr, dtype)) {
+    if (limits_.map_weights && mapping->writable && usable_in_place(ptr, dtype)) {
         return Tensor::wrap(ptr, dtype, shape, Device{}, std::shared_ptr<void>(mapping, ptr));
     }
     DSINFER_ASSIGN_OR_RETURN(Tensor copy, Tensor::allocate(dtype, shape));
@@ -1070,7 +1077,7 @@ StatusOr<Graph> read_onnx_model(const std::filesystem::path& path, const ModelLi
     // in place from a private mapping of the file instead (its pages become resident only as
     // they are used: an embedding table only by the rows a run gathers).
     DSINFER_ASSIGN_OR_RETURN(MappedFile f, map_file(path, limits.max_model_bytes));
-    if (!limits.map_weights) f.map.reset();
+    if (!limits.map_weights || !f.map->writable) f.map.reset();
     std::filesystem::path dir = path.parent_path();
     if (dir.empty()) dir = ".";
     try {

@@ -3,9 +3,10 @@
 // tiles of kKvTile with an online softmax (attention_tiles.inc), so the Sq x Sk score matrix is
 // never materialized. Per thread the workspace holds the head's K and V packed in contiguous
 // column panels (Kᵀ tiles and V rows; all of them while they fit 16 MiB, so the query tiles of
-// a head pack them once, else one tile of each), one score tile [64 x 128] and one output accumulator [64 x Dv]
-// (112 KiB at sequence 128 and head sizes 64). The tile loops are compiled for AVX-512,
-// AVX2+FMA and the baseline and picked by the fast kernels' ISA (DSINFER_MAX_CPU_ISA caps it).
+// a head pack them once, else one tile of each), one score tile [64 x 128] and one output
+// accumulator [64 x Dv] (112 KiB at sequence 128 and head sizes 64). The tile loops are
+// compiled for AVX-512, AVX2+FMA and the baseline and picked by the fast kernels' ISA
+// (DSINFER_MAX_CPU_ISA caps it).
 // Threads take contiguous ranges of work items; a row's arithmetic does not depend on the
 // thread count or the tile height, so results are identical for any thread count.
 // Numerics vs the reference kernel: different summation order and the fast exp (<= 1 ulp);
@@ -59,8 +60,8 @@ struct MhaProblem {
                       int64_t) noexcept;
 };
 
-/// The work item a thread computes after the current one (b < 0: none).
-struct MhaNext {
+/// One work item: query rows [i0, i0 + rows) of (batch b, head h); b < 0: none.
+struct MhaItem {
     int64_t b = -1, h = 0, i0 = 0, rows = 0;
 };
 
@@ -119,7 +120,7 @@ namespace baseline {
 }  // namespace baseline
 
 using RowsFn = void (*)(const MhaProblem&, const MhaScratch&, int64_t, int64_t, int64_t,
-                        int64_t, int64_t*, const MhaNext&) noexcept;
+                        int64_t, int64_t*, const MhaItem&) noexcept;
 
 RowsFn rows_fn() noexcept {
 #if DSINFER_ATTN_X86
@@ -246,7 +247,7 @@ public:
                 auto item = [&](int64_t it) {
                     const int64_t qt = it % q_tiles;
                     const int64_t bh_i = it / q_tiles;
-                    MhaNext m;
+                    MhaItem m;
                     m.b = bh_i / d.heads;
                     m.h = bh_i % d.heads;
                     m.i0 = qt * tile;
@@ -255,9 +256,9 @@ public:
                 };
                 const int64_t end = items * (slot + 1) / used;
                 for (int64_t it = items * slot / used; it < end; ++it) {
-                    const MhaNext cur = item(it);
+                    const MhaItem cur = item(it);
                     rows(p, w, cur.b, cur.h, cur.i0, cur.rows, &packed,
-                         it + 1 < end ? item(it + 1) : MhaNext{});
+                         it + 1 < end ? item(it + 1) : MhaItem{});
                 }
             }
         });
