@@ -9,7 +9,8 @@
 // blocks in per-thread accumulation buffers), 3 = the same without a workspace (A in buffers
 // kept per thread, partial sums in C), 1 = oneDNN matmul with B in its plain layout, 2 = oneDNN
 // matmul with B reordered once into the layout the primitive picks ("any"), as dsinfer's oneDNN
-// backend does.
+// backend does, 4 = dsinfer's packed GEMM with B cold (copies of packed B beyond the L3's size
+// taken in turn, as a model's layers find their weights).
 // The GFLOP/s counter counts 2 flops per multiply-add, over CPU time at 1 thread and over
 // wall time at 2. The machine is shared: compare rows of one run, with interleaved
 // repetitions and medians, e.g.
@@ -17,6 +18,7 @@
 //               --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -49,7 +51,27 @@ void BM_Sgemm(benchmark::State& state) {
     const auto a = uniform(m * k, 1, 1.f);
     const auto bt = uniform(n * k, 2, 0.05f);  // [N, K]
     std::vector<float> c(static_cast<std::size_t>(m * n));
-    if (impl == 0 || impl == 3) {
+    if (impl == 4) {
+        // B cold, as in a model run (each layer's weights come from memory, not from the
+        // cache): copies of packed B, more than the L3 holds, taken in turn.
+        const auto packed = dsinfer::detail::pack_b(bt.data(), k, n, true);
+        const int64_t bytes = packed.panels * packed.nr * k * 4;
+        const int64_t copies = std::max<int64_t>(2, (int64_t{96} << 20) / bytes + 1);
+        std::vector<dsinfer::detail::PackedB> cold(static_cast<std::size_t>(copies));
+        for (auto& b : cold) b = dsinfer::detail::pack_b(bt.data(), k, n, true);
+        std::vector<unsigned char> ws(dsinfer::detail::sgemm_workspace_bytes(
+            m, k, n, packed.isa, dsinfer::detail::max_threads()));
+        state.SetLabel(std::string("dsinfer ") + dsinfer::detail::fast::isa_name(packed.isa) +
+                       " B cold");
+        std::size_t next = 0;
+        for (auto _ : state) {
+            dsinfer::detail::sgemm_packed(m, a.data(), k, cold[next], c.data(), n, nullptr, 1.f,
+                                          dsinfer::detail::GemmActivation::none, ws.data(),
+                                          ws.size());
+            next = (next + 1) % cold.size();
+            benchmark::ClobberMemory();
+        }
+    } else if (impl == 0 || impl == 3) {
         const auto packed = dsinfer::detail::pack_b(bt.data(), k, n, true);
         std::vector<unsigned char> ws(
             impl == 0 ? dsinfer::detail::sgemm_workspace_bytes(m, k, n, packed.isa,
@@ -104,9 +126,12 @@ template <int64_t Threads>
 void shapes(benchmark::internal::Benchmark* b) {
     const int64_t mkn[][3] = {{64, 1024, 4096}, {64, 4096, 4096}, {64, 4096, 1024},
                               {128, 768, 768},  {128, 768, 3072}, {128, 3072, 768},
-                              {1024, 768, 768}, {1024, 768, 3072}, {1024, 3072, 768}};
+                              {1024, 768, 768}, {1024, 768, 3072}, {1024, 3072, 768},
+                              // conv_gemm at ResNet-50 batch 8 (3x3, 512 -> 512 at 7x7), and
+                              // narrow products that threads split by row tiles (N <= 256)
+                              {392, 4608, 512}, {784, 2304, 256}, {1568, 1152, 128}};
     for (const auto& s : mkn)
-        for (int64_t impl : {0, 3, 1, 2}) b->Args({s[0], s[1], s[2], impl, Threads});
+        for (int64_t impl : {0, 3, 1, 2, 4}) b->Args({s[0], s[1], s[2], impl, Threads});
 }
 
 // One thread: CPU time, which a shared machine's other processes disturb less than wall time.
