@@ -56,6 +56,7 @@ const std::string kUsage = std::string(
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
     "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3] [--profile]\n"
+    "                    [--profile-nodes N]\n"
     "                    [--json]\n"
     "\n"
     "  --model PATH        ONNX model to time (required)\n"
@@ -66,8 +67,9 @@ const std::string kUsage = std::string(
     "  --iterations N      at least N timed runs (default 10)\n"
     "  --min-time S        and at least S seconds of timed runs (default 3)\n"
     "  --profile           after timing, print time per op type and kernel provider, and\n"
-    "                      the slowest nodes with their shapes\n"
+    "                      the 15 slowest nodes with their shapes\n"
     "                      (to stderr with --json)\n"
+    "  --profile-nodes N   --profile, listing the N slowest op types and nodes\n"
     "  --json              print one JSON object on one line\n";
 
 const bench::Usage kCli{"ds-benchmark", kUsage};
@@ -106,7 +108,9 @@ Args parse_args(int argc, char** argv) {
             a.min_time_s = p.number(0.0, false, "a number of seconds");
         } else if (flag == "--profile") {
             p.no_value();
-            a.profile = 15;
+            a.profile = std::max(a.profile, 15);
+        } else if (flag == "--profile-nodes") {
+            a.profile = static_cast<int>(p.integer(1, 1 << 20));
         } else {
             p.unknown();
         }
