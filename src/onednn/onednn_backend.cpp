@@ -1,6 +1,8 @@
 // The oneDNN backend: engine, streams, shared helpers and registration of every oneDNN kernel.
 #include <dnnl.hpp>
 
+#include <stdexcept>
+
 #include "dsinfer/backends/onednn.hpp"
 #include "onednn/onednn_common.hpp"
 
@@ -77,20 +79,42 @@ std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& 
         return same;
     }
     auto out = std::make_shared<dnnl::memory>(want, cpu_engine());
-    // From the stored weights, or (once they are gone) from the first packed copy.
-    dnnl::memory src = held ? wrap(have, w_.raw_data()) : *packed_.front().second;
+    // From the stored weights, or (once they are gone) from the first packed copy, or from the
+    // owner's own copy (drop_original).
+    if (!held && packed_.empty() && plain_.is_null()) {
+        if (!restore_) throw std::runtime_error("weights dropped before they were packed");
+        StatusOr<Tensor> t = restore_();
+        if (!t.is_ok()) throw std::runtime_error(t.status().message());
+        plain_ = std::move(t).value();
+    }
+    dnnl::memory src = held               ? wrap(have, w_.raw_data())
+                       : packed_.empty() ? wrap(have, plain_.raw_data())
+                                         : *packed_.front().second;
     auto& s = thread_stream();
     dnnl::reorder(src, *out).execute(s, src, *out);
     s.wait();
     packed_.emplace_back(want, out);
     if (held && drop_original_ && !aliased_) w_ = Tensor();
+    if (restore_) plain_ = Tensor();  // rebuilt on demand
     return out;
+}
+
+void WeightPacker::drop_original(std::function<StatusOr<Tensor>()> restore) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!drop_original_ || aliased_) return;
+    w_ = Tensor();
+    plain_ = Tensor();
+    restore_ = std::move(restore);
 }
 
 StatusOr<Tensor> WeightPacker::plain(const dnnl::memory::desc& have) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (w_.raw_data() != nullptr) return w_;
     if (!plain_.is_null()) return plain_;
+    if (packed_.empty() && restore_) {
+        DSINFER_ASSIGN_OR_RETURN(plain_, restore_());
+        return plain_;
+    }
     if (packed_.empty()) return Status(ErrorCode::internal, "weights dropped before they were packed");
     DSINFER_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(DType::f32,
                                                         Shape{static_cast<std::int64_t>(have.get_size() / sizeof(float))}));

@@ -13,9 +13,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <unordered_map>
-#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -199,12 +199,17 @@ public:
     /// The weights in the stored layout `have`: the stored tensor while it is held, else a copy
     /// reordered back from the first packed one (made once, then kept).
     StatusOr<Tensor> plain(const dnnl::memory::desc& have) const;
+    /// For a caller that now holds the weights in a form of its own (dsinfer's packed GEMM):
+    /// lets go of the stored tensor (when this packer may, and no packed entry reads it in
+    /// place); `restore` rebuilds it, in the stored layout, when plain() or get() needs it.
+    void drop_original(std::function<StatusOr<Tensor>()> restore) const;
 
 private:
     mutable Tensor w_;
     bool drop_original_;
     mutable bool aliased_ = false;  ///< a packed entry reads w_ in place: w_ must stay
     mutable Tensor plain_;          ///< plain() after the original was dropped
+    mutable std::function<StatusOr<Tensor>()> restore_;  ///< see drop_original
     mutable std::mutex mu_;
     mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<const dnnl::memory>>> packed_;
 };

@@ -7,8 +7,14 @@
 // backend's blocked layout between oneDNN kernels (layout negotiation, kernel.hpp): Conv offers
 // a blocked input when its channels fit the block and a blocked output when its output channels
 // do. Output shapes and validation come from the fallback kernel's prepare.
+// Where oneDNN's direct convolution is slow (small output maps, strided windows:
+// conv_gemm_preferred) and both sides are blocked, the kernel runs dsinfer's im2col + packed GEMM
+// instead (src/cpu/fast/conv_gemm.hpp), on weights it packs once for that GEMM; the stored
+// weights then go too (rebuilt from the GEMM's copy if a fallback or another shape class asks).
 #include <algorithm>
 
+#include "cpu/fast/conv_gemm.hpp"
+#include "cpu/parallel.hpp"
 #include "cpu/reference/nn_window.hpp"
 #include "onednn/onednn_common.hpp"
 
@@ -19,6 +25,9 @@ using std::int64_t;
 
 struct ConvPrim {
     bool usable = false;
+    bool gemm = false;   ///< dsinfer's im2col + packed GEMM instead of a primitive
+    ConvGemmShape geometry;
+    std::shared_ptr<const PackedB> gemm_weights;
     dnnl::primitive prim;
     dnnl::memory::desc src_md, dst_md, bias_md, scratch_md;
     std::shared_ptr<const dnnl::memory> weights;
@@ -89,6 +98,17 @@ public:
         if (!p.is_ok()) return p.status();
         const ConvPrim& c = *p.value();
         if (!c.usable) return run_reference(ctx);
+        if (c.gemm) {
+            const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
+            if (!conv_gemm_blocked(c.geometry, static_cast<const float*>(ctx.input(0).raw),
+                                   *c.gemm_weights,
+                                   bias_ ? bias_->data<float>() : nullptr, z,
+                                   static_cast<float*>(ctx.output(0).raw), epilogue_.act,
+                                   ctx.workspace(), ctx.workspace_bytes()))
+                return Status(ErrorCode::resource_exhausted,
+                              "out of memory for the convolution's im2col buffers");
+            return Status::ok();
+        }
         if (residual_) {
             // FusedConv's Z (same shape and layout as Y) enters through the sum post-op.
             const TensorView& z = ctx.input(3);
@@ -252,6 +272,34 @@ private:
             }
         }
         const bool blocked = nsp == 2;
+        if (!transpose_ && blocked && blocked_in_ && blocked_out_ && a_.group == 1 &&
+            dil[0] == 0 && dil[1] == 0 && epilogue_.output_scale == 1.f &&
+            (channel_block() == 8 || channel_block() == 16)) {
+            ConvGemmShape g;
+            g.n = x[0];
+            g.c = x[1];
+            g.h = x[2];
+            g.w = x[3];
+            g.oc = y[1];
+            g.oh = y[2];
+            g.ow = y[3];
+            g.kh = w_shape_[2];
+            g.kw = w_shape_[3];
+            g.sh = strides[0];
+            g.sw = strides[1];
+            g.ph = pl[0];
+            g.pw = pl[1];
+            g.block = channel_block();
+            if (g.c == w_shape_[1] && g.oc == w_shape_[0] && g.c % g.block == 0 &&
+                g.oc % g.block == 0 && conv_gemm_preferred(g)) {
+                DSINFER_ASSIGN_OR_RETURN(c.gemm_weights, gemm_weights(g));
+                c.geometry = g;
+                c.gemm = true;
+                c.scratch_bytes = conv_gemm_workspace_bytes(g, max_threads());
+                c.usable = true;
+                return Status::ok();
+            }
+        }
         c.src_md = act_md(x, blocked && blocked_in_);
         c.dst_md = act_md(y, blocked && blocked_out_);
         const auto src_any = c.src_md, dst_any = c.dst_md;
@@ -282,6 +330,23 @@ private:
         return Status::ok();
     }
 
+    /// The weights packed for conv_gemm (once; the same for every shape class). The stored
+    /// ones are let go then (the node's own kernel), rebuilt from this copy on demand.
+    StatusOr<std::shared_ptr<const PackedB>> gemm_weights(const ConvGemmShape& g) const {
+        std::lock_guard<std::mutex> lock(gemm_mu_);
+        if (gemm_w_) return gemm_w_;
+        DSINFER_ASSIGN_OR_RETURN(Tensor w, packer_.plain(user_md()));
+        auto packed = std::make_shared<const PackedB>(pack_conv_gemm_weights(w.data<float>(), g));
+        gemm_w_ = packed;
+        const Shape shape = w_shape_;
+        packer_.drop_original([packed, g, shape]() -> StatusOr<Tensor> {
+            DSINFER_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(DType::f32, shape));
+            unpack_conv_gemm_weights(*packed, g, t.data<float>());
+            return t;
+        });
+        return gemm_w_;
+    }
+
     bool transpose_;
     ConvAttrs a_;
     Shape w_shape_;
@@ -293,6 +358,8 @@ private:
     std::uint64_t in_mask_ = 0, out_mask_ = 0;
     WeightPacker packer_;
     PrimitiveCache<ConvPrim> cache_;
+    mutable std::mutex gemm_mu_;
+    mutable std::shared_ptr<const PackedB> gemm_w_;
 };
 
 template <bool Transpose>

@@ -1141,6 +1141,55 @@ TEST_CASE("oneDNN blocked layout stays right around kernels that fall back insid
     }
 }
 
+TEST_CASE("oneDNN Conv on small maps runs the im2col GEMM with a fused residual and matches the "
+          "reference",
+          "[onednn]") {
+    // Windows on output maps of at most 8x8 run on dsinfer's im2col + packed GEMM inside the
+    // oneDNN kernel (conv_gemm_preferred) when both sides are blocked: here conv2 (7x7, with the
+    // residual Add and Relu fused into it at level 3) and conv3 (stride 2, 7x7 -> 4x4); conv1's
+    // row-major 3-channel input keeps it on oneDNN. One engine, several batch sizes (shape
+    // classes share the GEMM's packed weights).
+    if (no_onednn()) return;
+    auto build = [](std::int64_t batch) {
+        Net net(17);
+        net.feed("x", rnd({batch, 3, 14, 14}, 80 + static_cast<std::uint32_t>(batch), -2.f, 2.f),
+                 {-1, 3, 14, 14});
+        conv(net, "conv1", "x", "c1", {16, 3, 3, 3}, 81);  // stride 1 here, 14x14
+        net.node("Relu", {"c1"}, {"r1"}, "relu1");
+        Window{.kernel_shape = {2, 2}, .strides = {2, 2}}.apply(
+            net.node("MaxPool", {"r1"}, {"p1"}, "pool"));
+        conv(net, "conv2", "p1", "c2", {16, 16, 3, 3}, 82);
+        net.node("Add", {"c2", "p1"}, {"s"}, "add");
+        net.node("Relu", {"s"}, {"r2"}, "relu2");
+        net.constant("conv3.w", weights({24, 16, 3, 3}, 83));
+        Window{.strides = {2, 2}, .pads = {1, 1, 1, 1}}.apply(
+            net.node("Conv", {"r2", "conv3.w"}, {"c3"}, "conv3"));
+        net.node("GlobalAveragePool", {"c3"}, {"y"}, "gap");
+        net.output("y");
+        return net;
+    };
+    EngineOptions o;
+    o.backends = kFast;
+    o.num_threads = 2;
+    const InferenceEngine fast = InferenceEngine::compile(build(2).graph(), o);
+    const InferenceEngine ref = compile(build(2), kReference);
+    CHECK(fast.blocked_layout_nodes() > 0);
+    int residual_convs = 0;
+    for (std::size_t i = 0; i < fast.graph().nodes.size(); ++i) {
+        const Node& n = fast.graph().nodes[i];
+        if (n.op_type == "FusedConv" && n.inputs.size() == 4) ++residual_convs;
+        if (n.op_type == "Conv" || n.op_type == "FusedConv") CHECK(fast.node_providers()[i] == "onednn");
+    }
+    CHECK(residual_convs == 1);
+    for (std::int64_t batch : {2, 1, 3}) {
+        const auto feeds = build(batch).feeds;
+        const auto got = outputs_of(fast, feeds);
+        const auto exp = outputs_of(ref, feeds);
+        REQUIRE(got.size() == 1);
+        CHECK(mismatches(got[0], exp[0], dot(2 * 16 * 9), "batch " + std::to_string(batch)) == 0);
+    }
+}
+
 // ---- threads and determinism --------------------------------------------------------------------
 
 namespace {

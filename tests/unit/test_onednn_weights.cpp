@@ -32,15 +32,21 @@ std::vector<float> bytes_of(const dnnl::memory& m) {
     return out;
 }
 
+std::vector<float> values_of(const Tensor& t) {
+    return {t.data<float>(), t.data<float>() + t.num_elements()};
+}
+
+dnnl::memory::desc blocked_md() {
+    return {{16, 8, 3, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::OIhw8i8o};
+}
+
 }  // namespace
 
 TEST_CASE("WeightPacker drops the stored weights after the first pack and restores them bitwise",
           "[onednn]") {
     const Tensor w = conv_weights();
-    const std::vector<float> original(w.data<float>(), w.data<float>() + w.num_elements());
-    const dnnl::memory::desc have = on::rowmajor_md({16, 8, 3, 3});
-    const dnnl::memory::desc blocked({16, 8, 3, 3}, dnnl::memory::data_type::f32,
-                                     dnnl::memory::format_tag::OIhw8i8o);
+    const std::vector<float> original = values_of(w);
+    const dnnl::memory::desc have = on::rowmajor_md({16, 8, 3, 3}), blocked = blocked_md();
     const dnnl::memory::desc other({16, 8, 3, 3}, dnnl::memory::data_type::f32,
                                    dnnl::memory::format_tag::Ohwi8o);
     on::WeightPacker keep(w.clone(), /*drop_original=*/false);
@@ -66,6 +72,35 @@ TEST_CASE("WeightPacker drops the stored weights after the first pack and restor
     CHECK(drop.plain(have).value().raw_data() == p_drop.value().raw_data());  // made once
     // And the stored layout as a primitive's choice: a copy, not an alias of freed memory.
     CHECK(bytes_of(*drop.get(have, have)) == original);
+}
+
+TEST_CASE("WeightPacker lets the stored weights go to an owner that can rebuild them",
+          "[onednn]") {
+    // The im2col GEMM convolution holds its own packed copy: drop_original() frees the stored
+    // tensor, and plain() / get() rebuild it through the owner's restore function.
+    const Tensor w = conv_weights();
+    const std::vector<float> original = values_of(w);
+    const dnnl::memory::desc have = on::rowmajor_md({16, 8, 3, 3}), blocked = blocked_md();
+    int restores = 0;
+    auto restore = [&]() -> dsinfer::StatusOr<Tensor> {
+        ++restores;
+        return Tensor::from_vector<float>({16, 8, 3, 3}, original);
+    };
+    on::WeightPacker keep(w.clone(), /*drop_original=*/false);
+    keep.drop_original(restore);  // not the owner: keeps them
+    auto p_keep = keep.plain(have);
+    REQUIRE(p_keep.is_ok());
+    CHECK(std::memcmp(p_keep.value().raw_data(), original.data(), p_keep.value().num_bytes()) == 0);
+
+    on::WeightPacker drop(w.clone(), /*drop_original=*/true);
+    drop.drop_original(restore);
+    CHECK(restores == 0);
+    auto p = drop.plain(have);
+    REQUIRE(p.is_ok());
+    CHECK(restores == 1);  // the stored tensor was gone
+    CHECK(std::memcmp(p.value().raw_data(), original.data(), p.value().num_bytes()) == 0);
+    // A primitive's layout, reordered from the rebuilt tensor, equals the one from the original.
+    CHECK(bytes_of(*drop.get(have, blocked)) == bytes_of(*keep.get(have, blocked)));
 }
 
 TEST_CASE("WeightPacker keeps weights a primitive reads in place", "[onednn]") {

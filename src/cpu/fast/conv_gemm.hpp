@@ -1,0 +1,54 @@
+// 2-D convolution as im2col + dsinfer's packed GEMM (sgemm.hpp), on activations in the blocked
+// channel layout (nChw{B}c: [N][C/B][H][W][B]) that the oneDNN backend negotiates between its
+// kernels. oneDNN's direct convolution is slow where the output map is small (ResNet-50's 3x3
+// 512-channel convolutions at 7x7: about a third of the rate it reaches at 14x14) and on
+// strided 3x3 windows; there its Conv kernel runs this instead (onednn_conv.cpp picks it).
+//
+// GEMM form: one row per output pixel (n, oy, ox), K ordered (ky, kx, c), one column per output
+// channel: Y = im2col(X) . W' + bias, W' the weights packed once as B (pack_b, transposed from
+// [OC][KY][KX][C]). The pixels are taken in chunks (the im2col rows of a chunk stay within
+// about 8 MiB); each chunk is gathered (channel blocks are contiguous runs of B floats), multiplied
+// into a row-major buffer, then scattered to Y's blocked layout adding the residual Z (same
+// layout as Y, may be Y itself) and applying ReLU. Other activations run over all of Y at the end.
+// Every value's arithmetic is fixed by the packing, not by the thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/activation.hpp"
+#include "cpu/fast/sgemm.hpp"
+
+namespace dsinfer::detail {
+
+/// The geometry of one convolution (group 1, dilation 1).
+struct ConvGemmShape {
+    std::int64_t n = 0, c = 0, h = 0, w = 0;  ///< input
+    std::int64_t oc = 0, oh = 0, ow = 0;      ///< output
+    std::int64_t kh = 0, kw = 0;              ///< window
+    std::int64_t sh = 1, sw = 1;              ///< strides
+    std::int64_t ph = 0, pw = 0;              ///< leading pads (trailing ones follow from oh, ow)
+    std::int64_t block = 8;                   ///< channel block; divides c and oc
+};
+
+/// True when the GEMM form beats oneDNN's direct convolution for this geometry on this CPU
+/// (measured: docs/OPTIMIZER.md).
+bool conv_gemm_preferred(const ConvGemmShape& s) noexcept;
+
+/// Packs OIHW weights [oc][c][kh][kw] (float32) as the GEMM's B.
+PackedB pack_conv_gemm_weights(const float* w, const ConvGemmShape& s);
+
+/// Writes the packed weights back as OIHW (for a kernel that must hand them to a fallback).
+void unpack_conv_gemm_weights(const PackedB& b, const ConvGemmShape& s, float* w) noexcept;
+
+/// Workspace conv_gemm needs on `threads` threads.
+std::size_t conv_gemm_workspace_bytes(const ConvGemmShape& s, std::int64_t threads) noexcept;
+
+/// Y = act(conv(X, W) + bias + Z), X and Y (and Z, when given) in the blocked layout. `bias` (oc
+/// floats) and `z` may be null. Returns false when the workspace is smaller than
+/// conv_gemm_workspace_bytes for the calling thread's budget and a buffer cannot be allocated.
+bool conv_gemm_blocked(const ConvGemmShape& s, const float* x, const PackedB& w,
+                       const float* bias, const float* z, float* y, const ActivationSpec& act,
+                       void* workspace, std::size_t workspace_bytes) noexcept;
+
+}  // namespace dsinfer::detail
