@@ -179,10 +179,14 @@ TEST_CASE("conv GEMM weights unpack to the OIHW tensor they were packed from", "
     }
 }
 
-TEST_CASE("conv GEMM is preferred for windows on small output maps only", "[fast][conv]") {
+TEST_CASE("conv GEMM is preferred for windows on small output maps and strided ones into 14x14", "[fast][conv]") {
     CHECK(dsinfer::detail::conv_gemm_preferred(shape(8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 8)));
     CHECK(dsinfer::detail::conv_gemm_preferred(
         shape(8, 512, 14, 14, 512, 3, 3, 2, 1, 1, 1, 1, 8)));  // 14 -> 7
+    CHECK(dsinfer::detail::conv_gemm_preferred(
+        shape(8, 256, 28, 28, 256, 3, 3, 2, 1, 1, 1, 1, 8)));  // 28 -> 14
+    CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(
+        shape(8, 128, 56, 56, 128, 3, 3, 2, 1, 1, 1, 1, 8)));  // 56 -> 28
     CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(
         shape(8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 8)));
     CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(

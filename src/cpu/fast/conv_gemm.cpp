@@ -135,9 +135,12 @@ bool run_blocked(const ConvGemmShape& s, const float* x, const PackedB& w, const
 bool conv_gemm_preferred(const ConvGemmShape& s) noexcept {
     // 1x1: oneDNN's direct kernel is a GEMM already. Output maps of at most 8x8 pixels: oneDNN's
     // kernel blocks along the output row (7 pixels at ResNet-50's last stage) and runs at ~2/3 of
-    // the packed GEMM's rate. Strided 3x3 windows on larger maps were tried too (56 -> 28 and
-    // 28 -> 14): the im2col traffic ate the gain, so oneDNN keeps them.
-    return s.kh * s.kw > 1 && s.oh * s.ow <= 64;
+    // the packed GEMM's rate. Strided windows into maps of at most 14x14 (ResNet-50's 28 -> 14,
+    // 256 channels): 14.8 -> 13.4 ms at batch 8 (medians of 7). At 56 -> 28 (128 channels) the
+    // im2col traffic ate the gain (15.9 against oneDNN's 15.0 ms), so oneDNN keeps those.
+    if (s.kh * s.kw <= 1) return false;
+    const int64_t out = s.oh * s.ow;
+    return out <= 64 || ((s.sh > 1 || s.sw > 1) && out <= 196);
 }
 
 PackedB pack_conv_gemm_weights(const float* w, const ConvGemmShape& s) {

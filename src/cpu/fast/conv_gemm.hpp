@@ -1,8 +1,8 @@
 // 2-D convolution as im2col + dsinfer's packed GEMM (sgemm.hpp), on activations in the blocked
 // channel layout (nChw{B}c: [N][C/B][H][W][B]) that the oneDNN backend negotiates between its
 // kernels. oneDNN's direct convolution is slow where the output map is small (ResNet-50's 3x3
-// 512-channel convolutions at 7x7: about a third of the rate it reaches at 14x14) and on
-// strided 3x3 windows; there its Conv kernel runs this instead (onednn_conv.cpp picks it).
+// 512-channel convolutions at 7x7: about 2/3 of the GEMM's rate) and on some strided windows;
+// there its Conv kernel runs this instead (onednn_conv.cpp; conv_gemm_preferred picks).
 //
 // GEMM form: one row per output pixel (n, oy, ox), K ordered (ky, kx, c), one column per output
 // channel: Y = im2col(X) . W' + bias, W' the weights packed once as B (pack_b, transposed from
