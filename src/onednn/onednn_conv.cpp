@@ -98,6 +98,8 @@ public:
         if (!p.is_ok()) return p.status();
         const ConvPrim& c = *p.value();
         if (!c.usable) return run_reference(ctx);
+        if (residual_ && ctx.input(3).num_bytes() != ctx.output(0).num_bytes())
+            return Status(ErrorCode::internal, "FusedConv residual size mismatch");
         if (c.gemm) {
             const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
             if (!conv_gemm_blocked(c.geometry, static_cast<const float*>(ctx.input(0).raw),
@@ -112,8 +114,6 @@ public:
         if (residual_) {
             // FusedConv's Z (same shape and layout as Y) enters through the sum post-op.
             const TensorView& z = ctx.input(3);
-            if (z.num_bytes() != ctx.output(0).num_bytes())
-                return Status(ErrorCode::internal, "FusedConv residual size mismatch");
             if (z.raw != ctx.output(0).raw) std::memcpy(ctx.output(0).raw, z.raw, z.num_bytes());
         }
         try {
