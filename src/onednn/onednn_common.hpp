@@ -198,7 +198,7 @@ public:
                                             const dnnl::memory::desc& want) const;
     /// The weights in the stored layout `have`: the stored tensor while it is held, else a copy
     /// reordered back from the first packed one, or rebuilt by drop_original's `restore` when
-    /// there is none (made once, kept until the next get()).
+    /// there is none (made once and kept; a rebuilt one only until the next get()).
     StatusOr<Tensor> plain(const dnnl::memory::desc& have) const;
     /// For a caller that now holds the weights in a form of its own (dsinfer's packed GEMM):
     /// lets go of the stored tensor (when this packer may, and no packed entry reads it in
