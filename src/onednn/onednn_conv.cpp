@@ -11,9 +11,13 @@
 // conv_gemm_preferred) and both sides are blocked, the kernel runs dsinfer's im2col + packed GEMM
 // instead (src/cpu/fast/conv_gemm.hpp), on weights it packs once for that GEMM; the stored
 // weights then go too (rebuilt from the GEMM's copy if a fallback or another shape class asks).
+// 3x3 stride-1 windows with enough output tiles, both sides blocked, run dsinfer's Winograd
+// F(4x4, 3x3) (src/cpu/fast/conv_winograd.hpp; conv_winograd_preferred, checked first) on
+// weights transformed once; the stored weights stay for the other paths.
 #include <algorithm>
 
 #include "cpu/fast/conv_gemm.hpp"
+#include "cpu/fast/conv_winograd.hpp"
 #include "cpu/parallel.hpp"
 #include "cpu/reference/nn_window.hpp"
 #include "onednn/onednn_common.hpp"
@@ -26,8 +30,10 @@ using std::int64_t;
 struct ConvPrim {
     bool usable = false;
     bool gemm = false;   ///< dsinfer's im2col + packed GEMM instead of a primitive
+    bool winograd = false;  ///< dsinfer's Winograd F(4x4, 3x3) instead of a primitive
     ConvGemmShape geometry;
     std::shared_ptr<const PackedB> gemm_weights;
+    std::shared_ptr<const WinogradWeights> winograd_weights;
     dnnl::primitive prim;
     dnnl::memory::desc src_md, dst_md, bias_md, scratch_md;
     std::shared_ptr<const dnnl::memory> weights;
@@ -100,6 +106,17 @@ public:
         if (!c.usable) return run_reference(ctx);
         if (residual_ && ctx.input(3).num_bytes() != ctx.output(0).num_bytes())
             return Status(ErrorCode::internal, "FusedConv residual size mismatch");
+        if (c.winograd) {
+            const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
+            if (!conv_winograd_blocked(c.geometry, static_cast<const float*>(ctx.input(0).raw),
+                                       *c.winograd_weights,
+                                       bias_ ? bias_->data<float>() : nullptr, z,
+                                       static_cast<float*>(ctx.output(0).raw), epilogue_.act,
+                                       ctx.workspace(), ctx.workspace_bytes()))
+                return Status(ErrorCode::resource_exhausted,
+                              "out of memory for the convolution's Winograd buffers");
+            return Status::ok();
+        }
         if (c.gemm) {
             const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
             if (!conv_gemm_blocked(c.geometry, static_cast<const float*>(ctx.input(0).raw),
@@ -290,6 +307,14 @@ private:
             g.ph = pl[0];
             g.pw = pl[1];
             g.block = channel_block();
+            if (g.c == w_shape_[1] && g.oc == w_shape_[0] && conv_winograd_preferred(g)) {
+                DSINFER_ASSIGN_OR_RETURN(c.winograd_weights, winograd_weights(g));
+                c.geometry = g;
+                c.winograd = true;
+                c.scratch_bytes = conv_winograd_workspace_bytes(g, max_threads());
+                c.usable = true;
+                return Status::ok();
+            }
             if (g.c == w_shape_[1] && g.oc == w_shape_[0] && g.c % g.block == 0 &&
                 g.oc % g.block == 0 && conv_gemm_preferred(g)) {
                 DSINFER_ASSIGN_OR_RETURN(c.gemm_weights, gemm_weights(g));
@@ -347,6 +372,17 @@ private:
         return gemm_w_;
     }
 
+    /// The weights transformed for Winograd (once; the same for every shape class). The stored
+    /// ones stay: the transform has no exact inverse, and the im2col GEMM (a shape class with
+    /// few tiles), a oneDNN shape class or the fallback needs them bitwise.
+    StatusOr<std::shared_ptr<const WinogradWeights>> winograd_weights(const ConvGemmShape& g) const {
+        std::lock_guard<std::mutex> lock(gemm_mu_);
+        if (wino_) return wino_;
+        DSINFER_ASSIGN_OR_RETURN(Tensor w, packer_.plain(user_md()));
+        wino_ = std::make_shared<const WinogradWeights>(pack_winograd_weights(w.data<float>(), g));
+        return wino_;
+    }
+
     bool transpose_;
     ConvAttrs a_;
     Shape w_shape_;
@@ -360,6 +396,7 @@ private:
     PrimitiveCache<ConvPrim> cache_;
     mutable std::mutex gemm_mu_;
     mutable std::shared_ptr<const PackedB> gemm_w_;
+    mutable std::shared_ptr<const WinogradWeights> wino_;
 };
 
 template <bool Transpose>

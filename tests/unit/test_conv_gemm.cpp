@@ -17,6 +17,7 @@
 #include "cpu/activation.hpp"
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/parallel.hpp"
+#include "unit/blocked_conv_reference.hpp"
 
 namespace {
 
@@ -24,20 +25,11 @@ using dsinfer::detail::Activation;
 using dsinfer::detail::ActivationSpec;
 using dsinfer::detail::ConvGemmShape;
 using dsinfer::detail::PackedB;
+using dsinfer::test::blocked_at;
+using dsinfer::test::random_vec;
 using std::int64_t;
 
-std::vector<float> random_vec(std::size_t n, std::mt19937& rng) {
-    std::uniform_real_distribution<float> d(-1.f, 1.f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
 
-/// Index of (n, c, y, x) in the blocked layout of a [N, C, H, W] tensor.
-int64_t blocked_at(int64_t n, int64_t c, int64_t y, int64_t x, int64_t channels, int64_t h,
-                   int64_t w, int64_t block) {
-    return (((n * (channels / block) + c / block) * h + y) * w + x) * block + c % block;
-}
 
 struct Case {
     ConvGemmShape s;
@@ -87,19 +79,9 @@ void check(const Case& t) {
         for (int64_t o = 0; o < s.oc; ++o)
             for (int64_t oy = 0; oy < s.oh; ++oy)
                 for (int64_t ox = 0; ox < s.ow; ++ox) {
-                    double sum = t.bias ? bias[static_cast<std::size_t>(o)] : 0.0, mag = 0.0;
-                    for (int64_t ci = 0; ci < s.c; ++ci)
-                        for (int64_t ky = 0; ky < s.kh; ++ky)
-                            for (int64_t kx = 0; kx < s.kw; ++kx) {
-                                const int64_t iy = oy * s.sh - s.ph + ky, ix = ox * s.sw - s.pw + kx;
-                                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                                const double p =
-                                    double(x[static_cast<std::size_t>(
-                                        blocked_at(n, ci, iy, ix, s.c, s.h, s.w, s.block))]) *
-                                    w[static_cast<std::size_t>(((o * s.c + ci) * s.kh + ky) * s.kw + kx)];
-                                sum += p;
-                                mag += std::fabs(p);
-                            }
+                    const auto d = dsinfer::test::direct_conv(s, x, w, n, o, oy, ox);
+                    double sum = (t.bias ? bias[static_cast<std::size_t>(o)] : 0.0) + d.sum;
+                    const double mag = d.mag;
                     const auto at = static_cast<std::size_t>(
                         blocked_at(n, o, oy, ox, s.oc, s.oh, s.ow, s.block));
                     if (t.residual != 0) sum += z[at];

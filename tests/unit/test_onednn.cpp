@@ -1190,6 +1190,51 @@ TEST_CASE("oneDNN Conv on small maps runs the im2col GEMM with a fused residual 
     }
 }
 
+TEST_CASE("oneDNN Conv runs 3x3 stride-1 windows with enough tiles on Winograd and matches the "
+          "reference",
+          "[onednn][winograd]") {
+    // conv2 (3x3, stride 1, 8x8 map, residual Add and Relu fused at level 3) has 4 output tiles
+    // of 4x4 per image: Winograd F(4x4, 3x3) (conv_winograd_preferred: at least 16 tiles) from
+    // batch 4, the im2col GEMM below it. One kernel serves both: the GEMM lets the stored
+    // weights go and the Winograd transform then reads them back from the GEMM's copy, or
+    // Winograd transforms them first. Both orders, against the reference kernels.
+    if (no_onednn()) return;
+    auto build = [](std::int64_t batch) {
+        Net net(17);
+        net.feed("x", rnd({batch, 3, 16, 16}, 90 + static_cast<std::uint32_t>(batch), -2.f, 2.f),
+                 {-1, 3, 16, 16});
+        conv(net, "conv1", "x", "c1", {16, 3, 3, 3}, 91);
+        net.node("Relu", {"c1"}, {"r1"}, "relu1");
+        Window{.kernel_shape = {2, 2}, .strides = {2, 2}}.apply(
+            net.node("MaxPool", {"r1"}, {"p1"}, "pool"));
+        conv(net, "conv2", "p1", "c2", {16, 16, 3, 3}, 92);
+        net.node("Add", {"c2", "p1"}, {"s"}, "add");
+        net.node("Relu", {"s"}, {"r2"}, "relu2");
+        conv(net, "conv3", "r2", "c3", {24, 16, 3, 3}, 93);
+        net.node("GlobalAveragePool", {"c3"}, {"y"}, "gap");
+        net.output("y");
+        return net;
+    };
+    const InferenceEngine ref = compile(build(1), kReference);
+    for (const std::vector<std::int64_t>& batches :
+         {std::vector<std::int64_t>{4, 1, 5, 1}, std::vector<std::int64_t>{1, 4, 2, 6}}) {
+        EngineOptions o;
+        o.backends = kFast;
+        o.num_threads = 2;
+        const InferenceEngine fast = InferenceEngine::compile(build(batches[0]).graph(), o);
+        CHECK(fast.blocked_layout_nodes() > 0);
+        for (std::int64_t batch : batches) {
+            const auto feeds = build(batch).feeds;
+            const auto got = outputs_of(fast, feeds);
+            const auto exp = outputs_of(ref, feeds);
+            REQUIRE(got.size() == 1);
+            CHECK(mismatches(got[0], exp[0], dot(2 * 16 * 9),
+                             "batch " + std::to_string(batch) + " after " +
+                                 std::to_string(batches[0])) == 0);
+        }
+    }
+}
+
 // ---- threads and determinism --------------------------------------------------------------------
 
 namespace {

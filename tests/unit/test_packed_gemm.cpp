@@ -351,3 +351,22 @@ TEST_CASE("packed MatMul kernels own their weights: the graph's copy is freed un
         }
     }
 }
+
+TEST_CASE("packed_b_zeros filled through packed_b_index is pack_b's layout", "[fast][gemm]") {
+    // K across two K blocks with a short last one, N with a padded last panel, every ISA family.
+    for (Isa isa : {Isa::baseline, Isa::avx2, Isa::avx512}) {
+        const std::int64_t k = 300, n = 37;
+        std::vector<float> b(static_cast<std::size_t>(k * n));  // [K, N]
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 1013) - 500.f;
+        const PackedB want = dsinfer::detail::pack_b(b.data(), k, n, false, isa);
+        PackedB got = dsinfer::detail::packed_b_zeros(k, n, isa);
+        REQUIRE(got.isa == want.isa);
+        REQUIRE(got.panels == want.panels);
+        for (std::int64_t kk = 0; kk < k; ++kk)
+            for (std::int64_t j = 0; j < n; ++j)
+                got.data.get()[dsinfer::detail::packed_b_index(got, kk, j)] =
+                    b[static_cast<std::size_t>(kk * n + j)];
+        const auto count = static_cast<std::size_t>(want.panels * want.nr * k);
+        CHECK(std::equal(got.data.get(), got.data.get() + count, want.data.get()));
+    }
+}

@@ -176,7 +176,7 @@ inline void cpu_relax() noexcept {
 
 fast::Isa sgemm_isa() noexcept { return fast::active_isa(); }
 
-PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa isa) {
+PackedB packed_b_zeros(int64_t k, int64_t n, fast::Isa isa) {
     if (static_cast<int>(isa) > static_cast<int>(sgemm_isa())) isa = sgemm_isa();
     const Family& f = family(isa);
     PackedB out;
@@ -186,8 +186,17 @@ PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa 
     out.kc = f.kc;
     out.isa = isa;
     out.panels = (n + f.nr - 1) / f.nr;
-    float* p = aligned_floats(static_cast<std::size_t>(out.panels * f.nr * k));
+    const auto count = static_cast<std::size_t>(out.panels * f.nr * k);
+    float* p = aligned_floats(count);
     out.data = std::shared_ptr<float>(p, AlignedDelete{});
+    if (n % f.nr != 0) std::fill(p, p + count, 0.f);  // else every float gets written
+    return out;
+}
+
+PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa isa) {
+    PackedB out = packed_b_zeros(k, n, isa);
+    const Family& f = family(out.isa);
+    float* p = out.data.get();
     // Block kb (rows [kb, kb + kc) of B) starts at kb * panels * nr; in it, panel pi starts at
     // pi * kc * nr and holds kc rows of nr floats.
     const int64_t nr = f.nr, panels = out.panels;
@@ -197,7 +206,6 @@ PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa 
             for (int64_t pi = p0; pi < p1; ++pi) {
                 float* dst = p + kb * panels * nr + pi * kc * nr;
                 const int64_t col = pi * nr, w = std::min(nr, n - col);  // real columns
-                if (w < nr) std::fill(dst, dst + kc * nr, 0.f);
                 if (transposed) {  // B^T row col + j, columns [kb, kb + kc)
                     for (int64_t j = 0; j < w; ++j) {
                         const float* src = b + (col + j) * k + kb;

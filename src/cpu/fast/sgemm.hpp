@@ -41,6 +41,18 @@ fast::Isa sgemm_isa() noexcept;
 PackedB pack_b(const float* b, std::int64_t k, std::int64_t n, bool transposed,
                fast::Isa isa = sgemm_isa());
 
+/// A packed B of k x n for `isa` (capped like pack_b) to be filled in place through
+/// packed_b_index, for callers that compute B's values (a transform of the weights) and would
+/// otherwise write them out only for pack_b to reorder them. Padding columns are zero.
+PackedB packed_b_zeros(std::int64_t k, std::int64_t n, fast::Isa isa = sgemm_isa());
+
+/// Where element (row kk of K, column j of N) of B lives in b.data.
+inline std::int64_t packed_b_index(const PackedB& b, std::int64_t kk, std::int64_t j) noexcept {
+    const std::int64_t kb = kk / b.kc * b.kc;
+    const std::int64_t kc = b.k - kb < b.kc ? b.k - kb : b.kc;
+    return kb * b.panels * b.nr + (j / b.nr) * kc * b.nr + (kk - kb) * b.nr + j % b.nr;
+}
+
 enum class GemmActivation { none, relu };
 
 /// Bytes of workspace sgemm_packed uses for an M x K by K x N product into C with leading

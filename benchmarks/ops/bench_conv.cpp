@@ -1,0 +1,139 @@
+// ResNet-50's 3x3 stride-1 convolutions (pads 1, bias, ReLU) on the blocked layout the oneDNN
+// backend negotiates (nChw8c on AVX2, nChw16c on AVX-512), kernel against kernel:
+// impl 0 = dsinfer's Winograd F(4x4, 3x3) (src/cpu/fast/conv_winograd.hpp), 1 = dsinfer's
+// im2col + packed GEMM (conv_gemm.hpp), 2 = oneDNN's convolution primitive (direct, weights
+// reordered once into the layout it picks), the in-run peer.
+// Args: n, c (= oc), hw, impl, threads. The GFLOP/s counter counts the direct form's 2 * 9
+// flops per (pixel, c, oc), whatever the algorithm does, so rows of one shape compare as
+// throughput. The machine is shared: compare rows of one run, with interleaved repetitions and
+// medians, e.g.
+//   bench_conv --benchmark_repetitions=7 --benchmark_enable_random_interleaving=true
+//              --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/activation.hpp"
+#include "cpu/fast/conv_gemm.hpp"
+#include "cpu/fast/conv_winograd.hpp"
+#include "cpu/fast/simd.hpp"
+#include "cpu/parallel.hpp"
+#include "dsinfer/config.hpp"
+
+#if DSINFER_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace {
+
+using std::int64_t;
+
+std::vector<float> uniform(int64_t n, unsigned seed, float scale) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    std::minstd_rand gen(seed);
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    for (float& x : v) x = dist(gen);
+    return v;
+}
+
+void BM_Conv3x3(benchmark::State& state) {
+    using namespace dsinfer::detail;
+    const int64_t n = state.range(0), c = state.range(1), hw = state.range(2);
+    const int64_t impl = state.range(3);
+    ThreadBudget budget(static_cast<int>(state.range(4)));
+    ConvGemmShape s;
+    s.n = n;
+    s.c = s.oc = c;
+    s.h = s.w = s.oh = s.ow = hw;
+    s.kh = s.kw = 3;
+    s.ph = s.pw = 1;
+    s.block = fast::active_isa() == fast::Isa::avx512 ? 16 : 8;
+    const auto x = uniform(n * c * hw * hw, 1, 1.f);
+    const auto w = uniform(c * c * 9, 2, 0.05f);
+    const auto bias = uniform(c, 3, 0.1f);
+    std::vector<float> y(static_cast<std::size_t>(n * c * hw * hw));
+    const ActivationSpec relu{Activation::relu};
+    if (impl == 0) {
+        const WinogradWeights u = pack_winograd_weights(w.data(), s);
+        std::vector<unsigned char> ws(conv_winograd_workspace_bytes(s, max_threads()));
+        state.SetLabel("dsinfer winograd F(4x4,3x3)");
+        for (auto _ : state)
+            conv_winograd_blocked(s, x.data(), u, bias.data(), nullptr, y.data(), relu,
+                                  ws.data(), ws.size());
+    } else if (impl == 1) {
+        const PackedB b = pack_conv_gemm_weights(w.data(), s);
+        std::vector<unsigned char> ws(conv_gemm_workspace_bytes(s, max_threads()));
+        state.SetLabel("dsinfer im2col + GEMM");
+        for (auto _ : state)
+            conv_gemm_blocked(s, x.data(), b, bias.data(), nullptr, y.data(), relu, ws.data(),
+                              ws.size());
+    } else {
+#if DSINFER_WITH_ONEDNN
+        using tag = dnnl::memory::format_tag;
+        using dt = dnnl::memory::data_type;
+        dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+        dnnl::stream strm(eng);
+        const tag blocked = s.block == 16 ? tag::nChw16c : tag::nChw8c;
+        const dnnl::memory::desc src_md({n, c, hw, hw}, dt::f32, blocked);
+        const dnnl::memory::desc w_any({c, c, 3, 3}, dt::f32, tag::any);
+        const dnnl::memory::desc w_user({c, c, 3, 3}, dt::f32, tag::oihw);
+        const dnnl::memory::desc b_md({c}, dt::f32, tag::a);
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        dnnl::primitive_attr attr;
+        attr.set_post_ops(ops);
+        const dnnl::convolution_forward::desc d(
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+            w_any, b_md, src_md, {1, 1}, {1, 1}, {1, 1});
+        const dnnl::convolution_forward::primitive_desc pd(d, attr, eng);
+        dnnl::memory wmem(pd.weights_desc(), eng);
+        dnnl::memory wuser(w_user, eng, const_cast<float*>(w.data()));
+        dnnl::reorder(wuser, wmem).execute(strm, wuser, wmem);
+        dnnl::memory src(src_md, eng, const_cast<float*>(x.data()));
+        dnnl::memory dst(src_md, eng, y.data());
+        dnnl::memory bm(b_md, eng, const_cast<float*>(bias.data()));
+        const dnnl::convolution_forward conv(pd);
+        state.SetLabel(std::string("onednn ") + pd.impl_info_str());
+        for (auto _ : state) {
+            conv.execute(strm, {{DNNL_ARG_SRC, src},
+                                {DNNL_ARG_WEIGHTS, wmem},
+                                {DNNL_ARG_BIAS, bm},
+                                {DNNL_ARG_DST, dst}});
+            strm.wait();
+        }
+#else
+        state.SkipWithError("built without oneDNN");
+#endif
+    }
+    benchmark::DoNotOptimize(y.data());
+    state.counters["GFLOP/s"] = benchmark::Counter(
+        2.0 * 9 * static_cast<double>(n * hw * hw * c * c) *
+            static_cast<double>(state.iterations()) * 1e-9,
+        benchmark::Counter::kIsRate);
+}
+
+template <int64_t Threads>
+void shapes(benchmark::internal::Benchmark* b) {
+    // ResNet-50's stride-1 3x3 layers: stages 1-4 at batch 8, and stage 3 and 4 at batch 1.
+    const int64_t nch[][3] = {{8, 64, 56}, {8, 128, 28}, {8, 256, 14}, {8, 512, 7},
+                              {1, 256, 14}, {1, 512, 7}};
+    for (const auto& s : nch)
+        for (int64_t impl : {0, 1, 2}) b->Args({s[0], s[1], s[2], impl, Threads});
+}
+
+BENCHMARK(BM_Conv3x3)
+    ->ArgNames({"n", "c", "hw", "impl", "threads"})
+    ->Apply(shapes<1>)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Conv3x3)
+    ->ArgNames({"n", "c", "hw", "impl", "threads"})
+    ->Apply(shapes<2>)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
