@@ -12,6 +12,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -57,7 +58,8 @@ void BM_Conv3x3(benchmark::State& state) {
     std::vector<float> y(static_cast<std::size_t>(n * c * hw * hw));
     const ActivationSpec relu{Activation::relu};
     if (impl == 0) {
-        const WinogradWeights u = pack_winograd_weights(w.data(), s);
+        const WinogradWeights u =
+            pack_winograd_weights(std::shared_ptr<const float>(std::shared_ptr<void>(), w.data()), s);
         std::vector<unsigned char> ws(conv_winograd_workspace_bytes(s, max_threads()));
         state.SetLabel("dsinfer winograd F(4x4,3x3)");
         for (auto _ : state)

@@ -379,7 +379,9 @@ private:
         std::lock_guard<std::mutex> lock(gemm_mu_);
         if (wino_) return wino_;
         DSINFER_ASSIGN_OR_RETURN(Tensor w, packer_.plain(user_md()));
-        wino_ = std::make_shared<const WinogradWeights>(pack_winograd_weights(w.data<float>(), g));
+        auto held = std::make_shared<const Tensor>(std::move(w));  // shares the stored weights
+        wino_ = std::make_shared<const WinogradWeights>(
+            pack_winograd_weights(std::shared_ptr<const float>(held, held->data<float>()), g));
         return wino_;
     }
 

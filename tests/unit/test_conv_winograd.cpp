@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -33,6 +35,11 @@ using dsinfer::detail::WinogradWeights;
 using dsinfer::test::blocked_at;
 using dsinfer::test::random_vec;
 using std::int64_t;
+
+/// The weights as pack_winograd_weights keeps them (the vector outlives the packed copy).
+std::shared_ptr<const float> borrow(const std::vector<float>& w) {
+    return std::shared_ptr<const float>(std::shared_ptr<void>(), w.data());
+}
 
 
 
@@ -70,7 +77,7 @@ void check(const Case& t) {
     const auto bias = random_vec(static_cast<std::size_t>(s.oc), rng);
     const std::size_t ysize = static_cast<std::size_t>(s.n * s.oc * s.oh * s.ow);
     const auto z = random_vec(ysize, rng);
-    const WinogradWeights packed = dsinfer::detail::pack_winograd_weights(w.data(), s);
+    const WinogradWeights packed = dsinfer::detail::pack_winograd_weights(borrow(w), s);
     std::vector<float> y(ysize, 123.f);
     if (t.residual == 2) y = z;
     std::vector<unsigned char> ws(
@@ -133,6 +140,55 @@ TEST_CASE("Winograd convolution takes the tiles in several chunks", "[fast][conv
     check({shape(3, 64, 28, 28, 64, 1, 1, 1, 1, 8), true, 1, {Activation::relu}});
 }
 
+TEST_CASE("Winograd convolution keeps a NaN or an infinity to the outputs whose windows hold it",
+          "[fast][conv][winograd]") {
+    // One NaN and one +Inf pixel (in different chunks' tiles) in a 2 x 16 x 12 x 12 input: the
+    // direct sum gives NaN / +-Inf exactly at the outputs whose 3x3 windows hold them (all
+    // channels: every weight is non-zero) and finite values elsewhere. The transforms would mix
+    // them into whole 4x4 tiles; the kernel computes such chunks by the direct sum instead.
+    for (int64_t block : {8, 16}) {
+        const ConvGemmShape s = shape(2, 16, 12, 12, 16, 1, 1, 1, 1, block);
+        std::mt19937 rng(11);
+        auto x = random_vec(static_cast<std::size_t>(s.n * s.c * s.h * s.w), rng);
+        const auto w = random_vec(static_cast<std::size_t>(s.oc * s.c * 9), rng);
+        const auto bias = random_vec(static_cast<std::size_t>(s.oc), rng);
+        x[static_cast<std::size_t>(blocked_at(0, 3, 5, 6, s.c, s.h, s.w, block))] =
+            std::numeric_limits<float>::quiet_NaN();
+        x[static_cast<std::size_t>(blocked_at(1, 9, 0, 11, s.c, s.h, s.w, block))] =
+            std::numeric_limits<float>::infinity();
+        const WinogradWeights packed = dsinfer::detail::pack_winograd_weights(borrow(w), s);
+        std::vector<float> y(static_cast<std::size_t>(s.n * s.oc * s.oh * s.ow));
+        for (int threads : {1, 2}) {
+            dsinfer::detail::ThreadBudget budget(threads);
+            REQUIRE(dsinfer::detail::conv_winograd_blocked(s, x.data(), packed, bias.data(),
+                                                           nullptr, y.data(), {}, nullptr, 0));
+            int64_t non_finite = 0;
+            for (int64_t n = 0; n < s.n; ++n)
+                for (int64_t o = 0; o < s.oc; ++o)
+                    for (int64_t oy = 0; oy < s.oh; ++oy)
+                        for (int64_t ox = 0; ox < s.ow; ++ox) {
+                            const auto d = dsinfer::test::direct_conv(s, x, w, n, o, oy, ox);
+                            const double want = d.sum + bias[static_cast<std::size_t>(o)];
+                            const float got = y[static_cast<std::size_t>(
+                                blocked_at(n, o, oy, ox, s.oc, s.oh, s.ow, block))];
+                            INFO("threads=" << threads << " block=" << block << " n=" << n
+                                            << " o=" << o << " oy=" << oy << " ox=" << ox);
+                            if (std::isfinite(want)) {
+                                REQUIRE(std::isfinite(got));
+                                REQUIRE(std::fabs(got - want) <= 1e-5 * (1.0 + d.mag));
+                            } else {
+                                ++non_finite;
+                                REQUIRE(std::isnan(got) == std::isnan(want));
+                                if (!std::isnan(want)) REQUIRE(got == want);
+                            }
+                        }
+            // The NaN's 3x3 neighbourhood (9 pixels) and the Inf's at a corner (4), all 16
+            // output channels.
+            CHECK(non_finite == (9 + 4) * s.oc);
+        }
+    }
+}
+
 TEST_CASE("Winograd convolution is bitwise the same for any thread count and without a workspace",
           "[fast][conv][winograd]") {
     {
@@ -141,7 +197,7 @@ TEST_CASE("Winograd convolution is bitwise the same for any thread count and wit
         const auto x = random_vec(static_cast<std::size_t>(s.n * s.c * s.h * s.w), rng);
         const auto w = random_vec(static_cast<std::size_t>(s.oc * s.c * 9), rng);
         const auto bias = random_vec(static_cast<std::size_t>(s.oc), rng);
-        const WinogradWeights packed = dsinfer::detail::pack_winograd_weights(w.data(), s);
+        const WinogradWeights packed = dsinfer::detail::pack_winograd_weights(borrow(w), s);
         auto run = [&](int threads, bool workspace) {
             dsinfer::detail::ThreadBudget budget(threads);
             std::vector<unsigned char> ws(
@@ -182,7 +238,7 @@ TEST_CASE("Winograd convolution takes 3x3 stride-1 windows with enough tiles",
     // Weights of another geometry are refused, not read past their end.
     std::vector<float> w(static_cast<std::size_t>(16 * 16 * 9), 0.f);
     const ConvGemmShape small = shape(1, 16, 8, 8, 16, 1, 1, 1, 1, 8);
-    const WinogradWeights other = dsinfer::detail::pack_winograd_weights(w.data(), small);
+    const WinogradWeights other = dsinfer::detail::pack_winograd_weights(borrow(w), small);
     const ConvGemmShape big = shape(1, 32, 8, 8, 32, 1, 1, 1, 1, 8);
     std::vector<float> x(static_cast<std::size_t>(32 * 64)), y(x.size());
     CHECK_FALSE(dsinfer::detail::conv_winograd_blocked(big, x.data(), other, nullptr, nullptr,

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -135,12 +136,14 @@ bool conv_winograd_preferred(const ConvGemmShape& s) noexcept {
     return conv_winograd_supported(s) && tiles_of(s) >= 16;
 }
 
-WinogradWeights pack_winograd_weights(const float* w, const ConvGemmShape& s) {
+WinogradWeights pack_winograd_weights(std::shared_ptr<const float> weights, const ConvGemmShape& s) {
     // G (6 x 3) of F(4x4, 3x3) at the points 0, +-1, +-2; U = G g G^T in double.
     static const double g[6][3] = {{1. / 4, 0, 0},          {-1. / 6, -1. / 6, -1. / 6},
                                    {-1. / 6, 1. / 6, -1. / 6}, {1. / 24, 1. / 12, 1. / 6},
                                    {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}};
     WinogradWeights out;
+    out.oihw = std::move(weights);
+    const float* w = out.oihw.get();
     out.u.reserve(static_cast<std::size_t>(kPoints));
     for (int64_t p = 0; p < kPoints; ++p) out.u.push_back(packed_b_zeros(s.c, s.oc));
     float* dst[kPoints];
@@ -174,7 +177,8 @@ std::size_t conv_winograd_workspace_bytes(const ConvGemmShape& s, int64_t thread
 bool conv_winograd_blocked(const ConvGemmShape& s, const float* x, const WinogradWeights& w,
                            const float* bias, const float* z, float* y, const ActivationSpec& act,
                            void* workspace, std::size_t workspace_bytes) noexcept {
-    if (!conv_winograd_supported(s) || w.u.size() != static_cast<std::size_t>(kPoints))
+    if (!conv_winograd_supported(s) || w.u.size() != static_cast<std::size_t>(kPoints) ||
+        w.oihw == nullptr)
         return false;
     for (const PackedB& u : w.u)
         if (u.k != s.c || u.n != s.oc) return false;

@@ -18,11 +18,13 @@
 // single-thread GEMMs) and transformed back by one thread in its own part of the workspace, so
 // every value's arithmetic is fixed by the tile, not by the thread count or the split. Bias,
 // the residual Z (same layout as Y, may be Y itself) and ReLU are applied as the output tiles
-// are stored; other activations run over Y afterwards.
+// are stored; other activations run over Y afterwards. A chunk whose input tiles hold a NaN or
+// an infinity is computed by the direct sum instead (see WinogradWeights::oihw).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cpu/activation.hpp"
@@ -35,6 +37,11 @@ namespace dsinfer::detail {
 /// (xi, nu) at xi * 6 + nu.
 struct WinogradWeights {
     std::vector<PackedB> u;
+    /// The weights as given ([oc][c][3][3]), for chunks of tiles whose inputs hold a NaN or an
+    /// infinity: those are computed by the direct sum, so that a non-finite input reaches only
+    /// the outputs whose windows contain it, as in the direct form (the transforms would spread
+    /// it over whole 4x4 tiles and their neighbours).
+    std::shared_ptr<const float> oihw;
 };
 
 /// True when conv_winograd_blocked computes this geometry: a 3x3 window, stride 1, group 1
@@ -45,8 +52,8 @@ bool conv_winograd_supported(const ConvGemmShape& s) noexcept;
 /// reading the transformed weights; measured: docs/OPTIMIZER.md).
 bool conv_winograd_preferred(const ConvGemmShape& s) noexcept;
 
-/// Transforms and packs OIHW weights [oc][c][3][3].
-WinogradWeights pack_winograd_weights(const float* w, const ConvGemmShape& s);
+/// Transforms and packs OIHW weights [oc][c][3][3], keeping `w` (WinogradWeights::oihw).
+WinogradWeights pack_winograd_weights(std::shared_ptr<const float> w, const ConvGemmShape& s);
 
 /// Workspace conv_winograd_blocked needs on `threads` threads.
 std::size_t conv_winograd_workspace_bytes(const ConvGemmShape& s, std::int64_t threads) noexcept;
