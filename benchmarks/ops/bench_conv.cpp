@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpu/activation.hpp"
+#include "bench_data.hpp"
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/fast/conv_winograd.hpp"
 #include "cpu/fast/simd.hpp"
@@ -32,13 +33,7 @@ namespace {
 
 using std::int64_t;
 
-std::vector<float> uniform(int64_t n, unsigned seed, float scale) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    std::minstd_rand gen(seed);
-    std::uniform_real_distribution<float> dist(-scale, scale);
-    for (float& x : v) x = dist(gen);
-    return v;
-}
+using dsinfer::bench::uniform;
 
 void BM_Conv3x3(benchmark::State& state) {
     using namespace dsinfer::detail;

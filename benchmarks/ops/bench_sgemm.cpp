@@ -24,6 +24,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_data.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "cpu/parallel.hpp"
 #include "dsinfer/config.hpp"
@@ -36,13 +37,7 @@ namespace {
 
 using std::int64_t;
 
-std::vector<float> uniform(int64_t n, unsigned seed, float scale) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    std::minstd_rand gen(seed);
-    std::uniform_real_distribution<float> dist(-scale, scale);
-    for (float& x : v) x = dist(gen);
-    return v;
-}
+using dsinfer::bench::uniform;
 
 void BM_Sgemm(benchmark::State& state) {
     const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
