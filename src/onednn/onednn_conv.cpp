@@ -106,26 +106,22 @@ public:
         if (!c.usable) return run_reference(ctx);
         if (residual_ && ctx.input(3).num_bytes() != ctx.output(0).num_bytes())
             return Status(ErrorCode::internal, "FusedConv residual size mismatch");
-        if (c.winograd) {
+        if (c.winograd || c.gemm) {  // dsinfer's own convolutions on the blocked layouts
+            const auto* x = static_cast<const float*>(ctx.input(0).raw);
             const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
-            if (!conv_winograd_blocked(c.geometry, static_cast<const float*>(ctx.input(0).raw),
-                                       *c.winograd_weights,
-                                       bias_ ? bias_->data<float>() : nullptr, z,
-                                       static_cast<float*>(ctx.output(0).raw), epilogue_.act,
-                                       ctx.workspace(), ctx.workspace_bytes()))
+            const float* b = bias_ ? bias_->data<float>() : nullptr;
+            auto* y = static_cast<float*>(ctx.output(0).raw);
+            const bool done =
+                c.winograd ? conv_winograd_blocked(c.geometry, x, *c.winograd_weights, b, z, y,
+                                                   epilogue_.act, ctx.workspace(),
+                                                   ctx.workspace_bytes())
+                           : conv_gemm_blocked(c.geometry, x, *c.gemm_weights, b, z, y,
+                                               epilogue_.act, ctx.workspace(),
+                                               ctx.workspace_bytes());
+            if (!done)
                 return Status(ErrorCode::resource_exhausted,
-                              "out of memory for the convolution's Winograd buffers");
-            return Status::ok();
-        }
-        if (c.gemm) {
-            const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
-            if (!conv_gemm_blocked(c.geometry, static_cast<const float*>(ctx.input(0).raw),
-                                   *c.gemm_weights,
-                                   bias_ ? bias_->data<float>() : nullptr, z,
-                                   static_cast<float*>(ctx.output(0).raw), epilogue_.act,
-                                   ctx.workspace(), ctx.workspace_bytes()))
-                return Status(ErrorCode::resource_exhausted,
-                              "out of memory for the convolution's im2col buffers");
+                              c.winograd ? "out of memory for the convolution's Winograd buffers"
+                                         : "out of memory for the convolution's im2col buffers");
             return Status::ok();
         }
         if (residual_) {
@@ -307,7 +303,10 @@ private:
             g.ph = pl[0];
             g.pw = pl[1];
             g.block = channel_block();
-            if (g.c == w_shape_[1] && g.oc == w_shape_[0] && conv_winograd_preferred(g)) {
+            // Dense (group 1) weights over whole channel blocks on both sides.
+            const bool whole = g.c == w_shape_[1] && g.oc == w_shape_[0] &&
+                               g.c % g.block == 0 && g.oc % g.block == 0;
+            if (whole && conv_winograd_preferred(g)) {
                 DSINFER_ASSIGN_OR_RETURN(c.winograd_weights, winograd_weights(g));
                 c.geometry = g;
                 c.winograd = true;
@@ -315,8 +314,7 @@ private:
                 c.usable = true;
                 return Status::ok();
             }
-            if (g.c == w_shape_[1] && g.oc == w_shape_[0] && g.c % g.block == 0 &&
-                g.oc % g.block == 0 && conv_gemm_preferred(g)) {
+            if (whole && conv_gemm_preferred(g)) {
                 DSINFER_ASSIGN_OR_RETURN(c.gemm_weights, gemm_weights(g));
                 c.geometry = g;
                 c.gemm = true;

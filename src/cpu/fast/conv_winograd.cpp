@@ -32,6 +32,9 @@ constexpr int64_t matrix_stride(int64_t floats) noexcept {
     return (floats + 1023) / 1024 * 1024 + 16;
 }
 
+/// Output tile edge, input tile edge, points of a transformed tile.
+constexpr int64_t kM = 4, kA = kM + 2, kPoints = kA * kA;
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DSINFER_WINO_X86 1
 #pragma GCC push_options
@@ -66,9 +69,6 @@ namespace avx2 {
 namespace baseline {
 #include "cpu/fast/conv_winograd_kernels.inc"
 }  // namespace baseline
-
-/// Output tile edge, input tile edge, points of a transformed tile.
-constexpr int64_t kM = 4, kA = kM + 2, kPoints = kA * kA;
 
 /// Bytes of transformed tiles (input and output) one thread's chunk may hold: the 36 GEMMs of
 /// a chunk then read their A from, and write their C to, this thread's share of the L3.
@@ -113,11 +113,11 @@ using ChunkFn = bool (*)(const ConvGemmShape&, const float*, const WinogradWeigh
 ChunkFn chunk_fn(int64_t block) noexcept {
 #if DSINFER_WINO_X86
     const fast::Isa isa = fast::active_isa();
-    if (block == 16 && isa == fast::Isa::avx512) return &avx512::run_chunk<kM, 16>;
-    if (block == 8 && isa != fast::Isa::baseline) return &avx2::run_chunk<kM, 8>;
+    if (block == 16 && isa == fast::Isa::avx512) return &avx512::run_chunk<16>;
+    if (block == 8 && isa != fast::Isa::baseline) return &avx2::run_chunk<8>;
 #endif
-    if (block == 16) return &baseline::run_chunk<kM, 16>;
-    return &baseline::run_chunk<kM, 8>;
+    if (block == 16) return &baseline::run_chunk<16>;
+    return &baseline::run_chunk<8>;
 }
 
 }  // namespace
