@@ -3,8 +3,11 @@
 // Gelu of com.dsinfer are the ONNX kernels registered under the second domain (nn_norm.cpp,
 // elementwise.cpp). These kernels define the semantics the faster backends fall through to;
 // they are plain loops over the reference Conv/MatMul kernels.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "cpu/activation.hpp"
@@ -22,7 +25,7 @@ using std::int64_t;
 /// computes in float32 from the stored Y and rounds once).
 class EpilogueKernel final : public Kernel {
 public:
-    EpilogueKernel(std::unique_ptr<Kernel> inner, int inner_inputs, int bias_input,
+    EpilogueKernel(std::unique_ptr<DirectKernel> inner, int inner_inputs, int bias_input,
                    int residual_input, ActivationSpec act, const char* op)
         : inner_(std::move(inner)), inner_inputs_(inner_inputs), bias_(bias_input),
           residual_(residual_input), act_(act), op_(op) {}
@@ -96,16 +99,14 @@ private:
                 z = reinterpret_cast<const T*>(saved);
             }
         }
-        try {
-            std::vector<TensorView> in;
-            for (int i = 0; i < std::min(inner_inputs_, ctx.num_inputs()); ++i)
-                in.push_back(ctx.input(i));
-            RunContext ic(ctx.node(), std::move(in), {ctx.output(0)}, ctx.workspace(), inner_ws,
-                          cpu_allocator(), ctx.control());
-            DSINFER_RETURN_IF_ERROR(inner_->run(ic));
-        } catch (const std::bad_alloc&) {
-            return Status(ErrorCode::resource_exhausted, "out of memory");
-        }
+        // The inner kernel runs on the operands directly (a RunContext would allocate).
+        std::array<const TensorView*, kMaxInnerInputs> in{};
+        const int num_in = std::min({inner_inputs_, ctx.num_inputs(), kMaxInnerInputs});
+        for (int i = 0; i < num_in; ++i)
+            in[static_cast<std::size_t>(i)] = ctx.has_input(i) ? &ctx.input(i) : nullptr;
+        DSINFER_RETURN_IF_ERROR(inner_->run_direct(
+            std::span<const TensorView* const>(in.data(), static_cast<std::size_t>(num_in)),
+            ctx.output(0), ctx.workspace(), inner_ws));
         const TensorView& yv = ctx.output(0);
         T* y = yv.data<T>();
         const int64_t total = yv.num_elements();
@@ -122,7 +123,9 @@ private:
         return Status::ok();
     }
 
-    std::unique_ptr<Kernel> inner_;
+    static constexpr int kMaxInnerInputs = 3;  // Conv and Gemm: 3, MatMul: 2
+
+    std::unique_ptr<DirectKernel> inner_;
     int inner_inputs_, bias_, residual_;
     ActivationSpec act_;
     const char* op_;
@@ -170,18 +173,18 @@ public:
     explicit SkipLayerNormKernel(float eps) : eps_(eps) {}
 
     Status prepare(PrepareContext& ctx) const override {
-        return prepare_skip_layer_norm(ctx);
+        DSINFER_RETURN_IF_ERROR(prepare_skip_layer_norm(ctx));
+        // One row of sums (float) in the workspace.
+        const Shape& x = ctx.input(0).shape();
+        ctx.set_workspace(static_cast<std::size_t>(x[x.rank() - 1]) * sizeof(float));
+        return Status::ok();
     }
 
     Status run(RunContext& ctx) const noexcept override {
-        try {
-            switch (ctx.input(0).dtype) {
-                case DType::f16: return run_as<float16>(ctx);
-                case DType::bf16: return run_as<bfloat16>(ctx);
-                default: return run_as<float>(ctx);
-            }
-        } catch (const std::bad_alloc&) {
-            return Status(ErrorCode::resource_exhausted, "out of memory");
+        switch (ctx.input(0).dtype) {
+            case DType::f16: return run_as<float16>(ctx);
+            case DType::bf16: return run_as<bfloat16>(ctx);
+            default: return run_as<float>(ctx);
         }
     }
 
@@ -189,7 +192,7 @@ private:
     /// Sums, statistics and the normalization in float32 (double for the moments); the
     /// stored types round once at the end.
     template <class T>
-    Status run_as(RunContext& ctx) const {
+    Status run_as(RunContext& ctx) const noexcept {
         const TensorView& x = ctx.input(0);
         const int64_t h = x.shape[x.shape.rank() - 1];
         const int64_t rows = h == 0 ? 0 : x.num_elements() / h;
@@ -201,7 +204,9 @@ private:
         T* y = ctx.output(0).data<T>();
         T* sum_out = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
         auto f = [](T v) { return static_cast<float>(v); };
-        std::vector<float> s(static_cast<std::size_t>(h));
+        float* s = static_cast<float*>(ctx.workspace());
+        if (rows > 0 && h > 0 && (s == nullptr || ctx.workspace_bytes() < static_cast<std::size_t>(h) * sizeof(float)))
+            return Status(ErrorCode::internal, "SkipLayerNormalization: workspace too small");
         for (int64_t r = 0; r < rows; ++r) {
             double mean = 0.0;
             for (int64_t c = 0; c < h; ++c) {

@@ -2,6 +2,11 @@
 // src/cpu/reference/). register_cpu_kernels() calls each of them, in this order.
 #pragma once
 
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 
 namespace dsinfer::detail {
@@ -18,11 +23,22 @@ void register_control_flow_kernels(KernelRegistry& r);    // control_flow.cpp: I
 void register_fused_kernels(KernelRegistry& r);      // fused.cpp: FusedConv, FusedMatMul, norms, Gelu
 void register_attention_kernels(KernelRegistry& r);  // fused_attention.cpp: MultiHeadAttention
 
+/// A reference kernel the fused kernels (fused.cpp) run on explicit operands: building a
+/// RunContext for an inner kernel allocates (its vectors), and run() must not.
+class DirectKernel : public Kernel {
+public:
+    /// Same as run() with input i = *inputs[i] (null: the input is absent), output 0 =
+    /// `output` and the workspace prepare asked for.
+    [[nodiscard]] virtual Status run_direct(std::span<const TensorView* const> inputs,
+                                            const TensorView& output, void* workspace,
+                                            std::size_t workspace_bytes) const noexcept = 0;
+};
+
 // Reference factories the fused kernels wrap (they read only the inputs and attributes of the
 // plain op).
-StatusOr<std::unique_ptr<Kernel>> make_reference_conv(const KernelCreateContext& ctx);    // nn_conv.cpp
-StatusOr<std::unique_ptr<Kernel>> make_reference_matmul(const KernelCreateContext& ctx);  // nn_matmul.cpp
-StatusOr<std::unique_ptr<Kernel>> make_reference_gemm(const KernelCreateContext& ctx);    // nn_matmul.cpp
+StatusOr<std::unique_ptr<DirectKernel>> make_reference_conv(const KernelCreateContext& ctx);    // nn_conv.cpp
+StatusOr<std::unique_ptr<DirectKernel>> make_reference_matmul(const KernelCreateContext& ctx);  // nn_matmul.cpp
+StatusOr<std::unique_ptr<DirectKernel>> make_reference_gemm(const KernelCreateContext& ctx);    // nn_matmul.cpp
 /// Shape and type checks of SkipLayerNormalization, shared with its fast kernel (fused.cpp).
 Status prepare_skip_layer_norm(PrepareContext& ctx);
 }  // namespace dsinfer::detail

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cpu/kernel_utils.hpp"
+#include "cpu/reference/eigen_gemm.hpp"
+#include "cpu/reference/groups.hpp"
 #include "cpu/reference/nn_window.hpp"
 
 namespace dsinfer::detail {
@@ -188,9 +190,26 @@ void widen(const T* src, float* dst, int64_t n) noexcept {
     for (int64_t i = 0; i < n; ++i) dst[i] = load(src[i]);
 }
 
+/// The operands of one run: X, W, the optional B (null when absent), Y and the workspace.
+struct ConvOperands {
+    const TensorView* x = nullptr;
+    const TensorView* w = nullptr;
+    const TensorView* b = nullptr;
+    const TensorView* y = nullptr;
+    void* ws = nullptr;
+    std::size_t ws_bytes = 0;
+};
+
+inline std::size_t align64(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
+
+ConvOperands conv_operands(const RunContext& ctx) noexcept {
+    return {&ctx.input(0), &ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+            &ctx.output(0), ctx.workspace(), ctx.workspace_bytes()};
+}
+
 // ---- Conv ------------------------------------------------------------------------------------
 
-class ConvKernel final : public Kernel {
+class ConvKernel final : public DirectKernel {
 public:
     explicit ConvKernel(ConvAttrs a) : a_(std::move(a)) {}
 
@@ -215,32 +234,56 @@ public:
         std::size_t ws_elems = 0;
         if (!depthwise(c, m)) {
             const int64_t cg = c / a_.group, mg = m / a_.group;
-            if (half || !pointwise(g))
+            if (half_or_im2col(g, half))
                 ws_elems += static_cast<std::size_t>(cg * g.k_size * g.out_size);
             if (half)
                 ws_elems +=
                     static_cast<std::size_t>(ws.num_elements() + mg * g.out_size + cg * g.in_size);
         }
-        ctx.set_workspace(ws_elems * fsz);
+        // The GEMM's packed panels (eigen_gemm.hpp) after the buffers above.
+        std::size_t scratch = 0;
+        if (!depthwise(c, m)) {
+            const int64_t cg = c / a_.group, mg = m / a_.group;
+            scratch = ctx.input(0).dtype() == DType::f64
+                          ? gemm_scratch_bytes<double>(mg, g.out_size, cg * g.k_size)
+                          : gemm_scratch_bytes<float>(mg, g.out_size, cg * g.k_size);
+        }
+        ctx.set_workspace(scratch == 0 ? ws_elems * fsz : align64(ws_elems * fsz) + scratch);
         return Status::ok();
     }
 
-    Status run(RunContext& ctx) const noexcept override {
-        const TensorView& x = ctx.input(0);
-        const TensorView& w = ctx.input(1);
-        ConvGeom g;
-        DSINFER_RETURN_IF_ERROR(conv_geometry(a_, x.shape, w.shape, g));
-        return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            if (depthwise(x.shape[1], w.shape[0]))
-                run_depthwise<T>(ctx, g);
-            else
-                run_gemm<T>(ctx, g);
-            return Status::ok();
-        });
+    Status run(RunContext& ctx) const noexcept override { return run_ops(conv_operands(ctx)); }
+
+    Status run_direct(std::span<const TensorView* const> in, const TensorView& out, void* ws,
+                      std::size_t ws_bytes) const noexcept override {
+        if (in.size() < 2 || in[0] == nullptr || in[1] == nullptr)
+            return Status(ErrorCode::internal, "Conv needs inputs X and W");
+        return run_ops({in[0], in[1], in.size() > 2 ? in[2] : nullptr, &out, ws, ws_bytes});
     }
 
 private:
+    Status run_ops(const ConvOperands& op) const noexcept {
+        const TensorView& x = *op.x;
+        const TensorView& w = *op.w;
+        ConvGeom g;
+        DSINFER_RETURN_IF_ERROR(conv_geometry(a_, x.shape, w.shape, g));
+        try {
+            return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
+                if (depthwise(x.shape[1], w.shape[0]))
+                    run_depthwise<T>(op, g);
+                else
+                    run_gemm<T>(op, g);
+                return Status::ok();
+            });
+        } catch (const std::bad_alloc&) {
+            // Only Eigen's own buffers, beyond what prepare planned (eigen_gemm.hpp).
+            return Status(ErrorCode::resource_exhausted, "out of memory");
+        }
+    }
+
     static bool is_half(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
+    // Whether the workspace starts with the im2col buffer (sized even for half pointwise).
+    static bool half_or_im2col(const ConvGeom& g, bool half) { return half || !pointwise(g); }
     bool depthwise(int64_t c, int64_t /*m*/) const { return a_.group == c && a_.group > 1; }
     static bool pointwise(const ConvGeom& g) {
         for (int i = 0; i < g.nsp; ++i) {
@@ -313,17 +356,24 @@ private:
     }
 
     template <class T>
-    void run_gemm(RunContext& ctx, const ConvGeom& g) const noexcept {
+    void run_gemm(const ConvOperands& op, const ConvGeom& g) const {
         using F = compute_t<T>;
-        const TensorView& x = ctx.input(0);
-        const TensorView& w = ctx.input(1);
-        const TensorView& y = ctx.output(0);
+        const TensorView& x = *op.x;
+        const TensorView& w = *op.w;
+        const TensorView& y = *op.y;
         const int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
         const int64_t cg = c / a_.group, mg = m / a_.group;
         const int64_t kk = cg * g.k_size;
         const bool pw = pointwise(g);
-        F* ws = static_cast<F*>(ctx.workspace());
-        F* col = ws;
+        F* col = static_cast<F*>(op.ws);
+        // The GEMM's packed panels follow the buffers prepare sized (see prepare).
+        std::size_t own = 0;
+        if (half_or_im2col(g, is_half_v<T>)) own += static_cast<std::size_t>(kk * g.out_size);
+        if constexpr (is_half_v<T>)
+            own += static_cast<std::size_t>(w.num_elements() + mg * g.out_size + cg * g.in_size);
+        own = align64(own * sizeof(F));
+        void* scratch = static_cast<unsigned char*>(op.ws) + own;
+        const std::size_t scratch_bytes = op.ws_bytes > own ? op.ws_bytes - own : 0;
         const F* wf;
         F* yf = nullptr;
         F* xf = nullptr;
@@ -368,13 +418,14 @@ private:
                     if (kk == 0)
                         ym.setZero();
                     else
-                        ym.noalias() =
-                            MapC<F>(wf + gi * mg * kk, mg, kk) * MapC<F>(b, kk, g.out_size);
+                        product_into<false>(ym, MapC<F>(wf + gi * mg * kk, mg, kk),
+                                            MapC<F>(b, kk, g.out_size), F(1), scratch,
+                                            scratch_bytes);
                 }
                 T* dst = py + (i * m + gi * mg) * g.out_size;
                 for (int64_t mm = 0; mm < mg; ++mm) {
-                    const F bias = ctx.has_input(2)
-                                       ? static_cast<F>(load(ctx.input(2).data<T>()[gi * mg + mm]))
+                    const F bias = op.b != nullptr
+                                       ? static_cast<F>(load(op.b->data<T>()[gi * mg + mm]))
                                        : F(0);
                     F* orow = out + mm * g.out_size;
                     T* drow = dst + mm * g.out_size;
@@ -386,15 +437,15 @@ private:
 
     // One input channel per group: out channel oc reads input channel oc / (M / C).
     template <class T>
-    void run_depthwise(RunContext& ctx, const ConvGeom& g) const noexcept {
+    void run_depthwise(const ConvOperands& op, const ConvGeom& g) const noexcept {
         using F = compute_t<T>;
-        const TensorView& x = ctx.input(0);
-        const TensorView& w = ctx.input(1);
+        const TensorView& x = *op.x;
+        const TensorView& w = *op.w;
         const int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
         const int64_t mult = m / c;
         const T* px = x.data<T>();
         const T* pw = w.data<T>();
-        T* py = ctx.output(0).data<T>();
+        T* py = op.y->data<T>();
         const int nsp = g.nsp;
         Dims in_st{};
         int64_t acc = 1;
@@ -407,9 +458,8 @@ private:
                 const T* xc = px + (i * c + oc / mult) * g.in_size;
                 const T* wk = pw + oc * g.k_size;
                 T* yc = py + (i * m + oc) * g.out_size;
-                const F bias =
-                    ctx.has_input(2) ? static_cast<F>(load(ctx.input(2).data<T>()[oc])) : F(0);
-                Dims op{};
+                const F bias = op.b != nullptr ? static_cast<F>(load(op.b->data<T>()[oc])) : F(0);
+                Dims opos{};
                 for (int64_t o = 0; o < g.out_size; ++o) {
                     F sum = bias;
                     Dims kp{};
@@ -418,7 +468,7 @@ private:
                         bool inside = true;
                         for (int d = 0; d < nsp; ++d) {
                             const auto u = static_cast<std::size_t>(d);
-                            const int64_t ii = op[u] * g.stride[u] - g.pb[u] + kp[u] * g.dil[u];
+                            const int64_t ii = opos[u] * g.stride[u] - g.pb[u] + kp[u] * g.dil[u];
                             if (ii < 0 || ii >= g.in[u]) {
                                 inside = false;
                                 break;
@@ -436,8 +486,8 @@ private:
                     yc[o] = store<T>(sum);
                     for (int d = nsp - 1; d >= 0; --d) {
                         const auto u = static_cast<std::size_t>(d);
-                        if (++op[u] < g.out[u]) break;
-                        op[u] = 0;
+                        if (++opos[u] < g.out[u]) break;
+                        opos[u] = 0;
                     }
                 }
             }
@@ -533,32 +583,49 @@ public:
         if (half)
             elems += static_cast<std::size_t>(ws.num_elements() + xs.num_elements() +
                                               out.num_elements());
-        ctx.set_workspace(elems * (ctx.input(0).dtype() == DType::f64 ? 8 : 4));
+        const bool f64 = ctx.input(0).dtype() == DType::f64;
+        const int64_t cg = c / a_.group;
+        // The GEMM's packed panels (eigen_gemm.hpp) after the buffers above.
+        const std::size_t scratch =
+            f64 ? gemm_scratch_bytes<double>(mg * g.k_size, g.in_size, cg)
+                : gemm_scratch_bytes<float>(mg * g.k_size, g.in_size, cg);
+        const std::size_t own = elems * (f64 ? 8 : 4);
+        ctx.set_workspace(scratch == 0 ? own : align64(own) + scratch);
         return Status::ok();
     }
 
     Status run(RunContext& ctx) const noexcept override {
-        const TensorView& x = ctx.input(0);
-        const TensorView& w = ctx.input(1);
+        const ConvOperands op = conv_operands(ctx);
         ConvGeom g;
-        DSINFER_RETURN_IF_ERROR(convt_geometry(a_, x.shape, w.shape, g));
-        return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            compute<T>(ctx, g);
-            return Status::ok();
-        });
+        DSINFER_RETURN_IF_ERROR(convt_geometry(a_, op.x->shape, op.w->shape, g));
+        try {
+            return dispatch_types(op.x->dtype, FloatTypes{}, [&]<class T>() -> Status {
+                compute<T>(op, g);
+                return Status::ok();
+            });
+        } catch (const std::bad_alloc&) {
+            // Only Eigen's own buffers, beyond what prepare planned (eigen_gemm.hpp).
+            return Status(ErrorCode::resource_exhausted, "out of memory");
+        }
     }
 
 private:
     template <class T>
-    void compute(RunContext& ctx, const ConvGeom& g) const noexcept {
+    void compute(const ConvOperands& op, const ConvGeom& g) const {
         using F = compute_t<T>;
-        const TensorView& x = ctx.input(0);
-        const TensorView& w = ctx.input(1);
-        const TensorView& y = ctx.output(0);
+        const TensorView& x = *op.x;
+        const TensorView& w = *op.w;
+        const TensorView& y = *op.y;
         const int64_t n = x.shape[0], c = x.shape[1];
         const int64_t cg = c / a_.group, mg = w.shape[1], m = mg * a_.group;
         const int64_t rows = mg * g.k_size;
-        F* col = static_cast<F*>(ctx.workspace());
+        F* col = static_cast<F*>(op.ws);
+        std::size_t own = static_cast<std::size_t>(rows * g.in_size);
+        if constexpr (is_half_v<T>)
+            own += static_cast<std::size_t>(w.num_elements() + x.num_elements() + y.num_elements());
+        own = align64(own * sizeof(F));
+        void* scratch = static_cast<unsigned char*>(op.ws) + own;
+        const std::size_t scratch_bytes = op.ws_bytes > own ? op.ws_bytes - own : 0;
         const F* wf;
         const F* xf;
         F* yf;
@@ -579,8 +646,7 @@ private:
         // Y starts as the bias.
         for (int64_t i = 0; i < n; ++i)
             for (int64_t oc = 0; oc < m; ++oc) {
-                const F b =
-                    ctx.has_input(2) ? static_cast<F>(load(ctx.input(2).data<T>()[oc])) : F(0);
+                const F b = op.b != nullptr ? static_cast<F>(load(op.b->data<T>()[oc])) : F(0);
                 std::fill(yf + (i * m + oc) * g.out_size, yf + (i * m + oc + 1) * g.out_size, b);
             }
         const int nsp = g.nsp;
@@ -597,8 +663,9 @@ private:
                 if (cg == 0)
                     colm.setZero();
                 else
-                    colm.noalias() = MapC<F>(wf + gi * cg * rows, cg, rows).transpose() *
-                                     MapC<F>(xf + (i * c + gi * cg) * g.in_size, cg, g.in_size);
+                    product_into<false>(colm, MapC<F>(wf + gi * cg * rows, cg, rows).transpose(),
+                                        MapC<F>(xf + (i * c + gi * cg) * g.in_size, cg, g.in_size),
+                                        F(1), scratch, scratch_bytes);
                 F* yg = yf + (i * m + gi * mg) * g.out_size;
                 // col2im: scatter-add each column entry to its output position.
                 for (int64_t mm = 0; mm < mg; ++mm) {
@@ -651,8 +718,10 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const KernelCreateContext&
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Kernel>> make_reference_conv(const KernelCreateContext& ctx) {
-    return make_conv(ctx);
+StatusOr<std::unique_ptr<DirectKernel>> make_reference_conv(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, false));
+    return std::unique_ptr<DirectKernel>(std::make_unique<ConvKernel>(std::move(a)));
 }
 
 void register_nn_conv_kernels(KernelRegistry& r) {

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cpu/kernel_utils.hpp"
+#include "cpu/reference/eigen_gemm.hpp"
+#include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {
 namespace {
@@ -39,15 +41,28 @@ inline T from_acc(acc_t<T> v) noexcept {
         return store<T>(v);
 }
 
-/// C[M,N] = A[M,K] * B[K,N] (row-major, contiguous). For float and double.
+inline std::size_t align64(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
+
+/// Workspace scratch of gemm_eigen for F (float for float, float16 and bfloat16; double).
+inline std::size_t gemm_scratch_for(DType dt, int64_t m, int64_t k, int64_t n) noexcept {
+    if (dt == DType::f64) return gemm_scratch_bytes<double>(m, n, k);
+    if (dt == DType::f32 || dt == DType::f16 || dt == DType::bf16)
+        return gemm_scratch_bytes<float>(m, n, k);
+    return 0;
+}
+
+/// C[M,N] = A[M,K] * B[K,N] (row-major, contiguous). For float and double; Eigen's packed
+/// panels in `scratch` (gemm_scratch_bytes).
 template <class T>
-void gemm_eigen(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n) {
+void gemm_eigen(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, void* scratch,
+                std::size_t scratch_bytes) {
     if (m == 0 || n == 0) return;
     if (k == 0) {
         std::fill(c, c + m * n, T(0));
         return;
     }
-    MapM<T>(c, m, n).noalias() = MapC<T>(a, m, k) * MapC<T>(b, k, n);
+    product_into<false>(MapM<T>(c, m, n), MapC<T>(a, m, k), MapC<T>(b, k, n), T(1), scratch,
+                        scratch_bytes);
 }
 
 /// C[M,N] = A[M,K] * B[K,N] for integer types (wrapping).
@@ -97,7 +112,7 @@ StatusOr<MatMulDims> matmul_dims(const Shape& a, const Shape& b) {
     return d;
 }
 
-class MatMulKernel final : public Kernel {
+class MatMulKernel final : public DirectKernel {
 public:
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& a = ctx.input(0);
@@ -109,43 +124,79 @@ public:
                       "MatMul does not support element type ", dtype_name(a.dtype()));
         DSINFER_ASSIGN_OR_RETURN(MatMulDims d, matmul_dims(a.shape(), b.shape()));
         ctx.set_output(0, a.dtype(), d.out);
-        if (is_half_dtype(a.dtype()))
-            ctx.set_workspace(
-                static_cast<std::size_t>(a.num_elements() + b.num_elements() + d.m * d.n) *
-                sizeof(float));
+        const std::size_t own =
+            is_half_dtype(a.dtype())
+                ? static_cast<std::size_t>(a.num_elements() + b.num_elements() + d.m * d.n) *
+                      sizeof(float)
+                : 0;
+        // Eigen's packed panels: per batch, or one tall product (see run).
+        const std::size_t scratch =
+            std::max(gemm_scratch_for(a.dtype(), d.m, d.k, d.n),
+                     gemm_scratch_for(a.dtype(), d.batch.num_elements() * d.m, d.k, d.n));
+        ctx.set_workspace(scratch == 0 ? own : align64(own) + scratch);
         return Status::ok();
     }
 
     Status run(RunContext& ctx) const noexcept override {
-        const TensorView& a = ctx.input(0);
-        const TensorView& b = ctx.input(1);
-        const TensorView& y = ctx.output(0);
+        return run_ops(ctx.input(0), ctx.input(1), ctx.output(0), ctx.workspace(),
+                       ctx.workspace_bytes());
+    }
+
+    Status run_direct(std::span<const TensorView* const> in, const TensorView& out, void* ws,
+                      std::size_t ws_bytes) const noexcept override {
+        if (in.size() < 2 || in[0] == nullptr || in[1] == nullptr)
+            return Status(ErrorCode::internal, "MatMul needs inputs A and B");
+        return run_ops(*in[0], *in[1], out, ws, ws_bytes);
+    }
+
+private:
+    Status run_ops(const TensorView& a, const TensorView& b, const TensorView& y, void* ws,
+                   std::size_t ws_bytes) const noexcept {
         auto dims_or = matmul_dims(a.shape, b.shape);
         if (!dims_or.is_ok()) return dims_or.status();
         const MatMulDims& d = dims_or.value();
+        try {
+            return run_typed(a, b, y, d, ws, ws_bytes);
+        } catch (const std::bad_alloc&) {
+            // Only Eigen's own buffers, beyond what prepare planned (eigen_gemm.hpp).
+            return Status(ErrorCode::resource_exhausted, "out of memory");
+        }
+    }
+
+    Status run_typed(const TensorView& a, const TensorView& b, const TensorView& y,
+                     const MatMulDims& d, void* ws, std::size_t ws_bytes) const {
         return dispatch_types(a.dtype, NumericTypes{}, [&]<class T>() -> Status {
             const T* pa = a.data<T>();
             const T* pb = b.data<T>();
             T* py = y.data<T>();
             const int64_t sa = d.m * d.k, sb = d.k * d.n, sy = d.m * d.n;
+            std::size_t own = 0;
+            if constexpr (is_half_v<T>)
+                own = align64(static_cast<std::size_t>(a.num_elements() + b.num_elements() + sy) *
+                              sizeof(float));
+            void* scratch = static_cast<unsigned char*>(ws) + own;
+            const std::size_t scratch_bytes = ws_bytes > own ? ws_bytes - own : 0;
             if constexpr (is_half_v<T>) {
-                float* wa = static_cast<float*>(ctx.workspace());
+                float* wa = static_cast<float*>(ws);
                 float* wb = wa + a.num_elements();
                 float* wy = wb + b.num_elements();
                 widen(pa, wa, a.num_elements());
                 widen(pb, wb, b.num_elements());
                 run_batches(d, [&](int64_t ia, int64_t ib, int64_t iy) {
-                    gemm_eigen<float>(wa + ia * sa, wb + ib * sb, wy, d.m, d.k, d.n);
+                    gemm_eigen<float>(wa + ia * sa, wb + ib * sb, wy, d.m, d.k, d.n, scratch,
+                                      scratch_bytes);
                     for (int64_t i = 0; i < sy; ++i) py[iy * sy + i] = store<T>(wy[i]);
                 });
             } else if constexpr (std::is_floating_point_v<T>) {
                 // B shared by every batch: one tall GEMM over all of A's rows.
                 if (d.batch_b.num_elements() == 1 && d.batch == d.batch_a) {
-                    gemm_eigen<T>(pa, pb, py, d.batch.num_elements() * d.m, d.k, d.n);
+                    gemm_eigen<T>(pa, pb, py, d.batch.num_elements() * d.m, d.k, d.n, scratch,
+                                  scratch_bytes);
                     return Status::ok();
                 }
                 run_batches(d, [&](int64_t ia, int64_t ib, int64_t iy) {
-                    gemm_eigen<T>(pa + ia * sa, pb + ib * sb, py + iy * sy, d.m, d.k, d.n);
+                    gemm_eigen<T>(pa + ia * sa, pb + ib * sb, py + iy * sy, d.m, d.k, d.n,
+                                  scratch, scratch_bytes);
                 });
             } else {
                 run_batches(d, [&](int64_t ia, int64_t ib, int64_t iy) {
@@ -156,7 +207,6 @@ public:
         });
     }
 
-private:
     static bool is_half_dtype(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
 
     template <class F>
@@ -180,7 +230,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
 
 // ---- Gemm ------------------------------------------------------------------------------------
 
-class GemmKernel final : public Kernel {
+class GemmKernel final : public DirectKernel {
 public:
     GemmKernel(float alpha, float beta, bool ta, bool tb)
         : alpha_(alpha), beta_(beta), trans_a_(ta), trans_b_(tb) {}
@@ -216,17 +266,41 @@ public:
                           " cannot be broadcast to [", m, ",", n, "]");
         }
         ctx.set_output(0, a.dtype(), Shape{m, n});
-        if (a.dtype() == DType::f16 || a.dtype() == DType::bf16)
-            ctx.set_workspace(
-                static_cast<std::size_t>(a.num_elements() + b.num_elements() + m * n) *
-                sizeof(float));
+        const std::size_t own =
+            a.dtype() == DType::f16 || a.dtype() == DType::bf16
+                ? static_cast<std::size_t>(a.num_elements() + b.num_elements() + m * n) *
+                      sizeof(float)
+                : 0;
+        const std::size_t scratch = gemm_scratch_for(a.dtype(), m, k, n);  // Eigen's panels
+        ctx.set_workspace(scratch == 0 ? own : align64(own) + scratch);
         return Status::ok();
     }
 
     Status run(RunContext& ctx) const noexcept override {
-        const TensorView& a = ctx.input(0);
-        const TensorView& b = ctx.input(1);
-        const TensorView& y = ctx.output(0);
+        return run_ops(ctx.input(0), ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+                       ctx.output(0), ctx.workspace(), ctx.workspace_bytes());
+    }
+
+    Status run_direct(std::span<const TensorView* const> in, const TensorView& out, void* ws,
+                      std::size_t ws_bytes) const noexcept override {
+        if (in.size() < 2 || in[0] == nullptr || in[1] == nullptr)
+            return Status(ErrorCode::internal, "Gemm needs inputs A and B");
+        return run_ops(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, out, ws, ws_bytes);
+    }
+
+private:
+    Status run_ops(const TensorView& a, const TensorView& b, const TensorView* c,
+                   const TensorView& y, void* ws, std::size_t ws_bytes) const noexcept {
+        try {
+            return run_typed(a, b, c, y, ws, ws_bytes);
+        } catch (const std::bad_alloc&) {
+            // Only Eigen's own buffers, beyond what prepare planned (eigen_gemm.hpp).
+            return Status(ErrorCode::resource_exhausted, "out of memory");
+        }
+    }
+
+    Status run_typed(const TensorView& a, const TensorView& b, const TensorView* c,
+                     const TensorView& y, void* ws, std::size_t ws_bytes) const {
         const int64_t m = y.shape[0], n = y.shape[1];
         const int64_t k = trans_a_ ? a.shape[0] : a.shape[1];
         return dispatch_types(a.dtype, NumericTypes{}, [&]<class T>() -> Status {
@@ -251,8 +325,15 @@ public:
                 const F* fa;
                 const F* fb;
                 F* fy;
+                std::size_t own = 0;
+                if constexpr (is_half_v<T>)
+                    own = align64(static_cast<std::size_t>(a.num_elements() + b.num_elements() +
+                                                           m * n) *
+                                  sizeof(float));
+                void* scratch = static_cast<unsigned char*>(ws) + own;
+                const std::size_t scratch_bytes = ws_bytes > own ? ws_bytes - own : 0;
                 if constexpr (is_half_v<T>) {
-                    float* wa = static_cast<float*>(ctx.workspace());
+                    float* wa = static_cast<float*>(ws);
                     float* wb = wa + a.num_elements();
                     widen(pa, wa, a.num_elements());
                     widen(pb, wb, b.num_elements());
@@ -264,18 +345,18 @@ public:
                     fb = pb;
                     fy = py;
                 }
-                gemm_float<F>(fa, fb, fy, m, k, n);
+                gemm_float<F>(fa, fb, fy, m, k, n, scratch, scratch_bytes);
                 if constexpr (is_half_v<T>)
                     for (int64_t i = 0; i < m * n; ++i) py[i] = store<T>(fy[i]);
             }
-            if (ctx.has_input(2) && beta_ != 0.0f) add_c<T>(ctx.input(2), py, m, n);
+            if (c != nullptr && beta_ != 0.0f) add_c<T>(*c, py, m, n);
             return Status::ok();
         });
     }
 
-private:
     template <class F>
-    void gemm_float(const F* a, const F* b, F* y, int64_t m, int64_t k, int64_t n) const {
+    void gemm_float(const F* a, const F* b, F* y, int64_t m, int64_t k, int64_t n, void* ws,
+                    std::size_t wsb) const {
         if (m == 0 || n == 0) return;
         auto out = MapM<F>(y, m, n);
         if (k == 0) {
@@ -283,14 +364,18 @@ private:
             return;
         }
         const F alpha = static_cast<F>(alpha_);
+        // out = alpha * (A * B), as Eigen evaluates it (eigen_gemm.hpp).
         if (!trans_a_ && !trans_b_)
-            out.noalias() = alpha * (MapC<F>(a, m, k) * MapC<F>(b, k, n));
+            product_into<true>(out, MapC<F>(a, m, k), MapC<F>(b, k, n), alpha, ws, wsb);
         else if (trans_a_ && !trans_b_)
-            out.noalias() = alpha * (MapC<F>(a, k, m).transpose() * MapC<F>(b, k, n));
+            product_into<true>(out, MapC<F>(a, k, m).transpose(), MapC<F>(b, k, n), alpha, ws,
+                               wsb);
         else if (!trans_a_ && trans_b_)
-            out.noalias() = alpha * (MapC<F>(a, m, k) * MapC<F>(b, n, k).transpose());
+            product_into<true>(out, MapC<F>(a, m, k), MapC<F>(b, n, k).transpose(), alpha, ws,
+                               wsb);
         else
-            out.noalias() = alpha * (MapC<F>(a, k, m).transpose() * MapC<F>(b, n, k).transpose());
+            product_into<true>(out, MapC<F>(a, k, m).transpose(), MapC<F>(b, n, k).transpose(),
+                               alpha, ws, wsb);
     }
 
     template <class T>
@@ -628,11 +713,14 @@ StatusOr<std::unique_ptr<Kernel>> make_einsum(const KernelCreateContext& ctx) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Kernel>> make_reference_matmul(const KernelCreateContext& ctx) {
-    return make_matmul(ctx);
+StatusOr<std::unique_ptr<DirectKernel>> make_reference_matmul(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
+    return std::unique_ptr<DirectKernel>(std::make_unique<MatMulKernel>());
 }
-StatusOr<std::unique_ptr<Kernel>> make_reference_gemm(const KernelCreateContext& ctx) {
-    return make_gemm(ctx);
+StatusOr<std::unique_ptr<DirectKernel>> make_reference_gemm(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> k, make_gemm(ctx));
+    // make_gemm creates a GemmKernel (its only kernel type).
+    return std::unique_ptr<DirectKernel>(static_cast<DirectKernel*>(k.release()));
 }
 
 void register_nn_matmul_kernels(KernelRegistry& r) {
