@@ -385,13 +385,14 @@ template <class Entry>
 bool slice_plan(const Shape& in, std::int64_t n, Entry&& entry, Shape& out, std::int64_t& base,
                 Strides& strides) {
     const int r = in.rank();
-    std::vector<std::array<std::int64_t, 4>> e(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
-    for (std::int64_t i = 0; i < n; ++i) {
-        auto& x = e[static_cast<std::size_t>(i)];
-        x = {0, 0, 0, 1};
-        entry(i, x[0], x[1], x[2], x[3]);
-    }
-    auto at = [&](int k) { return [&, k](std::int64_t i) { return e[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)]; }; };
+    // Entries are read on demand (run() must not allocate a table of them).
+    auto at = [&](int k) {
+        return [&, k](std::int64_t i) {
+            std::array<std::int64_t, 4> x{0, 0, 0, 1};
+            entry(i, x[0], x[1], x[2], x[3]);
+            return x[static_cast<std::size_t>(k)];
+        };
+    };
     SliceRanges sr;
     if (!slice_ranges(in, n, at(0), at(1), at(2), at(3), sr).is_ok()) return false;
     const Strides cs = contiguous_strides(in);
