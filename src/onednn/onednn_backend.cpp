@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "cpu/fast/fast_fused.hpp"
 #include "dsinfer/backends/onednn.hpp"
 #include "onednn/onednn_common.hpp"
 
@@ -162,7 +163,18 @@ StatusOr<Epilogue> epilogue_from_attributes(const Node& node) {
             break;
         case Activation::hard_swish: e.activation = A::eltwise_hardswish; break;
     }
+    // See Epilogue::activation_after: these post-ops turn NaN into a number.
+    if (e.activation == A::eltwise_clip || e.activation == A::eltwise_logistic ||
+        (e.activation == A::eltwise_relu && e.alpha == 0.f)) {
+        e.activation = A::undef;
+        e.activation_after = true;
+    }
     return e;
+}
+
+void Epilogue::finish(const TensorView& y) const noexcept {
+    if (activation_after)
+        apply_activation_f32(static_cast<float*>(y.raw), y.num_elements(), act);
 }
 
 Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,

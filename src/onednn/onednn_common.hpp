@@ -11,6 +11,7 @@
 
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -101,16 +102,37 @@ struct Epilogue {
     float sum_scale = 1.f;
     float output_scale = 1.f;  ///< multiplies the result before sum/activation (Gemm alpha)
 
+    /// The activation runs after the primitive, in dsinfer's loop, instead of as a post-op:
+    /// oneDNN's post-op maps NaN to a number where the reference kernels keep it (Relu and
+    /// LeakyRelu with alpha 0: NaN -> 0 or -Inf -> NaN, depending on the primitive; Clip gives
+    /// its lower bound; Sigmoid in the convolution gives 0). attr() then leaves it out, and the
+    /// kernel calls finish() on its output after the primitive
+    /// (tests/unit/test_nonfinite_backends.cpp).
+    bool activation_after = false;
+
     bool empty() const noexcept {
-        return activation == dnnl::algorithm::undef && !sum && output_scale == 1.f;
+        return activation == dnnl::algorithm::undef && !activation_after && !sum &&
+               output_scale == 1.f;
     }
     /// Primitive attributes: post-ops, output scale, user scratchpad.
     dnnl::primitive_attr attr() const;
+    /// After the primitive wrote `y` (f32, either layout): the activation attr() left out, if
+    /// any (activation_after), with the reference kernels' NaN/Inf semantics.
+    void finish(const TensorView& y) const noexcept;
 };
 
 /// Reads the optional fused-activation attributes of dsinfer's fused ops (cpu/activation.hpp;
 /// invalid_model for unknown names).
 StatusOr<Epilogue> epilogue_from_attributes(const Node& node);
+
+/// True when one of x[0, n) is NaN or an infinity (vectorized at dsinfer's CPU ISA, split across
+/// the thread budget when long). Kernels whose oneDNN primitive drops a NaN or mishandles an
+/// infinity (MaxPool, Softmax/LogSoftmax, BatchNormalization's statistics, Resize onto input
+/// samples) check their inputs with it and run their fallback when one holds such a value.
+/// Defined in onednn_eltwise.cpp.
+bool any_nonfinite(const float* x, std::int64_t n) noexcept;
+/// True when one of x[0, n) is NaN.
+bool any_nan(const float* x, std::int64_t n) noexcept;
 
 /// A small thread-safe LRU cache of compiled primitives, keyed by a vector of integers (shapes
 /// and flags). Values are shared_ptr, so a run keeps its entry alive even if evicted.
@@ -267,6 +289,22 @@ protected:
     /// together.
     static LayoutSupport channel_layout(const Graph& g, const Node& n, bool output);
     bool blocked_input0() const noexcept { return (blocked_in_mask_ & 1u) != 0; }
+    /// prepare() of kernels that may hand any shape class to the fallback at run time (an
+    /// input holding a NaN, see any_nonfinite): also reserves what run_fallback then needs for
+    /// the row-major copies of blocked input 0 and output 0, after the fallback's workspace.
+    Status prepare_allowing_fallback(PrepareContext& ctx) const {
+        if (ctx.probing() || (blocked_in_mask_ == 0 && blocked_out_mask_ == 0))
+            return SimplePrimitiveKernel::prepare(ctx);
+        DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
+        const std::size_t fallback_bytes = (ctx.workspace_bytes() + 63) / 64 * 64;
+        DSINFER_RETURN_IF_ERROR(SimplePrimitiveKernel::prepare(ctx));
+        if (!ctx.has_input(0) || !ctx.has_output(0) || !ctx.output_spec(0).set)
+            return Status::ok();
+        const std::size_t copies = relayout_bytes({ctx.input(0).shape()}, {ctx.output_spec(0).shape},
+                                                  blocked_in_mask_ & 1u, blocked_out_mask_ & 1u);
+        ctx.set_workspace(std::max(ctx.workspace_bytes(), fallback_bytes + copies));
+        return Status::ok();
+    }
 
     /// Slots negotiation made blocked.
     std::uint64_t blocked_in_mask_ = 0, blocked_out_mask_ = 0;

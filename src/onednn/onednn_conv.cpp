@@ -137,7 +137,9 @@ public:
             args.emplace(DNNL_ARG_DST, wrap(c.dst_md, ctx.output(0).raw));
             if (c.scratch_bytes > 0)
                 args.emplace(DNNL_ARG_SCRATCHPAD, wrap(c.scratch_md, ctx.workspace()));
-            return execute(c.prim, args, transpose_ ? "deconvolution" : "convolution");
+            const Status st = execute(c.prim, args, transpose_ ? "deconvolution" : "convolution");
+            if (st.is_ok()) epilogue_.finish(ctx.output(0));  // an activation left out of attr()
+            return st;
         } catch (const dnnl::error& e) {
             return from_error(e, "convolution");
         } catch (const std::bad_alloc&) {

@@ -1,15 +1,126 @@
 // oneDNN elementwise kernels (f32): unary activations on the eltwise primitive and two-input
 // arithmetic with numpy broadcasting on the binary primitive. Unary ops and same-shape binary
 // ops work on the flat buffer, so they take either layout and pass it on (uniform layout).
+// Relu runs dsinfer's vector loop instead of the primitive (oneDNN's is vmaxps(x, 0), which
+// returns 0 for NaN), still in this kernel so that it keeps the blocked layout of CNN chains.
+// Also here: the scans for NaN and infinities (any_nonfinite, any_nan; onednn_common.hpp) that
+// the kernels whose primitives drop a NaN run on their input first.
+#include <atomic>
 #include <cmath>
+#include <cstring>
 
+#include "cpu/fast/simd.hpp"
+#include "cpu/parallel.hpp"
 #include "onednn/onednn_common.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define DSINFER_SCAN_X86 1
+#else
+#define DSINFER_SCAN_X86 0
+#endif
 
 namespace dsinfer::detail::onednn {
 namespace {
 
 using std::int64_t;
 using A = dnnl::algorithm;
+
+// ---- scans for NaN and infinities ----------------------------------------------------------
+
+// scan(x, n, mask, least): some (bits(x[i]) & mask) >= least. With mask 0x7f800000 and least
+// 0x7f800000: an all-ones exponent (NaN or an infinity); with 0x7fffffff and 0x7f800001: NaN.
+// Integer compares on the bits, four vectors per step, the lanes tested every 4096 elements
+// (so a hit ends the scan early); one body per ISA (GCC vector extensions), picked by
+// fast::active_isa() like dsinfer's other loops.
+#define DSINFER_SCAN_BODY(W)                                                                   \
+    bool scan(const float* x, int64_t n, std::int32_t mask, std::int32_t least) noexcept {   \
+        typedef std::int32_t I __attribute__((vector_size((W) * 4)));                        \
+        const I m = I{} + mask, t = I{} + (least - 1);                                          \
+        int64_t i = 0;                                                                          \
+        while (n - i >= 4 * (W)) {                                                              \
+            const int64_t end = i + std::min<int64_t>((n - i) / (4 * (W)) * (4 * (W)), 4096);    \
+            I acc = {};                                                                         \
+            for (; i < end; i += 4 * (W)) {                                                     \
+                I a, b, c, d;                                                                   \
+                std::memcpy(&a, x + i, sizeof a);                                               \
+                std::memcpy(&b, x + i + (W), sizeof b);                                         \
+                std::memcpy(&c, x + i + 2 * (W), sizeof c);                                     \
+                std::memcpy(&d, x + i + 3 * (W), sizeof d);                                     \
+                acc |= ((a & m) > t) | ((b & m) > t) | ((c & m) > t) | ((d & m) > t);           \
+            }                                                                                   \
+            for (int k = 0; k < (W); ++k)                                                       \
+                if (acc[k] != 0) return true;                                                   \
+        }                                                                                       \
+        for (; i < n; ++i) {                                                                    \
+            std::int32_t b;                                                                     \
+            std::memcpy(&b, x + i, sizeof b);                                                   \
+            if ((b & mask) >= least) return true;                                               \
+        }                                                                                       \
+        return false;                                                                           \
+    }
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#if DSINFER_SCAN_X86
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2"))), apply_to = function)
+#endif
+namespace scan512 {
+DSINFER_SCAN_BODY(16)
+}  // namespace scan512
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#endif
+namespace scan256 {
+DSINFER_SCAN_BODY(8)
+}  // namespace scan256
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+#endif
+namespace scan128 {
+DSINFER_SCAN_BODY(4)
+}  // namespace scan128
+#pragma GCC diagnostic pop
+#undef DSINFER_SCAN_BODY
+
+bool scan_any(const float* x, int64_t n, std::int32_t mask, std::int32_t least) noexcept {
+    using fast::Isa;
+    const Isa isa = fast::active_isa();
+    auto one = [&](const float* p, int64_t m) {
+#if DSINFER_SCAN_X86
+        if (isa == Isa::avx512) return scan512::scan(p, m, mask, least);
+        if (isa == Isa::avx2) return scan256::scan(p, m, mask, least);
+#endif
+        return scan128::scan(p, m, mask, least);
+    };
+    constexpr int64_t kGrain = int64_t{1} << 15;  // 128 KiB a thread
+    if (n < 2 * kGrain) return one(x, n);
+    std::atomic<bool> found{false};
+    parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+        if (one(x + b, e - b)) found.store(true, std::memory_order_relaxed);
+    });
+    return found.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool any_nonfinite(const float* x, int64_t n) noexcept {
+    return scan_any(x, n, 0x7f800000, 0x7f800000);
+}
+
+bool any_nan(const float* x, int64_t n) noexcept { return scan_any(x, n, 0x7fffffff, 0x7f800001); }
+
+namespace {
 
 // ---- unary -----------------------------------------------------------------------------------
 
@@ -47,6 +158,37 @@ private:
     UnaryOp op_;
 };
 
+/// Relu by dsinfer's vector loop (x > 0 ? x : 0, NaN kept), bitwise the reference's Relu, on
+/// the flat buffer of either layout. oneDNN's eltwise_relu is vmaxps(x, 0), which gives 0 for
+/// NaN, and none of its algorithms computes Relu and keeps NaN; the loop is as fast (both are
+/// memory-bound: docs/OPS.md).
+class ReluKernel final : public FallbackKernel {
+public:
+    using FallbackKernel::FallbackKernel;
+
+    LayoutSupport layout_support(const Graph&, const Node&) const override {
+        return {kBlockedLayout, 1, 1, true};
+    }
+    Status prepare(PrepareContext& ctx) const override { return prepare_fallback(ctx); }
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const auto* px = static_cast<const float*>(x.raw);
+        auto* py = static_cast<float*>(ctx.output(0).raw);
+        const auto relu = fast::simd().unary[static_cast<int>(fast::Unary::relu)];
+        parallel_for(x.num_elements(), int64_t{32768},
+                     [&](int64_t b, int64_t e) { relu(px + b, py + b, e - b); });
+        return Status::ok();
+    }
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_relu(const KernelCreateContext& ctx) {
+    const Value* x = ctx.input_value(0);
+    if (x == nullptr || !x->dtype || *x->dtype != DType::f32)
+        return Status::error(ErrorCode::unsupported, "f32 only");
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    return make_kernel<ReluKernel>(std::move(fallback));
+}
+
 template <class F>
 StatusOr<std::unique_ptr<Kernel>> make_unary_with(const KernelCreateContext& ctx, F&& op_of) {
     const Value* x = ctx.input_value(0);
@@ -67,6 +209,9 @@ StatusOr<std::unique_ptr<Kernel>> make_fixed(const KernelCreateContext& ctx) {
 StatusOr<std::unique_ptr<Kernel>> make_leaky_relu(const KernelCreateContext& ctx) {
     return make_unary_with(ctx, [](const Node& n, int64_t) -> StatusOr<UnaryOp> {
         DSINFER_ASSIGN_OR_RETURN(float a, n.attr_or<float>("alpha", 0.01f));
+        // alpha 0 is oneDNN's Relu (vmaxps: NaN -> 0, -Inf -> 0 where the reference's 0 * -Inf
+        // is NaN): the next backend runs it.
+        if (a == 0.f) return Status::error(ErrorCode::unsupported, "LeakyRelu with alpha 0");
         return UnaryOp{A::eltwise_relu, a, 0.f};
     });
 }
@@ -156,14 +301,14 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
 
 // Not registered, because oneDNN 2.6 does not propagate NaN or signed zeros as ONNX does (tests in
 // test_onednn.cpp): Exp(NaN) = +inf, Clip(NaN) = the lower bound, Neg(+0) = +0, Max/Min(NaN, y)
-// = y. dsinfer's fast kernels run those. Relu(NaN) = 0 is kept (known deviation, docs/OPS.md):
-// Relu sits in every blocked CNN chain.
+// = y. dsinfer's fast kernels run those. Relu stays here (it sits in blocked CNN chains) but
+// computes with dsinfer's loop (ReluKernel); LeakyRelu with alpha 0 is declined.
 void register_eltwise(KernelRegistry& r) {
     const DTypeSet f32{DType::f32};
     auto add = [&](const char* op, int64_t since, KernelFactory f) {
         r.add({op, "", since, kMaxOpset, DeviceKind::cpu, f32}, f, kPriorityOnednn, "onednn");
     };
-    add("Relu", 6, &make_fixed<A::eltwise_relu>);
+    add("Relu", 6, &make_relu);
     add("LeakyRelu", 6, &make_leaky_relu);
     add("Elu", 6, &make_elu);
     add("Tanh", 6, &make_fixed<A::eltwise_tanh>);

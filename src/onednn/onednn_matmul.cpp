@@ -79,7 +79,9 @@ public:
                 args.emplace(DNNL_ARG_BIAS, wrap(m.bias_md, ctx.input(2).raw));
             args.emplace(DNNL_ARG_DST, wrap(m.y_md, ctx.output(0).raw));
             if (m.scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(m.scratch_md, ctx.workspace()));
-            return execute(m.prim, args, "matmul");
+            const Status st = execute(m.prim, args, "matmul");
+            if (st.is_ok()) cfg_.epilogue.finish(ctx.output(0));  // an activation left out of attr()
+            return st;
         } catch (const dnnl::error& e) {
             return from_error(e, "matmul");
         } catch (const std::bad_alloc&) {

@@ -1,6 +1,15 @@
 // oneDNN normalization and softmax (f32): BatchNormalization (inference), LayerNormalization
 // (over the trailing axes, without the optional Mean/InvStdDev outputs), Softmax and
 // LogSoftmax (opset >= 13 over one axis; earlier opsets over the coerced 2-D trailing block).
+// oneDNN's Softmax/LogSoftmax of a row with a NaN keep the NaN (or lose it, at some lanes) and
+// give 0 / -Inf for the rest, where the reference gives a NaN row; on a row with +Inf, or of
+// -Inf only, they differ too. So they scan the input and run the fallback kernel when it
+// holds a NaN or an infinity. BatchNormalization and LayerNormalization follow IEEE as the
+// reference does for any X; BatchNormalization computes (x - mean) * a + B where the
+// reference folds x * a + (B - mean * a), which differ when a statistic is not finite (Inf
+// scale: Inf vs Inf - Inf = NaN), so a NaN or an infinity among scale, B, mean and var (C
+// values each, scanned every run) runs the fallback (tests/unit/test_nonfinite_backends.cpp).
+
 #include "onednn/onednn_common.hpp"
 
 namespace dsinfer::detail::onednn {
@@ -23,6 +32,17 @@ public:
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
         return channel_layout(g, n, true);
+    }
+
+    Status prepare(PrepareContext& ctx) const override { return prepare_allowing_fallback(ctx); }
+
+    Status run(RunContext& ctx) const noexcept override {
+        for (int i = 1; i <= 4; ++i) {
+            const TensorView& v = ctx.input(i);
+            if (any_nonfinite(static_cast<const float*>(v.raw), v.num_elements()))
+                return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
+        }
+        return SimplePrimitiveKernel::run(ctx);
     }
 
 protected:
@@ -127,6 +147,15 @@ class SoftmaxKernel final : public SimplePrimitiveKernel {
 public:
     SoftmaxKernel(std::unique_ptr<Kernel> fallback, bool log, int64_t axis, bool coerce)
         : SimplePrimitiveKernel(std::move(fallback)), log_(log), axis_(axis), coerce_(coerce) {}
+
+    // Row-major only (no layout offer), so the fallback runs on the node's own tensors; the
+    // workspace prepare sets covers the fallback's.
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        if (any_nonfinite(static_cast<const float*>(x.raw), x.num_elements()))
+            return run_fallback(ctx);
+        return SimplePrimitiveKernel::run(ctx);
+    }
 
 protected:
     Status build(const std::vector<Shape>& in, const std::vector<Shape>&, const Scalars&,

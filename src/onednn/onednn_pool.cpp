@@ -2,7 +2,11 @@
 // GlobalAveragePool, 1-D to 3-D, with pads, auto_pad, strides, dilations and ceil_mode.
 // Rank-4 pooling keeps the backend's blocked layout between oneDNN kernels (uniform layout);
 // global pooling reads it and writes [N, C, 1, 1], which is the same bytes in either layout.
+// oneDNN's max pooling drops NaN (vmaxps keeps the other operand: a window [NaN, 0] gives 0),
+// where ONNX and the reference give NaN: max pooling scans its input for NaN first and runs
+// the fallback kernel on an input that holds one. Average pooling already follows IEEE.
 #include "cpu/reference/nn_window.hpp"
+
 #include "onednn/onednn_common.hpp"
 
 namespace dsinfer::detail::onednn {
@@ -23,6 +27,17 @@ public:
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
         return channel_layout(g, n, !a_.global);
+    }
+
+    Status prepare(PrepareContext& ctx) const override {
+        return a_.max ? prepare_allowing_fallback(ctx) : SimplePrimitiveKernel::prepare(ctx);
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        if (a_.max && any_nan(static_cast<const float*>(x.raw), x.num_elements()))
+            return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
+        return SimplePrimitiveKernel::run(ctx);
     }
 
 protected:

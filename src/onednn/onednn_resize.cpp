@@ -9,6 +9,11 @@
 //     round_prefer_floor/round_prefer_ceil (no ties occur with integer factors).
 // Everything else (cubic, other coordinate modes, roi, axes, antialias, fractional nearest
 // factors) runs on the fallback kernel, which also defines the output shape.
+// Non-finite inputs: where an output falls on an input sample (odd integer factors, e.g. 3x),
+// oneDNN still weighs the neighbour, by 0 (or by a rounding residue), so an infinity there
+// gives NaN (0 * Inf) or spreads, while ONNX's definition (and the reference, which skips taps
+// of weight 0) gives the sample; such shape classes scan the input and run the fallback when
+// it holds a NaN or an infinity.
 #include <cmath>
 
 #include "onednn/onednn_common.hpp"
@@ -35,8 +40,38 @@ public:
         return channel_layout(g, n, true);
     }
 
+    Status prepare(PrepareContext& ctx) const override {
+        return a_.linear ? prepare_allowing_fallback(ctx) : SimplePrimitiveKernel::prepare(ctx);
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        if (a_.linear && on_samples(x.shape, ctx.output(0).shape) &&
+            any_nonfinite(static_cast<const float*>(x.raw), x.num_elements()))
+            return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
+        return SimplePrimitiveKernel::run(ctx);
+    }
+
 protected:
     bool needs_scalars() const override { return a_.linear; }
+
+    /// True when some output of a spatial dim lands on an input sample (within oneDNN's float
+    /// rounding): half_pixel's x = (o + 0.5) * in / out - 0.5 is an integer in [0, in - 1]
+    /// (every output of a dim kept at its length does). Never for even integer factors (x
+    /// ends in .25 or .75).
+    static bool on_samples(const Shape& x, const Shape& y) noexcept {
+        if (x.rank() != y.rank()) return true;
+        for (int d = 2; d < x.rank(); ++d) {
+            const double scale = static_cast<double>(x[d]) / static_cast<double>(y[d]);
+            for (int64_t o = 0; o < y[d]; ++o) {
+                const double pos = (static_cast<double>(o) + 0.5) * scale - 0.5;
+                if (pos > -1e-3 && pos < static_cast<double>(x[d] - 1) + 1e-3 &&
+                    std::fabs(pos - std::nearbyint(pos)) < 1e-3)
+                    return true;
+            }
+        }
+        return false;
+    }
 
     // Linear needs the scales (when given) to check that they equal output/input exactly.
     StatusOr<Scalars> scalars(const std::vector<const void*>& data, const std::vector<Shape>& shapes,
