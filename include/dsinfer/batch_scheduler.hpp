@@ -560,7 +560,7 @@ private:
             thrown = Status(e.code() == ErrorCode::ok ? ErrorCode::internal : e.code(),
                             "the batch function failed: " + e.message());
         } catch (const std::exception& e) {
-            thrown = Status(ErrorCode::internal, std::string("the batch function threw: ") + e.what());
+            thrown = Status::error(ErrorCode::internal, "the batch function threw: ", e.what());
         } catch (...) {
             thrown = Status(ErrorCode::internal, "the batch function threw a non-standard exception");
         }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -83,37 +84,81 @@ std::string str_cat(const Args&... args) {
         return os.str();
     }
 }
+/// A Status's message text (Status::error); not inlined, so that a fault injector can tell an
+/// allocation failure here, which Status::error absorbs, from one elsewhere.
+template <class... Args>
+[[gnu::noinline]] std::string build_status_message(const Args&... args) {
+    return str_cat(args...);
+}
 }  // namespace detail
 
 /// Result of an operation: ok, or an ErrorCode with a message naming what is at fault.
+///
+/// Never throws: kernels build and pass Statuses inside noexcept run() paths, where an
+/// exception would end the process. The message is an immutable shared string, so copies
+/// only count references; when the memory for a new message cannot be had (the process is
+/// out of memory), the Status keeps its code and says "(message lost: out of memory)".
 class [[nodiscard]] Status {
 public:
     Status() noexcept = default;
-    Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+    Status(ErrorCode code, std::string_view message) noexcept : code_(code) { set(message); }
+    Status(ErrorCode code, const char* message) noexcept
+        : Status(code, std::string_view(message != nullptr ? message : "")) {}
+    Status(ErrorCode code, const std::string& message) noexcept
+        : Status(code, std::string_view(message)) {}
 
     static Status ok() noexcept { return Status(); }
     template <class... Args>
-    static Status error(ErrorCode code, const Args&... args) {
-        return Status(code, detail::str_cat(args...));
+    static Status error(ErrorCode code, const Args&... args) noexcept {
+        try {
+            return Status(code, std::string_view(detail::build_status_message(args...)));
+        } catch (...) {
+            return Status(code, lost());
+        }
     }
 
     bool is_ok() const noexcept { return code_ == ErrorCode::ok; }
     explicit operator bool() const noexcept { return is_ok(); }
     ErrorCode code() const noexcept { return code_; }
-    const std::string& message() const noexcept { return message_; }
+    const std::string& message() const noexcept { return message_ ? *message_ : empty(); }
     /// "invalid_model: <message>"
     std::string to_string() const {
-        return std::string(dsinfer::to_string(code_)) + (message_.empty() ? "" : ": " + message_);
+        return std::string(dsinfer::to_string(code_)) + (message().empty() ? "" : ": " + message());
     }
     /// Returns a copy whose message is prefixed with `context` (e.g. "node 'conv1' (Conv): ").
-    Status with_context(std::string_view context) const {
+    /// Out of memory, the copy keeps the message without the prefix.
+    Status with_context(std::string_view context) const noexcept {
         if (is_ok()) return *this;
-        return Status(code_, std::string(context) + message_);
+        try {
+            return Status(code_, std::string_view(std::string(context) + message()));
+        } catch (...) {
+            return *this;
+        }
     }
 
 private:
+    static const std::string& empty() noexcept {
+        static const std::string e;
+        return e;
+    }
+    static const std::shared_ptr<const std::string>& lost() noexcept {
+        static const std::shared_ptr<const std::string> m =
+            std::make_shared<const std::string>("(message lost: out of memory)");
+        return m;
+    }
+    Status(ErrorCode code, std::shared_ptr<const std::string> message) noexcept
+        : code_(code), message_(std::move(message)) {}
+    void set(std::string_view message) noexcept {
+        if (message.empty()) return;
+        try {
+            message_ = std::make_shared<const std::string>(message);
+        } catch (...) {
+            message_ = lost();
+        }
+    }
+
     ErrorCode code_ = ErrorCode::ok;
-    std::string message_;
+    std::shared_ptr<const std::string> message_;
 };
 
 /// Exception thrown at the public API. what() is "<code>: <message>".
@@ -144,14 +189,14 @@ class [[nodiscard]] StatusOr {
 public:
     StatusOr(const T& value) : v_(value) {}           // NOLINT(google-explicit-constructor)
     StatusOr(T&& value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
-    StatusOr(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    StatusOr(Status status) noexcept : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
         if (std::get<Status>(v_).is_ok())
             v_ = Status(ErrorCode::internal, "StatusOr constructed from an ok Status");
     }
 
     bool is_ok() const noexcept { return v_.index() == 0; }
     explicit operator bool() const noexcept { return is_ok(); }
-    Status status() const { return is_ok() ? Status::ok() : std::get<Status>(v_); }
+    Status status() const noexcept { return is_ok() ? Status::ok() : *std::get_if<Status>(&v_); }
     T& value() & { return std::get<T>(v_); }
     const T& value() const& { return std::get<T>(v_); }
     T&& value() && { return std::get<T>(std::move(v_)); }

@@ -68,7 +68,7 @@ Status try_optimize(Graph& graph, const OptimizeOptions& options,
     } catch (const std::bad_alloc&) {
         return Status(ErrorCode::resource_exhausted, "out of memory in the graph optimizer");
     } catch (const std::exception& e) {
-        return Status(ErrorCode::internal, std::string("graph optimizer: ") + e.what());
+        return Status::error(ErrorCode::internal, "graph optimizer: ", e.what());
     }
 }
 
