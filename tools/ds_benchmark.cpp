@@ -405,6 +405,7 @@ struct Result {
     int blocked_nodes = 0;
     OptimizeReport optimization;
     MemoryPlanStats plan;                // activation arena of the benchmarked shape class
+    WeightMemoryStats weights;           // the constants as held after the timed runs
     std::uint64_t pool_peak_reserved = 0;  // default_memory_pool(): peak bytes held
     NodePlacement placement_load, placement;  // after load, after the timed runs
     std::size_t runs = 0;                     // every run (first, warm-up, timed)
@@ -458,10 +459,12 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
         "\"rss_bytes\":{{\"before_load\":{},\"after_load\":{},\"peak_load\":{},"
         "\"after_first_run\":{},\"peak_runs\":{}}},"
-        "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
+        "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"kernel_isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
         "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{},"
         "\"memory_plan\":{{\"planned_peak_bytes\":{},\"lower_bound_bytes\":{},\"ratio\":{},"
         "\"planned_values\":{},\"shape_classes\":{},\"pool_peak_reserved_bytes\":{}}},"
+        "\"weights\":{{\"graph_bytes\":{},\"released_bytes\":{},\"packed_bytes\":{},"
+        "\"derived_bytes\":{},\"held_twice\":{}}},"
         "\"placement\":{{\"device\":{},\"device_nodes\":{},\"fallback_nodes\":{},"
         "\"host_to_device_bytes_per_run\":{},\"device_to_host_bytes_per_run\":{},"
         "\"transfers_per_run\":{}}}}}\n",
@@ -474,12 +477,13 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         json_number(lat.front()), json_number(lat.back()), json_number(r.throughput),
         json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
         r.rss.before_load, r.rss.after_load, r.rss.peak_load, r.rss.after_first_run, r.rss.peak_runs,
-        r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()),
+        r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()), json_string(cpu_kernel_isa()),
         json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
         providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization),
         r.plan.planned_peak_bytes, r.plan.lower_bound_bytes, json_number(r.plan.ratio()),
-        r.plan.planned_values, r.plan.shape_classes, r.pool_peak_reserved,
-        json_string(r.placement.device), r.placement.device_nodes, r.placement.fallback_nodes,
+        r.plan.planned_values, r.plan.shape_classes, r.pool_peak_reserved, r.weights.graph_bytes,
+        r.weights.released_bytes, r.weights.packed_bytes, r.weights.derived_bytes,
+        json_array(r.weights.held_twice, json_string), json_string(r.placement.device), r.placement.device_nodes, r.placement.fallback_nodes,
         json_number(r.per_run(r.placement.host_to_device_bytes)),
         json_number(r.per_run(r.placement.device_to_host_bytes)),
         json_number(r.per_run(r.placement.transfers)));
@@ -497,7 +501,8 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
                in.seq ? fmt::format(", seq {}", *in.seq) : "", threads, joined);
     std::string ext;
     for (const auto& e : cpu_isa_extensions()) ext += " " + e;
-    fmt::print("  {:<12}{} ({}{})\n", "cpu", cpu_model_name(), cpu_isa(), ext);
+    fmt::print("  {:<12}{} ({}{}; kernels: {})\n", "cpu", cpu_model_name(), cpu_isa(), ext,
+               cpu_kernel_isa());
     for (const auto& g : in.inputs)
         fmt::print("  {:<12}{} {} {} {}{}\n", "input", g.input.name,
                    dtype_name(g.input.tensor.dtype()), g.input.tensor.shape().to_string(), g.fill,
@@ -537,6 +542,11 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
                "{:.1f} MiB\n", "memory plan", static_cast<double>(r.plan.planned_peak_bytes) / 1048576.0,
                static_cast<double>(r.plan.lower_bound_bytes) / 1048576.0, r.plan.ratio(),
                r.plan.planned_values, static_cast<double>(r.pool_peak_reserved) / 1048576.0);
+    fmt::print("  {:<12}in the graph {:.1f} MiB, kernels' packed copies {:.1f} MiB, transforms "
+               "{:.1f} MiB; {} held twice\n",
+               "weights", static_cast<double>(r.weights.graph_bytes) / 1048576.0,
+               static_cast<double>(r.weights.packed_bytes) / 1048576.0,
+               static_cast<double>(r.weights.derived_bytes) / 1048576.0, r.weights.held_twice.size());
 }
 
 /// Per op type and provider: total ms per run over 3 profiled runs (after the timed runs).
@@ -642,6 +652,7 @@ int run(const Args& a) {
     r.peak_rss = peak_rss_bytes();
     if (peak_reset) r.rss.peak_runs = proc_status_bytes("VmHWM");
     r.plan = engine.memory_plan_stats();
+    r.weights = engine.weight_memory();
     r.pool_peak_reserved = default_memory_pool()->stats().peak_bytes_reserved;
     const int threads = a.threads > 0 ? a.threads : available_processors();
     if (a.json)

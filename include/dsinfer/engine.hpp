@@ -181,6 +181,26 @@ struct MemoryPlanStats {
     }
 };
 
+/// Where the model's constants (weights) live, as the engine holds them now
+/// (InferenceEngine::weight_memory()). Bytes are those of the forms held, resident or mapped
+/// from the model file (a mapped weight's pages become resident as kernels read them).
+struct WeightMemoryStats {
+    std::uint64_t graph_bytes = 0;     ///< constants the compiled graph still holds with data
+    std::uint64_t released_bytes = 0;  ///< constants freed after compile (their kernels hold them)
+    std::uint64_t packed_bytes = 0;    ///< kernels' copies in their own layouts (and stored copies
+                                       ///< they keep or rebuilt)
+    std::uint64_t derived_bytes = 0;   ///< kernels' transforms of weights (Winograd's)
+    /// Constants resident more than once as the same numbers (the graph's data, a kernel's
+    /// stored copy, packed copies: distinct buffers), by value name; empty when every
+    /// constant is held once. Derived forms are not counted here (see derived_bytes).
+    std::vector<std::string> held_twice;
+};
+
+/// The ISA level dsinfer's own CPU kernels dispatch to: "avx512", "avx2" or "baseline" (the
+/// best this CPU has, capped by the environment variable DSINFER_MAX_CPU_ISA, which caps
+/// oneDNN's kernels too; docs/PLATFORM.md).
+DSINFER_API const char* cpu_kernel_isa() noexcept;
+
 /// The backends an empty EngineOptions::backends means: {"onednn", "cpu"} when built with
 /// oneDNN, else {"cpu"}.
 DSINFER_API std::vector<std::string> default_backends();
@@ -290,6 +310,10 @@ public:
     int blocked_layout_nodes() const noexcept;
     /// GPU placement: nodes on the device and on CPU fallbacks, bytes copied each way.
     NodePlacement node_placement() const;
+    /// The model's constants as held now: in the graph, released to kernels, packed, derived,
+    /// and any held twice (e.g. packed beside the original). Lazily packed weights appear after
+    /// the first run of a shape class.
+    WeightMemoryStats weight_memory() const;
 
 private:
     struct Impl;

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "dsinfer/allocator.hpp"
@@ -103,6 +104,10 @@ public:
     /// may never run it): such a kernel should defer expensive set-up, such as packing weights,
     /// to its first run.
     virtual bool creating_fallback() const noexcept { return false; }
+    /// True when a lower-priority backend named `provider` ("cpu", "reference") has a kernel
+    /// registered for this node's op (whether its factory would accept the node is its own
+    /// call). A backend may leave a node to a named lower one that runs it better.
+    virtual bool lower_provider(std::string_view /*provider*/) const noexcept { return false; }
     /// The device the engine runs on (cpu, or cuda:N for a GPU engine). A device backend's
     /// factory creates its kernel for this device.
     virtual Device device() const noexcept { return {}; }
@@ -312,6 +317,20 @@ struct LayoutSupport {
     bool uniform = false;                 ///< offered slots must all be blocked or all plain
 };
 
+/// One resident form of a constant input that a kernel holds itself (for the engine's weight
+/// memory report, InferenceEngine::weight_memory()).
+struct ConstantForm {
+    enum class Kind : int {
+        stored,   ///< the constant as the graph stores it (kept by the kernel, or rebuilt)
+        packed,   ///< the same values in another layout (reordered, packed for a GEMM)
+        derived,  ///< a transform of the values (e.g. Winograd's G g G^T): not the same numbers
+    };
+    int input = 0;           ///< the node's input index
+    Kind kind = Kind::packed;
+    const void* data = nullptr;  ///< identifies the buffer (forms sharing one are counted once)
+    std::uint64_t bytes = 0;
+};
+
 class Kernel {
 public:
     virtual ~Kernel() = default;
@@ -336,6 +355,10 @@ public:
     /// When every reader of an initializer says so, the executor frees its data after compile
     /// (the graph keeps its dtype and shape), so that packed weights are not held twice.
     virtual std::uint64_t released_constant_inputs() const noexcept { return 0; }
+    /// The forms of constant inputs this kernel holds at the moment of the call (packed copies,
+    /// transforms, a stored copy it kept or rebuilt): appended to `out`. For reports, never on
+    /// the run path. Default: none.
+    virtual void constant_forms(std::vector<ConstantForm>& /*out*/) const {}
     /// Device kernels only. Bit i set: input i must be a host tensor (its values are read in
     /// prepare or on the host in run, e.g. Reshape's shape); the executor copies it to the host
     /// when it was produced on the device. Every other input of a device kernel is handed over
@@ -345,6 +368,16 @@ public:
     /// RunContext::device_error_slots().
     virtual bool reports_device_errors() const noexcept { return false; }
 };
+
+namespace testing {
+
+/// TESTING HOOK (tests/fault/: allocations on the run path): when set, the executor calls it
+/// on the running thread right before (`begin` true) and after each kernel's run(). Never set
+/// it in production; unset, the cost is one relaxed atomic load per node.
+using KernelRunHook = void (*)(const Node& node, bool begin) noexcept;
+inline std::atomic<KernelRunHook> kernel_run_hook{nullptr};
+
+}  // namespace testing
 
 /// Runs a compiled subgraph (If/Loop/Scan bodies). Implemented by the executor.
 class SubgraphRunner {

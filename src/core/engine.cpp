@@ -282,7 +282,7 @@ Status guarded_call(F&& f) noexcept {
     } catch (const Error& e) {
         return Status(e.code(), e.message());
     } catch (const std::exception& e) {
-        return Status(ErrorCode::internal, std::string("unexpected exception: ") + e.what());
+        return Status::error(ErrorCode::internal, "unexpected exception: ", e.what());
     }
 }
 
@@ -374,5 +374,6 @@ int InferenceEngine::blocked_layout_nodes() const noexcept {
     return impl_->compiled->blocked_nodes();
 }
 NodePlacement InferenceEngine::node_placement() const { return impl_->compiled->placement(); }
+WeightMemoryStats InferenceEngine::weight_memory() const { return impl_->compiled->weight_memory(); }
 
 }  // namespace dsinfer

@@ -59,6 +59,11 @@ public:
     }
 
     bool creating_fallback() const noexcept override { return fallback_; }
+    bool lower_provider(std::string_view provider) const noexcept override {
+        for (const KernelEntry* e : lower_)
+            if (e->provider == provider) return true;
+        return false;
+    }
     Device device() const noexcept override {
         return options_.device_runtime ? options_.device_runtime->device() : Device{};
     }
@@ -224,6 +229,8 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
                 k = entry->factory(ctx);
             } catch (const std::bad_alloc&) {
                 k = Status::error(ErrorCode::resource_exhausted, "out of memory creating kernel");
+            } catch (const Error& e) {  // a typed failure (e.g. Tensor allocation) keeps its code
+                k = Status(e.code(), e.message());
             } catch (const std::exception& e) {
                 k = Status::error(ErrorCode::internal, "kernel factory threw: ", e.what());
             }
@@ -809,6 +816,58 @@ NodePlacement CompiledGraph::placement() const {
     return p;
 }
 
+WeightMemoryStats CompiledGraph::weight_memory() const {
+    WeightMemoryStats s;
+    s.released_bytes = released_constant_bytes_;
+    const Graph& g = *graph_;
+    // Per constant: the distinct buffers that hold its numbers (the graph's data, kernels'
+    // stored and packed copies). Buffers are counted once however many kernels share them.
+    std::map<ValueId, std::vector<const void*>> same;
+    std::vector<const void*> counted;
+    auto first_sight = [&counted](const void* p) {
+        if (std::find(counted.begin(), counted.end(), p) != counted.end()) return false;
+        counted.push_back(p);
+        return true;
+    };
+    for (std::size_t v = 0; v < g.values.size(); ++v) {
+        const auto& init = g.values[v].initializer;
+        if (!init || init->raw_data() == nullptr) continue;
+        s.graph_bytes += init->num_bytes();
+        (void)first_sight(init->raw_data());
+        same[static_cast<ValueId>(v)].push_back(init->raw_data());
+    }
+    std::vector<ConstantForm> forms;
+    for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        forms.clear();
+        nodes_[ni].kernel->constant_forms(forms);
+        for (const ConstantForm& f : forms) {
+            if (f.data == nullptr || f.input < 0 || static_cast<std::size_t>(f.input) >= n.inputs.size() ||
+                n.inputs[static_cast<std::size_t>(f.input)] == kNoValue)
+                continue;
+            const bool fresh = first_sight(f.data);
+            if (f.kind == ConstantForm::Kind::derived) {
+                if (fresh) s.derived_bytes += f.bytes;
+                continue;
+            }
+            if (fresh) s.packed_bytes += f.bytes;
+            auto& bufs = same[n.inputs[static_cast<std::size_t>(f.input)]];
+            if (std::find(bufs.begin(), bufs.end(), f.data) == bufs.end()) bufs.push_back(f.data);
+        }
+        for (const auto& sub : nodes_[ni].subgraphs) {
+            const WeightMemoryStats inner = sub->weight_memory();
+            s.graph_bytes += inner.graph_bytes;
+            s.released_bytes += inner.released_bytes;
+            s.packed_bytes += inner.packed_bytes;
+            s.derived_bytes += inner.derived_bytes;
+            s.held_twice.insert(s.held_twice.end(), inner.held_twice.begin(), inner.held_twice.end());
+        }
+    }
+    for (const auto& [v, bufs] : same)
+        if (bufs.size() > 1) s.held_twice.push_back(g.value(v).name);
+    return s;
+}
+
 bool CompiledGraph::decide_graphable() const {
     const Graph& g = *graph_;
     if (device_nodes_ == 0) return false;
@@ -1168,7 +1227,10 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             rctx.set_stream(dev->stream);
             if (error_slots != nullptr) rctx.set_device_error_slots(error_slots + 4 * ni);
         }
+        const testing::KernelRunHook hook = testing::kernel_run_hook.load(std::memory_order_relaxed);
+        if (hook != nullptr) hook(n, true);
         st = cn.kernel->run(rctx);
+        if (hook != nullptr) hook(n, false);
         if (!st.is_ok()) return st.with_context(node_context(n));
         for (int i = 0; i < pctx.num_outputs(); ++i) {
             if (!pctx.has_output(i)) continue;

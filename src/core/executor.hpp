@@ -124,6 +124,8 @@ public:
     /// Bytes of initializer data freed after compile because the kernels reading them keep
     /// their own (packed) copies (Kernel::released_constant_inputs).
     std::uint64_t released_constant_bytes() const noexcept { return released_constant_bytes_; }
+    /// The constants as held now (InferenceEngine::weight_memory()), subgraphs included.
+    WeightMemoryStats weight_memory() const;
     /// Name -> id of every value defined in this graph (captures included).
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
     /// The plan most recently built, and the number of shape classes cached.
