@@ -1,7 +1,9 @@
 // The oneDNN backend: engine, streams, shared helpers and registration of every oneDNN kernel.
 #include <dnnl.hpp>
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string_view>
 
 #include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/simd.hpp"
@@ -12,8 +14,37 @@
 namespace dsinfer {
 namespace detail::onednn {
 
+namespace {
+
+/// DSINFER_MAX_CPU_ISA caps oneDNN's JIT kernels as it caps dsinfer's own (cpu/fast/simd.hpp):
+/// avx2 -> oneDNN's avx2 (no AVX2-VNNI, no AVX-512), baseline -> SSE4.1, oneDNN's lowest JIT
+/// level. oneDNN fixes its ISA the first time it reads it, so this runs before anything else
+/// of oneDNN (cpu_engine, channel_block). A cap oneDNN refuses (ONEDNN_MAX_CPU_ISA already
+/// set, or the ISA already read by the host application) leaves oneDNN's own choice, which
+/// channel_block() then reports.
+bool apply_isa_cap() noexcept {
+    static const bool applied = [] {
+        const char* cap = std::getenv("DSINFER_MAX_CPU_ISA");
+        if (cap == nullptr) return false;
+        const std::string_view c(cap);
+        try {
+            if (c == "avx2") return dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) == dnnl::status::success;
+            if (c == "baseline")
+                return dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41) == dnnl::status::success;
+        } catch (const dnnl::error&) {
+        }
+        return false;
+    }();
+    return applied;
+}
+
+}  // namespace
+
 dnnl::engine& cpu_engine() {
-    static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    static dnnl::engine eng = [] {
+        (void)apply_isa_cap();
+        return dnnl::engine(dnnl::engine::kind::cpu, 0);
+    }();
     return eng;
 }
 
@@ -24,11 +55,12 @@ dnnl::stream& thread_stream() {
 
 int channel_block() {
     static const int block = [] {
-        const auto isa = dnnl::get_effective_cpu_isa();
-        return (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-                isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx)
-                   ? 16
-                   : 8;
+        (void)apply_isa_cap();
+        // oneDNN's ISA values are nested bit sets: every AVX-512 core level (VNNI, BF16, AMX,
+        // and later ones) contains avx512_core's bits, AVX2-VNNI does not.
+        const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+        const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+        return (isa & core) == core ? 16 : 8;
     }();
     return block;
 }
@@ -43,7 +75,7 @@ Status from_error(const dnnl::error& e, const char* what) {
     const ErrorCode code = e.status == dnnl_unimplemented ? ErrorCode::unsupported
                            : e.status == dnnl_out_of_memory ? ErrorCode::resource_exhausted
                                                             : ErrorCode::internal;
-    return Status(code, std::string("oneDNN ") + what + ": " + e.what());
+    return Status::error(code, "oneDNN ", what, ": ", e.what());
 }
 
 dnnl::memory::desc rowmajor_md(const dims& d, bool transposed_last2, dt type) {
@@ -108,6 +140,18 @@ void WeightPacker::drop_original(std::function<StatusOr<Tensor>()> restore) cons
     w_ = Tensor();
     plain_ = Tensor();
     restore_ = std::move(restore);
+}
+
+void WeightPacker::forms(int input, std::vector<ConstantForm>& out) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    using Kind = ConstantForm::Kind;
+    if (w_.raw_data() != nullptr) out.push_back({input, Kind::stored, w_.raw_data(), w_.num_bytes()});
+    if (plain_.raw_data() != nullptr)
+        out.push_back({input, Kind::stored, plain_.raw_data(), plain_.num_bytes()});
+    for (const auto& [md, mem] : packed_) {
+        const void* p = mem->get_data_handle();
+        if (p != w_.raw_data()) out.push_back({input, Kind::packed, p, md.get_size()});
+    }
 }
 
 StatusOr<Tensor> WeightPacker::plain(const dnnl::memory::desc& have) const {
@@ -200,19 +244,74 @@ void Epilogue::finish(const TensorView& y) const noexcept {
     }
 }
 
-Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
-               const char* what) noexcept {
+namespace {
+
+/// This thread's memory objects, one per descriptor and use within one execution (a binary
+/// op's two sources may share a descriptor), created without data and pointed at each run's.
+struct MemorySlots {
+    static constexpr std::size_t kMax = 64;
+    struct Slot {
+        dnnl::memory::desc md;
+        dnnl::memory mem;
+        std::uint64_t used = 0;  ///< the execution that last took it
+    };
+    std::vector<Slot> slots;
+    std::uint64_t execution = 0;
+
+    /// A memory object for md not yet taken by this execution.
+    dnnl_memory_t take(const dnnl::memory::desc& md) {
+        for (Slot& s : slots)
+            if (s.used != execution && s.md == md) {
+                s.used = execution;
+                return s.mem.get();
+            }
+        dnnl::memory mem(md, cpu_engine(), DNNL_MEMORY_NONE);
+        if (slots.size() >= kMax) {
+            // Reuse a slot this execution has not taken (the taken ones are in use).
+            for (Slot& s : slots)
+                if (s.used != execution) {
+                    s = {md, std::move(mem), execution};
+                    return s.mem.get();
+                }
+        }
+        slots.push_back({md, std::move(mem), execution});
+        return slots.back().mem.get();
+    }
+};
+
+Status status_of(dnnl_status_t st, const char* what) noexcept {
+    if (st == dnnl_success) return Status::ok();
+    const ErrorCode code = st == dnnl_unimplemented   ? ErrorCode::unsupported
+                           : st == dnnl_out_of_memory ? ErrorCode::resource_exhausted
+                                                      : ErrorCode::internal;
+    return Status::error(code, "oneDNN ", what, ": status ", static_cast<int>(st));
+}
+
+}  // namespace
+
+Status execute(const dnnl::primitive& p, const ExecArg* args, int n, const char* what) noexcept {
+    if (n < 0 || n > kMaxExecArgs)
+        return Status::error(ErrorCode::internal, what, ": ", n, " primitive arguments");
     try {
+        thread_local MemorySlots memory;
+        ++memory.execution;
+        dnnl_exec_arg_t c_args[kMaxExecArgs];
+        for (int i = 0; i < n; ++i) {
+            dnnl_memory_t m = memory.take(*args[i].md);
+            const Status st =
+                status_of(dnnl_memory_set_data_handle(m, const_cast<void*>(args[i].data)), what);
+            if (!st.is_ok()) return st;
+            c_args[i] = {args[i].arg, m};
+        }
         auto& s = thread_stream();
-        p.execute(s, args);
-        s.wait();
-        return Status::ok();
+        DSINFER_RETURN_IF_ERROR(status_of(dnnl_primitive_execute(p.get(), s.get(), n, c_args), what));
+        return status_of(dnnl_stream_wait(s.get()), what);
     } catch (const dnnl::error& e) {
         return from_error(e, what);
     } catch (const std::bad_alloc&) {
-        return Status(ErrorCode::resource_exhausted, std::string("out of memory in ") + what);
+        return Status::error(ErrorCode::resource_exhausted, "out of memory in ", what);
     } catch (const std::exception& e) {
-        return Status(ErrorCode::internal, std::string(what) + ": " + e.what());
+        return Status::error(ErrorCode::internal, what, ": ", e.what());
     }
 }
 
@@ -223,6 +322,33 @@ bool blocked_slot(std::uint64_t mask, int i, const Shape& s) {
     return i < 64 && (mask >> i & 1u) != 0 && s.rank() == 4;
 }
 }  // namespace
+
+Status FallbackKernel::run_fallback_with_weights(RunContext& ctx, const WeightPacker& packer,
+                                                 const dnnl::memory::desc& stored,
+                                                 const char* what, std::uint64_t blocked_in,
+                                                 std::uint64_t blocked_out) const noexcept {
+    try {
+        StatusOr<Tensor> w = packer.plain(stored);
+        if (!w.is_ok()) return w.status();
+        std::vector<TensorView> ins, outs;
+        for (int i = 0; i < ctx.num_inputs(); ++i)
+            ins.push_back(ctx.has_input(i) ? ctx.input(i) : TensorView{});
+        for (int i = 0; i < ctx.num_outputs(); ++i)
+            outs.push_back(ctx.has_output(i) ? ctx.output(i) : TensorView{});
+        ins[1].raw = const_cast<void*>(w.value().raw_data());
+        RunContext with_weights(ctx.node(), std::move(ins), std::move(outs), ctx.workspace(),
+                                ctx.workspace_bytes(), cpu_allocator(), ctx.control());
+        with_weights.set_frame(ctx.frame());
+        return run_fallback(with_weights, blocked_in, blocked_out);
+    } catch (const dnnl::error& e) {
+        return from_error(e, what);
+    } catch (const std::bad_alloc&) {
+        return Status::error(ErrorCode::resource_exhausted, "out of memory restoring ", what,
+                             " weights");
+    } catch (const std::exception& e) {
+        return Status::error(ErrorCode::internal, what, " weights: ", e.what());
+    }
+}
 
 std::size_t FallbackKernel::relayout_bytes(const std::vector<Shape>& in,
                                            const std::vector<Shape>& out,
@@ -288,7 +414,7 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
     } catch (const std::bad_alloc&) {
         return Status(ErrorCode::resource_exhausted, "out of memory in layout conversion");
     } catch (const std::exception& e) {
-        return Status(ErrorCode::internal, std::string("layout conversion: ") + e.what());
+        return Status::error(ErrorCode::internal, "layout conversion: ", e.what());
     }
 }
 
@@ -302,7 +428,8 @@ LayoutSupport SimplePrimitiveKernel::channel_layout(const Graph& g, const Node& 
 
 StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
     const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
-    std::vector<std::int64_t> key;
+    thread_local std::vector<std::int64_t> key;  // kept: a hit allocates nothing
+    key.clear();
     for (const Shape& s : in) key_append(key, s);
     key.push_back(-1);
     for (const Shape& s : out) key_append(key, s);
@@ -357,9 +484,14 @@ Status SimplePrimitiveKernel::prepare(PrepareContext& ctx) const {
 
 Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {
     try {
-        std::vector<Shape> in, out;
-        std::vector<const void*> data;
-        std::vector<DType> types;
+        // Kept per thread: after a thread's first run nothing here allocates.
+        thread_local std::vector<Shape> in, out;
+        thread_local std::vector<const void*> data;
+        thread_local std::vector<DType> types;
+        in.clear();
+        out.clear();
+        data.clear();
+        types.clear();
         for (int i = 0; i < ctx.num_inputs(); ++i) {
             const bool present = ctx.has_input(i);
             in.push_back(present ? ctx.input(i).shape : Shape{});
@@ -372,13 +504,15 @@ Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {
         DSINFER_ASSIGN_OR_RETURN(auto pp, lookup(in, out, sc));
         const BoundPrimitive& p = *pp;
         if (!p.usable) return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
-        std::unordered_map<int, dnnl::memory> args;
+        ExecArg args[kMaxExecArgs];
+        int n = 0;
         for (const auto& a : p.args) {
+            if (n == kMaxExecArgs - 1) return Status(ErrorCode::internal, "too many primitive arguments");
             const void* ptr = a.output ? ctx.output(a.index).raw : ctx.input(a.index).raw;
-            args.emplace(a.dnnl_arg, wrap(a.md, ptr));
+            args[n++] = {a.dnnl_arg, &a.md, ptr};
         }
-        if (p.scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch_md, ctx.workspace()));
-        return execute(p.prim, args, ctx.node().op_type.c_str());
+        if (p.scratch_bytes > 0) args[n++] = {DNNL_ARG_SCRATCHPAD, &p.scratch_md, ctx.workspace()};
+        return execute(p.prim, args, n, ctx.node().op_type.c_str());
     } catch (const dnnl::error& e) {
         return from_error(e, ctx.node().op_type.c_str());
     } catch (const std::bad_alloc&) {
@@ -394,7 +528,19 @@ bool onednn_available() noexcept { return true; }
 
 std::string onednn_version() {
     const dnnl_version_t* v = dnnl_version();
-    const char* isa = detail::onednn::channel_block() == 16 ? "avx512" : "avx2 or lower";
+    (void)detail::onednn::channel_block();  // applies DSINFER_MAX_CPU_ISA first
+    const char* isa = "other";
+    switch (dnnl::get_effective_cpu_isa()) {
+        case dnnl::cpu_isa::sse41: isa = "sse41"; break;
+        case dnnl::cpu_isa::avx: isa = "avx"; break;
+        case dnnl::cpu_isa::avx2: isa = "avx2"; break;
+        case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
+        case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
+        case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
+        case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
+        case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
+        default: break;
+    }
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
            std::to_string(v->patch) + " (cpu runtime: OpenMP, isa: " + isa + ")";
 }

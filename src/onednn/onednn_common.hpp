@@ -62,9 +62,9 @@ Status guarded(const char* what, F&& f) noexcept {
     } catch (const dnnl::error& e) {
         return from_error(e, what);
     } catch (const std::bad_alloc&) {
-        return Status(ErrorCode::resource_exhausted, std::string("out of memory in ") + what);
+        return Status::error(ErrorCode::resource_exhausted, "out of memory in ", what);
     } catch (const std::exception& e) {
-        return Status(ErrorCode::internal, std::string(what) + ": " + e.what());
+        return Status::error(ErrorCode::internal, what, ": ", e.what());
     }
 }
 
@@ -175,9 +175,22 @@ inline void key_append(std::vector<std::int64_t>& k, const Shape& s) {
     for (int i = 0; i < s.rank(); ++i) k.push_back(s[i]);
 }
 
-/// Executes a primitive on this thread's stream, converting failures to Status.
-Status execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
-               const char* what) noexcept;
+/// One argument of a primitive's execution: oneDNN's name for it (DNNL_ARG_*), its descriptor
+/// (owned by the cached primitive, so it outlives the call) and the data.
+struct ExecArg {
+    int arg;
+    const dnnl::memory::desc* md;
+    const void* data;
+};
+inline constexpr int kMaxExecArgs = 8;
+
+/// Executes a primitive on this thread's stream, converting failures to Status. Allocates
+/// nothing of dsinfer's after the first execution of a descriptor on a thread: the memory
+/// objects are kept per thread and descriptor and pointed at the data (oneDNN's execute still
+/// builds its own argument map inside libdnnl).
+Status execute(const dnnl::primitive& p, const ExecArg* args, int n, const char* what) noexcept;
+
+class WeightPacker;
 
 /// Base for oneDNN kernels that own the kernel the next backend would use for the node:
 /// prepare() of the fallback validates inputs and defines outputs (one set of semantics), and
@@ -195,9 +208,22 @@ protected:
     /// relayout_bytes().
     Status run_fallback(RunContext& ctx, std::uint64_t blocked_in = 0,
                         std::uint64_t blocked_out = 0) const noexcept;
+    /// run_fallback with constant input 1 read from the weights `packer` holds in the stored
+    /// layout `stored` (the executor's initializer has no data once the kernel released it).
+    /// `what` names the op in errors.
+    Status run_fallback_with_weights(RunContext& ctx, const WeightPacker& packer,
+                                     const dnnl::memory::desc& stored, const char* what,
+                                     std::uint64_t blocked_in = 0,
+                                     std::uint64_t blocked_out = 0) const noexcept;
     /// Workspace the row-major copies of run_fallback need for these shapes.
     static std::size_t relayout_bytes(const std::vector<Shape>& in, const std::vector<Shape>& out,
                                       std::uint64_t blocked_in, std::uint64_t blocked_out);
+
+public:
+    /// The fallback's constant forms (a lazily packing fallback may hold some).
+    void constant_forms(std::vector<ConstantForm>& out) const override {
+        fallback_->constant_forms(out);
+    }
 
 private:
     std::unique_ptr<Kernel> fallback_;
@@ -226,6 +252,8 @@ public:
     /// lets go of the stored tensor (when this packer may, and no packed entry reads it in
     /// place); `restore` rebuilds it, in the stored layout, when plain() or get() needs it.
     void drop_original(std::function<StatusOr<Tensor>()> restore) const;
+    /// The forms held now, as constant input `input` of the node (Kernel::constant_forms).
+    void forms(int input, std::vector<ConstantForm>& out) const;
 
 private:
     mutable Tensor w_;

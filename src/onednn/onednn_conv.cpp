@@ -35,7 +35,7 @@ struct ConvPrim {
     std::shared_ptr<const PackedB> gemm_weights;
     std::shared_ptr<const WinogradWeights> winograd_weights;
     dnnl::primitive prim;
-    dnnl::memory::desc src_md, dst_md, bias_md, scratch_md;
+    dnnl::memory::desc src_md, dst_md, bias_md, scratch_md, weights_md;
     std::shared_ptr<const dnnl::memory> weights;
     std::size_t scratch_bytes = 0;
 };
@@ -76,6 +76,25 @@ public:
         return own_weights_ ? std::uint64_t{1} << 1 : 0;
     }
 
+    void constant_forms(std::vector<ConstantForm>& out) const override {
+        FallbackKernel::constant_forms(out);
+        packer_.forms(1, out);
+        std::lock_guard<std::mutex> lock(gemm_mu_);
+        auto packed_bytes = [](const PackedB& b) {
+            return static_cast<std::uint64_t>(b.panels * b.nr * b.k) * sizeof(float);
+        };
+        if (gemm_w_) out.push_back({1, ConstantForm::Kind::packed, gemm_w_->data.get(), packed_bytes(*gemm_w_)});
+        if (wino_) {
+            std::uint64_t bytes = 0;
+            for (const PackedB& u : wino_->u) bytes += packed_bytes(u);
+            if (!wino_->u.empty())
+                out.push_back({1, ConstantForm::Kind::derived, wino_->u.front().data.get(), bytes});
+            // The stored weights it keeps for non-finite chunks (shared with the packer's).
+            out.push_back({1, ConstantForm::Kind::stored, wino_->oihw.get(),
+                           static_cast<std::uint64_t>(w_shape_.num_elements()) * sizeof(float)});
+        }
+    }
+
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
         if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
@@ -93,13 +112,13 @@ public:
     }
 
     Status run(RunContext& ctx) const noexcept override {
-        StatusOr<std::shared_ptr<const ConvPrim>> p = Status::ok();
+        StatusOr<std::shared_ptr<const ConvPrim>> p = std::shared_ptr<const ConvPrim>{};
         try {
             p = primitive(ctx.input(0).shape, ctx.output(0).shape);
         } catch (const std::bad_alloc&) {
             return Status(ErrorCode::resource_exhausted, "out of memory in conv primitive");
         } catch (const std::exception& e) {
-            return Status(ErrorCode::internal, std::string("conv primitive: ") + e.what());
+            return Status::error(ErrorCode::internal, "conv primitive: ", e.what());
         }
         if (!p.is_ok()) return p.status();
         const ConvPrim& c = *p.value();
@@ -130,14 +149,14 @@ public:
             if (z.raw != ctx.output(0).raw) std::memcpy(ctx.output(0).raw, z.raw, z.num_bytes());
         }
         try {
-            std::unordered_map<int, dnnl::memory> args;
-            args.emplace(DNNL_ARG_SRC, wrap(c.src_md, ctx.input(0).raw));
-            args.emplace(DNNL_ARG_WEIGHTS, *c.weights);
-            if (bias_) args.emplace(DNNL_ARG_BIAS, wrap(c.bias_md, bias_->raw_data()));
-            args.emplace(DNNL_ARG_DST, wrap(c.dst_md, ctx.output(0).raw));
-            if (c.scratch_bytes > 0)
-                args.emplace(DNNL_ARG_SCRATCHPAD, wrap(c.scratch_md, ctx.workspace()));
-            const Status st = execute(c.prim, args, transpose_ ? "deconvolution" : "convolution");
+            ExecArg args[kMaxExecArgs];
+            int na = 0;
+            args[na++] = {DNNL_ARG_SRC, &c.src_md, ctx.input(0).raw};
+            args[na++] = {DNNL_ARG_WEIGHTS, &c.weights_md, c.weights->get_data_handle()};
+            if (bias_) args[na++] = {DNNL_ARG_BIAS, &c.bias_md, bias_->raw_data()};
+            args[na++] = {DNNL_ARG_DST, &c.dst_md, ctx.output(0).raw};
+            if (c.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &c.scratch_md, ctx.workspace()};
+            const Status st = execute(c.prim, args, na, transpose_ ? "deconvolution" : "convolution");
             if (st.is_ok()) epilogue_.finish(ctx.output(0));  // an activation left out of attr()
             return st;
         } catch (const dnnl::error& e) {
@@ -145,7 +164,7 @@ public:
         } catch (const std::bad_alloc&) {
             return Status(ErrorCode::resource_exhausted, "out of memory in convolution");
         } catch (const std::exception& e) {
-            return Status(ErrorCode::internal, std::string("convolution: ") + e.what());
+            return Status::error(ErrorCode::internal, "convolution: ", e.what());
         }
     }
 
@@ -184,25 +203,8 @@ private:
     /// their stored layout (the executor's initializer has no data once this kernel released it).
     Status run_reference(RunContext& ctx) const noexcept {
         if (!own_weights_) return run_fallback(ctx, in_mask_, out_mask_);
-        try {
-            StatusOr<Tensor> w = packer_.plain(user_md());
-            if (!w.is_ok()) return w.status();
-            std::vector<TensorView> ins, outs;
-            for (int i = 0; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? ctx.input(i) : TensorView{});
-            for (int i = 0; i < ctx.num_outputs(); ++i)
-                outs.push_back(ctx.has_output(i) ? ctx.output(i) : TensorView{});
-            ins[1].raw = const_cast<void*>(w.value().raw_data());
-            RunContext with_weights(ctx.node(), std::move(ins), std::move(outs), ctx.workspace(),
-                                    ctx.workspace_bytes(), cpu_allocator(), ctx.control());
-            with_weights.set_frame(ctx.frame());
-            return run_fallback(with_weights, in_mask_, out_mask_);
-        } catch (const dnnl::error& e) {
-            return from_error(e, "convolution weights");
-        } catch (const std::bad_alloc&) {
-            return Status(ErrorCode::resource_exhausted, "out of memory restoring convolution weights");
-        } catch (const std::exception& e) {
-            return Status(ErrorCode::internal, std::string("convolution weights: ") + e.what());
-        }
+        return run_fallback_with_weights(ctx, packer_, user_md(), "convolution", in_mask_,
+                                         out_mask_);
     }
 
     /// The weights as ONNX stores them, as a oneDNN descriptor: Conv [OC, IC/G, k...] (a group
@@ -245,7 +247,8 @@ private:
     }
 
     StatusOr<std::shared_ptr<const ConvPrim>> primitive(const Shape& x, const Shape& y) const {
-        std::vector<int64_t> key;
+        thread_local std::vector<int64_t> key;  // kept: a cache hit allocates nothing
+        key.clear();
         key_append(key, x);
         key_append(key, y);
         return cache_.get(key, [&]() -> StatusOr<ConvPrim> {
@@ -351,6 +354,7 @@ private:
                 dnnl::algorithm::deconvolution_direct);
         c.scratch_bytes = c.scratch_md.get_size();
         c.weights = packer_.get(w_user, chosen);
+        c.weights_md = chosen;
         c.usable = true;
         return Status::ok();
     }

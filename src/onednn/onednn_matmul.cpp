@@ -36,14 +36,34 @@ public:
         bool gemm = false;
         bool trans_a = false, trans_b = false;
         float alpha = 1.f, beta = 1.f;
-        std::optional<Tensor> b_const;     // constant B as given (plain)
+        std::optional<Tensor> b_const;     // constant B as given (plain); moved to the packer
+        bool own_weights = false;          // the node's own kernel: holds B once (packed)
         std::optional<Tensor> bias_const;  // constant C as [N], prescaled by beta
         bool runtime_bias = false;         // C is a run-time [N]/[1,N] with beta == 1
         Epilogue epilogue;
     };
 
     OnednnMatMulKernel(std::unique_ptr<Kernel> fallback, Config cfg)
-        : FallbackKernel(std::move(fallback)), cfg_(std::move(cfg)) {}
+        : FallbackKernel(std::move(fallback)), cfg_(std::move(cfg)) {
+        if (cfg_.b_const) {
+            b_shape_ = cfg_.b_const->shape();
+            packer_ = std::make_unique<WeightPacker>(std::move(*cfg_.b_const), cfg_.own_weights);
+            cfg_.b_const.reset();  // the packer holds B (and lets it go once packed)
+        }
+    }
+
+    /// As the node's own kernel with a constant B: B is held once, in the primitive's layout
+    /// (WeightPacker lets the stored copy go after the first reorder, unless the primitive
+    /// reads the stored layout in place); the fallback gets it back in the stored layout only
+    /// for shape classes oneDNN cannot take.
+    std::uint64_t released_constant_inputs() const noexcept override {
+        return packer_ && cfg_.own_weights ? std::uint64_t{1} << 1 : 0;
+    }
+
+    void constant_forms(std::vector<ConstantForm>& out) const override {
+        FallbackKernel::constant_forms(out);
+        if (packer_) packer_->forms(1, out);
+    }
 
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
@@ -59,27 +79,28 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
         const TensorView& b = ctx.input(1);
-        StatusOr<std::shared_ptr<const MatMulPrim>> p = Status::ok();
+        StatusOr<std::shared_ptr<const MatMulPrim>> p = std::shared_ptr<const MatMulPrim>{};
         try {
             p = primitive(a.shape, b.shape, ctx.has_input(2) ? ctx.input(2).shape : Shape{});
         } catch (const std::bad_alloc&) {
             return Status(ErrorCode::resource_exhausted, "out of memory in MatMul primitive");
         } catch (const std::exception& e) {
-            return Status(ErrorCode::internal, std::string("MatMul primitive: ") + e.what());
+            return Status::error(ErrorCode::internal, "MatMul primitive: ", e.what());
         }
         if (!p.is_ok()) return p.status();
         const MatMulPrim& m = *p.value();
-        if (!m.usable) return run_fallback(ctx);
+        if (!m.usable) return run_plain_fallback(ctx);
         try {
-            std::unordered_map<int, dnnl::memory> args;
-            args.emplace(DNNL_ARG_SRC, wrap(m.a_md, a.raw));
-            args.emplace(DNNL_ARG_WEIGHTS, m.packed_b ? *m.packed_b : wrap(m.b_md, b.raw));
-            if (cfg_.bias_const) args.emplace(DNNL_ARG_BIAS, wrap(m.bias_md, cfg_.bias_const->raw_data()));
+            ExecArg args[kMaxExecArgs];
+            int na = 0;
+            args[na++] = {DNNL_ARG_SRC, &m.a_md, a.raw};
+            args[na++] = {DNNL_ARG_WEIGHTS, &m.b_md, m.packed_b ? m.packed_b->get_data_handle() : b.raw};
+            if (cfg_.bias_const) args[na++] = {DNNL_ARG_BIAS, &m.bias_md, cfg_.bias_const->raw_data()};
             else if (cfg_.runtime_bias && ctx.has_input(2))
-                args.emplace(DNNL_ARG_BIAS, wrap(m.bias_md, ctx.input(2).raw));
-            args.emplace(DNNL_ARG_DST, wrap(m.y_md, ctx.output(0).raw));
-            if (m.scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(m.scratch_md, ctx.workspace()));
-            const Status st = execute(m.prim, args, "matmul");
+                args[na++] = {DNNL_ARG_BIAS, &m.bias_md, ctx.input(2).raw};
+            args[na++] = {DNNL_ARG_DST, &m.y_md, ctx.output(0).raw};
+            if (m.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &m.scratch_md, ctx.workspace()};
+            const Status st = execute(m.prim, args, na, "matmul");
             if (st.is_ok()) cfg_.epilogue.finish(ctx.output(0));  // an activation left out of attr()
             return st;
         } catch (const dnnl::error& e) {
@@ -87,14 +108,22 @@ public:
         } catch (const std::bad_alloc&) {
             return Status(ErrorCode::resource_exhausted, "out of memory in matmul");
         } catch (const std::exception& e) {
-            return Status(ErrorCode::internal, std::string("matmul: ") + e.what());
+            return Status::error(ErrorCode::internal, "matmul: ", e.what());
         }
     }
 
 private:
+    /// The fallback kernel on this node's tensors, B pointing at the weights in their stored
+    /// layout (the executor's initializer has no data once this kernel released it).
+    Status run_plain_fallback(RunContext& ctx) const noexcept {
+        if (!packer_ || !cfg_.own_weights) return run_fallback(ctx);
+        return run_fallback_with_weights(ctx, *packer_, stored_b_md(), "matmul");
+    }
+
     StatusOr<std::shared_ptr<const MatMulPrim>> primitive(const Shape& a, const Shape& b,
                                                           const Shape& c) const {
-        std::vector<int64_t> key;
+        thread_local std::vector<int64_t> key;  // kept: a cache hit allocates nothing
+        key.clear();
         key_append(key, a);
         key_append(key, b);
         key_append(key, c);
@@ -111,7 +140,7 @@ private:
         if (a.rank() < 2 || b.rank() < 2 || a.num_elements() == 0 || b.num_elements() == 0)
             return Status(ErrorCode::unsupported, "shape");
         dims ad, bd, yd;
-        bool b_packed = cfg_.b_const.has_value() && b.rank() == 2;
+        bool b_packed = packer_ != nullptr && b.rank() == 2;
         if (cfg_.gemm) {
             const int64_t mm = cfg_.trans_a ? a[1] : a[0], k = cfg_.trans_a ? a[0] : a[1];
             const int64_t n = cfg_.trans_b ? b[0] : b[1];
@@ -167,15 +196,21 @@ private:
         m.scratch_bytes = m.scratch_md.get_size();
         if (b_packed) {
             m.b_md = pd.weights_desc();
-            m.packed_b = packer_->get(rowmajor_md(bd, cfg_.gemm && cfg_.trans_b), m.b_md);
+            m.packed_b = packer_->get(stored_b_md(), m.b_md);
         }
         m.usable = true;
         return Status::ok();
     }
 
+    /// Constant B as stored, described as the primitive's logical K x N.
+    dnnl::memory::desc stored_b_md() const {
+        if (cfg_.gemm && cfg_.trans_b) return rowmajor_md({b_shape_[1], b_shape_[0]}, true);
+        return rowmajor_md({b_shape_[0], b_shape_[1]}, false);
+    }
+
     Config cfg_;
-    std::unique_ptr<WeightPacker> packer_ =
-        cfg_.b_const ? std::make_unique<WeightPacker>(*cfg_.b_const) : nullptr;
+    Shape b_shape_;
+    std::unique_ptr<WeightPacker> packer_;
     PrimitiveCache<MatMulPrim> cache_;
 };
 
@@ -186,6 +221,12 @@ bool is_f32_input(const KernelCreateContext& ctx, int i) {
 
 /// True on CPUs where oneDNN 2.6 has no packed-weight f32 matmul (no AVX-512: no brgemm).
 bool without_brgemm() { return channel_block() < 16; }
+
+/// A constant 2-D B is left to dsinfer's packed GEMM (the "cpu" backend's MatMul/Gemm) when
+/// that backend is enabled below this one and runs it faster here.
+bool leave_to_packed_gemm(const KernelCreateContext& ctx) {
+    return ctx.lower_provider("cpu") && without_brgemm();
+}
 
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     if (!is_f32_input(ctx, 0)) return Status::error(ErrorCode::unsupported, "f32 only");
@@ -204,9 +245,10 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     }
     if (const Tensor* b = ctx.constant_input(1); b != nullptr && b->dtype() == DType::f32 &&
                                                  b->num_dims() == 2 && b->num_elements() > 0) {
-        if (without_brgemm())
+        if (leave_to_packed_gemm(ctx))
             return Status::error(ErrorCode::unsupported, "constant B: dsinfer's packed GEMM");
         cfg.b_const = *b;
+        cfg.own_weights = !ctx.creating_fallback();
     }
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
 }
@@ -242,8 +284,10 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     cfg.trans_a = ta != 0;
     cfg.trans_b = tb != 0;
     if (const Tensor* b = ctx.constant_input(1);
-        b != nullptr && b->dtype() == DType::f32 && b->num_dims() == 2 && b->num_elements() > 0)
+        b != nullptr && b->dtype() == DType::f32 && b->num_dims() == 2 && b->num_elements() > 0) {
         cfg.b_const = *b;
+        cfg.own_weights = !ctx.creating_fallback();
+    }
     if (ctx.has_input(2) && cfg.beta != 0.f) {
         const Tensor* c = ctx.constant_input(2);
         const Value* cv = ctx.input_value(2);
@@ -252,10 +296,14 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         };
         if (c != nullptr && c->dtype() == DType::f32 && row_vector(c->shape()) &&
             c->shape()[c->num_dims() - 1] > 1) {
-            Tensor scaled = c->clone();
-            float* p = scaled.data<float>();
-            for (int64_t i = 0; i < scaled.num_elements(); ++i) p[i] *= cfg.beta;
-            cfg.bias_const = std::move(scaled);
+            if (cfg.beta == 1.f) {
+                cfg.bias_const = *c;  // shares the graph's buffer: held once
+            } else {
+                Tensor scaled = c->clone();
+                float* p = scaled.data<float>();
+                for (int64_t i = 0; i < scaled.num_elements(); ++i) p[i] *= cfg.beta;
+                cfg.bias_const = std::move(scaled);
+            }
         } else if (c == nullptr && cfg.beta == 1.f && cv != nullptr && cv->shape.known &&
                    (cv->shape.rank() == 1 ||
                     (cv->shape.rank() == 2 && cv->shape.dims[0].is_static() &&
@@ -272,7 +320,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(n));
     }
     cfg.epilogue.output_scale = cfg.alpha;
-    if (cfg.b_const && without_brgemm() && packed_gemm_form(ctx))
+    if (cfg.b_const && leave_to_packed_gemm(ctx) && packed_gemm_form(ctx))
         return Status::error(ErrorCode::unsupported, "constant B: dsinfer's packed GEMM");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));

@@ -5,12 +5,13 @@
 //
 // Weights: when this kernel is the node's own kernel it packs B at creation and declares input
 // 1 released (Kernel::released_constant_inputs), so the executor frees the original and the
-// weights are held once, packed. When it is only another kernel's fallback (oneDNN's, on CPUs
-// where oneDNN has a packed-weight matmul) it packs on its first run, if it ever runs, and reads
-// nothing else: an eager pack would hold a second copy of every weight matrix for nothing.
+// weights are held once, packed. As another kernel's fallback (oneDNN's, which holds the
+// weights packed its own way) it declines, so the reference kernel is the fallback: it reads B
+// from the run's input (the owner restores it there for the rare shape classes it cannot
+// take), where a copy here, eager or packed on the first run, would hold every weight matrix
+// twice, and packing in run() would allocate there.
 // The GEMM packs A in the node's workspace (from the activation plan).
 #include <algorithm>
-#include <mutex>
 
 #include "cpu/activation.hpp"
 #include "cpu/fast/fast_fused.hpp"
@@ -36,11 +37,14 @@ struct PackedGemmConfig {
 
 class PackedMatMulKernel final : public Kernel {
 public:
-    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, const Tensor& b, PackedGemmConfig cfg,
-                       bool eager)
-        : fallback_(std::move(fallback)), cfg_(std::move(cfg)), eager_(eager) {
-        if (eager_) packed_ = pack_b(b.data<float>(), cfg_.k, cfg_.n, cfg_.transposed);
-        else w_ = b;
+    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, const Tensor& b, PackedGemmConfig cfg)
+        : fallback_(std::move(fallback)), cfg_(std::move(cfg)),
+          packed_(pack_b(b.data<float>(), cfg_.k, cfg_.n, cfg_.transposed)) {}
+
+    void constant_forms(std::vector<ConstantForm>& out) const override {
+        out.push_back({1, ConstantForm::Kind::packed, packed_.data.get(),
+                           static_cast<std::uint64_t>(packed_.panels * packed_.nr * packed_.k) *
+                               sizeof(float)});
     }
 
     /// The fallback's checks and workspace, and room for the GEMM's packed A (the larger of the
@@ -51,14 +55,14 @@ public:
         if (ctx.input(0).dtype() != DType::f32 || a.rank() < 1 || a[a.rank() - 1] != cfg_.k)
             return Status::ok();
         const int64_t m = a.num_elements() / std::max<int64_t>(cfg_.k, 1);
-        const fast::Isa isa = eager_ ? packed_.isa : sgemm_isa();
-        ctx.set_workspace(std::max(ctx.workspace_bytes(),
-                                   sgemm_workspace_bytes(m, cfg_.k, cfg_.n, isa, max_threads())));
+        ctx.set_workspace(std::max(ctx.workspace_bytes(), sgemm_workspace_bytes(m, cfg_.k, cfg_.n,
+                                                                                packed_.isa,
+                                                                                max_threads())));
         return Status::ok();
     }
 
     std::uint64_t released_constant_inputs() const noexcept override {
-        return eager_ ? std::uint64_t{1} << 1 : 0;
+        return std::uint64_t{1} << 1;
     }
 
     Status run(RunContext& ctx) const noexcept override {
@@ -68,21 +72,9 @@ public:
                         a.shape[rank - 1] == cfg_.k;
         if (!ok) {
             // prepare (the fallback's shape checks) rejects every other shape: B is gone.
-            if (eager_)
-                return Status::error(ErrorCode::internal, "packed MatMul got A of shape ",
-                                     a.shape.to_string(), " for K = ", cfg_.k);
-            return fallback_->run(ctx);
+            return Status(ErrorCode::internal, "packed MatMul got A of another shape than K");
         }
         const PackedB* b = &packed_;
-        if (!eager_) {
-            try {
-                std::call_once(once_, [&] {
-                    packed_ = pack_b(w_.data<float>(), cfg_.k, cfg_.n, cfg_.transposed);
-                });
-            } catch (const std::bad_alloc&) {
-                return Status(ErrorCode::resource_exhausted, "out of memory packing MatMul weights");
-            }
-        }
         // Rows of C: A's leading dims folded (rank-1 A is one row).
         const int64_t m = a.num_elements() / cfg_.k;
         if (m == 0) return Status::ok();
@@ -101,10 +93,7 @@ public:
 private:
     std::unique_ptr<Kernel> fallback_;
     PackedGemmConfig cfg_;
-    bool eager_;
-    Tensor w_;  // the original B until the lazy pack (fallback mode only)
-    mutable std::once_flag once_;
-    mutable PackedB packed_;
+    PackedB packed_;
 };
 
 bool f32_value(const KernelCreateContext& ctx, int i) {
@@ -121,9 +110,10 @@ const Tensor* constant_matrix(const KernelCreateContext& ctx, int i) {
 
 StatusOr<std::unique_ptr<Kernel>> finish(const KernelCreateContext& ctx, const Tensor& b,
                                          PackedGemmConfig cfg) {
+    if (ctx.creating_fallback())
+        return Status::error(ErrorCode::unsupported, "packed GEMM: not as another kernel's fallback");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<PackedMatMulKernel>(std::move(fallback), b, std::move(cfg),
-                                           !ctx.creating_fallback());
+    return make_kernel<PackedMatMulKernel>(std::move(fallback), b, std::move(cfg));
 }
 
 /// MatMul, and FusedMatMul (com.dsinfer: a constant bias [N] and an activation).

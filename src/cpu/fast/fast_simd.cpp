@@ -6,6 +6,7 @@
 
 #include "cpu/fast/simd.hpp"
 #include "dsinfer/dtype.hpp"
+#include "dsinfer/engine.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DSINFER_FAST_X86 1
@@ -68,7 +69,7 @@ namespace baseline {
 
 namespace {
 
-Isa detect_isa() noexcept {
+Isa detect_host_isa() noexcept {
     Isa best = Isa::baseline;
 #if DSINFER_FAST_X86
     __builtin_cpu_init();
@@ -78,13 +79,15 @@ Isa detect_isa() noexcept {
         __builtin_cpu_supports("avx512vl"))
         best = Isa::avx512;
 #endif
-    if (const char* cap = std::getenv("DSINFER_MAX_CPU_ISA")) {
-        const std::string_view c(cap);
-        Isa limit = best;
-        if (c == "baseline") limit = Isa::baseline;
-        else if (c == "avx2") limit = Isa::avx2;
-        if (static_cast<int>(limit) < static_cast<int>(best)) best = limit;
-    }
+    return best;
+}
+
+Isa detect_isa() noexcept {
+    Isa best = host_isa();
+    Isa limit = best;
+    if (parse_isa(std::getenv("DSINFER_MAX_CPU_ISA"), limit) &&
+        static_cast<int>(limit) < static_cast<int>(best))
+        best = limit;
     return best;
 }
 
@@ -116,9 +119,28 @@ const char* isa_name(Isa isa) noexcept {
     return "?";
 }
 
+Isa host_isa() noexcept {
+    static const Isa isa = detect_host_isa();
+    return isa;
+}
+
+bool parse_isa(const char* name, Isa& out) noexcept {
+    if (name == nullptr) return false;
+    const std::string_view n(name);
+    if (n == "baseline") out = Isa::baseline;
+    else if (n == "avx2") out = Isa::avx2;
+    else if (n == "avx512") out = Isa::avx512;
+    else return false;
+    return true;
+}
+
 Isa active_isa() noexcept { return tables().isa; }
 const SimdOps& simd() noexcept { return tables().ops; }
 
 }  // namespace dsinfer::detail::fast
 
 #pragma GCC diagnostic pop
+
+const char* dsinfer::cpu_kernel_isa() noexcept {
+    return detail::fast::isa_name(detail::fast::active_isa());
+}

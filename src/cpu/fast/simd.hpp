@@ -79,6 +79,10 @@ struct SimdOps {
                         std::int64_t dst_ld, std::int64_t rows, std::int64_t cols) noexcept = nullptr;
 };
 
+/// The best ISA level this CPU (and OS) supports, uncapped.
+Isa host_isa() noexcept;
+/// "baseline", "avx2", "avx512" -> out; false for anything else.
+bool parse_isa(const char* name, Isa& out) noexcept;
 /// The ISA of the table simd() returns (detected once; capped by DSINFER_MAX_CPU_ISA).
 Isa active_isa() noexcept;
 /// The loops for active_isa().
