@@ -206,6 +206,17 @@ StatusOr<std::unique_ptr<Kernel>> make_fixed(const KernelCreateContext& ctx) {
     });
 }
 
+/// Sigmoid: below AVX2 (SSE4.1, DSINFER_MAX_CPU_ISA=baseline) oneDNN 2.6's logistic loses
+/// relative accuracy where it is small (inputs below about -10: hundreds of outputs of 4096
+/// beyond 4 ulp of the reference in test_onednn.cpp); dsinfer's loop (<= 2 ulp) runs it there.
+StatusOr<std::unique_ptr<Kernel>> make_sigmoid(const KernelCreateContext& ctx) {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx2 = static_cast<unsigned>(dnnl::cpu_isa::avx2);
+    if ((isa & avx2) != avx2)
+        return Status::error(ErrorCode::unsupported, "Sigmoid below AVX2: dsinfer's loop");
+    return make_fixed<A::eltwise_logistic>(ctx);
+}
+
 StatusOr<std::unique_ptr<Kernel>> make_leaky_relu(const KernelCreateContext& ctx) {
     return make_unary_with(ctx, [](const Node& n, int64_t) -> StatusOr<UnaryOp> {
         DSINFER_ASSIGN_OR_RETURN(float a, n.attr_or<float>("alpha", 0.01f));
@@ -312,7 +323,7 @@ void register_eltwise(KernelRegistry& r) {
     add("LeakyRelu", 6, &make_leaky_relu);
     add("Elu", 6, &make_elu);
     add("Tanh", 6, &make_fixed<A::eltwise_tanh>);
-    add("Sigmoid", 6, &make_fixed<A::eltwise_logistic>);
+    add("Sigmoid", 6, &make_sigmoid);
     add("HardSwish", 14, &make_fixed<A::eltwise_hardswish>);
     add("Sqrt", 6, &make_fixed<A::eltwise_sqrt>);
     add("Abs", 6, &make_fixed<A::eltwise_abs>);
