@@ -7,10 +7,22 @@
 #include <execinfo.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <dsinfer/allocator.hpp>
 #include <new>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DSINFER_FAULT_INTERPOSE_MALLOC 0  // the sanitizers' runtimes own malloc
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DSINFER_FAULT_INTERPOSE_MALLOC 0
+#endif
+#endif
+#ifndef DSINFER_FAULT_INTERPOSE_MALLOC
+#define DSINFER_FAULT_INTERPOSE_MALLOC 1
+#endif
 
 // LeakSanitizer (address-sanitizer builds): oneDNN's own leaks after an injected failure inside
 // it are the known third-party limitation test_fault_injection.cpp describes.
@@ -25,6 +37,35 @@ namespace {
 std::atomic<std::int64_t> g_live{0};
 std::atomic<std::int64_t> g_total{0};
 std::atomic<std::int64_t> g_site_faults[static_cast<int>(dsinfer::fault::FaultSite::count)];
+
+std::atomic<bool> g_watch{false};
+std::atomic<std::int64_t> g_watch_total{0}, g_watch_onednn{0}, g_watch_openmp{0};
+thread_local bool t_noting = false;  // backtrace() may allocate (once, loading libgcc_s)
+
+/// Counts one allocation call while watching, by the libraries on its call stack.
+void note_allocation() noexcept {
+    if (!g_watch.load(std::memory_order_relaxed) || t_noting) return;
+    t_noting = true;
+    g_watch_total.fetch_add(1, std::memory_order_relaxed);
+    void* frames[64];
+    const int n = ::backtrace(frames, 64);
+    bool third_party = false;
+    for (int i = 0; i < n && !third_party; ++i) {
+        Dl_info info{};
+        if (::dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr) continue;
+        if (std::strstr(info.dli_fname, "libdnnl") != nullptr) {
+            g_watch_onednn.fetch_add(1, std::memory_order_relaxed);
+            third_party = true;
+        } else if (std::strstr(info.dli_fname, "libgomp") != nullptr) {
+            g_watch_openmp.fetch_add(1, std::memory_order_relaxed);
+            third_party = true;
+        }
+    }
+    // Debugging: DSINFER_WATCH_TRACE=1 prints the stack of every other watched allocation.
+    static const bool trace = std::getenv("DSINFER_WATCH_TRACE") != nullptr;
+    if (trace && !third_party) ::backtrace_symbols_fd(frames, n, 2);
+    t_noting = false;
+}
 
 /// The recovering call site of an injected failure, from the function names on the stack.
 /// Uses no operator new (backtrace() may malloc once, when it loads libgcc_s).
@@ -51,6 +92,9 @@ dsinfer::fault::FaultSite classify(bool nothrow) noexcept {
             std::strstr(name, "MemoryPool4trim") != nullptr ||
             std::strstr(name, "MemoryPool13allocate_impl") != nullptr)
             return FaultSite::pool_bookkeeping;
+        if (std::strstr(name, "6Status3set") != nullptr ||
+            std::strstr(name, "build_status_message") != nullptr)
+            return FaultSite::status_message;
         if (std::strstr(name, "main") == name) break;
     }
     return FaultSite::other;
@@ -62,6 +106,9 @@ void* raw_alloc(std::size_t size, std::size_t align, bool nothrow) noexcept {
         dsinfer_fault_fired();
         return nullptr;
     }
+#if !DSINFER_FAULT_INTERPOSE_MALLOC
+    note_allocation();  // under a sanitizer only operator new is watched
+#endif
     if (size == 0) size = 1;
     void* p = nullptr;
     if (align <= alignof(std::max_align_t)) {
@@ -100,16 +147,62 @@ std::int64_t total_allocations() noexcept { return g_total.load(std::memory_orde
 std::int64_t faults_at(FaultSite s) noexcept {
     return g_site_faults[static_cast<int>(s)].load(std::memory_order_relaxed);
 }
+void watch_allocations(bool on) noexcept { g_watch.store(on); }
+WatchedAllocations watched_allocations() noexcept {
+    return {g_watch_total.load(), g_watch_onednn.load(), g_watch_openmp.load()};
+}
 const char* site_name(FaultSite s) noexcept {
     switch (s) {
         case FaultSite::nothrow_new: return "nothrow new";
         case FaultSite::stream_insertion: return "ostream insertion";
         case FaultSite::pool_bookkeeping: return "MemoryPool bookkeeping";
+        case FaultSite::status_message: return "Status message";
         case FaultSite::inside_onednn: return "inside oneDNN";
         default: return "other";
     }
 }
 }  // namespace dsinfer::fault
+
+#if DSINFER_FAULT_INTERPOSE_MALLOC
+// The C heap's allocation functions, interposed (the executable exports its symbols, so libdnnl
+// and the C++ runtime resolve to these too) only to count calls while watching; the blocks
+// come from glibc's own implementation, which free() releases as usual.
+extern "C" {
+void* __libc_malloc(std::size_t n);
+void* __libc_calloc(std::size_t n, std::size_t size);
+void* __libc_realloc(void* p, std::size_t n);
+void* __libc_memalign(std::size_t align, std::size_t n);
+
+void* malloc(std::size_t n) {
+    note_allocation();
+    return __libc_malloc(n);
+}
+void* calloc(std::size_t n, std::size_t size) {
+    note_allocation();
+    return __libc_calloc(n, size);
+}
+void* realloc(void* p, std::size_t n) {
+    note_allocation();
+    return __libc_realloc(p, n);
+}
+void* aligned_alloc(std::size_t align, std::size_t n) {
+    note_allocation();
+    return __libc_memalign(align, n);
+}
+void* memalign(std::size_t align, std::size_t n) {
+    note_allocation();
+    return __libc_memalign(align, n);
+}
+int posix_memalign(void** out, std::size_t align, std::size_t n) {
+    note_allocation();
+    if (align < sizeof(void*) || (align & (align - 1)) != 0) return EINVAL;
+    void* p = __libc_memalign(align, n);
+    if (p == nullptr) return ENOMEM;
+    *out = p;
+    return 0;
+}
+}
+#endif
 
 // NOLINTBEGIN(misc-new-delete-overloads)
 void* operator new(std::size_t n) { return throwing_alloc(n, kDefault); }

@@ -22,10 +22,24 @@ enum class FaultSite : int {
     stream_insertion,  ///< inside std::ostream insertion (catches it, sets badbit)
     pool_bookkeeping,  ///< MemoryPool's lists: deallocate's cache list (the block goes back
                        ///< instead), eviction's release list (the block is freed at once)
+    status_message,    ///< a Status's message (Status::set keeps the code and says that the
+                       ///< message was lost: a Status never throws)
     inside_onednn,     ///< inside libdnnl: the error is typed, but oneDNN leaks (third party)
     count
 };
 const char* site_name(FaultSite s) noexcept;
+
+/// Allocation calls seen while watching (tests/fault/test_fault_injection.cpp: allocations on
+/// the run path). Every C heap allocation of the process (malloc, calloc, realloc,
+/// aligned_alloc, posix_memalign, memalign: fault_alloc.cpp interposes them, and operator new
+/// and CpuAllocator go through them) is counted, by where its call stack says it came from.
+struct WatchedAllocations {
+    std::int64_t total = 0;
+    std::int64_t inside_onednn = 0;  ///< a frame in libdnnl (oneDNN's own bookkeeping)
+    std::int64_t inside_openmp = 0;  ///< a frame in libgomp (the OpenMP runtime's team set-up)
+};
+void watch_allocations(bool on) noexcept;
+WatchedAllocations watched_allocations() noexcept;
 /// Injected operator new failures at `s` since the start of the process.
 std::int64_t faults_at(FaultSite s) noexcept;
 

@@ -21,6 +21,9 @@
 //     failure while an error message is formatted (Status::error, even for a Status that is
 //     then dropped, e.g. create_fallback's initial "no lower-priority kernel") only cuts that
 //     text short.
+//   - Status message: a Status never throws (status.hpp); when the memory for its message
+//     cannot be had it keeps its code and says "(message lost: out of memory)", so a failure
+//     there only loses text, of a Status that may then be dropped (as above) or reported.
 //   - pool bookkeeping: MemoryPool::deallocate keeps a freed block in its cache list; when
 //     the list cannot grow, the block goes back to the upstream instead. Eviction (trim(),
 //     which the executor calls after the first run of a shape class) lists the blocks to
@@ -46,6 +49,7 @@
 #include <dsinfer/memory_pool.hpp>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -257,7 +261,9 @@ Totals run_fault_sweep(const onnx::ModelProto& proto, const std::string& file_na
                   << t.recovered[static_cast<int>(fault::FaultSite::stream_insertion)] << " "
                   << fault::site_name(fault::FaultSite::stream_insertion) << ", "
                   << t.recovered[static_cast<int>(fault::FaultSite::pool_bookkeeping)] << " "
-                  << fault::site_name(fault::FaultSite::pool_bookkeeping) << "; " << t.onednn_leaks
+                  << fault::site_name(fault::FaultSite::pool_bookkeeping) << ", "
+                  << t.recovered[static_cast<int>(fault::FaultSite::status_message)] << " "
+                  << fault::site_name(fault::FaultSite::status_message) << "; " << t.onednn_leaks
                   << " inside oneDNN leaked oneDNN's blocks; " << t.not_reached << " not reached, "
                   << t.singleton_rechecks << " first-use re-checks");
     return t;
@@ -349,6 +355,47 @@ onnx::ModelProto gather_model(bool static_batch = false) {
     return m;
 }
 
+void set_ints(onnx::NodeProto* n, const char* name, std::initializer_list<std::int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (std::int64_t x : v) a->add_ints(x);
+}
+
+/// x float[batch,3,8,8] -> Conv 3x3 (16) -> Relu -> Conv 3x3 (16) -> Add x1 -> Relu -> Conv 3x3
+/// stride 2 (16) -> GlobalAveragePool -> Flatten -> Gemm (10) -> y, opset 17. At level 3 the
+/// convolutions exchange the blocked layout, the residual Add and Relus fuse into FusedConv, and
+/// the 8x8 maps take dsinfer's im2col GEMM (Winograd from 16 tiles: batch 4) inside the
+/// oneDNN kernel.
+onnx::ModelProto conv_model() {
+    onnx::ModelProto m = new_model(17, "convnet");
+    auto* g = m.mutable_graph();
+    *g->add_input() = tensor_info("x", 1, {-1, 3, 8, 8});
+    *g->add_output() = tensor_info("y", 1, {-1, 10});
+    *g->add_initializer() = float_tensor("W1", {16, 3, 3, 3}, values(16 * 27, 0.2f));
+    *g->add_initializer() = float_tensor("B1", {16}, values(16, 0.3f));
+    *g->add_initializer() = float_tensor("W2", {16, 16, 3, 3}, values(16 * 144, 0.4f));
+    *g->add_initializer() = float_tensor("W3", {16, 16, 3, 3}, values(16 * 144, 0.5f));
+    *g->add_initializer() = float_tensor("Wf", {16, 10}, values(160, 0.6f));
+    *g->add_initializer() = float_tensor("bf", {10}, values(10, 0.7f));
+    auto* c1 = add_node(*g, "Conv", {"x", "W1", "B1"}, {"c1"});
+    set_ints(c1, "pads", {1, 1, 1, 1});
+    add_node(*g, "Relu", {"c1"}, {"r1"});
+    auto* c2 = add_node(*g, "Conv", {"r1", "W2"}, {"c2"});
+    set_ints(c2, "pads", {1, 1, 1, 1});
+    add_node(*g, "Add", {"c2", "r1"}, {"s"});
+    add_node(*g, "Relu", {"s"}, {"r2"});
+    auto* c3 = add_node(*g, "Conv", {"r2", "W3"}, {"c3"});
+    set_ints(c3, "pads", {1, 1, 1, 1});
+    set_ints(c3, "strides", {2, 2});
+    add_node(*g, "GlobalAveragePool", {"c3"}, {"p"});
+    add_node(*g, "Flatten", {"p"}, {"f"});
+    add_node(*g, "Gemm", {"f", "Wf", "bf"}, {"y"});
+    return m;
+}
+
+std::vector<NamedTensor> conv_inputs() { return {{"x", f32_tensor(Shape{4, 3, 8, 8}, 1.f)}}; }
+
 std::vector<NamedTensor> mlp_inputs() { return {{"x", f32_tensor(Shape{3, 16}, 1.f)}}; }
 
 std::vector<NamedTensor> gather_inputs() {
@@ -394,6 +441,12 @@ TEST_CASE("every allocation of load + first run of a Gather model can fail clean
     CHECK(t.exhausted > 0);
 }
 
+TEST_CASE("every allocation of load + first run of a convolutional model can fail cleanly",
+          "[fault]") {
+    const Totals t = run_fault_sweep(conv_model(), "convnet.onnx", conv_inputs());
+    CHECK(t.exhausted > 0);
+}
+
 // Static shapes here (the others have a symbolic batch): load-time inference then takes its
 // non-probing path.
 TEST_CASE("every allocation fails cleanly on the reference kernels without the optimizer",
@@ -404,4 +457,89 @@ TEST_CASE("every allocation fails cleanly on the reference kernels without the o
         run_fault_sweep(gather_model(true), "gather_ref.onnx", gather_inputs(), {"reference"}, 0);
     CHECK(a.exhausted > 0);
     CHECK(b.exhausted > 0);
+}
+
+// ---- allocations on the run path ------------------------------------------------------------
+//
+// Kernel::run never allocates (kernel.hpp): after a shape class's first planned run, every
+// buffer a kernel needs comes from its workspace or was made at create/prepare time. The third
+// run of each model is watched: every C heap allocation (operator new and CpuAllocator
+// included) made between a kernel's run() entry and return, on any thread, is attributed to
+// that node (testing::kernel_run_hook turns the watch on and off around each run();
+// DSINFER_WATCH_TRACE=1 prints the stack of each). Allocations inside libdnnl are oneDNN's own argument
+// bookkeeping in primitive::execute (its C++ and C APIs both build a map per call), and
+// inside libgomp the OpenMP runtime's: third-party, counted and printed, not failed.
+
+namespace {
+
+struct RunPathWatch {
+    int depth = 0;  // subgraph runs nest
+    fault::WatchedAllocations at_begin;
+    int kernel_runs = 0;
+    std::int64_t onednn = 0, openmp = 0;
+    std::string offenders;  // "node (Op): N; ..."
+};
+RunPathWatch* g_run_watch = nullptr;
+
+void run_path_hook(const Node& node, bool begin) noexcept {
+    RunPathWatch& w = *g_run_watch;
+    if (begin) {
+        if (w.depth++ == 0) {
+            w.at_begin = fault::watched_allocations();
+            fault::watch_allocations(true);
+        }
+        return;
+    }
+    if (--w.depth != 0) return;
+    fault::watch_allocations(false);
+    ++w.kernel_runs;
+    const fault::WatchedAllocations now = fault::watched_allocations();
+    const std::int64_t onednn = now.inside_onednn - w.at_begin.inside_onednn;
+    const std::int64_t openmp = now.inside_openmp - w.at_begin.inside_openmp;
+    const std::int64_t ours = now.total - w.at_begin.total - onednn - openmp;
+    w.onednn += onednn;
+    w.openmp += openmp;
+    if (ours > 0) w.offenders += node.name + " (" + node.op_type + "): " + std::to_string(ours) + "; ";
+}
+
+void check_run_path(const onnx::ModelProto& proto, const std::vector<NamedTensor>& inputs,
+                    const std::vector<std::string>& backends) {
+    EngineOptions o;
+    o.num_threads = 2;
+    o.backends = backends;
+    const std::string bytes = bytes_of(proto);
+    const InferenceEngine engine = InferenceEngine::compile(
+        load_onnx_from_bytes(bytes.data(), bytes.size(), ""), std::move(o));
+    const auto first = engine.run(inputs);
+    (void)engine.run(inputs);  // the first planned run of this shape class
+    RunPathWatch w;
+    g_run_watch = &w;
+    testing::kernel_run_hook.store(&run_path_hook);  // watches each kernel's run()
+    const auto third = engine.run(inputs);
+    testing::kernel_run_hook.store(nullptr);
+    g_run_watch = nullptr;
+    const std::string config = proto.graph().name() + " [" +
+                               (backends.empty() ? std::string("default") : backends[0]) + "]";
+    INFO(config);
+    CHECK(w.kernel_runs == static_cast<int>(engine.graph().nodes.size()));
+    CHECK(w.offenders.empty());
+    if (!w.offenders.empty()) WARN(config << ": allocating in run(): " << w.offenders);
+    REQUIRE(first.size() == third.size());
+    for (std::size_t i = 0; i < first.size(); ++i) CHECK(floats(first[i].tensor) == floats(third[i].tensor));
+    WARN(config << ": " << w.kernel_runs << " kernel runs; allocations in them: "
+                << (w.offenders.empty() ? std::string("none by dsinfer") : "by dsinfer (above)")
+                << ", " << w.onednn << " inside oneDNN's execute, " << w.openmp
+                << " inside the OpenMP runtime");
+}
+
+}  // namespace
+
+TEST_CASE("kernels allocate nothing on the run path after the first planned run", "[fault]") {
+    for (const std::vector<std::string>& backends :
+         {std::vector<std::string>{}, std::vector<std::string>{"cpu"},
+          std::vector<std::string>{"reference"}, std::vector<std::string>{"onednn"}}) {
+        check_run_path(mlp_model(), mlp_inputs(), backends);
+        check_run_path(gather_model(), gather_inputs(), backends);
+        check_run_path(conv_model(), conv_inputs(), backends);
+    }
 }

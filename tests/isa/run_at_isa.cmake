@@ -1,0 +1,55 @@
+# Runs a command at one ISA level (cmake -P): the ctest entries of tests/CMakeLists.txt that are
+# not Catch2 test cases (conformance suites, the tiny models against ONNX Runtime) use it; the
+# Catch2 executables do the same themselves (tests/unit/main.cpp, DSINFER_TEST_ISA).
+#   cmake -DISA=baseline|avx2|avx512 -P run_at_isa.cmake -- COMMAND ARG...
+# The host's level comes from /proc/cpuinfo's flags, with the definitions of
+# src/cpu/fast/fast_simd.cpp: avx2 = avx2 + fma; avx512 = avx2 + avx512f/bw/dq/vl. A level the
+# CPU lacks prints "SKIPPED (ISA): ..." (the entries' SKIP_REGULAR_EXPRESSION) and exits 0;
+# otherwise the command runs with DSINFER_MAX_CPU_ISA=ISA and its exit status is ours.
+cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
+if(NOT ISA MATCHES "^(baseline|avx2|avx512)$")
+  message(FATAL_ERROR "run_at_isa.cmake: ISA must be baseline, avx2 or avx512 (got '${ISA}')")
+endif()
+set(cmd "")
+set(seen_dashes OFF)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE 1 ${last})
+  if(seen_dashes)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(seen_dashes ON)
+  endif()
+endforeach()
+list(LENGTH cmd cmd_length)
+if(cmd_length EQUAL 0)
+  message(FATAL_ERROR "run_at_isa.cmake: no command after --")
+endif()
+
+set(need "")
+if(ISA STREQUAL "avx2")
+  set(need avx2 fma)
+elseif(ISA STREQUAL "avx512")
+  set(need avx2 fma avx512f avx512bw avx512dq avx512vl)
+endif()
+set(missing "")
+if(need)
+  file(STRINGS /proc/cpuinfo flag_lines REGEX "^flags" LIMIT_COUNT 1)
+  string(REGEX REPLACE "^flags[ \t]*:[ \t]*" "" flags "${flag_lines}")
+  string(REPLACE " " ";" flags "${flags}")
+  foreach(f IN LISTS need)
+    if(NOT f IN_LIST flags)
+      list(APPEND missing ${f})
+    endif()
+  endforeach()
+endif()
+if(missing)
+  list(JOIN missing ", " missing)
+  message("SKIPPED (ISA): this CPU lacks ${missing}, which the ${ISA} run needs")
+  return()
+endif()
+
+set(ENV{DSINFER_MAX_CPU_ISA} ${ISA})
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "at ${ISA}: exit status ${rc}")
+endif()
