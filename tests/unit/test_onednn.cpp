@@ -1141,7 +1141,8 @@ TEST_CASE("oneDNN Conv on small maps runs the im2col GEMM with a fused residual 
           "reference",
           "[onednn]") {
     // Windows on output maps of at most 8x8 run on dsinfer's im2col + packed GEMM inside the
-    // oneDNN kernel (conv_gemm_preferred) when both sides are blocked: here conv2 (7x7, with the
+    // oneDNN kernel (conv_gemm_preferred; stride-1 ones only with blocks of 8, below AVX-512)
+    // when both sides are blocked: here conv2 (7x7, with the
     // residual Add and Relu fused into it at level 3) and conv3 (stride 2, 7x7 -> 4x4); conv1's
     // row-major 3-channel input keeps it on oneDNN. One engine, several batch sizes (shape
     // classes share the GEMM's packed weights).

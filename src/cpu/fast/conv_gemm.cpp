@@ -140,7 +140,12 @@ bool conv_gemm_preferred(const ConvGemmShape& s) noexcept {
     // im2col traffic ate the gain (15.9 against oneDNN's 15.0 ms), so oneDNN keeps those.
     if (s.kh * s.kw <= 1) return false;
     const int64_t out = s.oh * s.ow;
-    return out <= 64 || ((s.sh > 1 || s.sw > 1) && out <= 196);
+    const bool strided = s.sh > 1 || s.sw > 1;
+    // On AVX-512 (channel blocks of 16) oneDNN's direct kernel beats the GEMM on stride-1
+    // windows: ResNet-50's 512 channels at 7x7, batch 1, 2 threads: 0.66 ms against 0.80
+    // (bench_conv, medians of 5 interleaved repetitions; docs/PLATFORM.md).
+    if (s.block >= 16 && !strided) return false;
+    return out <= 64 || (strided && out <= 196);
 }
 
 PackedB pack_conv_gemm_weights(const float* w, const ConvGemmShape& s) {
