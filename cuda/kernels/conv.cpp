@@ -512,8 +512,15 @@ private:
     /// The cached candidates for this plan's shapes (selected on first use, within `cap`).
     template <class Where>
     Status algos_for(const ConvPlan& p, std::size_t cap, AlgoList& out, const Where& where) const {
-        std::vector<int64_t> key;
-        key.reserve(2 * kMaxDims + 2);
+        // Kept per thread (run() calls this): after a thread's first call a cache hit
+        // allocates nothing.
+        thread_local std::vector<int64_t> key;
+        key.clear();
+        try {
+            key.reserve(2 * kMaxDims + 2);
+        } catch (const std::bad_alloc&) {
+            return Status(ErrorCode::resource_exhausted, "out of memory for the conv algorithm key");
+        }
         key.push_back(static_cast<int64_t>(p.dtype));
         key.push_back(p.nd);
         for (int i = 0; i < p.nd; ++i) key.push_back(p.conv_in()[i]);
@@ -533,7 +540,11 @@ private:
         DSINFER_RETURN_IF_ERROR(select_algos(h, d, cap, out, where));
         if (cap == kConvWorkspaceCap) {
             std::lock_guard<std::mutex> lock(mu_);
-            cache_.emplace(std::move(key), out);
+            try {
+                cache_.emplace(key, out);
+            } catch (const std::bad_alloc&) {
+                // Not cached: the candidates are selected again next time.
+            }
         }
         return Status::ok();
     }
