@@ -3,21 +3,14 @@
 // ops work on the flat buffer, so they take either layout and pass it on (uniform layout).
 // Relu runs dsinfer's vector loop instead of the primitive (oneDNN's is vmaxps(x, 0), which
 // returns 0 for NaN), still in this kernel so that it keeps the blocked layout of CNN chains.
-// Also here: the scans for NaN and infinities (any_nonfinite, any_nan; onednn_common.hpp) that
-// the kernels whose primitives drop a NaN run on their input first.
+// Also here: the checks for NaN and infinities (any_nonfinite, any_nan; onednn_common.hpp) that
+// the kernels whose primitives drop a NaN run on their input first, on dsinfer's vector sums.
 #include <atomic>
 #include <cmath>
-#include <cstring>
 
 #include "cpu/fast/simd.hpp"
 #include "cpu/parallel.hpp"
 #include "onednn/onednn_common.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#define DSINFER_SCAN_X86 1
-#else
-#define DSINFER_SCAN_X86 0
-#endif
 
 namespace dsinfer::detail::onednn {
 namespace {
@@ -27,98 +20,30 @@ using A = dnnl::algorithm;
 
 // ---- scans for NaN and infinities ----------------------------------------------------------
 
-// scan(x, n, mask, least): some (bits(x[i]) & mask) >= least. With mask 0x7f800000 and least
-// 0x7f800000: an all-ones exponent (NaN or an infinity); with 0x7fffffff and 0x7f800001: NaN.
-// Integer compares on the bits, four vectors per step, the lanes tested every 4096 elements
-// (so a hit ends the scan early); one body per ISA (GCC vector extensions), picked by
-// fast::active_isa() like dsinfer's other loops.
-#define DSINFER_SCAN_BODY(W)                                                                   \
-    bool scan(const float* x, int64_t n, std::int32_t mask, std::int32_t least) noexcept {   \
-        typedef std::int32_t I __attribute__((vector_size((W) * 4)));                        \
-        const I m = I{} + mask, t = I{} + (least - 1);                                          \
-        int64_t i = 0;                                                                          \
-        while (n - i >= 4 * (W)) {                                                              \
-            const int64_t end = i + std::min<int64_t>((n - i) / (4 * (W)) * (4 * (W)), 4096);    \
-            I acc = {};                                                                         \
-            for (; i < end; i += 4 * (W)) {                                                     \
-                I a, b, c, d;                                                                   \
-                std::memcpy(&a, x + i, sizeof a);                                               \
-                std::memcpy(&b, x + i + (W), sizeof b);                                         \
-                std::memcpy(&c, x + i + 2 * (W), sizeof c);                                     \
-                std::memcpy(&d, x + i + 3 * (W), sizeof d);                                     \
-                acc |= ((a & m) > t) | ((b & m) > t) | ((c & m) > t) | ((d & m) > t);           \
-            }                                                                                   \
-            for (int k = 0; k < (W); ++k)                                                       \
-                if (acc[k] != 0) return true;                                                   \
-        }                                                                                       \
-        for (; i < n; ++i) {                                                                    \
-            std::int32_t b;                                                                     \
-            std::memcpy(&b, x + i, sizeof b);                                                   \
-            if ((b & mask) >= least) return true;                                               \
-        }                                                                                       \
-        return false;                                                                           \
-    }
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-#if DSINFER_SCAN_X86
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2")
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2"))), apply_to = function)
-#endif
-namespace scan512 {
-DSINFER_SCAN_BODY(16)
-}  // namespace scan512
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#endif
-namespace scan256 {
-DSINFER_SCAN_BODY(8)
-}  // namespace scan256
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
-#endif
-namespace scan128 {
-DSINFER_SCAN_BODY(4)
-}  // namespace scan128
-#pragma GCC diagnostic pop
-#undef DSINFER_SCAN_BODY
-
-bool scan_any(const float* x, int64_t n, std::int32_t mask, std::int32_t least) noexcept {
-    using fast::Isa;
-    const Isa isa = fast::active_isa();
-    auto one = [&](const float* p, int64_t m) {
-#if DSINFER_SCAN_X86
-        if (isa == Isa::avx512) return scan512::scan(p, m, mask, least);
-        if (isa == Isa::avx2) return scan256::scan(p, m, mask, least);
-#endif
-        return scan128::scan(p, m, mask, least);
-    };
-    constexpr int64_t kGrain = int64_t{1} << 15;  // 128 KiB a thread
-    if (n < 2 * kGrain) return one(x, n);
+/// Reduces x[0, n) with dsinfer's vector loops (fast::simd(), at the active ISA), split across
+/// the thread budget in chunks of 128 KiB.
+template <class Chunk>
+bool any_chunk(const float* x, int64_t n, Chunk&& chunk) noexcept {
+    constexpr int64_t kGrain = int64_t{1} << 15;
+    if (n < 2 * kGrain) return chunk(x, n);
     std::atomic<bool> found{false};
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-        if (one(x + b, e - b)) found.store(true, std::memory_order_relaxed);
+        if (chunk(x + b, e - b)) found.store(true, std::memory_order_relaxed);
     });
     return found.load(std::memory_order_relaxed);
 }
 
 }  // namespace
 
+// A float sum in double cannot overflow: it is finite exactly when every value is (a NaN or an
+// infinity makes it NaN or infinite). The max is NaN exactly when a value is.
 bool any_nonfinite(const float* x, int64_t n) noexcept {
-    return scan_any(x, n, 0x7f800000, 0x7f800000);
+    return any_chunk(x, n, [](const float* p, int64_t m) { return !std::isfinite(fast::simd().sum(p, m)); });
 }
 
-bool any_nan(const float* x, int64_t n) noexcept { return scan_any(x, n, 0x7fffffff, 0x7f800001); }
+bool any_nan(const float* x, int64_t n) noexcept {
+    return any_chunk(x, n, [](const float* p, int64_t m) { return std::isnan(fast::simd().max(p, m)); });
+}
 
 namespace {
 
