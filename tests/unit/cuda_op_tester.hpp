@@ -16,6 +16,8 @@
 #include <dsinfer/dsinfer.hpp>
 #if DSINFER_WITH_CUDA
 #include <dsinfer/backends/cuda.hpp>
+
+#include "unit/engine_models.hpp"  // attr_i, attr_f, attr_s, attr_ints
 #endif
 
 namespace dsinfer::test::cuda_ops {
@@ -27,13 +29,10 @@ struct In {
 };
 
 using Attrs = std::vector<std::pair<std::string, Attribute>>;
-
-inline Attribute attr_i(std::int64_t v) { Attribute a; a.kind = AttrKind::i; a.i = v; return a; }
-inline Attribute attr_f(float v) { Attribute a; a.kind = AttrKind::f; a.f = v; return a; }
-inline Attribute attr_s(std::string v) { Attribute a; a.kind = AttrKind::s; a.s = std::move(v); return a; }
-inline Attribute attr_ints(std::vector<std::int64_t> v) {
-    Attribute a; a.kind = AttrKind::ints; a.ints = std::move(v); return a;
-}
+using test::attr_f;
+using test::attr_i;
+using test::attr_ints;
+using test::attr_s;
 
 /// True when a CUDA device is usable; otherwise WARNs "SKIPPED: <why>" and returns false.
 inline bool cuda_ready() {

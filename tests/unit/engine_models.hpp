@@ -9,6 +9,13 @@
 
 namespace dsinfer::test {
 
+inline Attribute attr_i(std::int64_t v) { Attribute a; a.kind = AttrKind::i; a.i = v; return a; }
+inline Attribute attr_f(float v) { Attribute a; a.kind = AttrKind::f; a.f = v; return a; }
+inline Attribute attr_s(std::string v) { Attribute a; a.kind = AttrKind::s; a.s = std::move(v); return a; }
+inline Attribute attr_ints(std::vector<std::int64_t> v) {
+    Attribute a; a.kind = AttrKind::ints; a.ints = std::move(v); return a;
+}
+
 inline Tensor random_f32(const std::vector<std::int64_t>& dims, std::uint32_t seed, float scale = 1.f) {
     auto t = Tensor::allocate(DType::f32, Shape::make(dims).value()).value();
     std::mt19937 r(seed);
@@ -44,10 +51,7 @@ inline Graph mini_transformer(std::int64_t vocab = 50, std::int64_t hidden = 32)
     g.add_node("Relu", {h1}, {h2}, "relu");
     g.add_node("MatMul", {h2, w2}, {o0}, "fc2");
     g.add_node("Add", {o0, emb}, {o1}, "residual");
-    Attribute axis;
-    axis.kind = AttrKind::i;
-    axis.i = -1;
-    g.add_node("LayerNormalization", {o1, gamma, beta}, {y}, "ln").attributes = {{"axis", axis}};
+    g.add_node("LayerNormalization", {o1, gamma, beta}, {y}, "ln").attributes = {{"axis", attr_i(-1)}};
     g.outputs.push_back(y);
     return g;
 }

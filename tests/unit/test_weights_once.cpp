@@ -18,20 +18,6 @@ using namespace dsinfer::test;
 
 namespace {
 
-Attribute ints(std::vector<std::int64_t> v) {
-    Attribute a;
-    a.kind = AttrKind::ints;
-    a.ints = std::move(v);
-    return a;
-}
-
-Attribute one_int(std::int64_t v) {
-    Attribute a;
-    a.kind = AttrKind::i;
-    a.i = v;
-    return a;
-}
-
 /// x [batch, 3, 8, 8] -> Conv 3x3 (16, pads 1) -> Relu -> Conv 3x3 (16, pads 1) -> Relu -> Conv
 /// 3x3 stride 2 (32) -> Relu -> Conv 1x1 (32) -> GlobalAveragePool -> y: at level 3 a blocked
 /// chain after the first
@@ -54,12 +40,12 @@ Graph conv_net() {
     auto v = [&](const char* name) { return g.add_value(name); };
     const ValueId c0 = v("c0"), r0 = v("r0"), c1 = v("c1"), r1 = v("r1"), c2 = v("c2"),
                   r2 = v("r2"), c3 = v("c3"), y = v("y");
-    g.add_node("Conv", {x, w0}, {c0}, "conv0").attributes = {{"pads", ints({1, 1, 1, 1})}};
+    g.add_node("Conv", {x, w0}, {c0}, "conv0").attributes = {{"pads", attr_ints({1, 1, 1, 1})}};
     g.add_node("Relu", {c0}, {r0}, "relu0");
-    g.add_node("Conv", {r0, w1, b1}, {c1}, "conv1").attributes = {{"pads", ints({1, 1, 1, 1})}};
+    g.add_node("Conv", {r0, w1, b1}, {c1}, "conv1").attributes = {{"pads", attr_ints({1, 1, 1, 1})}};
     g.add_node("Relu", {c1}, {r1}, "relu1");
     g.add_node("Conv", {r1, w2}, {c2}, "conv2").attributes = {
-        {"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 2})}};
+        {"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({2, 2})}};
     g.add_node("Relu", {c2}, {r2}, "relu2");
     g.add_node("Conv", {r2, w3}, {c3}, "conv3");
     g.add_node("GlobalAveragePool", {c3}, {y}, "gap");  // takes the blocked layout in
@@ -81,7 +67,7 @@ Graph gemm_net() {
     const ValueId b = g.add_initializer("b", random_f32({32}, 32, 0.1f));
     const ValueId w2 = g.add_initializer("W2", random_f32({32, 48}, 33, 0.3f));
     const ValueId h = g.add_value("h"), r = g.add_value("r"), y = g.add_value("y");
-    g.add_node("Gemm", {x, w, b}, {h}, "fc").attributes = {{"transB", one_int(1)}};
+    g.add_node("Gemm", {x, w, b}, {h}, "fc").attributes = {{"transB", attr_i(1)}};
     g.add_node("Relu", {h}, {r}, "relu");
     g.add_node("MatMul", {r, w2}, {y}, "proj");
     g.outputs.push_back(y);
