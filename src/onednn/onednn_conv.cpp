@@ -80,13 +80,10 @@ public:
         FallbackKernel::constant_forms(out);
         packer_.forms(1, out);
         std::lock_guard<std::mutex> lock(gemm_mu_);
-        auto packed_bytes = [](const PackedB& b) {
-            return static_cast<std::uint64_t>(b.panels * b.nr * b.k) * sizeof(float);
-        };
-        if (gemm_w_) out.push_back({1, ConstantForm::Kind::packed, gemm_w_->data.get(), packed_bytes(*gemm_w_)});
+        if (gemm_w_) out.push_back({1, ConstantForm::Kind::packed, gemm_w_->data.get(), gemm_w_->bytes()});
         if (wino_) {
             std::uint64_t bytes = 0;
-            for (const PackedB& u : wino_->u) bytes += packed_bytes(u);
+            for (const PackedB& u : wino_->u) bytes += u.bytes();
             if (!wino_->u.empty())
                 out.push_back({1, ConstantForm::Kind::derived, wino_->u.front().data.get(), bytes});
             // The stored weights it keeps for non-finite chunks (shared with the packer's).

@@ -42,9 +42,7 @@ public:
           packed_(pack_b(b.data<float>(), cfg_.k, cfg_.n, cfg_.transposed)) {}
 
     void constant_forms(std::vector<ConstantForm>& out) const override {
-        out.push_back({1, ConstantForm::Kind::packed, packed_.data.get(),
-                           static_cast<std::uint64_t>(packed_.panels * packed_.nr * packed_.k) *
-                               sizeof(float)});
+        out.push_back({1, ConstantForm::Kind::packed, packed_.data.get(), packed_.bytes()});
     }
 
     /// The fallback's checks and workspace, and room for the GEMM's packed A (the larger of the
@@ -72,7 +70,8 @@ public:
                         a.shape[rank - 1] == cfg_.k;
         if (!ok) {
             // prepare (the fallback's shape checks) rejects every other shape: B is gone.
-            return Status(ErrorCode::internal, "packed MatMul got A of another shape than K");
+            return Status::error(ErrorCode::internal, "packed MatMul got A of shape ",
+                                 a.shape.to_string(), " for K = ", cfg_.k);
         }
         const PackedB* b = &packed_;
         // Rows of C: A's leading dims folded (rank-1 A is one row).

@@ -31,6 +31,10 @@ struct PackedB {
     std::int64_t panels = 0;       ///< ceil(n / nr)
     fast::Isa isa = fast::Isa::baseline;  ///< the micro-kernel family the layout is for
     std::shared_ptr<float> data;   ///< panels * nr * k floats, 64-byte aligned
+    /// The bytes data holds.
+    std::uint64_t bytes() const noexcept {
+        return static_cast<std::uint64_t>(panels * nr * k) * sizeof(float);
+    }
 };
 
 /// The micro-kernel family pack_b uses by default: fast::active_isa().
