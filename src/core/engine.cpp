@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/cpu_isa.hpp"
 #include "core/device_runtime.hpp"
 #include "core/engine_impl.hpp"
 #include "core/executor.hpp"
@@ -32,6 +33,7 @@ StatusOr<int> parse_device(const std::string& d) {
 }
 
 Status validate_options(const EngineOptions& o) {
+    DSINFER_RETURN_IF_ERROR(detail::check_cpu_isa_cap());
     DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
     for (const auto& b : o.backends) {

@@ -1,6 +1,8 @@
 // InferenceEngine: run-time input validation (BAD_INPUTS section E), zero-size dims,
 // concurrent run() on one engine, graph I/O edge cases.
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "unit/model_builder.hpp"
@@ -191,4 +193,24 @@ TEST_CASE("If selects a branch and reads outer-scope values", "[engine][control_
     const Status st = e.try_run({{"x", x}, {"c", c}}, out);
     CHECK(st.code() == ErrorCode::invalid_argument);
     CHECK_THAT(st.message(), Catch::Contains("input 'c'") && Catch::Contains("must be 0 or 1"));
+}
+
+TEST_CASE("E: an unknown DSINFER_MAX_CPU_ISA is invalid_argument naming the variable", "[engine][bad]") {
+    const char* before = std::getenv("DSINFER_MAX_CPU_ISA");
+    const std::string saved = before != nullptr ? before : "";
+    setenv("DSINFER_MAX_CPU_ISA", "avx1024", 1);
+    ErrorCode code = ErrorCode::ok;
+    std::string message;
+    try {
+        (void)engine_of(relu_model());
+    } catch (const Error& e) {
+        code = e.code();
+        message = e.message();
+    }
+    if (before != nullptr) setenv("DSINFER_MAX_CPU_ISA", saved.c_str(), 1);
+    else unsetenv("DSINFER_MAX_CPU_ISA");
+    CHECK(code == ErrorCode::invalid_argument);
+    CHECK(message.find("DSINFER_MAX_CPU_ISA='avx1024'") != std::string::npos);
+    // Valid again: the same model loads.
+    CHECK_NOTHROW(engine_of(relu_model()));
 }

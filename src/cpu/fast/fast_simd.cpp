@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cpu/fast/simd.hpp"
+#include "core/cpu_isa.hpp"
 #include "dsinfer/dtype.hpp"
 #include "dsinfer/engine.hpp"
 
@@ -143,4 +144,12 @@ const SimdOps& simd() noexcept { return tables().ops; }
 
 const char* dsinfer::cpu_kernel_isa() noexcept {
     return detail::fast::isa_name(detail::fast::active_isa());
+}
+
+dsinfer::Status dsinfer::detail::check_cpu_isa_cap() noexcept {
+    const char* cap = std::getenv("DSINFER_MAX_CPU_ISA");
+    fast::Isa isa{};
+    if (cap == nullptr || fast::parse_isa(cap, isa)) return Status::ok();
+    return Status::error(ErrorCode::invalid_argument, "environment variable DSINFER_MAX_CPU_ISA='",
+                         cap, "': want baseline, avx2 or avx512 (or unset it)");
 }
