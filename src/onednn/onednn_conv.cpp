@@ -97,7 +97,9 @@ public:
         if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
         DSINFER_ASSIGN_OR_RETURN(auto p, primitive(ctx.input(0).shape(), ctx.output_spec(0).shape));
         if (p->usable) {
-            ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
+            // Its shape class never runs the fallback: only the primitive's (or dsinfer's
+            // Winograd / im2col GEMM's) buffers.
+            ctx.set_workspace(p->scratch_bytes);
         } else if (in_mask_ != 0 || out_mask_ != 0) {
             std::vector<Shape> in, out{ctx.output_spec(0).shape};
             for (int i = 0; i < ctx.num_inputs(); ++i)
