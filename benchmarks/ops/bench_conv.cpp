@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "bench_data.hpp"
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/fast/conv_winograd.hpp"

@@ -32,7 +32,7 @@
 #include "cpu/reference/fused_attention.hpp"
 #include "cuda_common.hpp"
 #include "kernels/io_types.cuh"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::cuda {
 namespace {

@@ -48,10 +48,10 @@
 #include <string>
 #include <vector>
 
-#include "cpu/activation.hpp"
-#include "cpu/reference/nn_window.hpp"
+#include "ops/activation.hpp"
+#include "ops/window.hpp"
 #include "cuda_common.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::cuda {
 namespace {

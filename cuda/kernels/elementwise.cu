@@ -39,7 +39,7 @@
 
 #include "cuda_common.hpp"
 #include "dsinfer/dtype.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::cuda {
 namespace {

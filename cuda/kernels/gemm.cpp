@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cublaslt_loader.hpp"
 #include "cuda_common.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 #include "kernels/gemm_epilogue.hpp"
 
 namespace dsinfer::cuda {

@@ -1,5 +1,5 @@
 // The elementwise passes around the cuBLASLt GEMMs (see gemm_epilogue.hpp): bias + activation
-// with the reference kernels' formulas (src/cpu/activation.hpp), and Gemm's C broadcast.
+// with the reference kernels' formulas (src/ops/activation.hpp), and Gemm's C broadcast.
 // Grid-stride loops over 64-bit indices; no vectorized access (any size and alignment).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

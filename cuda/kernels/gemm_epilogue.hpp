@@ -16,7 +16,7 @@
 namespace dsinfer::cuda {
 
 /// The fused activations (same order and semantics as dsinfer::detail::Activation in
-/// src/cpu/activation.hpp; the reference kernels' scalar formulas).
+/// src/ops/activation.hpp; the reference kernels' scalar formulas).
 enum class EpilogueAct : std::uint8_t {
     none,
     relu,

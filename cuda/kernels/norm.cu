@@ -31,7 +31,7 @@
 
 #include "cuda_common.hpp"
 #include "kernels/io_types.cuh"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::cuda {
 namespace {

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/slice_ranges.hpp"
+#include "ops/slice_ranges.hpp"
 #include "cuda_common.hpp"
 
 namespace dsinfer::cuda {

@@ -33,12 +33,10 @@
 
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
+#include "dsinfer/ops.hpp"
 #include "dsinfer/status.hpp"
 
 namespace dsinfer {
-
-/// The domain of dsinfer's fused operators (documented in docs/OPTIMIZER.md).
-inline constexpr const char* kDsinferDomain = "com.dsinfer";
 
 struct OptimizeOptions {
     /// 0 (none) to 3 (everything); see the file comment.

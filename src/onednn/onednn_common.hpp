@@ -24,11 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cpu/kernel_utils.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail::onednn {
 
@@ -121,7 +121,7 @@ struct Epilogue {
     void finish(const TensorView& y) const noexcept;
 };
 
-/// Reads the optional fused-activation attributes of dsinfer's fused ops (cpu/activation.hpp;
+/// Reads the optional fused-activation attributes of dsinfer's fused ops (ops/activation.hpp;
 /// invalid_model for unknown names).
 StatusOr<Epilogue> epilogue_from_attributes(const Node& node);
 

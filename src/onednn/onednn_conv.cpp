@@ -19,7 +19,7 @@
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/fast/conv_winograd.hpp"
 #include "cpu/parallel.hpp"
-#include "cpu/reference/nn_window.hpp"
+#include "ops/window.hpp"
 #include "onednn/onednn_common.hpp"
 
 namespace dsinfer::detail::onednn {

@@ -5,7 +5,7 @@
 // oneDNN's max pooling drops NaN (vmaxps keeps the other operand: a window [NaN, 0] gives 0),
 // where ONNX and the reference give NaN: max pooling scans its input for NaN first and runs
 // the fallback kernel on an input that holds one. Average pooling already follows IEEE.
-#include "cpu/reference/nn_window.hpp"
+#include "ops/window.hpp"
 
 #include "onednn/onednn_common.hpp"
 

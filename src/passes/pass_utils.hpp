@@ -32,7 +32,8 @@ public:
         pinned_.assign(g.values.size(), false);
         for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
             for (ValueId in : g.nodes[ni].inputs)
-                if (in != kNoValue) consumers_[static_cast<std::size_t>(in)].push_back(static_cast<int>(ni));
+                if (in != kNoValue)
+                    consumers_[static_cast<std::size_t>(in)].push_back(static_cast<int>(ni));
         for (ValueId out : g.outputs) pinned_[static_cast<std::size_t>(out)] = true;
         std::unordered_set<std::string> captured;
         for (const Node& n : g.nodes) collect_captures(n, captured);
@@ -79,7 +80,8 @@ public:
     bool only_output0_read(const Node& n) const {
         if (n.outputs.empty() || n.outputs[0] == kNoValue) return false;
         for (std::size_t o = 1; o < n.outputs.size(); ++o)
-            if (n.outputs[o] != kNoValue && (pinned(n.outputs[o]) || !consumers(n.outputs[o]).empty()))
+            if (n.outputs[o] != kNoValue &&
+                (pinned(n.outputs[o]) || !consumers(n.outputs[o]).empty()))
                 return false;
         return true;
     }
@@ -146,7 +148,8 @@ void set_attr(Node& n, const std::string& name, std::vector<float> v);
 /// Adds the com.dsinfer opset import (version 1) to `g` if missing: fused nodes are resolved by
 /// the registry through it.
 inline void ensure_dsinfer_opset(Graph& g) {
-    if (g.opset(kDsinferDomain) == 0) g.opset_imports.push_back(OpsetImport{kDsinferDomain, 1});
+    if (g.opset(kDsinferDomain) == 0)
+        g.opset_imports.push_back(OpsetImport{kDsinferDomain, kDsinferOpsetVersion});
 }
 
 /// Runs `fn(graph)` on every subgraph attribute of every node, recursively (for passes that
@@ -187,7 +190,7 @@ inline bool is_f32(const Value& v) { return v.dtype && *v.dtype == DType::f32; }
 
 }  // namespace dsinfer::passes
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 
 namespace dsinfer::passes {
 
@@ -208,7 +211,9 @@ inline ValueId other_operand(const Node& n, ValueId known) {
 }
 
 /// `n` is the ai.onnx op `op`.
-inline bool is_op(const Node& n, std::string_view op) { return n.op_type == op && n.domain.empty(); }
+inline bool is_op(const Node& n, std::string_view op) {
+    return n.op_type == op && n.domain.empty();
+}
 
 /// Copies `from`'s attributes into `to` (fused nodes keep the plain op's attributes).
 inline void copy_attributes(const Node& from, Node& to) {

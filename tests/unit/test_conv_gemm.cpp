@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/parallel.hpp"
 #include "unit/blocked_conv_reference.hpp"

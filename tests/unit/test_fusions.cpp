@@ -387,3 +387,52 @@ TEST_CASE("fusion: a LayerNorm feeding only Linear layers hands them its affine 
     Outcome r2 = check_levels(g, {{"x", random_tensor(Shape{3, 5, 16}, 36)}});
     CHECK(r2.report.count("fuse_layer_norm_linear") == 0);
 }
+namespace {
+
+/// Every node of kDsinferDomain in `g` matches its schema in dsinfer/ops.hpp: the op is listed,
+/// required inputs are present, no input or output beyond the schema's, attributes by name.
+void check_against_schemas(const Graph& g, int& seen) {
+    for (const Node& n : g.nodes) {
+        if (n.domain != kDsinferDomain) continue;
+        ++seen;
+        INFO("node " << n.name << " (" << n.op_type << ")");
+        const OpSchema* s = find_dsinfer_op(n.op_type);
+        REQUIRE(s != nullptr);
+        REQUIRE(n.inputs.size() <= s->inputs.size());
+        REQUIRE(n.outputs.size() <= s->outputs.size());
+        for (std::size_t k = 0; k < s->inputs.size(); ++k)
+            if (!s->inputs[k].optional) CHECK((k < n.inputs.size() && n.inputs[k] != kNoValue));
+        for (const auto& [name, attr] : n.attributes) {
+            INFO("attribute " << name);
+            bool known = false;
+            for (const OpAttribute& a : s->attributes) known = known || a.name == name;
+            CHECK(known);
+        }
+        for (const OpAttribute& a : s->attributes)
+            if (a.required) CHECK(n.find_attr(std::string(a.name)) != nullptr);
+    }
+    CHECK(g.opset(kDsinferDomain) == kDsinferOpsetVersion);
+}
+
+}  // namespace
+
+TEST_CASE("fusion: the fused operators the optimizer writes match their public schemas",
+          "[fusion]") {
+    int seen = 0;
+    for (Graph g : {resnet_block(), ffn_block(32, 64)}) {
+        REQUIRE(g.sort_topologically().is_ok());
+        optimize(g, OptimizeOptions{.level = 3});
+        check_against_schemas(g, seen);
+    }
+    CHECK(seen >= 5);
+    // Every schema has a reference kernel at the version passes write, and every kernel
+    // registered in the domain has a schema.
+    KernelRegistry reg;
+    register_cpu_kernels(reg);
+    for (const OpSchema& s : kDsinferOps) {
+        INFO(s.name);
+        CHECK(reg.find(s.name, kDsinferDomain, kDsinferOpsetVersion, DeviceKind::cpu) != nullptr);
+    }
+    for (const KernelEntry& e : reg.entries())
+        if (e.key.domain == kDsinferDomain) CHECK(find_dsinfer_op(e.key.op_type) != nullptr);
+}

@@ -35,7 +35,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 using namespace dsinfer;
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cpu/fast/sgemm.hpp"
 
 namespace dsinfer::detail {

@@ -27,7 +27,7 @@
 #include <memory>
 #include <vector>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/fast/sgemm.hpp"
 

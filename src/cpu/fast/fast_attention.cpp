@@ -20,7 +20,7 @@
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/reference/fused_attention.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DSINFER_ATTN_X86 1

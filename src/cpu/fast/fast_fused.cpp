@@ -8,7 +8,7 @@
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/reference/groups.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail {
 

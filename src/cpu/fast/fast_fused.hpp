@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 
 namespace dsinfer::detail {
 

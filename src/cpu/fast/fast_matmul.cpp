@@ -13,13 +13,13 @@
 // The GEMM packs A in the node's workspace (from the activation plan).
 #include <algorithm>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "cpu/kernel_utils.hpp"
 #include "cpu/parallel.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/slice_ranges.hpp"
+#include "ops/slice_ranges.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"

@@ -6,7 +6,7 @@
 #include <numbers>
 #include <type_traits>
 
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 

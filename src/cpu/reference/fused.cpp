@@ -10,10 +10,10 @@
 #include <span>
 #include <vector>
 
-#include "cpu/activation.hpp"
+#include "ops/activation.hpp"
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -9,7 +9,7 @@
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/fused_attention.hpp"
 #include "cpu/reference/groups.hpp"
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail {
 namespace {

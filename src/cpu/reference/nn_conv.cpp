@@ -9,7 +9,7 @@
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/eigen_gemm.hpp"
 #include "cpu/reference/groups.hpp"
-#include "cpu/reference/nn_window.hpp"
+#include "ops/window.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dsinfer/passes.hpp"
+#include "dsinfer/ops.hpp"
 #include "cpu/kernel_utils.hpp"
 
 namespace dsinfer::detail {

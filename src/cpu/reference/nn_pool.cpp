@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cpu/kernel_utils.hpp"
-#include "cpu/reference/nn_window.hpp"
+#include "ops/window.hpp"
 
 namespace dsinfer::detail {
 namespace {

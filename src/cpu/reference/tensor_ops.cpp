@@ -17,7 +17,7 @@
 #include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
-#include "cpu/slice_ranges.hpp"
+#include "ops/slice_ranges.hpp"
 
 namespace dsinfer::detail {
 

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "dsinfer/graph.hpp"
+#include "dsinfer/status.hpp"
 
 namespace dsinfer::detail {
 

@@ -1,0 +1,109 @@
+// dsinfer/ops.hpp — dsinfer's own operator set: the "com.dsinfer" domain and the schemas of its
+// fused operators (what the optimizer writes and every backend runs).
+//
+// Purpose: one public statement of the operators a graph optimized by dsinfer may contain besides
+// ONNX's, so that tools reading such a graph (ds-convert, a deploy format, an application's own
+// passes) and kernels agree on inputs, outputs and attributes. Semantics: docs/OPTIMIZER.md
+// ("Fused operators"). The set is versioned: kDsinferOpsetVersion is the opset version passes
+// import for the domain; an operator's schema never changes within a version, a change of
+// inputs or attributes bumps it.
+//
+// Ownership/threading: constant data only.
+//
+// Usage:
+//   if (node.domain == dsinfer::kDsinferDomain)
+//       if (const dsinfer::OpSchema* s = dsinfer::find_dsinfer_op(node.op_type)) ...
+#pragma once
+
+#include <array>
+#include <span>
+#include <string_view>
+
+namespace dsinfer {
+
+/// The domain of dsinfer's fused operators.
+inline constexpr const char* kDsinferDomain = "com.dsinfer";
+/// The opset version of kDsinferDomain this library writes and runs.
+inline constexpr int kDsinferOpsetVersion = 1;
+
+/// One formal input or output of an operator.
+struct OpFormal {
+    std::string_view name;
+    bool optional = false;
+};
+
+/// One attribute of an operator (`kind` as ONNX names it: "INT", "FLOAT", "STRING", "INTS").
+struct OpAttribute {
+    std::string_view name;
+    std::string_view kind;
+    bool required = false;
+};
+
+/// The schema of one operator of kDsinferDomain.
+struct OpSchema {
+    std::string_view name;
+    int since_version = 1;
+    std::span<const OpFormal> inputs;
+    std::span<const OpFormal> outputs;
+    std::span<const OpAttribute> attributes;
+    /// The ONNX operator whose attributes and semantics it extends ("" when none).
+    std::string_view extends;
+};
+
+namespace ops_detail {
+// The fused activation every Fused* operator carries (docs/OPTIMIZER.md): `activation` is one
+// of "", Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSwish, Gelu, GeluTanh.
+inline constexpr OpAttribute kActivation[] = {
+    {"activation", "STRING"}, {"activation_alpha", "FLOAT"}, {"activation_beta", "FLOAT"}};
+inline constexpr OpAttribute kConvAttrs[] = {{"auto_pad", "STRING"},
+                                             {"dilations", "INTS"},
+                                             {"group", "INT"},
+                                             {"kernel_shape", "INTS"},
+                                             {"pads", "INTS"},
+                                             {"strides", "INTS"},
+                                             {"activation", "STRING"},
+                                             {"activation_alpha", "FLOAT"},
+                                             {"activation_beta", "FLOAT"}};
+inline constexpr OpAttribute kGemmAttrs[] = {
+    {"alpha", "FLOAT"},          {"beta", "FLOAT"},        {"transA", "INT"},
+    {"transB", "INT"},           {"activation", "STRING"}, {"activation_alpha", "FLOAT"},
+    {"activation_beta", "FLOAT"}};
+inline constexpr OpAttribute kLayerNormAttrs[] = {{"axis", "INT"}, {"epsilon", "FLOAT"}};
+inline constexpr OpAttribute kSkipLayerNormAttrs[] = {{"epsilon", "FLOAT"}};
+inline constexpr OpAttribute kGeluAttrs[] = {{"approximate", "STRING"}};
+inline constexpr OpAttribute kAttentionAttrs[] = {{"num_heads", "INT", true}, {"scale", "FLOAT"}};
+
+inline constexpr OpFormal kConvIn[] = {{"X"}, {"W"}, {"B", true}, {"Z", true}};
+inline constexpr OpFormal kGemmIn[] = {{"A"}, {"B"}, {"C", true}};
+inline constexpr OpFormal kMatMulIn[] = {{"A"}, {"B"}, {"Bias", true}};
+inline constexpr OpFormal kLayerNormIn[] = {{"X"}, {"Scale"}, {"B", true}};
+inline constexpr OpFormal kGeluIn[] = {{"X"}};
+inline constexpr OpFormal kSkipLayerNormIn[] = {
+    {"X"}, {"Skip"}, {"Scale"}, {"B", true}, {"Bias", true}};
+inline constexpr OpFormal kAttentionIn[] = {{"Q"}, {"K"}, {"V"}, {"Mask", true}};
+inline constexpr OpFormal kY[] = {{"Y"}};
+inline constexpr OpFormal kYS[] = {{"Y"}, {"S", true}};
+}  // namespace ops_detail
+
+/// Every operator of kDsinferDomain at kDsinferOpsetVersion.
+inline constexpr std::array<OpSchema, 7> kDsinferOps{{
+    {"FusedConv", 1, ops_detail::kConvIn, ops_detail::kY, ops_detail::kConvAttrs, "Conv"},
+    {"FusedGemm", 1, ops_detail::kGemmIn, ops_detail::kY, ops_detail::kGemmAttrs, "Gemm"},
+    {"FusedMatMul", 1, ops_detail::kMatMulIn, ops_detail::kY, ops_detail::kActivation, "MatMul"},
+    {"LayerNormalization", 1, ops_detail::kLayerNormIn, ops_detail::kY, ops_detail::kLayerNormAttrs,
+     "LayerNormalization"},
+    {"Gelu", 1, ops_detail::kGeluIn, ops_detail::kY, ops_detail::kGeluAttrs, "Gelu"},
+    {"SkipLayerNormalization", 1, ops_detail::kSkipLayerNormIn, ops_detail::kYS,
+     ops_detail::kSkipLayerNormAttrs, ""},
+    {"MultiHeadAttention", 1, ops_detail::kAttentionIn, ops_detail::kY, ops_detail::kAttentionAttrs,
+     ""},
+}};
+
+/// The schema of `op_type` in kDsinferDomain, or nullptr.
+constexpr const OpSchema* find_dsinfer_op(std::string_view op_type) noexcept {
+    for (const OpSchema& s : kDsinferOps)
+        if (s.name == op_type) return &s;
+    return nullptr;
+}
+
+}  // namespace dsinfer
