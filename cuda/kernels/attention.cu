@@ -29,7 +29,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/reference/fused_attention.hpp"
+#include "ops/attention.hpp"
 #include "cuda_common.hpp"
 #include "kernels/io_types.cuh"
 #include "dsinfer/ops.hpp"

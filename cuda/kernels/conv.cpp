@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
+#include "ops/conv.hpp"
 #include "ops/window.hpp"
 #include "cuda_common.hpp"
 #include "dsinfer/ops.hpp"
@@ -278,10 +279,8 @@ Status copy_into_padded(cudnnHandle_t h, cudnnDataType_t dt, std::size_t es, int
 
 // ---- convolution -----------------------------------------------------------------------------
 
-struct ConvAttrs {
-    std::vector<int64_t> kernel_shape, strides, dilations, pads;
-    AutoPad auto_pad = AutoPad::notset;
-    int64_t group = 1;
+/// The shared convolution attributes (ops/conv.hpp) and FusedConv's activation.
+struct CudaConvAttrs : detail::ConvAttrs {
     bool fused = false;
     ActivationSpec act;
 };
@@ -305,7 +304,7 @@ struct ConvPlan {
     const int* conv_in() const noexcept { return explicit_pad ? xp : x; }
 };
 
-Status conv_plan(const ConvAttrs& a, const Shape& xs, const Shape& ws, DType dtype, ConvPlan& p) {
+Status conv_plan(const CudaConvAttrs& a, const Shape& xs, const Shape& ws, DType dtype, ConvPlan& p) {
     const int nsp = xs.rank() - 2;
     if (nsp < 1 || nsp > kMaxSpatial || ws.rank() != xs.rank())
         return Status::error(ErrorCode::unsupported, "cuDNN Conv supports 1 to ", kMaxSpatial,
@@ -455,7 +454,7 @@ Status select_algos(cudnnHandle_t h, const ConvDescs& d, std::size_t cap, AlgoLi
 
 class ConvKernel final : public CudaKernel {
 public:
-    ConvKernel(std::unique_ptr<Kernel> reference, ConvAttrs a, int device, bool allow_tf32,
+    ConvKernel(std::unique_ptr<Kernel> reference, CudaConvAttrs a, int device, bool allow_tf32,
                DeviceBuffer w, DeviceBuffer b, std::uint64_t released)
         : CudaKernel(std::move(reference)),
           a_(std::move(a)),
@@ -681,7 +680,7 @@ private:
         return launch_status("cudnn convolution");
     }
 
-    ConvAttrs a_;
+    CudaConvAttrs a_;
     int device_;
     bool allow_tf32_;
     DeviceBuffer w_, b_;
@@ -704,14 +703,12 @@ bool cudnn_activation(const ActivationSpec& s) noexcept {
 
 StatusOr<std::unique_ptr<Kernel>> make_conv_common(const KernelCreateContext& ctx, bool fused) {
     const Node& n = ctx.node();
-    ConvAttrs a;
+    CudaConvAttrs a;
+    {
+        DSINFER_ASSIGN_OR_RETURN(detail::ConvAttrs conv, detail::read_conv_attrs(n, false));
+        static_cast<detail::ConvAttrs&>(a) = std::move(conv);
+    }
     a.fused = fused;
-    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape, n.attr_or<std::vector<int64_t>>("kernel_shape", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.group, n.attr_or<int64_t>("group", 1));
-    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, detail::parse_auto_pad(n));
     if (fused) {
         if (ctx.num_inputs() < 2 || ctx.num_inputs() > 4 || ctx.num_outputs() != 1)
             return Status::error(ErrorCode::unsupported, "FusedConv takes 2 to 4 inputs");
@@ -726,16 +723,7 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_common(const KernelCreateContext& ct
     if (a.group < 1 || a.group > INT_MAX)
         return Status::error(ErrorCode::unsupported, "group ", a.group, " is out of cuDNN's range");
     // Spatial rank, when known now: 1 to 3 (cuDNN's Nd convolutions).
-    int nsp = -1;
-    if (!a.kernel_shape.empty()) {
-        nsp = static_cast<int>(a.kernel_shape.size());
-    } else if (const Tensor* w = ctx.constant_input(1); w != nullptr) {
-        nsp = w->shape().rank() - 2;
-    } else if (const Value* v = ctx.input_value(1); v != nullptr && v->shape.known) {
-        nsp = v->shape.rank() - 2;
-    } else if (const Value* x = ctx.input_value(0); x != nullptr && x->shape.known) {
-        nsp = x->shape.rank() - 2;
-    }
+    const int nsp = detail::conv_spatial_rank(ctx, a);
     if (nsp < 1 || nsp > kMaxSpatial)
         return Status::error(ErrorCode::unsupported, "the CUDA Conv needs 1 to ", kMaxSpatial,
                              " spatial dims known at load, got ", nsp);
@@ -775,12 +763,9 @@ StatusOr<std::unique_ptr<Kernel>> make_fused_conv(const KernelCreateContext& ctx
 
 enum class PoolKind { max, average, global_max, global_average };
 
-struct PoolAttrs {
+/// The shared pooling attributes (ops/window.hpp; empty for global pooling) and the kind.
+struct CudaPoolAttrs : detail::PoolAttrs {
     PoolKind kind = PoolKind::max;
-    std::vector<int64_t> kernel_shape, strides, pads;
-    AutoPad auto_pad = AutoPad::notset;
-    bool ceil_mode = false;
-    bool count_include_pad = false;
 };
 
 struct PoolPlan {
@@ -804,7 +789,7 @@ bool native_window(const detail::WindowDim& wd, int64_t in, int64_t k, int64_t s
     return wd.pb == wd.pe && in + 2 * wd.pb >= k && wd.out == (in + 2 * wd.pb - k) / s + 1;
 }
 
-Status pool_plan(const PoolAttrs& a, const Shape& xs, DType dtype, PoolPlan& p) {
+Status pool_plan(const CudaPoolAttrs& a, const Shape& xs, DType dtype, PoolPlan& p) {
     if (!supported_type(dtype))
         return Status::error(ErrorCode::unsupported, "cuDNN pooling does not support ",
                              dtype_name(dtype));
@@ -894,7 +879,7 @@ Status pool_plan(const PoolAttrs& a, const Shape& xs, DType dtype, PoolPlan& p) 
 
 class PoolKernel final : public CudaKernel {
 public:
-    PoolKernel(std::unique_ptr<Kernel> reference, PoolAttrs a, int device)
+    PoolKernel(std::unique_ptr<Kernel> reference, CudaPoolAttrs a, int device)
         : CudaKernel(std::move(reference)), a_(std::move(a)), device_(device) {}
 
     Status prepare(PrepareContext& ctx) const override {
@@ -986,12 +971,12 @@ private:
         return launch_status("cudnnPoolingForward");
     }
 
-    PoolAttrs a_;
+    CudaPoolAttrs a_;
     int device_;
 };
 
 /// True when every input X with the declared shape runs natively in cuDNN (AveragePool).
-bool average_pool_native(const KernelCreateContext& ctx, const PoolAttrs& a) {
+bool average_pool_native(const KernelCreateContext& ctx, const CudaPoolAttrs& a) {
     const int nsp = static_cast<int>(a.kernel_shape.size());
     bool shape_free =
         a.auto_pad == AutoPad::valid || (a.auto_pad == AutoPad::notset && !a.ceil_mode);
@@ -1015,30 +1000,17 @@ bool average_pool_native(const KernelCreateContext& ctx, const PoolAttrs& a) {
 template <PoolKind K>
 StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
-    PoolAttrs a;
+    CudaPoolAttrs a;
     a.kind = K;
     if constexpr (K == PoolKind::max || K == PoolKind::average) {
-        DSINFER_ASSIGN_OR_RETURN(a.kernel_shape,
-                                 n.attr_or<std::vector<int64_t>>("kernel_shape", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-        DSINFER_ASSIGN_OR_RETURN(auto dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.auto_pad, detail::parse_auto_pad(n));
-        DSINFER_ASSIGN_OR_RETURN(int64_t ceil_mode, n.attr_or<int64_t>("ceil_mode", 0));
-        a.ceil_mode = ceil_mode != 0;
-        if constexpr (K == PoolKind::average) {
-            DSINFER_ASSIGN_OR_RETURN(int64_t cip, n.attr_or<int64_t>("count_include_pad", 0));
-            a.count_include_pad = cip != 0;
-        }
+        // Checked as the reference checks them (invalid_model); what cuDNN cannot take below.
+        DSINFER_ASSIGN_OR_RETURN(detail::PoolAttrs window, detail::parse_pool_attrs(n));
+        static_cast<detail::PoolAttrs&>(a) = std::move(window);
         const std::size_t nsp = a.kernel_shape.size();
         if (nsp < 1 || nsp > static_cast<std::size_t>(kMaxSpatial))
             return Status::error(ErrorCode::unsupported, "cuDNN pooling needs 1 to ", kMaxSpatial,
                                  " spatial dims, kernel_shape has ", nsp);
-        if ((!a.strides.empty() && a.strides.size() != nsp) ||
-            (!a.pads.empty() && a.pads.size() != 2 * nsp) ||
-            (!dilations.empty() && dilations.size() != nsp))
-            return Status::error(ErrorCode::unsupported, "pooling attribute lengths do not match");
-        for (int64_t d : dilations)
+        for (int64_t d : a.dilations)
             if (d != 1)
                 return Status::error(ErrorCode::unsupported, "cuDNN pooling has no dilations");
         for (int64_t v : a.kernel_shape)

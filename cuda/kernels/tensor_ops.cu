@@ -40,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/concat.hpp"
+#include "ops/reduce.hpp"
 #include "ops/slice_ranges.hpp"
 #include "cuda_common.hpp"
 
@@ -750,11 +752,10 @@ public:
         const TensorView& y = ctx.output(0);
         if (y.num_elements() == 0) return Status::ok();
         const int r = y.shape.rank();
-        const std::int64_t a = axis_ < 0 ? axis_ + r : axis_;
-        if (a < 0 || a >= r)
+        const int ai = detail::concat_run_axis(axis_, r);
+        if (ai < 0)
             return Status::error(ErrorCode::invalid_argument, "axis ", axis_,
                                  " is outside the rank ", r);
-        const int ai = static_cast<int>(a);
         const std::size_t es = dtype_size(y.dtype);
         const std::int64_t outer = y.shape.size_between(0, ai);
         const std::int64_t out_inner = y.shape.size_between(ai, r);
@@ -785,12 +786,8 @@ private:
 };
 
 Factory make_concat(const KernelCreateContext& ctx) {
-    std::int64_t axis = 1;
-    if (ctx.opset() >= 4) {
-        DSINFER_ASSIGN_OR_RETURN(axis, ctx.node().attr<std::int64_t>("axis"));
-    } else {
-        DSINFER_ASSIGN_OR_RETURN(axis, ctx.node().attr_or<std::int64_t>("axis", 1));
-    }
+    DSINFER_ASSIGN_OR_RETURN(const std::int64_t axis,
+                             detail::concat_axis(ctx.node(), ctx.opset()));
     return with_reference<ConcatKernel>(ctx, axis);
 }
 
@@ -1624,41 +1621,28 @@ public:
         const TensorView& x = ctx.input(0);
         const TensorView& y = ctx.output(0);
         const int r = x.shape.rank();
-        std::array<bool, kR> red{};
+        std::array<std::int64_t, kMaxRank> axes{};
         int na = 0;
-        auto mark = [&](std::int64_t a) -> Status {
-            if (a < -r || a >= r)
-                return Status::error(ErrorCode::invalid_argument, "axis ", a, " is outside [", -r,
-                                     ", ", r, ") for an input of rank ", r);
-            const auto d = static_cast<std::size_t>(a < 0 ? a + r : a);
-            if (red[d])
-                return Status::error(ErrorCode::invalid_argument, "axis ", a,
-                                     " appears more than once in 'axes'");
-            red[d] = true;
-            ++na;
-            return Status::ok();
-        };
         if (from_input_) {
-            if (ctx.has_input(1)) {
-                const TensorView& v = ctx.input(1);
-                DSINFER_RETURN_IF_ERROR(check_host_ints(v, "axes"));
-                for (std::int64_t i = 0; i < v.num_elements(); ++i)
-                    DSINFER_RETURN_IF_ERROR(mark(host_int(v, i)));
-            }
+            if (ctx.has_input(1))
+                DSINFER_RETURN_IF_ERROR(detail::read_axes_view(ctx.input(1), axes, na));
         } else {
-            for (auto a : axes_) DSINFER_RETURN_IF_ERROR(mark(a));
+            if (axes_.size() > static_cast<std::size_t>(kMaxRank))
+                return Status(ErrorCode::internal, "Reduce: more axes than the maximum rank");
+            na = static_cast<int>(axes_.size());
+            std::copy(axes_.begin(), axes_.end(), axes.begin());
         }
-        if (na == 0) {
-            if (noop_) {  // identity
-                if (x.num_bytes() != y.num_bytes())
-                    return Status(ErrorCode::internal, "Reduce: noop output size differs");
-                if (y.num_bytes() > 0 && x.raw != y.raw)
-                    DS_CUDA_TRY(cudaMemcpyAsync(y.raw, x.raw, y.num_bytes(),
-                                                cudaMemcpyDeviceToDevice, stream_of(ctx)),
-                                "reduce (identity copy)");
-                return Status::ok();
-            }
-            for (int d = 0; d < r; ++d) red[static_cast<std::size_t>(d)] = true;
+        std::array<bool, kMaxRank> red{};
+        DSINFER_RETURN_IF_ERROR(detail::mark_reduced_axes(r, axes.data(), na, noop_,
+                                                          ErrorCode::invalid_argument, red));
+        if (na == 0 && noop_) {  // identity
+            if (x.num_bytes() != y.num_bytes())
+                return Status(ErrorCode::internal, "Reduce: noop output size differs");
+            if (y.num_bytes() > 0 && x.raw != y.raw)
+                DS_CUDA_TRY(cudaMemcpyAsync(y.raw, x.raw, y.num_bytes(), cudaMemcpyDeviceToDevice,
+                                            stream_of(ctx)),
+                            "reduce (identity copy)");
+            return Status::ok();
         }
         const std::int64_t nout = y.num_elements();
         if (nout == 0) return Status::ok();
@@ -1692,32 +1676,11 @@ private:
 
 template <RedOp OP>
 Factory make_reduce(const KernelCreateContext& ctx) {
-    const Node& node = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(std::int64_t keepdims, node.attr_or<std::int64_t>("keepdims", 1));
-    DSINFER_ASSIGN_OR_RETURN(std::int64_t noop,
-                             node.attr_or<std::int64_t>("noop_with_empty_axes", 0));
-    // ReduceSum took axes as an input from opset 13, the other reductions from opset 18.
-    const bool from_input = ctx.opset() >= (OP == RedOp::sum ? 13 : 18);
-    std::vector<std::int64_t> axes;
-    if (from_input) {
-        if (node.has_attr("axes"))
-            return Status::error(ErrorCode::invalid_model,
-                                 "attribute 'axes' is not allowed at opset ", ctx.opset(),
-                                 "; axes is an input");
-    } else {
-        DSINFER_ASSIGN_OR_RETURN(axes, node.attr_or<std::vector<std::int64_t>>("axes", {}));
-        if (ctx.num_inputs() > 1 && ctx.has_input(1))
-            return Status::error(ErrorCode::invalid_model, "input 'axes' is not allowed at opset ",
-                                 ctx.opset(), "; use the 'axes' attribute");
-    }
-    if (keepdims != 0 && keepdims != 1)
-        return Status::error(ErrorCode::invalid_model, "attribute 'keepdims' must be 0 or 1, got ",
-                             keepdims);
-    if (noop != 0 && noop != 1)
-        return Status::error(ErrorCode::invalid_model,
-                             "attribute 'noop_with_empty_axes' must be 0 or 1, got ", noop);
-    const std::uint64_t host = from_input && ctx.has_input(1) ? 2u : 0u;
-    return with_reference<ReduceKernel<OP>>(ctx, noop != 0, from_input, host, std::move(axes));
+    DSINFER_ASSIGN_OR_RETURN(detail::ReduceAttrs a,
+                             detail::parse_reduce_attrs(ctx, OP == RedOp::sum));
+    const std::uint64_t host = a.axes_from_input && ctx.has_input(1) ? 2u : 0u;
+    return with_reference<ReduceKernel<OP>>(ctx, a.noop_with_empty_axes, a.axes_from_input, host,
+                                            std::move(a.axes));
 }
 
 }  // namespace

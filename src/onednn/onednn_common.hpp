@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/ops.hpp"

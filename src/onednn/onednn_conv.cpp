@@ -19,7 +19,7 @@
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/fast/conv_winograd.hpp"
 #include "cpu/parallel.hpp"
-#include "ops/window.hpp"
+#include "ops/conv.hpp"
 #include "onednn/onednn_common.hpp"
 
 namespace dsinfer::detail::onednn {
@@ -39,28 +39,6 @@ struct ConvPrim {
     std::shared_ptr<const dnnl::memory> weights;
     std::size_t scratch_bytes = 0;
 };
-
-struct ConvAttrs {
-    std::vector<int64_t> strides, dilations, pads, output_padding;
-    AutoPad auto_pad = AutoPad::notset;
-    int64_t group = 1;
-    bool has_output_shape = false;
-};
-
-StatusOr<ConvAttrs> read_attrs(const Node& n, bool transpose) {
-    ConvAttrs a;
-    DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.group, n.attr_or<int64_t>("group", 1));
-    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
-    if (transpose) {
-        DSINFER_ASSIGN_OR_RETURN(a.output_padding,
-                                 n.attr_or<std::vector<int64_t>>("output_padding", {}));
-        a.has_output_shape = n.has_attr("output_shape");
-    }
-    return a;
-}
 
 class OnednnConvKernel final : public FallbackKernel {
 public:
@@ -277,7 +255,7 @@ private:
                 pl.push_back(wd.pb);
                 pr.push_back(wd.pe);
             } else {
-                if (a_.auto_pad != AutoPad::notset || a_.has_output_shape)
+                if (a_.auto_pad != AutoPad::notset || !a_.output_shape.empty())
                     return Status(ErrorCode::unsupported, "ConvTranspose auto_pad/output_shape");
                 const int64_t b = attr_at(a_.pads, i, 0);
                 // dst = (src - 1) * s + (k - 1) * d + 1 - pl - pr; the fallback's output shape
@@ -421,7 +399,7 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
     }
     // The fallback validates the attributes (invalid_model) before we read them.
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_attrs(ctx.node(), Transpose));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node(), Transpose));
     if (a.group < 1) return Status::error(ErrorCode::unsupported, "group");
     DSINFER_ASSIGN_OR_RETURN(Epilogue e, epilogue_from_attributes(ctx.node()));
     if (ctx.has_input(3)) {  // FusedConv's residual: Y = act(conv + B + Z)

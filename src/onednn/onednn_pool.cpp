@@ -14,15 +14,14 @@ namespace {
 
 using std::int64_t;
 
-struct PoolAttrs {
-    bool max = true, global = false, count_include_pad = false, ceil_mode = false;
-    std::vector<int64_t> kernel, strides, dilations, pads;
-    AutoPad auto_pad = AutoPad::notset;
+/// The shared pooling attributes (ops/window.hpp; empty for global pooling) and the kind.
+struct PoolSpec : PoolAttrs {
+    bool max = true, global = false;
 };
 
 class PoolKernel final : public SimplePrimitiveKernel {
 public:
-    PoolKernel(std::unique_ptr<Kernel> fallback, PoolAttrs a)
+    PoolKernel(std::unique_ptr<Kernel> fallback, PoolSpec a)
         : SimplePrimitiveKernel(std::move(fallback)), a_(std::move(a)) {}
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
@@ -49,7 +48,7 @@ protected:
         if (nsp < 1 || nsp > 3) return Status(ErrorCode::unsupported, "rank");
         dims k, s, d, pl, pr;
         for (int i = 0; i < nsp; ++i) {
-            const int64_t kk = a_.global ? x[2 + i] : a_.kernel[static_cast<std::size_t>(i)];
+            const int64_t kk = a_.global ? x[2 + i] : a_.kernel_shape[static_cast<std::size_t>(i)];
             const int64_t ss = a_.global ? 1 : attr_at(a_.strides, i, 1);
             const int64_t dd = a_.global ? 1 : attr_at(a_.dilations, i, 1);
             int64_t pb = 0, pe = 0;
@@ -93,7 +92,7 @@ protected:
     }
 
 private:
-    PoolAttrs a_;
+    PoolSpec a_;
 };
 
 template <bool Max, bool Global>
@@ -103,24 +102,13 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
         return Status::error(ErrorCode::unsupported, "f32 without Indices only");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     const Node& n = ctx.node();
-    PoolAttrs a;
+    PoolSpec a;
+    if (!Global) {  // the fallback has checked them
+        DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(n));
+        static_cast<PoolAttrs&>(a) = std::move(window);
+    }
     a.max = Max;
     a.global = Global;
-    if (!Global) {
-        DSINFER_ASSIGN_OR_RETURN(a.kernel, n.attr<std::vector<int64_t>>("kernel_shape"));
-        DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
-        DSINFER_ASSIGN_OR_RETURN(int64_t ceil, n.attr_or<int64_t>("ceil_mode", 0));
-        DSINFER_ASSIGN_OR_RETURN(int64_t cip, n.attr_or<int64_t>("count_include_pad", 0));
-        a.ceil_mode = ceil != 0;
-        a.count_include_pad = cip != 0;
-        if (Max && n.has_attr("storage_order")) {
-            DSINFER_ASSIGN_OR_RETURN(int64_t so, n.attr_or<int64_t>("storage_order", 0));
-            (void)so;  // only affects Indices, which this kernel never produces
-        }
-    }
     return make_kernel<PoolKernel>(std::move(fallback), std::move(a));
 }
 

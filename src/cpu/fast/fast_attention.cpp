@@ -19,7 +19,7 @@
 
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
-#include "cpu/reference/fused_attention.hpp"
+#include "ops/attention.hpp"
 #include "dsinfer/ops.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)

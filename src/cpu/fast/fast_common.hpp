@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "cpu/fast/simd.hpp"
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/parallel.hpp"
 
 namespace dsinfer::detail::fast {

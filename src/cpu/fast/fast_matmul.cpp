@@ -17,7 +17,7 @@
 #include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/fast/sgemm.hpp"
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/parallel.hpp"
 #include "dsinfer/ops.hpp"
 

@@ -10,10 +10,11 @@
 #include <limits>
 #include <vector>
 
-#include "ops/slice_ranges.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
+#include "ops/concat.hpp"
+#include "ops/slice_ranges.hpp"
 
 namespace dsinfer::detail::fast {
 namespace {
@@ -348,8 +349,8 @@ public:
         const int num_parts = kConcat ? ctx.num_inputs() : ctx.num_outputs();
         auto part = [&](int k) -> const TensorView& { return kConcat ? ctx.input(k) : ctx.output(k); };
         const int r = joined.shape.rank();
-        if (r < 1 || axis_ < -r || axis_ >= r || num_parts < 1) return fallback_run(ctx);
-        const int axis = static_cast<int>(axis_ < 0 ? axis_ + r : axis_);
+        const int axis = concat_run_axis(axis_, r);
+        if (axis < 0 || num_parts < 1) return fallback_run(ctx);
         const std::int64_t total = joined.num_elements();
         if (total == 0) return Status::ok();
         const std::int64_t joined_inner = joined.shape.size_between(axis, r);
@@ -367,12 +368,16 @@ private:
     std::int64_t axis_;
 };
 
-/// Concat's axis defaults to 1 (opset < 4; later it is required), Split's to 0.
+/// Concat's axis as ops/concat.hpp reads it; Split's defaults to 0.
 template <bool kConcat>
 Factory make_join(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
-    DSINFER_ASSIGN_OR_RETURN(std::int64_t axis,
-                             ctx.node().attr_or<std::int64_t>("axis", kConcat ? 1 : 0));
+    std::int64_t axis = 0;
+    if constexpr (kConcat) {
+        DSINFER_ASSIGN_OR_RETURN(axis, concat_axis(ctx.node(), ctx.opset()));
+    } else {
+        DSINFER_ASSIGN_OR_RETURN(axis, ctx.node().attr_or<std::int64_t>("axis", 0));
+    }
     return make_kernel<JoinFast<kConcat>>(std::move(fb), axis);
 }
 

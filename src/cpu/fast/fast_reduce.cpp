@@ -17,6 +17,7 @@
 
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
+#include "ops/reduce.hpp"
 
 namespace dsinfer::detail::fast {
 namespace {
@@ -179,36 +180,16 @@ private:
     /// cannot be read here (prepare has reported invalid ones).
     bool reduced_axes(const RunContext& ctx, int rank, std::array<bool, kMaxRank>& reduced) const {
         std::array<std::int64_t, kMaxRank> axes{};
-        std::int64_t n = 0;
+        int n = 0;
         if (from_input_) {
-            if (ctx.has_input(1)) {
-                const TensorView& a = ctx.input(1);
-                n = a.num_elements();
-                if (a.shape.rank() > 1 || n > kMaxRank ||
-                    (a.dtype != DType::i64 && a.dtype != DType::i32))
-                    return false;
-                for (std::int64_t i = 0; i < n; ++i)
-                    axes[static_cast<std::size_t>(i)] = a.dtype == DType::i64
-                                                            ? a.data<std::int64_t>()[i]
-                                                            : a.data<std::int32_t>()[i];
-            }
+            if (ctx.has_input(1) && !read_axes_view(ctx.input(1), axes, n).is_ok()) return false;
         } else {
-            n = static_cast<std::int64_t>(axes_.size());
-            if (n > kMaxRank) return false;
+            if (axes_.size() > static_cast<std::size_t>(kMaxRank)) return false;
+            n = static_cast<int>(axes_.size());
             std::copy(axes_.begin(), axes_.end(), axes.begin());
         }
-        if (n == 0) {
-            reduced.fill(false);
-            if (!noop_)
-                for (int d = 0; d < rank; ++d) reduced[static_cast<std::size_t>(d)] = true;
-            return true;
-        }
-        for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t a = axes[static_cast<std::size_t>(i)];
-            if (a < -rank || a >= rank) return false;
-            reduced[static_cast<std::size_t>(a < 0 ? a + rank : a)] = true;
-        }
-        return true;
+        return mark_reduced_axes(rank, axes.data(), n, noop_, ErrorCode::invalid_argument, reduced)
+            .is_ok();
     }
 
     Red op_;
@@ -220,16 +201,9 @@ private:
 template <Red Op>
 Factory make_reduce(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
-    const Node& node = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(std::int64_t noop,
-                             node.attr_or<std::int64_t>("noop_with_empty_axes", 0));
-    // ReduceSum took axes as an input from opset 13, the others from opset 18.
-    const bool from_input = ctx.opset() >= (Op == Red::sum ? 13 : 18);
-    std::vector<std::int64_t> axes;
-    if (!from_input) {
-        DSINFER_ASSIGN_OR_RETURN(axes, node.attr_or<std::vector<std::int64_t>>("axes", {}));
-    }
-    return make_kernel<ReduceFast>(std::move(fb), Op, noop != 0, from_input, std::move(axes));
+    DSINFER_ASSIGN_OR_RETURN(ReduceAttrs a, parse_reduce_attrs(ctx, Op == Red::sum));
+    return make_kernel<ReduceFast>(std::move(fb), Op, a.noop_with_empty_axes, a.axes_from_input,
+                                   std::move(a.axes));
 }
 
 }  // namespace

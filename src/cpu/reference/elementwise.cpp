@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "dsinfer/ops.hpp"
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {

@@ -6,7 +6,7 @@
 #include <new>
 #include <type_traits>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {

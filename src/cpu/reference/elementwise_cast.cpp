@@ -11,7 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {

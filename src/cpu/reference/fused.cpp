@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 #include "dsinfer/ops.hpp"
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "cpu/kernel_utils.hpp"
-#include "cpu/reference/fused_attention.hpp"
+#include "ops/kernel_utils.hpp"
+#include "ops/attention.hpp"
 #include "cpu/reference/groups.hpp"
 #include "dsinfer/ops.hpp"
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {

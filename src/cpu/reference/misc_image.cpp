@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -6,7 +6,7 @@
 #include <numbers>
 #include <optional>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 

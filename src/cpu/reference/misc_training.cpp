@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -1,6 +1,6 @@
 // nn group: MatMul/Gemm/Einsum (nn_matmul.cpp), Conv/ConvTranspose (nn_conv.cpp), pooling
 // (nn_pool.cpp), normalizations (nn_norm.cpp), Softmax family (nn_softmax.cpp).
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {

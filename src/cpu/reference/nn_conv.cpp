@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
 #include "cpu/reference/eigen_gemm.hpp"
 #include "cpu/reference/groups.hpp"
-#include "ops/window.hpp"
+#include "ops/conv.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 namespace {
@@ -23,135 +23,6 @@ template <class T>
 using MapC = Eigen::Map<const RowMat<T>>;
 template <class T>
 using MapM = Eigen::Map<RowMat<T>>;
-
-
-
-struct ConvAttrs {
-    std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape;
-    AutoPad auto_pad = AutoPad::notset;
-    int64_t group = 1;
-};
-
-// Checks attribute lengths against the spatial rank `nsp` (-1: unknown yet) and values.
-// `code` is invalid_model at create and invalid_argument at prepare.
-Status check_conv_attrs(const ConvAttrs& a, int nsp, ErrorCode code) {
-    auto check_len = [&](const std::vector<int64_t>& v, const char* name,
-                         std::size_t mult) -> Status {
-        if (nsp >= 0 && !v.empty() && v.size() != mult * static_cast<std::size_t>(nsp))
-            return Status::error(code, "attribute '", name, "' has ", v.size(),
-                                 " values, expected ", mult * static_cast<std::size_t>(nsp),
-                                 " for ", nsp, " spatial dimensions");
-        return Status::ok();
-    };
-    DSINFER_RETURN_IF_ERROR(check_len(a.kernel_shape, "kernel_shape", 1));
-    DSINFER_RETURN_IF_ERROR(check_len(a.strides, "strides", 1));
-    DSINFER_RETURN_IF_ERROR(check_len(a.dilations, "dilations", 1));
-    DSINFER_RETURN_IF_ERROR(check_len(a.pads, "pads", 2));
-    DSINFER_RETURN_IF_ERROR(check_len(a.output_padding, "output_padding", 1));
-    for (auto v : a.kernel_shape)
-        DSINFER_CHECK(v > 0, ErrorCode::invalid_model, "attribute 'kernel_shape' has value ", v,
-                      "; kernel dimensions must be positive");
-    for (auto v : a.strides)
-        DSINFER_CHECK(v > 0, ErrorCode::invalid_model, "attribute 'strides' has value ", v,
-                      "; strides must be positive");
-    for (auto v : a.dilations)
-        DSINFER_CHECK(v > 0, ErrorCode::invalid_model, "attribute 'dilations' has value ", v,
-                      "; dilations must be positive");
-    for (auto v : a.pads)
-        DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'pads' has value ", v,
-                      "; pads must be non-negative");
-    for (auto v : a.output_padding)
-        DSINFER_CHECK(v >= 0, ErrorCode::invalid_model, "attribute 'output_padding' has value ", v,
-                      "; it must be non-negative");
-    DSINFER_CHECK(a.group > 0, ErrorCode::invalid_model, "attribute 'group' must be positive, got ",
-                  a.group);
-    return Status::ok();
-}
-
-StatusOr<ConvAttrs> read_conv_attrs(const KernelCreateContext& ctx, bool transpose) {
-    const Node& n = ctx.node();
-    ConvAttrs a;
-    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape, n.attr_or<std::vector<int64_t>>("kernel_shape", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.group, n.attr_or<int64_t>("group", 1));
-    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
-    if (transpose) {
-        DSINFER_ASSIGN_OR_RETURN(a.output_padding,
-                                 n.attr_or<std::vector<int64_t>>("output_padding", {}));
-        DSINFER_ASSIGN_OR_RETURN(a.output_shape,
-                                 n.attr_or<std::vector<int64_t>>("output_shape", {}));
-    }
-    // Spatial rank, when the model lets us know it now.
-    int nsp = -1;
-    if (!a.kernel_shape.empty()) {
-        nsp = static_cast<int>(a.kernel_shape.size());
-    } else if (const Tensor* w = ctx.constant_input(1); w != nullptr) {
-        nsp = w->shape().rank() - 2;
-    } else if (const Value* v = ctx.input_value(1); v != nullptr && v->shape.known) {
-        nsp = v->shape.rank() - 2;
-    } else if (const Value* x = ctx.input_value(0); x != nullptr && x->shape.known) {
-        nsp = x->shape.rank() - 2;
-    }
-    if (nsp == 0 || nsp > kMaxRank - 2)
-        return Status::error(ErrorCode::invalid_model, "expected 1 to ", kMaxRank - 2,
-                             " spatial dimensions, got ", nsp);
-    DSINFER_RETURN_IF_ERROR(check_conv_attrs(a, nsp, ErrorCode::invalid_model));
-    if (!a.output_shape.empty() && nsp >= 0 &&
-        a.output_shape.size() != static_cast<std::size_t>(nsp) &&
-        a.output_shape.size() != static_cast<std::size_t>(nsp + 2))
-        return Status::error(ErrorCode::invalid_model, "attribute 'output_shape' has ",
-                             a.output_shape.size(), " values, expected ", nsp);
-    // Channel/group consistency when both shapes are declared.
-    const Value* xv = ctx.input_value(0);
-    const Value* wv = ctx.input_value(1);
-    if (xv && wv && xv->shape.known && wv->shape.known && xv->shape.rank() >= 2 &&
-        wv->shape.rank() >= 2) {
-        const Dim& c = xv->shape.dims[1];
-        const Dim& w0 = wv->shape.dims[0];
-        const Dim& w1 = wv->shape.dims[1];
-        if (!transpose && c.is_static() && w1.is_static() && c.value != w1.value * a.group)
-            return Status::error(ErrorCode::invalid_model, "input X has ", c.value,
-                                 " channels but W expects ", w1.value, " x group ", a.group);
-        if (!transpose && w0.is_static() && w0.value % a.group != 0)
-            return Status::error(ErrorCode::invalid_model, "group ", a.group,
-                                 " does not divide the ", w0.value, " output channels of W");
-        if (transpose && c.is_static() && c.value % a.group != 0)
-            return Status::error(ErrorCode::invalid_model, "group ", a.group,
-                                 " does not divide the ", c.value, " input channels");
-    }
-    return a;
-}
-
-struct ConvGeom {
-    int nsp = 0;
-    Dims in{}, k{}, out{}, stride{}, dil{}, pb{}, pe{};
-    int64_t in_size = 1, k_size = 1, out_size = 1;
-};
-
-
-// Forward convolution geometry from X [N, C, in...] and the kernel dims.
-Status conv_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeom& g) {
-    g.nsp = x.rank() - 2;
-    for (int i = 0; i < g.nsp; ++i) {
-        const auto u = static_cast<std::size_t>(i);
-        g.in[u] = x[i + 2];
-        g.k[u] = w[i + 2];
-        g.stride[u] = attr_at(a.strides, i, 1);
-        g.dil[u] = attr_at(a.dilations, i, 1);
-        DSINFER_ASSIGN_OR_RETURN(const WindowDim wd,
-                                 window_dim(i, g.nsp, g.in[u], g.k[u], g.stride[u], g.dil[u],
-                                            a.auto_pad, a.pads, /*ceil_mode=*/false));
-        g.out[u] = wd.out;
-        g.pb[u] = wd.pb;
-        g.pe[u] = wd.pe;
-        g.in_size *= g.in[u];
-        g.k_size *= g.k[u];
-        g.out_size *= g.out[u];
-    }
-    return Status::ok();
-}
 
 /// The optional bias B: a vector of `m` elements of X's type.
 Status check_bias(const PrepareContext& ctx, int64_t m) {
@@ -498,57 +369,11 @@ private:
 
 StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, false));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, false));
     return make_kernel<ConvKernel>(std::move(a));
 }
 
 // ---- ConvTranspose ---------------------------------------------------------------------------
-
-Status convt_geometry(const ConvAttrs& a, const Shape& x, const Shape& w, ConvGeom& g) {
-    g.nsp = x.rank() - 2;
-    const std::size_t skip = a.output_shape.size() == static_cast<std::size_t>(g.nsp + 2) ? 2 : 0;
-    if (!a.output_shape.empty() && a.output_shape.size() != static_cast<std::size_t>(g.nsp) &&
-        skip == 0)
-        return Status::error(ErrorCode::invalid_argument, "attribute 'output_shape' has ",
-                             a.output_shape.size(), " values, expected ", g.nsp);
-    for (int i = 0; i < g.nsp; ++i) {
-        const auto u = static_cast<std::size_t>(i);
-        g.in[u] = x[i + 2];
-        g.k[u] = w[i + 2];
-        g.stride[u] = attr_at(a.strides, i, 1);
-        g.dil[u] = attr_at(a.dilations, i, 1);
-        const int64_t opad = attr_at(a.output_padding, i, 0);
-        const int64_t ek = g.dil[u] * (g.k[u] - 1) + 1;
-        const int64_t full = g.stride[u] * (g.in[u] - 1) + opad + ek;
-        const bool same = a.auto_pad == AutoPad::same_upper || a.auto_pad == AutoPad::same_lower;
-        if (!a.output_shape.empty() || same) {
-            g.out[u] = !a.output_shape.empty() ? a.output_shape[skip + u] : g.in[u] * g.stride[u];
-            const int64_t total = full - g.out[u];
-            // Per the spec: SAME_UPPER puts the smaller half first, otherwise the larger.
-            // Floor division: a negative total (output_shape larger than the natural size)
-            // adds the extra row at the end, as the ONNX reference does.
-            const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
-            if (a.auto_pad == AutoPad::same_upper) {
-                g.pb[u] = half;
-                g.pe[u] = total - half;
-            } else {
-                g.pb[u] = total - half;
-                g.pe[u] = half;
-            }
-        } else {
-            g.pb[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, i, 0);
-            g.pe[u] = a.auto_pad == AutoPad::valid ? 0 : attr_at(a.pads, g.nsp + i, 0);
-            g.out[u] = full - g.pb[u] - g.pe[u];
-        }
-        if (g.out[u] < 0)
-            return Status::error(ErrorCode::invalid_argument, "spatial dimension ", i,
-                                 ": computed output size ", g.out[u], " is negative");
-        g.in_size *= g.in[u];
-        g.k_size *= g.k[u];
-        g.out_size *= g.out[u];
-    }
-    return Status::ok();
-}
 
 class ConvTransposeKernel final : public Kernel {
 public:
@@ -712,7 +537,7 @@ private:
 
 StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, true));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, true));
     return make_kernel<ConvTransposeKernel>(std::move(a));
 }
 
@@ -720,7 +545,7 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const KernelCreateContext&
 
 StatusOr<std::unique_ptr<DirectKernel>> make_reference_conv(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx, false));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, false));
     return std::unique_ptr<DirectKernel>(std::make_unique<ConvKernel>(std::move(a)));
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/eigen_gemm.hpp"
 #include "cpu/reference/groups.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dsinfer/ops.hpp"
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 namespace {

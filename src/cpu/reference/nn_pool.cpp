@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "ops/window.hpp"
 
 namespace dsinfer::detail {
@@ -17,51 +17,28 @@ using Dims = std::array<int64_t, kMaxRank>;
 
 enum class PoolKind { max, average, lp };
 
-struct PoolAttrs {
+/// The shared pooling attributes (ops/window.hpp) with the kind and the op-specific ones.
+struct PoolKindAttrs : PoolAttrs {
     PoolKind kind = PoolKind::max;
-    std::vector<int64_t> kernel_shape, strides, dilations, pads;
-    AutoPad auto_pad = AutoPad::notset;
-    bool ceil_mode = false;
-    bool count_include_pad = false;
     int64_t storage_order = 0;
     double p = 2.0;
 };
 
-struct PoolGeom {
-    int nsp = 0;
-    Dims in{}, k{}, out{}, stride{}, dil{}, pb{}, pe{};
-    int64_t in_size = 1, k_size = 1, out_size = 1;
-};
+using PoolGeom = WindowGeom;
 
-
-Status pool_geometry(const PoolAttrs& a, const Shape& x, PoolGeom& g) {
-    g.nsp = x.rank() - 2;
-    if (g.nsp != static_cast<int>(a.kernel_shape.size()))
+Status pool_geometry(const PoolKindAttrs& a, const Shape& x, PoolGeom& g) {
+    const int nsp = x.rank() - 2;
+    if (nsp != static_cast<int>(a.kernel_shape.size()))
         return Status::error(ErrorCode::invalid_argument, "input X of shape ", x.to_string(),
-                             " has ", g.nsp, " spatial dimensions but kernel_shape has ",
+                             " has ", nsp, " spatial dimensions but kernel_shape has ",
                              a.kernel_shape.size());
-    for (int i = 0; i < g.nsp; ++i) {
-        const auto u = static_cast<std::size_t>(i);
-        g.in[u] = x[i + 2];
-        g.k[u] = a.kernel_shape[u];
-        g.stride[u] = attr_at(a.strides, i, 1);
-        g.dil[u] = attr_at(a.dilations, i, 1);
-        DSINFER_ASSIGN_OR_RETURN(const WindowDim wd,
-                                 window_dim(i, g.nsp, g.in[u], g.k[u], g.stride[u], g.dil[u],
-                                            a.auto_pad, a.pads, a.ceil_mode));
-        g.out[u] = wd.out;
-        g.pb[u] = wd.pb;
-        g.pe[u] = wd.pe;
-        g.in_size *= g.in[u];
-        g.k_size *= g.k[u];
-        g.out_size *= g.out[u];
-    }
-    return Status::ok();
+    return window_geometry(
+        a, x, [&](int i) { return a.kernel_shape[static_cast<std::size_t>(i)]; }, a.ceil_mode, g);
 }
 
 class PoolKernel final : public Kernel {
 public:
-    explicit PoolKernel(PoolAttrs a) : a_(std::move(a)) {}
+    explicit PoolKernel(PoolKindAttrs a) : a_(std::move(a)) {}
 
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& x = ctx.input(0);
@@ -184,31 +161,24 @@ private:
         }
     }
 
-    PoolAttrs a_;
+    PoolKindAttrs a_;
 };
 
 
 template <PoolKind K>
 StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
-    PoolAttrs a;
+    PoolKindAttrs a;
+    {
+        DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(n));
+        static_cast<PoolAttrs&>(a) = std::move(window);
+    }
     a.kind = K;
-    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape, n.attr<std::vector<int64_t>>("kernel_shape"));
-    DSINFER_ASSIGN_OR_RETURN(a.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, parse_auto_pad(n));
-    DSINFER_ASSIGN_OR_RETURN(int64_t ceil_mode, n.attr_or<int64_t>("ceil_mode", 0));
-    a.ceil_mode = ceil_mode != 0;
     if (K == PoolKind::max) {
         DSINFER_ASSIGN_OR_RETURN(a.storage_order, n.attr_or<int64_t>("storage_order", 0));
         if (a.storage_order != 0 && a.storage_order != 1)
             return Status::error(ErrorCode::invalid_model,
                                  "attribute 'storage_order' must be 0 or 1, got ", a.storage_order);
-    }
-    if (K == PoolKind::average) {
-        DSINFER_ASSIGN_OR_RETURN(int64_t cip, n.attr_or<int64_t>("count_include_pad", 0));
-        a.count_include_pad = cip != 0;
     }
     if (K == PoolKind::lp) {
         const Attribute* pa = n.find_attr("p");
@@ -223,24 +193,6 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
                                  a.p);
     }
     const std::size_t nsp = a.kernel_shape.size();
-    if (nsp == 0 || nsp > static_cast<std::size_t>(kMaxRank - 2))
-        return Status::error(ErrorCode::invalid_model, "attribute 'kernel_shape' has ", nsp,
-                             " values, expected 1 to ", kMaxRank - 2);
-    auto check = [&](const std::vector<int64_t>& v, const char* name, std::size_t len,
-                     int64_t min) -> Status {
-        if (!v.empty() && v.size() != len)
-            return Status::error(ErrorCode::invalid_model, "attribute '", name, "' has ", v.size(),
-                                 " values, expected ", len);
-        for (auto e : v)
-            if (e < min)
-                return Status::error(ErrorCode::invalid_model, "attribute '", name, "' has value ",
-                                     e, ", expected >= ", min);
-        return Status::ok();
-    };
-    DSINFER_RETURN_IF_ERROR(check(a.kernel_shape, "kernel_shape", nsp, 1));
-    DSINFER_RETURN_IF_ERROR(check(a.strides, "strides", nsp, 1));
-    DSINFER_RETURN_IF_ERROR(check(a.dilations, "dilations", nsp, 1));
-    DSINFER_RETURN_IF_ERROR(check(a.pads, "pads", 2 * nsp, 0));
     if (const Value* v = ctx.input_value(0);
         v != nullptr && v->shape.known && v->shape.rank() != static_cast<int>(nsp) + 2)
         return Status::error(ErrorCode::invalid_model, "input X has rank ", v->shape.rank(),

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 namespace {

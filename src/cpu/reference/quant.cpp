@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
+#include "ops/conv.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 
@@ -738,70 +739,19 @@ StatusOr<std::unique_ptr<Kernel>> make_qlinear_matmul(const KernelCreateContext&
 
 // ---- integer convolution: ConvInteger, QLinearConv -------------------------------------------
 
-struct ConvAttrs {
-    std::string auto_pad = "NOTSET";
-    std::vector<std::int64_t> kernel_shape, strides, dilations, pads;
-    std::int64_t group = 1;
-};
-
-StatusOr<ConvAttrs> read_conv_attrs(const Node& node) {
-    ConvAttrs a;
-    DSINFER_ASSIGN_OR_RETURN(a.auto_pad, node.attr_or<std::string>("auto_pad", "NOTSET"));
-    DSINFER_ASSIGN_OR_RETURN(a.kernel_shape,
-                             node.attr_or<std::vector<std::int64_t>>("kernel_shape", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.strides, node.attr_or<std::vector<std::int64_t>>("strides", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.dilations, node.attr_or<std::vector<std::int64_t>>("dilations", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.pads, node.attr_or<std::vector<std::int64_t>>("pads", {}));
-    DSINFER_ASSIGN_OR_RETURN(a.group, node.attr_or<std::int64_t>("group", 1));
-    if (a.auto_pad != "NOTSET" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER" &&
-        a.auto_pad != "VALID")
-        return Status::error(ErrorCode::invalid_model, "attribute 'auto_pad' '", a.auto_pad,
-                             "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
-    if (a.group <= 0)
-        return Status::error(ErrorCode::invalid_model, "attribute 'group' must be > 0, got ",
-                             a.group);
-    for (auto v : a.strides)
-        if (v <= 0)
-            return Status::error(ErrorCode::invalid_model, "attribute 'strides' must be > 0");
-    for (auto v : a.dilations)
-        if (v <= 0)
-            return Status::error(ErrorCode::invalid_model, "attribute 'dilations' must be > 0");
-    for (auto v : a.kernel_shape)
-        if (v <= 0)
-            return Status::error(ErrorCode::invalid_model, "attribute 'kernel_shape' must be > 0");
-    for (auto v : a.pads)
-        if (v < 0) return Status::error(ErrorCode::invalid_model, "attribute 'pads' must be >= 0");
-    if (!a.pads.empty() && a.pads.size() % 2 != 0)
-        return Status::error(ErrorCode::invalid_model, "attribute 'pads' has an odd length ",
-                             a.pads.size());
-    return a;
-}
-
-struct ConvGeom {
-    int sr = 0;  // spatial rank
+/// The shared spatial geometry (ops/conv.hpp) with the batch, channels, group and Y's shape.
+struct QConvGeom : ConvGeom {
     std::int64_t batch = 0, c = 0, m = 0, group = 1;
-    std::array<std::int64_t, kMaxRank> in{}, k{}, s{}, d{}, pb{}, out{};
     Shape out_shape;
-    std::int64_t in_size = 1, k_size = 1, out_size = 1;
 };
 
-StatusOr<ConvGeom> make_conv_geom(const ConvAttrs& a, const Shape& x, const Shape& w) {
-    ConvGeom g;
+StatusOr<QConvGeom> make_conv_geom(const ConvAttrs& a, const Shape& x, const Shape& w) {
+    QConvGeom g;
     if (x.rank() < 3 || w.rank() != x.rank())
         return Status::error(ErrorCode::invalid_argument, "conv input shape ", x.to_string(),
                              " and weight shape ", w.to_string(), " must have the same rank >= 3");
-    g.sr = x.rank() - 2;
-    const auto sr = static_cast<std::size_t>(g.sr);
-    auto check_len = [&](const std::vector<std::int64_t>& v, std::size_t n, const char* name) {
-        return v.empty() || v.size() == n
-                   ? Status::ok()
-                   : Status::error(ErrorCode::invalid_model, "attribute '", name, "' has ",
-                                   v.size(), " entries, expected ", n);
-    };
-    DSINFER_RETURN_IF_ERROR(check_len(a.kernel_shape, sr, "kernel_shape"));
-    DSINFER_RETURN_IF_ERROR(check_len(a.strides, sr, "strides"));
-    DSINFER_RETURN_IF_ERROR(check_len(a.dilations, sr, "dilations"));
-    DSINFER_RETURN_IF_ERROR(check_len(a.pads, 2 * sr, "pads"));
+    const int nsp = x.rank() - 2;
+    DSINFER_RETURN_IF_ERROR(check_conv_attrs(a, nsp, ErrorCode::invalid_model));
     g.batch = x[0];
     g.c = x[1];
     g.m = w[0];
@@ -809,39 +759,15 @@ StatusOr<ConvGeom> make_conv_geom(const ConvAttrs& a, const Shape& x, const Shap
     if (g.c != w[1] * a.group || g.m % a.group != 0)
         return Status::error(ErrorCode::invalid_argument, "input channels ", g.c,
                              " and weight shape ", w.to_string(), " do not fit group ", a.group);
+    for (int i = 0; i < static_cast<int>(a.kernel_shape.size()); ++i)
+        if (a.kernel_shape[static_cast<std::size_t>(i)] != w[i + 2])
+            return Status::error(ErrorCode::invalid_argument, "attribute 'kernel_shape' ",
+                                 a.kernel_shape[static_cast<std::size_t>(i)],
+                                 " differs from weight dim ", w[i + 2]);
+    DSINFER_RETURN_IF_ERROR(conv_geometry(a, x, w, g));
     g.out_shape.push_back(g.batch);
     g.out_shape.push_back(g.m);
-    for (std::size_t i = 0; i < sr; ++i) {
-        const int di = static_cast<int>(i) + 2;
-        g.in[i] = x[di];
-        g.k[i] = w[di];
-        if (!a.kernel_shape.empty() && a.kernel_shape[i] != w[di])
-            return Status::error(ErrorCode::invalid_argument, "attribute 'kernel_shape' ",
-                                 a.kernel_shape[i], " differs from weight dim ", w[di]);
-        g.s[i] = a.strides.empty() ? 1 : a.strides[i];
-        g.d[i] = a.dilations.empty() ? 1 : a.dilations[i];
-        const std::int64_t ext = (g.k[i] - 1) * g.d[i] + 1;
-        std::int64_t pb = a.pads.empty() ? 0 : a.pads[i];
-        std::int64_t pe = a.pads.empty() ? 0 : a.pads[i + sr];
-        if (a.auto_pad == "VALID") {
-            pb = pe = 0;
-        } else if (a.auto_pad != "NOTSET") {
-            const std::int64_t o = (g.in[i] + g.s[i] - 1) / g.s[i];
-            const std::int64_t total = std::max<std::int64_t>(0, (o - 1) * g.s[i] + ext - g.in[i]);
-            pb = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-            pe = total - pb;
-        }
-        g.pb[i] = pb;
-        const std::int64_t span = g.in[i] + pb + pe - ext;
-        if (span < 0)
-            return Status::error(ErrorCode::invalid_argument, "kernel extent ", ext,
-                                 " exceeds the padded input size ", g.in[i] + pb + pe);
-        g.out[i] = span / g.s[i] + 1;
-        g.out_shape.push_back(g.out[i]);
-        g.in_size *= g.in[i];
-        g.k_size *= g.k[i];
-        g.out_size *= g.out[i];
-    }
+    for (int i = 0; i < nsp; ++i) g.out_shape.push_back(g.out[static_cast<std::size_t>(i)]);
     return g;
 }
 
@@ -857,11 +783,11 @@ inline void next_index(std::array<std::int64_t, kMaxRank>& idx,
 /// Direct integer convolution; calls emit(out_index, out_channel, acc). Padding contributes
 /// zero after zero-point subtraction (it stands for the zero point).
 template <class X, class W, class Emit>
-void conv_int(const ConvGeom& g, const X* x, const W* w, std::int64_t xzp, const W* wzp,
+void conv_int(const QConvGeom& g, const X* x, const W* w, std::int64_t xzp, const W* wzp,
               bool wzp_per_channel, Emit&& emit) {
     const std::int64_t cg = g.c / g.group;
     const std::int64_t mg = g.m / g.group;
-    const auto sr = g.sr;
+    const int sr = g.nsp;
     std::int64_t out_index = 0;
     for (std::int64_t n = 0; n < g.batch; ++n) {
         for (std::int64_t m = 0; m < g.m; ++m) {
@@ -880,7 +806,8 @@ void conv_int(const ConvGeom& g, const X* x, const W* w, std::int64_t xzp, const
                         bool inside = true;
                         for (int i = 0; i < sr && inside; ++i) {
                             const auto u = static_cast<std::size_t>(i);
-                            const std::int64_t p = opos[u] * g.s[u] - g.pb[u] + kpos[u] * g.d[u];
+                            const std::int64_t p =
+                                opos[u] * g.stride[u] - g.pb[u] + kpos[u] * g.dil[u];
                             inside = p >= 0 && p < g.in[u];
                             off = off * g.in[u] + p;
                         }
@@ -928,7 +855,7 @@ public:
         DSINFER_RETURN_IF_ERROR(check_int8(w, "w"));
         DSINFER_RETURN_IF_ERROR(check_zero_point(ctx, 2, x.dtype(), "x_zero_point"));
         DSINFER_RETURN_IF_ERROR(check_zero_point(ctx, 3, w.dtype(), "w_zero_point"));
-        DSINFER_ASSIGN_OR_RETURN(ConvGeom g, make_conv_geom(a_, x.shape(), w.shape()));
+        DSINFER_ASSIGN_OR_RETURN(QConvGeom g, make_conv_geom(a_, x.shape(), w.shape()));
         if (ctx.has_input(2)) DSINFER_RETURN_IF_ERROR(check_one(ctx.input(2), "x_zero_point"));
         bool pc = false;
         if (ctx.has_input(3))
@@ -942,7 +869,7 @@ public:
         const TensorView& w = ctx.input(1);
         auto gs = make_conv_geom(a_, x.shape, w.shape);
         if (!gs.is_ok()) return gs.status();
-        const ConvGeom& g = gs.value();
+        const QConvGeom& g = gs.value();
         const std::int64_t xz =
             ctx.has_input(2) ? read_element_as_int(ctx.input(2).raw, x.dtype, 0) : 0;
         const void* wz = ctx.has_input(3) ? ctx.input(3).raw : nullptr;
@@ -965,7 +892,7 @@ private:
 
 StatusOr<std::unique_ptr<Kernel>> make_conv_integer(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, false));
     return make_kernel<ConvIntegerKernel>(std::move(a));
 }
 
@@ -988,7 +915,7 @@ public:
         if (out != DType::i8 && out != DType::u8)
             return Status::error(ErrorCode::unsupported, "y_zero_point type ", dtype_name(out),
                                  " is not supported");
-        DSINFER_ASSIGN_OR_RETURN(ConvGeom g, make_conv_geom(a_, x.shape(), w.shape()));
+        DSINFER_ASSIGN_OR_RETURN(QConvGeom g, make_conv_geom(a_, x.shape(), w.shape()));
         DSINFER_RETURN_IF_ERROR(check_one(ctx.input(1), "x_scale"));
         DSINFER_RETURN_IF_ERROR(check_one(ctx.input(6), "y_scale"));
         if (ctx.has_input(2)) DSINFER_RETURN_IF_ERROR(check_one(ctx.input(2), "x_zero_point"));
@@ -1013,7 +940,7 @@ public:
         const TensorView& w = ctx.input(3);
         auto gs = make_conv_geom(a_, x.shape, w.shape);
         if (!gs.is_ok()) return gs.status();
-        const ConvGeom& g = gs.value();
+        const QConvGeom& g = gs.value();
         const DType st = ctx.input(1).dtype;
         const double xs = read_element_as_double(ctx.input(1).raw, st, 0);
         const double ys = read_element_as_double(ctx.input(6).raw, st, 0);
@@ -1053,7 +980,7 @@ private:
 
 StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 7));
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, false, /*w_input=*/3));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 1, "x_scale"));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 4, "w_scale"));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 6, "y_scale"));

@@ -7,8 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
+#include "ops/kernel_utils.hpp"
+#include "ops/reduce.hpp"
 
 namespace dsinfer::detail {
 
@@ -29,48 +30,12 @@ struct ReducePlan {
     Strides red_strides{};
 };
 
-/// Reads a 1-D int64 axes tensor view into `out` (at most kMaxRank entries).
-Status read_axes_view(const TensorView& v, std::array<std::int64_t, kMaxRank>& out, int& count) {
-    const std::int64_t n = v.num_elements();
-    if (v.shape.rank() > 1)
-        return Status::error(ErrorCode::invalid_argument, "input 'axes' must be 1-D, got shape ",
-                             v.shape.to_string());
-    if (n > kMaxRank)
-        return Status::error(ErrorCode::invalid_argument, "input 'axes' has ", n,
-                             " entries, more than the maximum rank ", kMaxRank);
-    count = static_cast<int>(n);
-    for (int i = 0; i < count; ++i) {
-        auto& dst = out[static_cast<std::size_t>(i)];
-        if (v.dtype == DType::i64)
-            dst = v.data<std::int64_t>()[i];
-        else if (v.dtype == DType::i32)
-            dst = v.data<std::int32_t>()[i];
-        else
-            return Status::error(ErrorCode::invalid_argument, "input 'axes' must be int64, got ",
-                                 dtype_name(v.dtype));
-    }
-    return Status::ok();
-}
-
 StatusOr<ReducePlan> make_plan(const Shape& in, const std::int64_t* axes, int num_axes,
                                bool keepdims, bool noop_with_empty_axes, ErrorCode bad_axis) {
     ReducePlan p;
     const int rank = in.rank();
-    if (num_axes == 0) {
-        if (!noop_with_empty_axes)
-            for (int d = 0; d < rank; ++d) p.reduced[static_cast<std::size_t>(d)] = true;
-    } else {
-        for (int i = 0; i < num_axes; ++i) {
-            const std::int64_t a = axes[i];
-            if (a < -rank || a >= rank)
-                return Status::error(bad_axis, "axis ", a, " is outside [", -rank, ", ", rank,
-                                     ") for an input of rank ", rank);
-            const auto d = static_cast<std::size_t>(a < 0 ? a + rank : a);
-            if (p.reduced[d])
-                return Status::error(bad_axis, "axis ", a, " appears more than once in 'axes'");
-            p.reduced[d] = true;
-        }
-    }
+    DSINFER_RETURN_IF_ERROR(
+        mark_reduced_axes(rank, axes, num_axes, noop_with_empty_axes, bad_axis, p.reduced));
     const Strides st = contiguous_strides(in);
     for (int d = 0; d < rank; ++d) {
         const auto du = static_cast<std::size_t>(d);
@@ -311,31 +276,9 @@ private:
 
 template <ReduceOp Op>
 StatusOr<std::unique_ptr<Kernel>> make_reduce(const KernelCreateContext& ctx) {
-    const Node& node = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(std::int64_t keepdims, node.attr_or<std::int64_t>("keepdims", 1));
-    DSINFER_ASSIGN_OR_RETURN(std::int64_t noop,
-                             node.attr_or<std::int64_t>("noop_with_empty_axes", 0));
-    // ReduceSum took axes as an input from opset 13, the other reductions from opset 18.
-    const bool from_input = ctx.opset() >= (Op == ReduceOp::sum ? 13 : 18);
-    std::vector<std::int64_t> axes;
-    if (from_input) {
-        if (node.has_attr("axes"))
-            return Status::error(ErrorCode::invalid_model,
-                                 "attribute 'axes' is not allowed at opset ", ctx.opset(),
-                                 "; axes is an input");
-    } else {
-        DSINFER_ASSIGN_OR_RETURN(axes, node.attr_or<std::vector<std::int64_t>>("axes", {}));
-        if (ctx.num_inputs() > 1 && ctx.has_input(1))
-            return Status::error(ErrorCode::invalid_model, "input 'axes' is not allowed at opset ",
-                                 ctx.opset(), "; use the 'axes' attribute");
-    }
-    if (keepdims != 0 && keepdims != 1)
-        return Status::error(ErrorCode::invalid_model, "attribute 'keepdims' must be 0 or 1, got ",
-                             keepdims);
-    if (noop != 0 && noop != 1)
-        return Status::error(ErrorCode::invalid_model,
-                             "attribute 'noop_with_empty_axes' must be 0 or 1, got ", noop);
-    return make_kernel<ReduceKernel>(Op, keepdims != 0, noop != 0, from_input, std::move(axes));
+    DSINFER_ASSIGN_OR_RETURN(ReduceAttrs a, parse_reduce_attrs(ctx, Op == ReduceOp::sum));
+    return make_kernel<ReduceKernel>(Op, a.keepdims, a.noop_with_empty_axes, a.axes_from_input,
+                                     std::move(a.axes));
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 
 namespace dsinfer::detail {

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 

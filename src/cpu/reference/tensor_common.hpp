@@ -6,7 +6,7 @@
 #include <string>
 #include <type_traits>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 
 namespace dsinfer::detail {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
+#include "ops/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
 

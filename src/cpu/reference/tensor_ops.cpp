@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "cpu/kernel_utils.hpp"
 #include "cpu/reference/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
+#include "ops/concat.hpp"
+#include "ops/kernel_utils.hpp"
 #include "ops/slice_ranges.hpp"
 
 namespace dsinfer::detail {
@@ -544,36 +545,21 @@ class ConcatKernel final : public Kernel {
 public:
     explicit ConcatKernel(std::int64_t axis) : axis_(axis) {}
     Status prepare(PrepareContext& ctx) const override {
-        DSINFER_CHECK(ctx.num_inputs() >= 1, ErrorCode::invalid_model, "Concat needs inputs");
-        const Tensor& x0 = ctx.input(0);
-        const int r = x0.num_dims();
-        DSINFER_CHECK(r >= 1, ErrorCode::invalid_argument, "inputs must have rank >= 1");
-        DSINFER_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_, r));
-        Shape out = x0.shape();
-        std::int64_t total = 0;
-        for (int i = 0; i < ctx.num_inputs(); ++i) {
-            const Tensor& xi = ctx.input(i);
-            DSINFER_CHECK(xi.dtype() == x0.dtype(), ErrorCode::invalid_argument, "input ", i,
-                          " has dtype ", dtype_name(xi.dtype()), ", input 0 has ",
-                          dtype_name(x0.dtype()));
-            DSINFER_CHECK(xi.num_dims() == r, ErrorCode::invalid_argument, "input ", i,
-                          " has shape ", xi.shape().to_string(), ", input 0 has ",
-                          x0.shape().to_string(), " (ranks differ)");
-            for (int d = 0; d < r; ++d)
-                DSINFER_CHECK(d == axis || xi.shape()[d] == x0.shape()[d],
-                              ErrorCode::invalid_argument, "input ", i, " has shape ",
-                              xi.shape().to_string(), ", input 0 has ", x0.shape().to_string(),
-                              " (dim ", d, " differs)");
-            total += xi.shape()[axis];
-        }
-        out[axis] = total;
-        ctx.set_output(0, x0.dtype(), out);
+        DSINFER_ASSIGN_OR_RETURN(
+            Shape out, concat_output_shape(
+                           axis_, ctx.num_inputs(),
+                           [&](int i) -> const Shape& { return ctx.input(i).shape(); },
+                           [&](int i) { return ctx.input(i).dtype(); }));
+        ctx.set_output(0, ctx.input(0).dtype(), out);
         return Status::ok();
     }
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& y = ctx.output(0);
         const int r = y.shape.rank();
-        const int axis = static_cast<int>(axis_ < 0 ? axis_ + r : axis_);
+        const int axis = concat_run_axis(axis_, r);
+        if (axis < 0)
+            return Status::error(ErrorCode::invalid_argument, "axis ", axis_,
+                                 " is outside the rank ", r);
         const std::int64_t outer = y.shape.size_between(0, axis);
         const std::int64_t out_inner = y.shape.size_between(axis, r);
         return dispatch_storage(y.dtype, [&]<class T>() {
@@ -595,12 +581,7 @@ private:
 };
 
 Factory make_concat(const KernelCreateContext& ctx) {
-    std::int64_t axis = 1;
-    if (ctx.opset() >= 4) {
-        DSINFER_ASSIGN_OR_RETURN(axis, ctx.node().attr<std::int64_t>("axis"));
-    } else {
-        DSINFER_ASSIGN_OR_RETURN(axis, ctx.node().attr_or<std::int64_t>("axis", 1));
-    }
+    DSINFER_ASSIGN_OR_RETURN(const std::int64_t axis, concat_axis(ctx.node(), ctx.opset()));
     return make_kernel<ConcatKernel>(axis);
 }
 

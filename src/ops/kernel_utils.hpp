@@ -1,5 +1,6 @@
-// Internal helpers shared by the reference CPU kernels: dtype dispatch, float16/bfloat16
-// arithmetic through float, axis normalization, broadcasting, reading shape-like inputs.
+// Backend-neutral op helpers shared by the kernels of every backend: dtype dispatch,
+// float16/bfloat16 arithmetic through float, axis normalization, broadcasting, reading
+// shape-like inputs.
 // Not part of the public API (namespace dsinfer::detail).
 #pragma once
 

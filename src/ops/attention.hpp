@@ -1,6 +1,7 @@
 // Shapes of com.dsinfer MultiHeadAttention (docs/OPTIMIZER.md), shared by its reference kernel
-// (fused_attention.cpp, which validates them in prepare) and the fast kernel
-// (src/cpu/fast/fast_attention.cpp, which reads them in run after that validation).
+// (src/cpu/reference/fused_attention.cpp, which validates them in prepare), the fast kernel
+// (src/cpu/fast/fast_attention.cpp, which reads them in run after that validation) and the
+// CUDA kernel (cuda/kernels/attention.cu).
 //
 // Q [B, Sq, H·Dh], K [B, Sk, H·Dh], V [B, Sk, H·Dv] (inputs of rank > 3 are read as
 // [d0, d1, product of the rest]), optional additive Mask broadcastable to [B, H, Sq, Sk].
