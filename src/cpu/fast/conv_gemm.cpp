@@ -2,6 +2,7 @@
 #include "cpu/fast/conv_gemm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -196,6 +197,236 @@ bool conv_gemm_blocked(const ConvGemmShape& s, const float* x, const PackedB& w,
         case 16: return run_blocked<16>(s, x, w, bias, z, y, act, ws, workspace_bytes);
         default: return false;
     }
+}
+
+// ---- plain NCHW ---------------------------------------------------------------------------
+
+namespace {
+
+/// Bytes of im2col columns (packed B) one NCHW chunk may hold: with the chunk's C beside it,
+/// about what a 2-core share of the L3 keeps while the GEMM streams it once per block of rows.
+constexpr int64_t kNchwChunkBytes = int64_t{4} << 20;
+
+/// The packed-B panel geometry of sgemm_isa() (the GEMM's family), read once from a 1 x 1
+/// PackedB.
+struct PanelGeometry {
+    int64_t nr = 0, kc = 0;
+    fast::Isa isa = fast::Isa::baseline;
+};
+
+PanelGeometry panel_geometry() noexcept {
+    static const std::array<PanelGeometry, 3> table = [] {
+        std::array<PanelGeometry, 3> t{};
+        for (int i = 0; i < 3; ++i) {
+            const PackedB b = packed_b_zeros(1, 1, static_cast<fast::Isa>(i));
+            t[static_cast<std::size_t>(i)] = {b.nr, b.kc, b.isa};
+        }
+        return t;
+    }();
+    return table[static_cast<std::size_t>(sgemm_isa())];
+}
+
+int64_t k_nchw(const ConvGemmShape& s) noexcept { return s.c * s.kh * s.kw; }
+
+/// Columns per chunk: the batch's columns (n x oh x ow) in equal chunks whose im2col and C
+/// stay within kNchwChunkBytes each, at least a few panels wide.
+int64_t nchw_chunk_cols(const ConvGemmShape& s, const PanelGeometry& g) noexcept {
+    const int64_t total = pixels(s);
+    const int64_t per_col = std::max<int64_t>(std::max(k_nchw(s), s.oc), 1) *
+                            static_cast<int64_t>(sizeof(float));
+    const int64_t cap = std::max<int64_t>(4 * g.nr, kNchwChunkBytes / per_col);
+    const int64_t chunks = (total + cap - 1) / cap;
+    return (total + chunks - 1) / chunks;
+}
+
+struct NchwLayout {
+    int64_t cols = 0, panels = 0;
+    std::size_t b = 0, c = 0, gemm = 0;
+};
+
+NchwLayout nchw_layout(const ConvGemmShape& s, const PanelGeometry& g, int64_t threads) noexcept {
+    NchwLayout l;
+    l.cols = nchw_chunk_cols(s, g);
+    l.panels = (l.cols + g.nr - 1) / g.nr;
+    l.b = aligned(static_cast<std::size_t>(l.panels * g.nr * k_nchw(s)) * sizeof(float));
+    l.c = aligned(static_cast<std::size_t>(s.oc * l.cols) * sizeof(float));
+    l.gemm = sgemm_workspace_bytes(s.oc, k_nchw(s), l.cols, g.isa, threads, l.cols);
+    return l;
+}
+
+/// Writes `len` values of one im2col row into its packed panels from column `col` on: src[i *
+/// step] (zeros when src is null). `row` is the row's first panel, `jump` the floats between
+/// its panels.
+inline void put_run(float* row, int64_t jump, int64_t nr, int64_t col, int64_t len,
+                    const float* src, int64_t step) noexcept {
+    while (len > 0) {
+        const int64_t in = col % nr, seg = std::min(len, nr - in);
+        float* d = row + (col / nr) * jump + in;
+        if (src == nullptr) {
+            for (int64_t i = 0; i < seg; ++i) d[i] = 0.f;
+        } else if (step == 1) {
+            for (int64_t i = 0; i < seg; ++i) d[i] = src[i];
+        } else {
+            for (int64_t i = 0; i < seg; ++i) d[i] = src[i * step];
+            src += seg * step;
+        }
+        if (src != nullptr && step == 1) src += seg;
+        col += seg;
+        len -= seg;
+    }
+}
+
+/// im2col rows [k0, k1) of the chunk of columns [j0, j0 + b.n) into the packed B `b`.
+void gather_nchw(const ConvGemmShape& s, const float* x, int64_t j0, const PackedB& b,
+                 int64_t k0, int64_t k1) noexcept {
+    const int64_t plane = s.oh * s.ow, win = s.kh * s.kw, cols = b.n;
+    for (int64_t kk = k0; kk < k1; ++kk) {
+        const int64_t ci = kk / win, ky = kk % win / s.kw, kx = kk % s.kw;
+        const int64_t kb = kk / b.kc * b.kc, kc = std::min(b.kc, b.k - kb);
+        float* row = b.data.get() + kb * b.panels * b.nr + (kk - kb) * b.nr;
+        const int64_t jump = kc * b.nr;
+        // The output columns whose input column ix = ox * sw - pw + kx * dw lies in [0, w).
+        const int64_t off = kx * s.dw - s.pw;
+        const int64_t ox_lo = off >= 0 ? 0 : std::min(s.ow, (-off + s.sw - 1) / s.sw);
+        const int64_t ox_hi = off > s.w - 1 ? 0 : std::min(s.ow, (s.w - 1 - off) / s.sw + 1);
+        for (int64_t col = 0; col < cols;) {
+            const int64_t j = j0 + col, n = j / plane, q = j % plane;
+            const int64_t oy = q / s.ow, ox = q % s.ow, len = std::min(s.ow - ox, cols - col);
+            const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+            if (iy < 0 || iy >= s.h || ox_lo >= ox_hi) {
+                put_run(row, jump, b.nr, col, len, nullptr, 0);
+            } else {
+                const float* src = x + ((n * s.c + ci) * s.h + iy) * s.w;
+                const int64_t a = std::clamp(ox_lo, ox, ox + len), e = std::clamp(ox_hi, ox, ox + len);
+                put_run(row, jump, b.nr, col, a - ox, nullptr, 0);
+                put_run(row, jump, b.nr, col + a - ox, e - a, src + a * s.sw + off, s.sw);
+                put_run(row, jump, b.nr, col + e - ox, ox + len - e, nullptr, 0);
+            }
+            col += len;
+        }
+        put_run(row, jump, b.nr, cols, b.panels * b.nr - cols, nullptr, 0);  // padding
+    }
+}
+
+/// Y's rows [o0, o1) (output channels) for the chunk of columns [j0, j0 + cols) from C
+/// (row-major, `cols` per row): y = act(c + bias + z).
+void store_nchw(const ConvGemmShape& s, const float* c, int64_t j0, int64_t cols,
+                const float* bias, const float* z, float* y, const ActivationSpec& act,
+                int64_t o0, int64_t o1) noexcept {
+    const int64_t plane = s.oh * s.ow;
+    const bool relu = act.kind == Activation::relu;
+    for (int64_t o = o0; o < o1; ++o) {
+        const float b = bias != nullptr ? bias[o] : 0.f;
+        const float* src = c + o * cols;
+        for (int64_t col = 0; col < cols;) {
+            const int64_t j = j0 + col, n = j / plane, q = j % plane;
+            const int64_t len = std::min(plane - q, cols - col);
+            const int64_t at = (n * s.oc + o) * plane + q;
+            float* dst = y + at;
+            const float* zz = z != nullptr ? z + at : nullptr;
+            for (int64_t i = 0; i < len; ++i) {
+                float v = src[col + i] + b;
+                if (zz != nullptr) v += zz[i];
+                if (relu) v = v < 0.f ? 0.f : v;
+                dst[i] = v;
+            }
+            if (!relu && !act.empty()) apply_activation_f32(dst, len, act);
+            col += len;
+        }
+    }
+}
+
+}  // namespace
+
+std::size_t conv_gemm_nchw_workspace_bytes(const ConvGemmShape& s, int64_t threads) noexcept {
+    const NchwLayout l = nchw_layout(s, panel_geometry(), threads);
+    return l.b + l.c + l.gemm + 64;
+}
+
+bool conv_gemm_nchw(const ConvGemmShape& s, const float* x, const float* w, const float* bias,
+                    const float* z, float* y, const ActivationSpec& act, void* workspace,
+                    std::size_t workspace_bytes) noexcept {
+    const int64_t total = pixels(s), k = k_nchw(s);
+    if (total == 0 || s.oc == 0) return true;
+    if (k == 0) return false;  // an empty sum: the caller's fallback
+    const PanelGeometry g = panel_geometry();
+    const NchwLayout l = nchw_layout(s, g, max_threads());
+    auto* ws = static_cast<unsigned char*>(workspace);
+    std::vector<unsigned char> heap;
+    if (ws != nullptr) {
+        const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
+        if (workspace_bytes < skip || workspace_bytes - skip < l.b + l.c) ws = nullptr;
+        else {
+            ws += skip;
+            workspace_bytes -= skip;
+        }
+    }
+    if (ws == nullptr) {
+        try {
+            heap.resize(l.b + l.c + 64);
+        } catch (...) {
+            return false;
+        }
+        ws = heap.data() + (64 - reinterpret_cast<std::uintptr_t>(heap.data()) % 64) % 64;
+        workspace_bytes = l.b + l.c;
+    }
+    // B in the workspace: a PackedB that owns nothing (the aliasing constructor allocates
+    // nothing).
+    PackedB b;
+    b.k = k;
+    b.nr = g.nr;
+    b.kc = g.kc;
+    b.isa = g.isa;
+    b.data = std::shared_ptr<float>(std::shared_ptr<float>(), reinterpret_cast<float*>(ws));
+    float* c = reinterpret_cast<float*>(ws + l.b);
+    unsigned char* gemm_ws = ws + l.b + l.c;
+    const std::size_t gemm_bytes = workspace_bytes - l.b - l.c;
+    for (int64_t j0 = 0; j0 < total; j0 += l.cols) {
+        b.n = std::min(l.cols, total - j0);
+        b.panels = (b.n + g.nr - 1) / g.nr;
+        parallel_for(k, std::max<int64_t>(1, 8192 / b.n),
+                     [&](int64_t k0, int64_t k1) { gather_nchw(s, x, j0, b, k0, k1); });
+        if (!sgemm_packed(s.oc, w, k, b, c, b.n, nullptr, 1.f, GemmActivation::none, gemm_ws,
+                          gemm_bytes))
+            return false;
+        parallel_for(s.oc, std::max<int64_t>(1, 8192 / b.n), [&](int64_t o0, int64_t o1) {
+            store_nchw(s, c, j0, b.n, bias, z, y, act, o0, o1);
+        });
+    }
+    return true;
+}
+
+void nchw_to_blocked(const ConvGemmShape& s, const float* x, float* dst) noexcept {
+    const int64_t blk = s.block, blocks = s.c / blk, plane = s.h * s.w;
+    parallel_for(s.n * blocks, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+            const float* src = x + p * blk * plane;  // channels p * blk .. of image p / blocks
+            float* d = dst + p * plane * blk;
+            for (int64_t q = 0; q < plane; ++q)
+                for (int64_t l = 0; l < blk; ++l) d[q * blk + l] = src[l * plane + q];
+        }
+    });
+}
+
+void store_blocked_as_nchw(const ConvGemmShape& s, const float* src, const float* z, float* y,
+                           const ActivationSpec& act) noexcept {
+    const int64_t blk = s.block, blocks = s.oc / blk, plane = s.oh * s.ow;
+    const bool relu = act.kind == Activation::relu;
+    parallel_for(s.n * blocks, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+            const float* from = src + p * plane * blk;
+            float* d = y + p * blk * plane;
+            const float* zz = z != nullptr ? z + p * blk * plane : nullptr;
+            for (int64_t l = 0; l < blk; ++l)
+                for (int64_t q = 0; q < plane; ++q) {
+                    float v = from[q * blk + l];
+                    if (zz != nullptr) v += zz[l * plane + q];
+                    if (relu) v = v < 0.f ? 0.f : v;
+                    d[l * plane + q] = v;
+                }
+            if (!relu && !act.empty()) apply_activation_f32(d, blk * plane, act);
+        }
+    });
 }
 
 }  // namespace dsinfer::detail

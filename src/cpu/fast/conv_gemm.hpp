@@ -29,6 +29,7 @@ struct ConvGemmShape {
     std::int64_t sh = 1, sw = 1;              ///< strides
     std::int64_t ph = 0, pw = 0;              ///< leading pads (trailing ones follow from oh, ow)
     std::int64_t block = 8;                   ///< channel block; divides c and oc
+    std::int64_t dh = 1, dw = 1;              ///< dilations (the NCHW entry only; else 1)
 };
 
 /// True when the GEMM form beats oneDNN's direct convolution for this geometry on this CPU
@@ -50,5 +51,37 @@ std::size_t conv_gemm_workspace_bytes(const ConvGemmShape& s, std::int64_t threa
 bool conv_gemm_blocked(const ConvGemmShape& s, const float* x, const PackedB& w,
                        const float* bias, const float* z, float* y, const ActivationSpec& act,
                        void* workspace, std::size_t workspace_bytes) noexcept;
+
+// ---- plain NCHW (the "cpu" backend's Conv, src/cpu/fast/fast_conv.cpp) --------------------
+//
+// GEMM form with the channels as rows, so that C is NCHW already: Y[OC, cols] = W[OC, K] .
+// im2col(X)[K, cols], K ordered (c, ky, kx) as OIHW stores it, one column per output pixel
+// (n, oy, ox). W is the GEMM's A in its stored layout (packed per call by the GEMM, 1/cols of
+// its work); im2col(X) is written straight into the packed-B layout (no second copy; for a 1x1
+// stride-1 window it is X's rows as they are). The columns of the whole batch are taken in
+// chunks of at most about 4 MiB of im2col (several images at once when the maps are small, so
+// A is packed once per chunk, not per image); each chunk's product goes to a buffer and is
+// stored into Y adding the bias, the residual Z (may be Y itself) and the activation. `block`
+// is ignored; dilations are honoured. Every value's arithmetic is fixed by the shape, not by
+// the thread count.
+
+/// Workspace conv_gemm_nchw needs on `threads` threads.
+std::size_t conv_gemm_nchw_workspace_bytes(const ConvGemmShape& s, std::int64_t threads) noexcept;
+
+/// Y = act(conv(X, W) + bias + Z) on NCHW X, Y, Z; W is OIHW [oc][c][kh][kw]. `bias` (oc
+/// floats) and `z` may be null. Returns false when the workspace is smaller than
+/// conv_gemm_nchw_workspace_bytes for the calling thread's budget and buffers cannot be
+/// allocated.
+bool conv_gemm_nchw(const ConvGemmShape& s, const float* x, const float* w, const float* bias,
+                    const float* z, float* y, const ActivationSpec& act, void* workspace,
+                    std::size_t workspace_bytes) noexcept;
+
+/// Y (NCHW) = act(src + Z) where src holds Y's values in the blocked layout nChw{block}c (the
+/// bias already added); `z` may be null or Y itself. For NCHW entries of the blocked kernels.
+void store_blocked_as_nchw(const ConvGemmShape& s, const float* src, const float* z, float* y,
+                           const ActivationSpec& act) noexcept;
+
+/// X (NCHW, s.n x s.c x s.h x s.w) into the blocked layout nChw{block}c (s.c a multiple).
+void nchw_to_blocked(const ConvGemmShape& s, const float* x, float* dst) noexcept;
 
 }  // namespace dsinfer::detail

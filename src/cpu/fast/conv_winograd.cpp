@@ -123,7 +123,8 @@ ChunkFn chunk_fn(int64_t block) noexcept {
 }  // namespace
 
 bool conv_winograd_supported(const ConvGemmShape& s) noexcept {
-    return s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.ph >= 0 && s.pw >= 0 &&
+    return s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 &&
+           s.ph >= 0 && s.pw >= 0 &&
            (s.block == 8 || s.block == 16) && s.c > 0 && s.oc > 0 && s.c % s.block == 0 &&
            s.oc % s.block == 0 && s.oh > 0 && s.ow > 0 && s.n > 0;
 }
@@ -231,6 +232,48 @@ bool conv_winograd_blocked(const ConvGemmShape& s, const float* x, const Winogra
     }
     if (failed.load()) return false;
     if (!relu && !act.empty()) apply_activation_f32(y, s.n * s.oc * s.oh * s.ow, act);
+    return true;
+}
+
+std::size_t conv_winograd_nchw_workspace_bytes(const ConvGemmShape& s, int64_t threads) noexcept {
+    return aligned(static_cast<std::size_t>(s.n * s.c * s.h * s.w) * sizeof(float)) +
+           aligned(static_cast<std::size_t>(s.n * s.oc * s.oh * s.ow) * sizeof(float)) +
+           conv_winograd_workspace_bytes(s, threads) + 64;
+}
+
+bool conv_winograd_nchw(const ConvGemmShape& s, const float* x, const WinogradWeights& w,
+                        const float* bias, const float* z, float* y, const ActivationSpec& act,
+                        void* workspace, std::size_t workspace_bytes) noexcept {
+    if (!conv_winograd_supported(s)) return false;
+    const std::size_t xb = aligned(static_cast<std::size_t>(s.n * s.c * s.h * s.w) * sizeof(float));
+    const std::size_t yb =
+        aligned(static_cast<std::size_t>(s.n * s.oc * s.oh * s.ow) * sizeof(float));
+    auto* ws = static_cast<unsigned char*>(workspace);
+    std::vector<unsigned char> heap;
+    if (ws != nullptr) {
+        const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
+        if (workspace_bytes < skip || workspace_bytes - skip < xb + yb) ws = nullptr;
+        else {
+            ws += skip;
+            workspace_bytes -= skip;
+        }
+    }
+    if (ws == nullptr) {
+        try {
+            heap.resize(xb + yb + 64);
+        } catch (...) {
+            return false;
+        }
+        ws = heap.data() + (64 - reinterpret_cast<std::uintptr_t>(heap.data()) % 64) % 64;
+        workspace_bytes = xb + yb;
+    }
+    auto* xblk = reinterpret_cast<float*>(ws);
+    auto* yblk = reinterpret_cast<float*>(ws + xb);
+    nchw_to_blocked(s, x, xblk);
+    if (!conv_winograd_blocked(s, xblk, w, bias, nullptr, yblk, ActivationSpec{}, ws + xb + yb,
+                               workspace_bytes - xb - yb))
+        return false;
+    store_blocked_as_nchw(s, yblk, z, y, act);
     return true;
 }
 

@@ -45,7 +45,7 @@ struct WinogradWeights {
 };
 
 /// True when conv_winograd_blocked computes this geometry: a 3x3 window, stride 1, group 1
-/// (the caller's check), non-negative pads, channels in whole blocks of 8 or 16.
+/// (the caller's check), dilation 1, non-negative pads, channels in whole blocks of 8 or 16.
 bool conv_winograd_supported(const ConvGemmShape& s) noexcept;
 
 /// True when Winograd is the form to use on this CPU (supported, and enough tiles to pay for
@@ -65,5 +65,17 @@ std::size_t conv_winograd_workspace_bytes(const ConvGemmShape& s, std::int64_t t
 bool conv_winograd_blocked(const ConvGemmShape& s, const float* x, const WinogradWeights& w,
                            const float* bias, const float* z, float* y, const ActivationSpec& act,
                            void* workspace, std::size_t workspace_bytes) noexcept;
+
+/// Workspace conv_winograd_nchw needs on `threads` threads: X and Y in the blocked layout, and
+/// conv_winograd_blocked's own.
+std::size_t conv_winograd_nchw_workspace_bytes(const ConvGemmShape& s, std::int64_t threads) noexcept;
+
+/// The same on plain NCHW X, Y and Z (the "cpu" backend's Conv, fast_conv.cpp): X is copied
+/// into the blocked layout `s.block` names (8 or 16; c and oc multiples of it), the blocked
+/// kernel runs with the bias, and Y is stored back adding Z (may be Y itself) and applying the
+/// activation. The copies cost about 10% of a ResNet-50 layer (bench_conv).
+bool conv_winograd_nchw(const ConvGemmShape& s, const float* x, const WinogradWeights& w,
+                        const float* bias, const float* z, float* y, const ActivationSpec& act,
+                        void* workspace, std::size_t workspace_bytes) noexcept;
 
 }  // namespace dsinfer::detail

@@ -8,6 +8,7 @@ void register_fast_kernels(KernelRegistry& r) {
     fast::register_fast_movement_kernels(r);
     fast::register_fast_reduce_kernels(r);
     fast::register_fast_cast_kernels(r);
+    register_fast_conv(r);
 }
 
 }  // namespace dsinfer::detail

@@ -11,6 +11,7 @@ void register_fast_kernels(KernelRegistry& r);  // fast_kernels.cpp
 void register_fast_matmul(KernelRegistry& r);   // fast_matmul.cpp: packed-B GEMM (sgemm.cpp)
 void register_fast_fused_kernels(KernelRegistry& r);  // fast_fused.cpp: SkipLayerNorm, Gelu, ...
 void register_fast_attention(KernelRegistry& r);      // fast_attention.cpp: MultiHeadAttention
+void register_fast_conv(KernelRegistry& r);  // fast_conv.cpp: NCHW Conv/FusedConv (Winograd, GEMM)
 }  // namespace dsinfer::detail
 
 namespace dsinfer::detail::fast {

@@ -1,0 +1,217 @@
+// The "cpu" backend's Conv and FusedConv on plain NCHW float32 (see fast_conv.hpp).
+//
+// Weights: the kernel keeps the stored OIHW weights (shared with the graph's initializer, not
+// copied): the im2col GEMM reads them as its A, the fallback and Winograd's non-finite tiles
+// read them too, so nothing is released. A shape class that picks Winograd transforms them
+// once (on its first prepare; the same transform serves every such class) and the transform
+// is reported as a derived form (Kernel::constant_forms). As another kernel's fallback
+// (oneDNN's, which packs the weights its own way) the factory declines, so the reference
+// kernel is that fallback and no weights are held twice.
+//
+// Attributes: strides, dilations, pads, auto_pad and group are read here with the helpers of
+// src/ops/window.hpp. TODO(ops room): take the shared ConvAttrs of src/ops/conv.hpp once it
+// lands (issue 22, item 1), as the reference and oneDNN Conv will.
+#include "cpu/fast/fast_conv.hpp"
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "cpu/fast/conv_winograd.hpp"
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "cpu/fast/simd.hpp"
+#include "dsinfer/ops.hpp"
+#include "ops/activation.hpp"
+#include "ops/window.hpp"
+
+namespace dsinfer::detail {
+
+namespace {
+
+using std::int64_t;
+
+std::array<std::atomic<std::uint64_t>, 3> g_path_runs{};
+
+}  // namespace
+
+std::int64_t fast_conv_block() noexcept {
+    return fast::active_isa() == fast::Isa::avx512 ? 16 : 8;
+}
+
+FastConvPath fast_conv_choose(const ConvGemmShape& s) noexcept {
+    if (s.n <= 0 || s.oc <= 0 || s.oh <= 0 || s.ow <= 0 || s.c <= 0 || s.kh * s.kw <= 0)
+        return FastConvPath::fallback;
+    if (conv_winograd_preferred(s)) return FastConvPath::winograd;
+    return FastConvPath::gemm;
+}
+
+std::uint64_t fast_conv_path_runs(FastConvPath path) noexcept {
+    return g_path_runs[static_cast<std::size_t>(path)].load(std::memory_order_relaxed);
+}
+
+namespace {
+
+struct ConvConfig {
+    std::vector<int64_t> strides, dilations, pads;
+    AutoPad auto_pad = AutoPad::notset;
+    ActivationSpec act;
+    bool fused = false;  ///< FusedConv: input 3 is the residual Z
+};
+
+class FastConvKernel final : public fast::FastKernel {
+public:
+    FastConvKernel(std::unique_ptr<Kernel> fallback, ConvConfig cfg, Tensor w)
+        : FastKernel(std::move(fallback)), cfg_(std::move(cfg)), w_(std::move(w)) {}
+
+    void constant_forms(std::vector<ConstantForm>& out) const override {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!wino_ || wino_->u.empty()) return;
+        std::uint64_t bytes = 0;
+        for (const PackedB& u : wino_->u) bytes += u.bytes();
+        out.push_back({1, ConstantForm::Kind::derived, wino_->u.front().data.get(), bytes});
+    }
+
+    /// The fallback's checks and output shape; then, for a shape class one of dsinfer's paths
+    /// takes, only that path's workspace.
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(FastKernel::prepare(ctx));
+        if (!ctx.output_spec(0).set || ctx.probing() || ctx.input(0).dtype() != DType::f32)
+            return Status::ok();
+        ConvGemmShape s;
+        if (!geometry(ctx.input(0).shape(), ctx.output_spec(0).shape, s)) return Status::ok();
+        const FastConvPath path = fast_conv_choose(s);
+        const int64_t threads = max_threads();
+        if (path == FastConvPath::winograd) {
+            try {
+                winograd_weights(s);
+            } catch (const std::bad_alloc&) {
+                return Status(ErrorCode::resource_exhausted,
+                              "out of memory for the Winograd transform of the weights");
+            }
+            ctx.set_workspace(conv_winograd_nchw_workspace_bytes(s, threads));
+        } else if (path == FastConvPath::gemm) {
+            ctx.set_workspace(conv_gemm_nchw_workspace_bytes(s, threads));
+        }
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& xv = ctx.input(0);
+        const TensorView& yv = ctx.output(0);
+        ConvGemmShape s;
+        if (xv.dtype != DType::f32 || !geometry(xv.shape, yv.shape, s)) return fallback_run(ctx);
+        FastConvPath path = fast_conv_choose(s);
+        std::shared_ptr<const WinogradWeights> wino;
+        if (path == FastConvPath::winograd) {
+            std::lock_guard<std::mutex> lock(mu_);
+            wino = wino_;
+            if (!wino) path = FastConvPath::gemm;  // prepare transforms them; never expected
+        }
+        if (path == FastConvPath::fallback) return fallback_run(ctx);
+        const float* bias = nullptr;
+        if (ctx.num_inputs() > 2 && ctx.has_input(2)) {
+            const TensorView& b = ctx.input(2);
+            if (b.dtype != DType::f32 || b.num_elements() != s.oc) return fallback_run(ctx);
+            bias = b.data<float>();
+        }
+        const float* z = nullptr;
+        if (cfg_.fused && ctx.num_inputs() > 3 && ctx.has_input(3)) {
+            const TensorView& zv = ctx.input(3);
+            if (zv.dtype != DType::f32 || zv.shape != yv.shape) return fallback_run(ctx);
+            z = zv.data<float>();
+        }
+        g_path_runs[static_cast<std::size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+        const float* x = xv.data<float>();
+        float* y = yv.data<float>();
+        const bool ok = path == FastConvPath::winograd
+                            ? conv_winograd_nchw(s, x, *wino, bias, z, y, cfg_.act,
+                                                 ctx.workspace(), ctx.workspace_bytes())
+                            : conv_gemm_nchw(s, x, w_.data<float>(), bias, z, y, cfg_.act,
+                                             ctx.workspace(), ctx.workspace_bytes());
+        if (!ok)
+            return Status(ErrorCode::resource_exhausted, "out of memory for the convolution's buffers");
+        return Status::ok();
+    }
+
+private:
+    /// The geometry of X -> Y (both validated by the fallback's prepare), or false for what
+    /// dsinfer's paths do not take (not 2-D, channels not W's).
+    bool geometry(const Shape& x, const Shape& y, ConvGemmShape& s) const noexcept {
+        const Shape& w = w_.shape();
+        if (x.rank() != 4 || y.rank() != 4 || x[1] != w[1] || y[1] != w[0] || y[0] != x[0])
+            return false;
+        s = ConvGemmShape{.n = x[0], .c = x[1], .h = x[2], .w = x[3], .oc = y[1], .oh = y[2],
+                          .ow = y[3], .kh = w[2], .kw = w[3],
+                          .sh = attr_at(cfg_.strides, 0, 1), .sw = attr_at(cfg_.strides, 1, 1),
+                          .block = fast_conv_block(), .dh = attr_at(cfg_.dilations, 0, 1),
+                          .dw = attr_at(cfg_.dilations, 1, 1)};
+        for (int i = 0; i < 2; ++i) {
+            const int64_t k = w[2 + i];
+            const StatusOr<WindowDim> d =
+                window_dim(i, 2, x[2 + i], k, i == 0 ? s.sh : s.sw, i == 0 ? s.dh : s.dw,
+                           cfg_.auto_pad, cfg_.pads, /*ceil_mode=*/false);
+            if (!d.is_ok() || d.value().out != y[2 + i]) return false;
+            (i == 0 ? s.ph : s.pw) = d.value().pb;
+        }
+        return true;
+    }
+
+    /// The Winograd transform of the weights, made once (under the lock).
+    void winograd_weights(const ConvGemmShape& s) const {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (wino_) return;
+        auto held = std::make_shared<const Tensor>(w_);  // shares the stored weights
+        wino_ = std::make_shared<const WinogradWeights>(
+            pack_winograd_weights(std::shared_ptr<const float>(held, held->data<float>()), s));
+    }
+
+    ConvConfig cfg_;
+    Tensor w_;
+    mutable std::mutex mu_;
+    mutable std::shared_ptr<const WinogradWeights> wino_;
+};
+
+bool declared_f32(const KernelCreateContext& ctx, int i) {
+    const Value* v = ctx.input_value(i);
+    return v != nullptr && v->dtype && *v->dtype == DType::f32;
+}
+
+/// Conv (any opset) and FusedConv (com.dsinfer: bias B, residual Z, activation).
+fast::Factory make_fast_conv(const KernelCreateContext& ctx) {
+    if (ctx.creating_fallback())
+        return Status::error(ErrorCode::unsupported, "fast Conv: not as another kernel's fallback");
+    const Tensor* w = ctx.constant_input(1);
+    if (!declared_f32(ctx, 0) || w == nullptr || w->dtype() != DType::f32 || w->num_dims() != 4 ||
+        w->num_elements() == 0)
+        return Status::error(ErrorCode::unsupported, "f32 2-D Conv with constant weights only");
+    const Node& n = ctx.node();
+    // The reference kernel validates the node first, so a bad one fails with its error.
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(const int64_t group, n.attr_or<int64_t>("group", 1));
+    if (group != 1) return Status::error(ErrorCode::unsupported, "group 1 only");
+    ConvConfig cfg;
+    DSINFER_ASSIGN_OR_RETURN(cfg.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
+    DSINFER_ASSIGN_OR_RETURN(cfg.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
+    DSINFER_ASSIGN_OR_RETURN(cfg.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
+    DSINFER_ASSIGN_OR_RETURN(cfg.auto_pad, parse_auto_pad(n));
+    cfg.fused = n.domain == kDsinferDomain;
+    if (cfg.fused) {
+        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(n));
+    }
+    return make_kernel<FastConvKernel>(std::move(fallback), std::move(cfg), *w);
+}
+
+}  // namespace
+
+void register_fast_conv(KernelRegistry& r) {
+    const DTypeSet f32{DType::f32};
+    r.add({"Conv", "", 1, kMaxOpset, DeviceKind::cpu, f32}, &make_fast_conv, kPriorityCpu, "cpu");
+    r.add({"FusedConv", kDsinferDomain, 1, 1, DeviceKind::cpu, f32}, &make_fast_conv,
+          kPriorityCpu, "cpu");
+}
+
+}  // namespace dsinfer::detail
