@@ -10,17 +10,18 @@
 //   twice with different placeholder values for the symbolic dims: equal results do not depend
 //   on them. Only element-selecting ops take placeholders, and only in their data inputs.
 //
-// Evaluation reuses the real kernels: a one-node Graph (inputs as initializers) is compiled by
-// the executor with the reference kernels and run. Compile infers the outputs' shapes from the
-// kernel's prepare, so an output over OptimizeOptions::max_folded_bytes (or of unknown size:
-// dynamic outputs) is refused before anything is allocated or computed. A node that fails to
-// compile or run stays as it is (the engine reports the error, if any, when it runs).
+// Evaluation goes through OptimizeOptions::evaluator (kernel_evaluator(): a one-node Graph,
+// inputs as initializers, compiled by the executor with the reference kernels and run). The
+// evaluator sizes the outputs before computing them, so an output over
+// OptimizeOptions::max_folded_bytes (or of unknown size: dynamic outputs) is refused before
+// anything is allocated or computed. A node it cannot evaluate stays as it is (the engine
+// reports the error, if any, when it runs). Without an evaluator only Constant nodes fold.
 // Never folded: random ops (RandomNormal*, RandomUniform*, Multinomial, Bernoulli), nodes with
 // subgraphs, DequantizeLinear (quantized weights stay quantized), non-tensor values.
 //
 // Shapes of intermediate values: when a Shape/Size reads a node output whose shape is not
-// static, annotate_shapes() (the executor's load-time inference with symbolic-dim probes, on a
-// copy) first writes the inferred dtypes/shapes into the graph.
+// static, annotate_shapes() (the evaluator's load-time inference) first writes the inferred
+// dtypes/shapes into the graph.
 // Subgraphs are folded too (their captured values are not constants). Counts one per folded
 // node.
 #include <algorithm>
@@ -29,21 +30,11 @@
 #include <new>
 #include <unordered_map>
 
-#include "core/executor.hpp"
 #include "passes/pass_utils.hpp"
 #include "passes/passes_internal.hpp"
 
 namespace dsinfer::passes {
 namespace {
-
-const KernelRegistry& reference_registry() {
-    static const KernelRegistry registry = [] {
-        KernelRegistry r;
-        register_reference_kernels(r);
-        return r;
-    }();
-    return registry;
-}
 
 bool never_folded(const Node& n) {
     static const char* const kOps[] = {"RandomNormal", "RandomNormalLike", "RandomUniform",
@@ -83,13 +74,15 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
            std::memcmp(a.raw_data(), b.raw_data(), a.num_bytes()) == 0;
 }
 
-enum class Eval { ok, skipped, too_large };
-
 class Folder {
 public:
     Folder(Graph& g, const std::vector<OpsetImport>& opsets, const PassContext& ctx,
            bool subgraph)
-        : g_(g), opsets_(opsets), max_bytes_(ctx.options.max_folded_bytes), subgraph_(subgraph) {}
+        : g_(g),
+          opsets_(opsets),
+          evaluator_(ctx.options.evaluator),
+          max_bytes_(ctx.options.max_folded_bytes),
+          subgraph_(subgraph) {}
 
     StatusOr<int> run() {
         infer_shapes_if_needed();
@@ -153,7 +146,7 @@ private:
             std::vector<Tensor> ins;
             for (ValueId in : n.inputs)
                 ins.push_back(in == kNoValue ? Tensor() : *g_.value(in).initializer);
-            return evaluate(n, ins, outs) == Eval::ok;
+            return evaluate(n, ins, outs);
         }
         if (n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size") &&
             n.inputs.size() == 1)
@@ -173,7 +166,7 @@ private:
             std::vector<std::int64_t> dims;
             for (const Dim& d : x.shape.dims) dims.push_back(d.value);
             auto s = Shape::make(dims);
-            return s.is_ok() && evaluate(n, {meta_tensor(*x.dtype, s.value())}, outs) == Eval::ok;
+            return s.is_ok() && evaluate(n, {meta_tensor(*x.dtype, s.value())}, outs);
         }
         if (n.op_type != "Shape" || n.outputs[0] == kNoValue) return false;
         // Symbolic dims: evaluate with two placeholder sets; dims equal in both are static.
@@ -191,8 +184,7 @@ private:
             }
             auto s = Shape::make(dims);
             if (!s.is_ok() ||
-                evaluate(n, {meta_tensor(*x.dtype, s.value())}, probe[static_cast<std::size_t>(p)]) !=
-                    Eval::ok)
+                !evaluate(n, {meta_tensor(*x.dtype, s.value())}, probe[static_cast<std::size_t>(p)]))
                 return false;
         }
         return record_or_fold(n, probe, outs);
@@ -208,7 +200,7 @@ private:
                 else if (g_.value(in).initializer) ins.push_back(*g_.value(in).initializer);
                 else ins.push_back(probes_.at(in)[static_cast<std::size_t>(p)]);
             }
-            if (evaluate(n, ins, results[static_cast<std::size_t>(p)]) != Eval::ok) return false;
+            if (!evaluate(n, ins, results[static_cast<std::size_t>(p)])) return false;
         }
         return record_or_fold(n, results, outs);
     }
@@ -240,70 +232,16 @@ private:
         return (std::int64_t{1} << 26) + 2 * it->second + p;
     }
 
-    /// Runs node `n` alone on `inputs` (null Tensor = omitted) with the reference kernels.
-    Eval evaluate(const Node& n, const std::vector<Tensor>& inputs, std::vector<Tensor>& outs) {
-        try {
-            auto sub = std::make_shared<Graph>();
-            sub->name = "constant_folding";
-            sub->opset_imports = opsets_;
-            Node copy;
-            copy.name = n.name;
-            copy.op_type = n.op_type;
-            copy.domain = n.domain;
-            copy.attributes = n.attributes;
-            for (std::size_t i = 0; i < inputs.size(); ++i)
-                copy.inputs.push_back(inputs[i].is_null()
-                                          ? kNoValue
-                                          : sub->add_initializer("i" + std::to_string(i), inputs[i]));
-            for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-                if (n.outputs[k] == kNoValue) {
-                    copy.outputs.push_back(kNoValue);
-                    continue;
-                }
-                copy.outputs.push_back(sub->add_value("o" + std::to_string(k)));
-                sub->outputs.push_back(copy.outputs.back());
-            }
-            sub->nodes.push_back(std::move(copy));
-            if (!sub->sort_topologically().is_ok()) return Eval::skipped;
-            detail::CompileOptions co;
-            co.registry = &reference_registry();
-            auto compiled = detail::CompiledGraph::compile(sub, co);
-            if (!compiled.is_ok() && compiled.status().code() == ErrorCode::resource_exhausted)
-                throw std::bad_alloc();  // out of memory fails the load (not a skipped fold)
-            if (!compiled.is_ok()) return Eval::skipped;
-            // Sizes from the kernel's prepare, before anything is computed.
-            std::uint64_t bytes = 0;
-            for (ValueId out : sub->outputs) {
-                const Value& v = sub->value(out);
-                if (!v.dtype || !v.shape.is_static()) return Eval::skipped;
-                std::uint64_t numel = 1;
-                for (const Dim& d : v.shape.dims) {
-                    const auto dv = static_cast<std::uint64_t>(d.value);
-                    if (dv != 0 && numel > max_bytes_ / dv) return Eval::too_large;
-                    numel *= dv;
-                }
-                const std::uint64_t esize = *v.dtype == DType::string ? 64 : dtype_size(*v.dtype);
-                if (numel > (max_bytes_ - bytes) / esize) return Eval::too_large;
-                bytes += numel * esize;
-            }
-            std::vector<Tensor> results;
-            const Status st = compiled.value()->execute({}, nullptr, RunControl{}, results);
-            if (st.code() == ErrorCode::resource_exhausted) throw std::bad_alloc();
-            if (!st.is_ok()) return Eval::skipped;
-            outs.assign(n.outputs.size(), Tensor());
-            std::size_t r = 0;
-            for (std::size_t k = 0; k < n.outputs.size(); ++k)
-                // A plain copy: the run's buffers come from the executor's pool.
-                if (n.outputs[k] != kNoValue) outs[k] = results[r++].clone();
-            return Eval::ok;
-        } catch (const std::bad_alloc&) {
-            throw;  // out of memory: try_optimize fails the load with resource_exhausted
-        } catch (const Error& e) {  // e.g. Tensor::clone() out of memory
-            if (e.code() == ErrorCode::resource_exhausted) throw std::bad_alloc();
-            return Eval::skipped;
-        } catch (const std::exception&) {
-            return Eval::skipped;  // Error: leave the node to the engine
-        }
+    /// Node `n` on `inputs` (null Tensor = omitted) by the evaluator; true with `outs` when it
+    /// could be evaluated within max_bytes_.
+    bool evaluate(const Node& n, const std::vector<Tensor>& inputs, std::vector<Tensor>& outs) {
+        if (evaluator_ == nullptr) return false;
+        auto r = evaluator_->evaluate(n, inputs, opsets_, max_bytes_);
+        // Out of memory fails the load (not a skipped fold): try_run_passes reports it.
+        if (r.status().code() == ErrorCode::resource_exhausted) throw std::bad_alloc();
+        if (!r.is_ok()) return false;  // leave the node to the engine
+        outs = std::move(r).value();
+        return outs.size() == n.outputs.size();
     }
 
     /// Annotates the graph with load-time inferred dtypes/shapes (annotate_shapes) when a
@@ -317,11 +255,12 @@ private:
             const Value& x = g_.value(n.inputs[0]);
             needed = needed || (x.producer >= 0 && !x.shape.is_static());
         }
-        if (needed) annotate_shapes(g_);
+        if (needed) annotate_shapes(g_, evaluator_);
     }
 
     Graph& g_;
     const std::vector<OpsetImport>& opsets_;
+    const GraphEvaluator* evaluator_;
     std::uint64_t max_bytes_;
     bool subgraph_;
     std::unordered_map<ValueId, std::array<Tensor, 2>> probes_;

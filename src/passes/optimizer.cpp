@@ -1,6 +1,9 @@
-// optimize(): runs the passes of an optimization level in order (see dsinfer/passes.hpp).
+// run_passes(): runs a pipeline of passes filtered by optimization level (dsinfer/passes.hpp);
+// PassPipeline. optimize() (run_passes() with the kernel evaluator) is the engine room's
+// (src/core/graph_evaluator.cpp): nothing here links a kernel.
 #include <algorithm>
 #include <chrono>
+#include <new>
 
 #include "dsinfer/passes.hpp"
 #include "passes/pass_utils.hpp"
@@ -31,8 +34,52 @@ std::vector<std::unique_ptr<GraphPass>> default_passes() {
     return p;
 }
 
-Status try_optimize(Graph& graph, const OptimizeOptions& options,
-                    OptimizeReport& report) noexcept {
+namespace {
+
+void require_pass(const std::shared_ptr<const GraphPass>& pass) {
+    if (pass == nullptr)
+        throw Error(Status::error(ErrorCode::invalid_argument, "PassPipeline: null pass"));
+}
+
+}  // namespace
+
+PassPipeline PassPipeline::defaults() {
+    PassPipeline p;
+    for (auto& pass : default_passes()) p.add(std::move(pass));
+    return p;
+}
+
+PassPipeline& PassPipeline::add(std::shared_ptr<const GraphPass> pass) {
+    require_pass(pass);
+    passes_.push_back(std::move(pass));
+    return *this;
+}
+
+std::vector<std::shared_ptr<const GraphPass>>::iterator PassPipeline::find(std::string_view name) {
+    auto it = std::find_if(passes_.begin(), passes_.end(),
+                           [&](const auto& p) { return p->name() == name; });
+    if (it == passes_.end())
+        throw Error(Status::error(ErrorCode::invalid_argument, "PassPipeline: no pass named '",
+                                  name, "'"));
+    return it;
+}
+
+PassPipeline& PassPipeline::insert_before(std::string_view name,
+                                          std::shared_ptr<const GraphPass> pass) {
+    require_pass(pass);
+    passes_.insert(find(name), std::move(pass));
+    return *this;
+}
+
+PassPipeline& PassPipeline::insert_after(std::string_view name,
+                                         std::shared_ptr<const GraphPass> pass) {
+    require_pass(pass);
+    passes_.insert(find(name) + 1, std::move(pass));
+    return *this;
+}
+
+Status try_run_passes(Graph& graph, const OptimizeOptions& options,
+                      OptimizeReport& report) noexcept {
     try {
         const auto t0 = std::chrono::steady_clock::now();
         DSINFER_CHECK(options.level >= 0 && options.level <= 3, ErrorCode::invalid_argument,
@@ -43,15 +90,16 @@ Status try_optimize(Graph& graph, const OptimizeOptions& options,
             PassContext ctx;
             ctx.options = options;
             ctx.report = &report;
+            const PassPipeline pipeline =
+                options.passes.empty() ? PassPipeline::defaults() : options.passes;
             bool annotated = false;
-            for (const auto& pass : default_passes()) {
+            for (const auto& pass : pipeline.passes()) {
                 if (pass->level() > options.level) continue;
                 const auto& off = options.disabled_passes;
-                if (std::find(off.begin(), off.end(), std::string(pass->name())) != off.end())
-                    continue;
+                if (std::find(off.begin(), off.end(), pass->name()) != off.end()) continue;
                 // Fusions compare shapes: infer them once, on the cleaned-up graph.
                 if (pass->level() >= 2 && !annotated) {
-                    passes::annotate_shapes(graph);
+                    passes::annotate_shapes(graph, options.evaluator);
                     annotated = true;
                 }
                 Status st = pass->apply(graph, ctx);
@@ -72,9 +120,9 @@ Status try_optimize(Graph& graph, const OptimizeOptions& options,
     }
 }
 
-OptimizeReport optimize(Graph& graph, const OptimizeOptions& options) {
+OptimizeReport run_passes(Graph& graph, const OptimizeOptions& options) {
     OptimizeReport r;
-    Status st = try_optimize(graph, options, r);
+    Status st = try_run_passes(graph, options, r);
     if (!st.is_ok()) throw Error(st);
     return r;
 }

@@ -165,11 +165,13 @@ Status apply_everywhere(Graph& g, PassContext& ctx, std::string_view pass,
 
 namespace dsinfer::passes {
 
-/// Fills Value::dtype/shape of `g`'s values where they can be inferred (the executor's
-/// load-time inference over the reference kernels, symbolic dims named after the inputs'
-/// symbols). Fusions that need equal shapes call it once; a graph that does not compile keeps
-/// what it had (the real compile reports the error later).
-void annotate_shapes(Graph& g);
+/// Fills Value::dtype/shape of `g`'s values where `evaluator` can infer them
+/// (GraphEvaluator::infer_shapes; kernel_evaluator(): the executor's load-time inference over
+/// the reference kernels). Fusions that need equal shapes call it once; a graph it cannot infer
+/// keeps what it had (the real compile reports the error later), and so does every graph when
+/// `evaluator` is null. Out of memory throws std::bad_alloc (try_run_passes fails the
+/// optimization with resource_exhausted).
+void annotate_shapes(Graph& g, const GraphEvaluator* evaluator);
 
 /// True when both shapes are known and provably equal (static dims equal, symbolic dims with
 /// the same non-empty symbol).

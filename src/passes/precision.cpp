@@ -24,7 +24,8 @@ StatusOr<Tensor> convert_tensor(const Tensor& t, DType to) {
 
 }  // namespace
 
-StatusOr<std::size_t> convert_float_precision(Graph& g, DType to) {
+StatusOr<std::size_t> convert_float_precision(Graph& g, DType to,
+                                              const GraphEvaluator* evaluator) {
     DSINFER_CHECK(to == DType::f16 || to == DType::bf16, ErrorCode::invalid_argument,
                   "convert_float_precision: target must be float16 or bfloat16, got ", dtype_name(to));
     const std::int64_t onnx_to = to == DType::f16 ? 10 : 16;  // TensorProto.FLOAT16 / BFLOAT16
@@ -36,7 +37,7 @@ StatusOr<std::size_t> convert_float_precision(Graph& g, DType to) {
     // Value dtypes must be known (the graph's outputs especially): load-time inference.
     bool unknown = false;
     for (const auto& v : g.values) unknown = unknown || !v.dtype;
-    if (unknown) passes::annotate_shapes(g);
+    if (unknown) passes::annotate_shapes(g, evaluator);
     std::size_t converted = 0;
     // Initializers that are graph inputs stay (none are, once loaded); everything else converts.
     for (auto& v : g.values) {

@@ -1,7 +1,8 @@
 // Level-1 graph passes (eliminate_identity, constant_folding, eliminate_common_subexpressions,
 // eliminate_dead_code) and save_onnx: each pass fires where it should (report counts and the
 // resulting graph), does not fire where it must not (pinned values, captured names, oversize
-// folds, random ops), and the optimized graph computes what the unoptimized one does.
+// folds, random ops), and the optimized graph computes what the unoptimized one does. Also the
+// pipeline: user passes in order, disabled passes, levels, with and without a GraphEvaluator.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -61,7 +62,7 @@ const std::vector<std::string> kLevel1 = {"eliminate_identity", "constant_foldin
                                           "eliminate_common_subexpressions", "eliminate_dead_code"};
 
 /// Runs only `passes` of level 1 on `g`.
-OptimizeReport run_passes(Graph& g, const std::vector<std::string>& passes,
+OptimizeReport run_level1(Graph& g, const std::vector<std::string>& passes,
                           std::uint64_t max_folded_bytes = std::uint64_t{64} << 20) {
     OptimizeOptions o;
     o.level = 1;
@@ -150,14 +151,14 @@ TEST_CASE("eliminate_identity removes Identity, same-type Cast, inference Dropou
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, {"eliminate_identity"});
+    auto r = run_level1(g, {"eliminate_identity"});
     CHECK(r.count("eliminate_identity") == 4);
     // The first Transpose is left for eliminate_dead_code; Relu reads x directly.
     CHECK(count_ops(g, "Identity") + count_ops(g, "Cast") + count_ops(g, "Dropout") == 0);
     const Node& relu = g.nodes.back();
     CHECK(relu.op_type == "Relu");
     CHECK(relu.inputs[0] == id_of(g, "x"));
-    run_passes(g, {"eliminate_dead_code"});
+    run_level1(g, {"eliminate_dead_code"});
     CHECK(g.nodes.size() == 1);
     check_same(make(), g, {{"x", iota_f32({2, 3, 4})}});
 }
@@ -186,7 +187,7 @@ TEST_CASE("eliminate_identity keeps what it must: pinned outputs, used masks, tr
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, {"eliminate_identity", "eliminate_dead_code"});
+    auto r = run_level1(g, {"eliminate_identity", "eliminate_dead_code"});
     CHECK(r.count("eliminate_identity") == 1);
     const ValueId y = id_of(g, "y");
     REQUIRE(g.value(y).producer >= 0);
@@ -216,7 +217,7 @@ TEST_CASE("eliminate_identity keeps a name a subgraph captures", "[passes]") {
         return b.done();
     };
     Graph g = make();
-    run_passes(g, kLevel1);
+    run_level1(g, kLevel1);
     // "v" is still produced under its name (Relu now writes it).
     const ValueId v = id_of(g, "v");
     REQUIRE(g.value(v).producer >= 0);
@@ -236,7 +237,7 @@ TEST_CASE("eliminate_identity collapses Reshape chains and removes no-op reshape
             return b.done();
         };
         Graph g = make();
-        auto r = run_passes(g, kLevel1);
+        auto r = run_level1(g, kLevel1);
         CHECK(r.count("eliminate_identity") == 1);
         REQUIRE(g.nodes.size() == 1);
         CHECK(g.nodes[0].op_type == "Reshape");
@@ -255,7 +256,7 @@ TEST_CASE("eliminate_identity collapses Reshape chains and removes no-op reshape
             return b.done();
         };
         Graph g = make();
-        auto r = run_passes(g, kLevel1);
+        auto r = run_level1(g, kLevel1);
         CHECK(r.count("eliminate_identity") == 1);
         REQUIRE(g.nodes.size() == 1);
         CHECK(g.nodes[0].op_type == "Reshape");
@@ -274,7 +275,7 @@ TEST_CASE("eliminate_identity collapses Reshape chains and removes no-op reshape
             return b.done();
         };
         Graph g = make();
-        auto r = run_passes(g, kLevel1);
+        auto r = run_level1(g, kLevel1);
         // The Flatten reads a graph input and writes a graph output: it stays.
         CHECK(r.count("eliminate_identity") == 1);
         CHECK(count_ops(g, "Reshape") == 0);
@@ -287,7 +288,7 @@ TEST_CASE("eliminate_identity collapses Reshape chains and removes no-op reshape
         ValueId v = b.op("Reshape", {x, b.init("s1", i64({0, 12}))}, "a");
         b.output(b.op("Reshape", {v, b.init("s2", i64({0, 3, 4}))}, "y"));
         Graph g = b.done();
-        auto r = run_passes(g, {"eliminate_identity"});
+        auto r = run_level1(g, {"eliminate_identity"});
         CHECK(r.count("eliminate_identity") == 0);
         CHECK(g.nodes.size() == 2);
     }
@@ -307,7 +308,7 @@ TEST_CASE("eliminate_identity merges Transposes and removes no-op Expand/Tile", 
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, kLevel1);
+    auto r = run_level1(g, kLevel1);
     CHECK(r.count("eliminate_identity") == 4);  // one merge, two Expands, one Tile
     CHECK(count_ops(g, "Transpose") == 1);
     CHECK(count_ops(g, "Tile") == 0);
@@ -334,7 +335,7 @@ TEST_CASE("constant_folding folds Constant chains and keeps graph outputs by nam
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, kLevel1);
+    auto r = run_level1(g, kLevel1);
     CHECK(r.count("constant_folding") == 3);  // Constant, Add, Neg
     REQUIRE(g.nodes.size() == 1);
     CHECK(g.nodes[0].op_type == "Mul");
@@ -364,7 +365,7 @@ TEST_CASE("constant_folding folds Shape chains of static and partly symbolic sha
             return b.done();
         };
         Graph g = make();
-        auto r = run_passes(g, kLevel1);
+        auto r = run_level1(g, kLevel1);
         CHECK(r.count("constant_folding") == 4);
         REQUIRE(g.nodes.size() == 1);
         const Value& shp = g.value(g.nodes[0].inputs[1]);
@@ -390,7 +391,7 @@ TEST_CASE("constant_folding folds Shape chains of static and partly symbolic sha
             return b.done();
         };
         Graph g = make();
-        auto r = run_passes(g, {"constant_folding"});
+        auto r = run_level1(g, {"constant_folding"});
         CHECK(r.count("constant_folding") == 2);  // Gather(s, 2) and its Unsqueeze
         CHECK(g.value(id_of(g, "d2_u")).initializer.has_value());
         CHECK_FALSE(g.value(id_of(g, "d0_u")).initializer.has_value());
@@ -409,7 +410,7 @@ TEST_CASE("constant_folding folds Shape chains of static and partly symbolic sha
             return b.done();
         };
         Graph g = make();
-        auto r = run_passes(g, {"constant_folding"});
+        auto r = run_level1(g, {"constant_folding"});
         CHECK(r.count("constant_folding") == 2);
         CHECK(g.value(id_of(g, "r")).shape.to_string() == "[2,3]");
         check_same(make(), g, {{"x", iota_f32({2, 3})}});
@@ -432,7 +433,7 @@ TEST_CASE("constant_folding refuses oversize results before evaluating them", "[
     };
     Graph g = make();
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = run_passes(g, kLevel1);
+    auto r = run_level1(g, kLevel1);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(s < 2.0);
     CHECK(r.count("constant_folding") == 0);
@@ -445,8 +446,8 @@ TEST_CASE("constant_folding refuses oversize results before evaluating them", "[
     b2.output(b2.op("Mul", {x, b2.op("Neg", {a}, "na")}, "y"));
     Graph small = b2.done();
     Graph copy = small;
-    CHECK(run_passes(small, {"constant_folding"}, 16).count("constant_folding") == 0);
-    CHECK(run_passes(copy, {"constant_folding"}, 32).count("constant_folding") == 1);
+    CHECK(run_level1(small, {"constant_folding"}, 16).count("constant_folding") == 0);
+    CHECK(run_level1(copy, {"constant_folding"}, 32).count("constant_folding") == 1);
 }
 
 TEST_CASE("constant_folding skips random ops, subgraphs and nodes that fail", "[passes]") {
@@ -483,7 +484,7 @@ TEST_CASE("constant_folding folds a value a subgraph captures into an initialize
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, kLevel1);
+    auto r = run_level1(g, kLevel1);
     CHECK(r.count("constant_folding") == 1);
     CHECK(g.value(id_of(g, "v")).initializer.has_value());
     for (bool cond : {true, false})
@@ -508,7 +509,7 @@ TEST_CASE("eliminate_common_subexpressions merges identical nodes and initialize
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, {"eliminate_common_subexpressions", "eliminate_dead_code"});
+    auto r = run_level1(g, {"eliminate_common_subexpressions", "eliminate_dead_code"});
     CHECK(r.count("eliminate_common_subexpressions") == 3);  // w2, r2, m2
     CHECK(count_ops(g, "Relu") == 1);
     CHECK(count_ops(g, "Mul") == 1);
@@ -525,7 +526,7 @@ TEST_CASE("eliminate_common_subexpressions leaves random ops and pinned outputs 
     b.output(b.op("Sigmoid", {x}, "o1"));
     b.output(b.op("Sigmoid", {x}, "o2"));  // both graph outputs: each keeps its producer
     Graph g = b.done();
-    auto r = run_passes(g, {"eliminate_common_subexpressions"});
+    auto r = run_level1(g, {"eliminate_common_subexpressions"});
     CHECK(r.count("eliminate_common_subexpressions") == 0);
     CHECK(count_ops(g, "RandomUniform") == 2);
     CHECK(count_ops(g, "Sigmoid") == 2);
@@ -544,7 +545,7 @@ TEST_CASE("eliminate_dead_code removes unused nodes and frees unread initializer
         return b.done();
     };
     Graph g = make();
-    auto r = run_passes(g, {"eliminate_dead_code"});
+    auto r = run_level1(g, {"eliminate_dead_code"});
     CHECK(r.count("eliminate_dead_code") == 4);  // 2 nodes, 2 initializers
     CHECK(g.nodes.size() == 1);
     CHECK_FALSE(g.value(id_of(g, "w")).initializer.has_value());
@@ -577,12 +578,12 @@ TEST_CASE("eliminate_dead_code keeps captured values and frees them with their r
         return b.done();
     };
     Graph used = make(true);
-    CHECK(run_passes(used, {"eliminate_dead_code"}).count("eliminate_dead_code") == 0);
+    CHECK(run_level1(used, {"eliminate_dead_code"}).count("eliminate_dead_code") == 0);
     CHECK(count_ops(used, "Relu") == 1);
     check_same(make(true), used, {{"c", Tensor::scalar(true)}, {"x", iota_f32({3})}});
 
     Graph unused = make(false);
-    CHECK(run_passes(unused, {"eliminate_dead_code"}).count("eliminate_dead_code") == 2);
+    CHECK(run_level1(unused, {"eliminate_dead_code"}).count("eliminate_dead_code") == 2);
     REQUIRE(unused.nodes.size() == 1);
     CHECK(unused.nodes[0].op_type == "Sigmoid");
 }
@@ -703,4 +704,171 @@ TEST_CASE("level 1 on a transformer-like block: fires and matches level 0", "[pa
     CHECK(count_ops(g, "Div") == 1);
     for (std::int64_t batch : {1, 3})
         check_same(make(), g, {{"x", iota_f32({batch, 8, 16})}});
+}
+
+// ---- the pipeline: user passes, disabled passes, the evaluator ----------------------------
+
+namespace {
+
+/// A user pass: logs its name and how many `op` nodes the graph has when it runs.
+class ProbePass final : public GraphPass {
+public:
+    ProbePass(std::string name, int level, std::string op, std::vector<std::string>* log)
+        : name_(std::move(name)), level_(level), op_(std::move(op)), log_(log) {}
+    std::string_view name() const noexcept override { return name_; }
+    int level() const noexcept override { return level_; }
+    Status apply(Graph& graph, PassContext& ctx) const override {
+        log_->push_back(name_ + ":" + std::to_string(count_ops(graph, op_)));
+        ctx.fired(name_);
+        return Status::ok();
+    }
+
+private:
+    std::string name_;
+    int level_;
+    std::string op_;
+    std::vector<std::string>* log_;
+};
+
+/// y = x + Sqrt(16): Sqrt folds only with an evaluator.
+Graph sqrt_graph() {
+    Builder b;
+    const ValueId x = b.input("x", DType::f32, {-1, 4});
+    b.output(b.op("Add", {x, b.op("Sqrt", {b.init("sixteen", Tensor::scalar(16.0f))}, "s")}, "y"));
+    return b.done();
+}
+
+/// An evaluator that counts its calls and forwards to kernel_evaluator().
+struct CountingEvaluator final : GraphEvaluator {
+    mutable int shapes = 0, evaluations = 0;
+    Status infer_shapes(Graph& g) const override {
+        ++shapes;
+        return kernel_evaluator().infer_shapes(g);
+    }
+    StatusOr<std::vector<Tensor>> evaluate(const Node& n, const std::vector<Tensor>& inputs,
+                                           const std::vector<OpsetImport>& opsets,
+                                           std::uint64_t max_bytes) const override {
+        ++evaluations;
+        return kernel_evaluator().evaluate(n, inputs, opsets, max_bytes);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: user passes join the defaults and run in order", "[passes]") {
+    std::vector<std::string> log;
+    OptimizeOptions o;
+    o.passes = PassPipeline::defaults()
+                   .insert_before("constant_folding",
+                                  std::make_shared<ProbePass>("before_fold", 1, "Sqrt", &log))
+                   .insert_after("constant_folding",
+                                 std::make_shared<ProbePass>("after_fold", 1, "Sqrt", &log))
+                   .add(std::make_shared<ProbePass>("last", 2, "Sqrt", &log));
+    CHECK(o.passes.size() == default_passes().size() + 3);
+    Graph g = sqrt_graph();
+    OptimizeReport r = optimize(g, o);
+    CHECK(log == std::vector<std::string>{"before_fold:1", "after_fold:0", "last:0"});
+    CHECK(r.count("before_fold") == 1);
+    CHECK(r.count("constant_folding") == 1);
+    check_same(sqrt_graph(), g, {{"x", iota_f32({3, 4})}});
+
+    SECTION("levels filter user passes too") {
+        log.clear();
+        o.level = 1;
+        Graph h = sqrt_graph();
+        (void)optimize(h, o);
+        CHECK(log == std::vector<std::string>{"before_fold:1", "after_fold:0"});
+    }
+    SECTION("an explicit list replaces the defaults") {
+        log.clear();
+        OptimizeOptions only;
+        only.passes.add(std::make_shared<ProbePass>("alone", 1, "Sqrt", &log));
+        Graph h = sqrt_graph();
+        const OptimizeReport rr = optimize(h, only);
+        CHECK(log == std::vector<std::string>{"alone:1"});
+        CHECK(rr.count("constant_folding") == 0);
+        CHECK(count_ops(h, "Sqrt") == 1);
+    }
+    SECTION("inserting next to a pass that is not there, or a null pass, is invalid_argument") {
+        PassPipeline p = PassPipeline::defaults();
+        const auto probe = std::make_shared<ProbePass>("p", 1, "Sqrt", &log);
+        const auto code = [](const std::function<void()>& f) {
+            try {
+                f();
+            } catch (const Error& e) {
+                return e.code();
+            }
+            return ErrorCode::ok;
+        };
+        CHECK(code([&] { p.insert_after("no_such_pass", probe); }) == ErrorCode::invalid_argument);
+        CHECK(code([&] { p.insert_before("no_such_pass", probe); }) == ErrorCode::invalid_argument);
+        CHECK(code([&] { p.add(nullptr); }) == ErrorCode::invalid_argument);
+        CHECK(p.size() == default_passes().size());
+    }
+}
+
+TEST_CASE("pipeline: disabled passes, default and user, and unknown names", "[passes]") {
+    std::vector<std::string> log;
+    OptimizeOptions o;
+    o.passes = PassPipeline::defaults().add(std::make_shared<ProbePass>("probe", 1, "Sqrt", &log));
+    o.disabled_passes = {"constant_folding", "probe"};
+    Graph g = sqrt_graph();
+    OptimizeReport r = optimize(g, o);
+    CHECK(log.empty());
+    CHECK(r.count("constant_folding") == 0);
+    CHECK(count_ops(g, "Sqrt") == 1);
+    // A name no pass has is ignored (as before pipelines existed), not an error.
+    OptimizeOptions unknown;
+    unknown.disabled_passes = {"no_such_pass"};
+    Graph h = sqrt_graph();
+    OptimizeReport ru;
+    REQUIRE(try_optimize(h, unknown, ru).is_ok());
+    CHECK(ru.count("constant_folding") == 1);
+    CHECK(count_ops(h, "Sqrt") == 0);
+}
+
+TEST_CASE("pipeline: with an evaluator constants fold and shapes are inferred; without, less",
+          "[passes]") {
+    // x[batch, 8] -> MatMul W1, MatMul W2 -> Add -> LayerNormalization: proving the Add a
+    // same-shape residual (fuse_skip_layer_norm) needs the MatMuls' inferred shapes.
+    const auto make = [] {
+        Builder b;
+        const ValueId x = b.input("x", DType::f32, {-1, 8});
+        const ValueId a = b.op("MatMul", {x, b.init("w1", iota_f32({8, 8}, 0.1f))}, "a");
+        const ValueId c = b.op("MatMul", {x, b.init("w2", iota_f32({8, 8}, 0.2f))}, "c");
+        const ValueId s = b.op("Add", {a, c}, "s");
+        const ValueId y = b.op("LayerNormalization",
+                               {s, b.init("gamma", iota_f32({8}, 0.3f)),
+                                b.init("beta", iota_f32({8}, 0.05f))},
+                               "ln", [](Node& n) { set_attr(n, "axis", std::int64_t{-1}); });
+        const ValueId k = b.op("Sqrt", {b.init("sixteen", Tensor::scalar(16.0f))}, "k");
+        b.output(b.op("Mul", {y, k}, "y"));
+        return b.done();
+    };
+    const std::vector<NamedTensor> in{{"x", iota_f32({3, 8})}};
+
+    Graph without = make();
+    const OptimizeReport r0 = run_passes(without, {.level = 2});  // no evaluator
+    CHECK(r0.count("constant_folding") == 0);
+    CHECK(r0.count("fuse_skip_layer_norm") == 0);
+    CHECK(count_ops(without, "Sqrt") == 1);
+    check_same(make(), without, in);
+
+    Graph with = make();
+    const OptimizeReport r1 = optimize(with, {.level = 2});  // kernel_evaluator() by default
+    CHECK(r1.count("constant_folding") == 1);
+    CHECK(r1.count("fuse_skip_layer_norm") == 1);
+    CHECK(count_ops(with, "Sqrt") == 0);
+    check_same(make(), with, in);
+
+    // The options' evaluator is the one used, by optimize() and run_passes() alike.
+    CountingEvaluator counting;
+    Graph g = make();
+    OptimizeOptions o;
+    o.level = 2;
+    o.evaluator = &counting;
+    const OptimizeReport r2 = run_passes(g, o);
+    CHECK(counting.evaluations >= 1);
+    CHECK(counting.shapes == 1);  // once, before the first fusion
+    CHECK(r2.fired == r1.fired);
 }
