@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
     cmake ninja-build g++ pkg-config
-    libeigen3-dev libfmt-dev libcli11-dev catch2 libbenchmark-dev
+    libeigen3-dev libfmt-dev libcli11-dev nlohmann-json3-dev catch2 libbenchmark-dev
     libprotobuf-dev protobuf-compiler libonnx-dev
     python3-onnx python3-numpy python3-sklearn
     # Debian's dnnl CMake package config looks for OpenCL, so it needs these two as well.

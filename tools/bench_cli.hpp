@@ -1,28 +1,32 @@
 // tools/bench_cli.hpp — the command line and output helpers shared by ds-benchmark and
-// ds-loadgen.
+// ds-loadgen (make-bad-models uses its Cli too).
 //
-// Purpose: one implementation of what both tools parse and print:
-//   * ArgParser walks argv: `--flag value` or `--flag=value`, -h/--help prints the usage, and
-//     every bad command line ends the process with exit status 2 and a one-line message
-//     followed by the usage ("<program>: <message>");
-//   * parse_common_flag() handles the flags both tools share (--model, --json, the input
+// Purpose: one implementation of what the tools parse and print:
+//   * Cli wraps a CLI11 App (Debian's libcli11-dev): `--flag value` or `--flag=value`; every
+//     value is converted and range-checked while parsing, so a bad command line ends the
+//     process before any work with exit status 2, one line "<program>: <problem>" on stderr
+//     (a problem names its flag first: "--batch: must be in [1, 16777216], got 0") and the
+//     help; -h/--help prints the help on stdout and exits 0. The help is the synopsis, the
+//     option groups CLI11 lays out and a footer; CLI11's own errors are worded by
+//     tools/tool_cli.hpp, as ds-conformance's;
+//   * add_common() registers the flags both tools share (--model, --json, the input
 //     generator's --batch, --seq, --shape, --seed, and the engine's --threads, --backends,
 //     --opt-level) into CommonArgs, whose engine_options() fills EngineOptions;
-//   * small JSON writers (json_string, json_number, json_array), the interpolated quantile of
-//     sorted samples, and the machine figures (processors available, load average).
+//   * JSON goes through nlohmann::json (tools/tool_json.hpp: bench::Json, json_text()); the
+//     interpolated quantile of sorted samples, and the machine figures (processors available,
+//     load average).
 //
-// Ownership/threading: plain values and functions; ArgParser borrows argv. Not thread-safe
-// (used on the main thread, before any work starts).
+// Ownership/threading: Cli owns its CLI::App and writes into targets the caller keeps alive
+// until parse() returns. Not thread-safe (used on the main thread, before any work starts).
 //
 // Usage:
-//   bench::ArgParser p({"ds-tool", kUsage}, argc, argv);
-//   Args a;  // struct Args : bench::CommonArgs { ... }
-//   while (p.next()) {
-//       if (bench::parse_common_flag(p, a)) continue;
-//       if (p.flag() == "--iterations") a.n = p.integer(1, 1 << 30);
-//       else p.unknown();
-//   }
-//   bench::check_common(p, a);   // --model is required
+//   struct Args : bench::CommonArgs { std::int64_t n = 10; };
+//   Args a;
+//   bench::Cli cli("ds-tool", kSynopsis, "What the tool does.", kFooter);
+//   cli.add_common(a);
+//   cli.integer("--iterations", a.n, 1, 1 << 30, "at least N timed runs (default 10)");
+//   cli.parse(argc, argv);   // exits 0 (help) or 2 (bad command line; --model is required)
+//   fmt::print("{}\n", bench::json_text(bench::Json{{"n", a.n}}));
 #pragma once
 
 #include <fmt/format.h>
@@ -36,145 +40,65 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_inputs.hpp"
+#include "tool_cli.hpp"
+#include "tool_json.hpp"
 
 namespace dsinfer::bench {
 
 inline constexpr int kExitError = 1;  ///< engine error (load, run) or a feature not available
 inline constexpr int kExitUsage = 2;  ///< bad command line
 
-/// A tool's name and usage text, for command-line errors.
+// ---- command line ----
+
+/// A tool's name and help, for command-line errors found after parsing (an input --shape
+/// names, known once the model is loaded).
 struct Usage {
-    std::string_view program;
-    std::string_view text;
-    /// Prints "<program>: <message>", a blank line and the usage to stderr; exits 2.
+    std::string program;
+    std::string text;
+    /// Prints "<program>: <message>" and the help to stderr; exits 2.
     [[noreturn]] void error(const std::string& message) const {
-        fmt::print(stderr, "{}: {}\n\n{}", program, message, text);
+        fmt::print(stderr, "{}: {}\n{}", program, message, text);
         std::exit(kExitUsage);
     }
 };
 
-/// Walks the arguments of main(). Every error exits with kExitUsage.
-class ArgParser {
-public:
-    ArgParser(Usage usage, int argc, char** argv) : usage_(usage), argc_(argc), argv_(argv) {}
-
-    /// Advances to the next argument; false when there is none. Handles -h/--help (prints the
-    /// usage, exits 0).
-    bool next() {
-        if (++i_ >= argc_) return false;
-        flag_ = argv_[i_];
-        inline_value_.reset();
-        if (const auto eq = flag_.find('='); flag_.rfind("--", 0) == 0 && eq != std::string::npos) {
-            inline_value_ = flag_.substr(eq + 1);
-            flag_.resize(eq);
-        }
-        if (flag_ == "-h" || flag_ == "--help") {
-            fmt::print("{}", usage_.text);
-            std::exit(0);
-        }
-        return true;
-    }
-    /// The current flag, without an inline "=value".
-    const std::string& flag() const noexcept { return flag_; }
-    /// The current flag's value: the inline one or the next argument.
-    std::string value() {
-        if (inline_value_) return *inline_value_;
-        if (i_ + 1 >= argc_) error(flag_ + " expects a value");
-        return argv_[++i_];
-    }
-    /// For flags without a value: refuses "--flag=value".
-    void no_value() const {
-        if (inline_value_) error(flag_ + " takes no value");
-    }
-    [[noreturn]] void unknown() const {
-        error("unknown argument '" + std::string(argv_[i_]) + "'");
-    }
-    [[noreturn]] void error(const std::string& message) const { usage_.error(message); }
-
-    /// An integer in [min, max], read from `text` (error messages name `flag`).
-    std::int64_t parse_int(std::string_view flag, std::string_view text, std::int64_t min,
-                           std::int64_t max) const {
-        std::int64_t v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-            error(fmt::format("{} expects an integer, got '{}'", flag, text));
-        if (v < min || v > max)
-            error(fmt::format("{} must be in [{}, {}], got {}", flag, min, max, v));
-        return v;
-    }
-    /// A finite number >= min (> min when `exclusive`), read from `text`; `what` names the unit
-    /// in messages ("a number of seconds").
-    double parse_number(std::string_view flag, std::string_view text, double min,
-                        bool exclusive = false, std::string_view what = "a number") const {
-        const std::string s(text);
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < min ||
-            (exclusive && v == min))
-            error(fmt::format("{} expects {} {} {}, got '{}'", flag, what,
-                              exclusive ? ">" : ">=", min, text));
-        return v;
-    }
-    /// The current flag's value as an integer in [min, max].
-    std::int64_t integer(std::int64_t min, std::int64_t max) {
-        const std::string v = value();
-        return parse_int(flag_, v, min, max);
-    }
-    /// The current flag's value as a number >= min (> min when `exclusive`).
-    double number(double min, bool exclusive = false, std::string_view what = "a number") {
-        const std::string v = value();
-        return parse_number(flag_, v, min, exclusive, what);
-    }
-
-private:
-    Usage usage_;
-    int argc_;
-    char** argv_;
-    int i_ = 0;
-    std::string flag_;
-    std::optional<std::string> inline_value_;
-};
-
-/// "input_ids=2x128" -> {"input_ids", {2, 128}} into `req.overrides`.
-inline void parse_shape(const ArgParser& p, std::string_view text, ShapeRequest& req) {
-    const auto eq = text.find('=');
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
-        p.error(fmt::format("--shape expects NAME=DxD..., got '{}'", text));
-    const std::string name(text.substr(0, eq));
-    std::vector<std::int64_t> dims;
-    std::string_view rest = text.substr(eq + 1);
-    while (true) {
-        const auto x = rest.find('x');
-        dims.push_back(p.parse_int("--shape " + name, rest.substr(0, x), 0, 1ll << 40));
-        if (x == std::string_view::npos) break;
-        rest = rest.substr(x + 1);
-    }
-    if (!req.overrides.emplace(name, std::move(dims)).second)
-        p.error(fmt::format("--shape {} is given twice", name));
+/// An integer in [min, max] from all of `text`; a problem ("" when valid) otherwise.
+inline std::string parse_integer(std::string_view text, std::int64_t min, std::int64_t max,
+                                 std::int64_t& out) {
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size())
+        return fmt::format("expects an integer, got '{}'", text);
+    if (ec == std::errc::result_out_of_range || v < min || v > max)
+        return fmt::format("must be in [{}, {}], got {}", min, max, text);
+    out = v;
+    return {};
 }
 
-/// "onednn,cpu" -> {"onednn", "cpu"}; unknown or repeated names are errors.
-inline std::vector<std::string> parse_backends(const ArgParser& p, std::string_view text) {
-    std::vector<std::string> list;
-    while (true) {
-        const auto comma = text.find(',');
-        const std::string b(text.substr(0, comma));
-        if (b != "onednn" && b != "cpu" && b != "reference")
-            p.error(
-                fmt::format("--backends: unknown backend '{}' (known: onednn, cpu, reference)", b));
-        if (std::find(list.begin(), list.end(), b) != list.end())
-            p.error(fmt::format("--backends lists '{}' twice", b));
-        list.push_back(b);
-        if (comma == std::string_view::npos) break;
-        text = text.substr(comma + 1);
-    }
-    return list;
+/// A finite number >= min (> min when `exclusive`) from all of `text`; `what` names the unit
+/// in the problem ("a number of seconds").
+inline std::string parse_number(std::string_view text, double min, bool exclusive,
+                                std::string_view what, double& out) {
+    const std::string s(text);
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < min ||
+        (exclusive && v == min))
+        return fmt::format("expects {} {} {}, got '{}'", what, exclusive ? ">" : ">=", min, text);
+    out = v;
+    return {};
 }
 
 /// The model, inputs, engine settings and output format both tools take.
@@ -185,6 +109,7 @@ struct CommonArgs {
     int threads = 0;                    ///< --threads (0 = the processors available)
     std::vector<std::string> backends;  ///< --backends (empty = the build's default)
     int opt_level = 3;                  ///< --opt-level
+    Usage usage;                        ///< for usage errors found after parsing
 
     EngineOptions engine_options() const {
         EngineOptions o;
@@ -195,49 +120,182 @@ struct CommonArgs {
     }
 };
 
-/// The usage lines of parse_common_flag()'s input and engine flags (--model and --json are in
-/// each tool's own text).
-inline constexpr const char* kEngineFlagsUsage =
-    "  --batch N           first symbolic dim of every input (default 1)\n"
-    "  --seq N             every later symbolic dim (required when the model has one)\n"
-    "  --shape NAME=DxD    the whole shape of input NAME (repeatable; e.g. input_ids=2x128)\n"
-    "  --seed N            seed of the input generator (default 12345, as the ORT harness)\n"
-    "  --threads N         intra-op threads; 0 = the processors available (default 0)\n"
-    "  --backends LIST     comma-separated, in priority order (default: the build's default)\n"
-    "  --opt-level N       graph optimization level 0-3 (default 3)\n";
+/// A CLI11 App whose options convert their values as they are parsed (see the file comment).
+class Cli {
+public:
+    /// Converts one value of an option into its target: a problem, or "" when valid.
+    using Convert = std::function<std::string(const std::string&)>;
 
-/// Consumes the current flag when it is one of CommonArgs'; false otherwise.
-inline bool parse_common_flag(ArgParser& p, CommonArgs& a) {
-    const std::string& f = p.flag();
-    if (f == "--model") {
-        a.model = p.value();
-    } else if (f == "--json") {
-        p.no_value();
-        a.json = true;
-    } else if (f == "--batch") {
-        a.shapes.batch = p.integer(1, 1 << 24);
-    } else if (f == "--seq") {
-        a.shapes.seq = p.integer(1, 1 << 24);
-    } else if (f == "--shape") {
-        parse_shape(p, p.value(), a.shapes);
-    } else if (f == "--seed") {
-        a.shapes.seed = static_cast<std::uint32_t>(p.integer(0, 0xffffffffll));
-    } else if (f == "--threads") {
-        a.threads = static_cast<int>(p.integer(0, 4096));
-    } else if (f == "--backends") {
-        a.backends = parse_backends(p, p.value());
-    } else if (f == "--opt-level") {
-        a.opt_level = static_cast<int>(p.integer(0, 3));
-    } else {
-        return false;
+    Cli(std::string program, std::string synopsis, std::string description, std::string footer = {})
+        : program_(std::move(program)), app_(std::move(description), program_) {
+        app_.formatter(std::make_shared<SynopsisFormatter>(std::move(synopsis)));
+        app_.get_formatter()->column_width(26);
+        app_.footer(std::move(footer));
+        app_.allow_extras();   // reported by parse() as "unknown option", in the tools' words
+        app_.set_help_flag();  // added by parse(), last in the help
     }
-    return true;
-}
 
-/// After parsing: --model must have been given.
-inline void check_common(const ArgParser& p, const CommonArgs& a) {
-    if (a.model.empty()) p.error("--model PATH is required");
-}
+    CLI::App& app() noexcept { return app_; }
+
+    /// `--name VALUE`, handed to `convert` once per occurrence (the last one wins; repeatable
+    /// options collect). CLI11 takes the next argument as the value whatever it looks like, so
+    /// a value that is one of the tool's options (`--model --json`) is refused here.
+    CLI::Option* option(const std::string& name, const std::string& type, const std::string& help,
+                        Convert convert) {
+        names_.insert(name);
+        auto* o = app_.add_option(name, CLI::callback_t{}, help);
+        o->type_name(type)->expected(1)->allow_extra_args(false);
+        o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+        o->check(CLI::Validator(
+            [this, convert = std::move(convert)](std::string& s) {
+                if (names_.count(s)) return "expects a value, got the option '" + s + "'";
+                return convert(s);
+            },
+            ""));
+        return o;
+    }
+    /// `--name VALUE` into a string; `check` (optional) finds a problem with it.
+    CLI::Option* text(const std::string& name, std::string& target, const std::string& type,
+                      const std::string& help, Convert check = nullptr) {
+        return option(name, type, help, [&target, check](const std::string& s) {
+            std::string problem = check ? check(s) : std::string();
+            if (problem.empty()) target = s;
+            return problem;
+        });
+    }
+    /// `--name N`, an integer in [min, max] (T may be a std::optional).
+    template <class T>
+    CLI::Option* integer(const std::string& name, T& target, std::int64_t min, std::int64_t max,
+                         const std::string& help) {
+        return option(name, "N", help, [&target, min, max](const std::string& s) {
+            std::int64_t v = 0;
+            std::string problem = parse_integer(s, min, max, v);
+            if (problem.empty()) target = static_cast<T>(v);
+            return problem;
+        });
+    }
+    /// `--name X`, a finite number >= min (> min when `exclusive`); `what` names the unit (T:
+    /// double or std::optional<double>).
+    template <class T>
+    CLI::Option* number(const std::string& name, T& target, double min, bool exclusive,
+                        std::string_view what, const std::string& type, const std::string& help) {
+        return option(name, type, help, [&target, min, exclusive, what](const std::string& s) {
+            double v = 0;
+            std::string problem = parse_number(s, min, exclusive, what, v);
+            if (problem.empty()) target = v;
+            return problem;
+        });
+    }
+    /// `--name`, a flag without a value (`--name=value` is refused).
+    CLI::Option* flag(const std::string& name, bool& target, const std::string& help) {
+        names_.insert(name);
+        return app_.add_flag(name, target, help)->disable_flag_override();
+    }
+
+    /// The flags of CommonArgs (--model is checked and --json added by parse()).
+    void add_common(CommonArgs& a) {
+        common_ = &a;
+        text("--model", model_, "PATH", "ONNX model (required)")->group("Model and inputs");
+        integer("--batch", a.shapes.batch, 1, 1 << 24,
+                "first symbolic dim of every input (default 1)")
+            ->group("Model and inputs");
+        integer("--seq", a.shapes.seq, 1, 1 << 24,
+                "every later symbolic dim (required when the model\nhas one)")
+            ->group("Model and inputs");
+        option("--shape", "NAME=DxD",
+               "the whole shape of input NAME (repeatable; e.g.\ninput_ids=2x128)",
+               [&a](const std::string& s) { return parse_shape(s, a.shapes); })
+            ->group("Model and inputs");
+        integer("--seed", a.shapes.seed, 0, 0xffffffffll,
+                "seed of the input generator (default 12345, as the\nORT harness)")
+            ->group("Model and inputs");
+        integer("--threads", a.threads, 0, 4096,
+                "intra-op threads; 0 = the processors available\n(default 0)")
+            ->group("Engine");
+        option("--backends", "LIST",
+               "comma-separated, in priority order: onednn, cpu,\nreference (default: the "
+               "build's default)",
+               [&a](const std::string& s) { return parse_backends(s, a.backends); })
+            ->group("Engine");
+        integer("--opt-level", a.opt_level, 0, 3, "graph optimization level 0-3 (default 3)")
+            ->group("Engine");
+    }
+
+    /// Parses argv: -h/--help prints the help and exits 0; a bad command line exits 2. With
+    /// add_common(), --model is required.
+    void parse(int argc, char** argv) {
+        if (common_)
+            flag("--json", common_->json, "print one JSON object on one line")->group("Output");
+        app_.set_help_flag("-h,--help", "print this help and exit")
+            ->group(common_ ? "Output" : "Options");
+        try {
+            app_.parse(argc, argv);
+        } catch (const CLI::CallForHelp&) {
+            std::cout << app_.help();
+            std::exit(0);
+        } catch (const CLI::ParseError& e) {
+            error(cli_problem(e));
+        }
+        if (auto problem = extras_problem(app_); !problem.empty()) error(problem);
+        if (common_) {
+            if (model_.empty()) error("--model PATH is required");
+            common_->model = model_;
+            common_->usage = usage();
+        }
+    }
+
+    /// True when `name` was on the command line.
+    bool given(const std::string& name) const { return app_.count(name) > 0; }
+    [[noreturn]] void error(const std::string& message) const { usage().error(message); }
+    Usage usage() const { return {program_, app_.help()}; }
+
+    /// "input_ids=2x128" -> {"input_ids", {2, 128}} into `req.overrides`.
+    static std::string parse_shape(std::string_view text, ShapeRequest& req) {
+        const auto eq = text.find('=');
+        if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
+            return fmt::format("expects NAME=DxD..., got '{}'", text);
+        const std::string name(text.substr(0, eq));
+        std::vector<std::int64_t> dims;
+        std::string_view rest = text.substr(eq + 1);
+        while (true) {
+            const auto x = rest.find('x');
+            std::int64_t d = 0;
+            if (auto problem = parse_integer(rest.substr(0, x), 0, 1ll << 40, d); !problem.empty())
+                return name + ": " + problem;
+            dims.push_back(d);
+            if (x == std::string_view::npos) break;
+            rest = rest.substr(x + 1);
+        }
+        if (!req.overrides.emplace(name, std::move(dims)).second)
+            return fmt::format("{} is given twice", name);
+        return {};
+    }
+
+    /// "onednn,cpu" -> {"onednn", "cpu"}; unknown or repeated names are problems.
+    static std::string parse_backends(std::string_view text, std::vector<std::string>& out) {
+        std::vector<std::string> list;
+        while (true) {
+            const auto comma = text.find(',');
+            const std::string b(text.substr(0, comma));
+            if (b != "onednn" && b != "cpu" && b != "reference")
+                return fmt::format("unknown backend '{}' (known: onednn, cpu, reference)", b);
+            if (std::find(list.begin(), list.end(), b) != list.end())
+                return fmt::format("lists '{}' twice", b);
+            list.push_back(b);
+            if (comma == std::string_view::npos) break;
+            text = text.substr(comma + 1);
+        }
+        out = std::move(list);
+        return {};
+    }
+
+private:
+    std::string program_;
+    CLI::App app_;
+    std::set<std::string> names_ = {"-h", "--help"};
+    CommonArgs* common_ = nullptr;
+    std::string model_;
+};
 
 /// The generated inputs of `req`; an invalid_argument (a --shape or --seq problem) is a usage
 /// error, anything else is thrown.
@@ -252,7 +310,7 @@ inline GeneratedInputs make_inputs_or_exit(const Usage& usage, const InferenceEn
     return std::move(*generated);
 }
 
-// ---- output ----
+// ---- statistics and the machine ----
 
 /// Linear interpolation between order statistics of sorted, non-empty samples (as
 /// ort_bench.mjs).
@@ -262,36 +320,6 @@ inline double quantile(const std::vector<double>& sorted, double q) {
     const auto hi = static_cast<std::size_t>(std::ceil(pos));
     return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
-
-inline std::string json_string(std::string_view s) {
-    std::string out = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\')
-            out += '\\', out += c;
-        else if (static_cast<unsigned char>(c) < 0x20)
-            out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else
-            out += c;
-    }
-    return out + "\"";
-}
-
-/// Six significant digits; NaN and infinities as null.
-inline std::string json_number(double v) {
-    return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null";
-}
-
-template <class Range, class F>
-std::string json_array(const Range& r, F element) {
-    std::string out = "[";
-    for (const auto& x : r) {
-        if (out.size() > 1) out += ',';
-        out += element(x);
-    }
-    return out + "]";
-}
-
-// ---- the machine ----
 
 inline int available_processors() {
     cpu_set_t set;

@@ -3,7 +3,7 @@
 //   ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]
 //                [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N] [--warmup N]
 //                [--iterations N] [--backends onednn,cpu|cpu|reference] [--seed N]
-//                [--min-time SECONDS] [--json]
+//                [--min-time SECONDS] [--opt-level 0-3] [--profile] [--profile-nodes N] [--json]
 //
 // Inputs are random and valid (tools/bench_inputs.hpp: the same shapes and values as the ONNX
 // Runtime peer harness, ../shared/peers/common.mjs). Timing: the load, the first run alone,
@@ -13,14 +13,14 @@
 // the first run, and the peak over the later runs alone: VmHWM restarted through
 // /proc/self/clear_refs), and GFLOP/s when a models.json beside the model (written by
 // tools/make_models.py or the peers' make_models.py) gives the FLOPs per sample.
-// --json prints one JSON object on one line. Exit status: 0 ok, 1 engine error (no GPU for
-// --device cuda, a precision other than fp32 on the CPU, int8 (not available yet)), 2 bad
-// command line.
+// --json prints one JSON object on one line (nlohmann::json). The command line is parsed with
+// CLI11 (tools/bench_cli.hpp), every value checked before any work. Exit status: 0 ok, 1 engine
+// error (no GPU for --device cuda, a precision other than fp32 on the CPU, int8 (not available
+// yet)), 2 bad command line.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -43,36 +43,25 @@ using namespace dsinfer;
 namespace {
 
 using bench::available_processors;
-using bench::json_array;
-using bench::json_number;
-using bench::json_string;
+using bench::Json;
 using bench::kExitError;
 using bench::load_average;
 using bench::quantile;
 
-// The usage printed by -h and after every command-line error.
-const std::string kUsage = std::string(
+const char* const kSynopsis =
     "usage: ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
     "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3] [--profile]\n"
-    "                    [--profile-nodes N]\n"
-    "                    [--json]\n"
-    "\n"
-    "  --model PATH        ONNX model to time (required)\n"
-    "  --device D          cpu (default), cuda or cuda:N (unsupported nodes fall back to the CPU)\n"
-    "  --precision P       fp32 (default); tf32, fp16, bf16 on a CUDA device\n") +
-    bench::kEngineFlagsUsage +
-    "  --warmup N          untimed runs after the first run (default 3)\n"
-    "  --iterations N      at least N timed runs (default 10)\n"
-    "  --min-time S        and at least S seconds of timed runs (default 3)\n"
-    "  --profile           after timing, print time per op type and kernel provider, and\n"
-    "                      the 15 slowest nodes with their shapes\n"
-    "                      (to stderr with --json)\n"
-    "  --profile-nodes N   --profile, listing the N slowest op types and nodes\n"
-    "  --json              print one JSON object on one line\n";
+    "                    [--profile-nodes N] [--json]\n"
+    "       ds-benchmark --help\n";
 
-const bench::Usage kCli{"ds-benchmark", kUsage};
+const char* const kFooter =
+    "Runs: the load, the first run alone, --warmup runs, then timed runs until both\n"
+    "--iterations runs and --min-time seconds are reached. Inputs are random and valid (the\n"
+    "shapes and values of the ONNX Runtime peer harness). Exit status: 0 ok; 1 engine error\n"
+    "(no GPU for --device cuda, a precision other than fp32 on the CPU, int8); 2 bad command\n"
+    "line (nothing runs).\n";
 
 struct Args : bench::CommonArgs {
     std::string device = "cpu";
@@ -85,189 +74,48 @@ struct Args : bench::CommonArgs {
 
 Args parse_args(int argc, char** argv) {
     Args a;
-    bench::ArgParser p(kCli, argc, argv);
-    while (p.next()) {
-        const std::string& flag = p.flag();
-        if (bench::parse_common_flag(p, a)) continue;
-        if (flag == "--device") {
-            a.device = p.value();
-            if (a.device != "cpu" && a.device != "cuda" &&
-                !(a.device.rfind("cuda:", 0) == 0 && a.device.size() > 5 &&
-                  a.device.find_first_not_of("0123456789", 5) == std::string::npos))
-                p.error("--device must be cpu, cuda or cuda:N, got '" + a.device + "'");
-        } else if (flag == "--precision") {
-            a.precision = p.value();
-            if (a.precision != "fp32" && a.precision != "tf32" && a.precision != "bf16" &&
-                a.precision != "fp16" && a.precision != "int8")
-                p.error("--precision must be fp32, tf32, fp16, bf16 or int8, got '" + a.precision + "'");
-        } else if (flag == "--warmup") {
-            a.warmup = static_cast<int>(p.integer(0, 1 << 20));
-        } else if (flag == "--iterations") {
-            a.iterations = p.integer(1, 1 << 30);
-        } else if (flag == "--min-time") {
-            a.min_time_s = p.number(0.0, false, "a number of seconds");
-        } else if (flag == "--profile") {
-            p.no_value();
-            a.profile = std::max(a.profile, 15);
-        } else if (flag == "--profile-nodes") {
-            a.profile = static_cast<int>(p.integer(1, 1 << 20));
-        } else {
-            p.unknown();
-        }
-    }
-    bench::check_common(p, a);
+    bench::Cli cli("ds-benchmark", kSynopsis,
+                   "Times one model at one shape with InferenceEngine: latency percentiles,\n"
+                   "throughput, memory by phase, kernel providers and the memory plan.",
+                   kFooter);
+    cli.add_common(a);
+    cli.text("--device", a.device, "D",
+             "cpu (default), cuda or cuda:N (unsupported nodes fall\nback to the CPU)",
+             [](const std::string& d) {
+                 const bool cuda_n = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+                                     d.find_first_not_of("0123456789", 5) == std::string::npos;
+                 return d == "cpu" || d == "cuda" || cuda_n
+                            ? std::string()
+                            : "must be cpu, cuda or cuda:N, got '" + d + "'";
+             })
+        ->group("Engine");
+    cli.text("--precision", a.precision, "P", "fp32 (default); tf32, fp16, bf16 on a CUDA device",
+             [](const std::string& p) {
+                 return p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16" || p == "int8"
+                            ? std::string()
+                            : "must be fp32, tf32, fp16, bf16 or int8, got '" + p + "'";
+             })
+        ->group("Engine");
+    cli.integer("--warmup", a.warmup, 0, 1 << 20, "untimed runs after the first run (default 3)")
+        ->group("Timing");
+    cli.integer("--iterations", a.iterations, 1, 1 << 30, "at least N timed runs (default 10)")
+        ->group("Timing");
+    cli.number("--min-time", a.min_time_s, 0.0, false, "a number of seconds", "S",
+               "and at least S seconds of timed runs (default 3)")
+        ->group("Timing");
+    bool profile = false;
+    std::optional<int> profile_nodes;
+    cli.flag("--profile", profile,
+             "after timing, print time per op type and kernel\nprovider, and the 15 slowest "
+             "nodes with their shapes\n(to stderr with --json)")
+        ->group("Output");
+    cli.integer("--profile-nodes", profile_nodes, 1, 1 << 20,
+                "--profile, listing the N slowest op types and nodes")
+        ->group("Output");
+    cli.parse(argc, argv);
+    a.profile = profile_nodes ? *profile_nodes : profile ? 15 : 0;
     return a;
 }
-
-// ---- a small JSON reader, for models.json ----
-
-struct Json {
-    enum class Kind { null, boolean, number, string, array, object };
-    Kind kind = Kind::null;
-    double number = 0;
-    std::string string;
-    std::vector<Json> items;
-    std::vector<std::pair<std::string, Json>> members;
-
-    const Json* get(std::string_view key) const {
-        if (kind != Kind::object) return nullptr;
-        for (const auto& [k, v] : members)
-            if (k == key) return &v;
-        return nullptr;
-    }
-    std::optional<double> as_number() const {
-        if (kind == Kind::number) return number;
-        return std::nullopt;
-    }
-};
-
-class JsonReader {
-public:
-    explicit JsonReader(std::string_view text) : s_(text) {}
-    std::optional<Json> document() {
-        Json v;
-        if (!value(v, 0)) return std::nullopt;
-        skip_space();
-        if (pos_ != s_.size()) return std::nullopt;
-        return v;
-    }
-
-private:
-    static constexpr int kMaxDepth = 64;
-
-    void skip_space() {
-        while (pos_ < s_.size() &&
-               (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t'))
-            ++pos_;
-    }
-    bool literal(std::string_view word) {
-        if (s_.substr(pos_, word.size()) != word) return false;
-        pos_ += word.size();
-        return true;
-    }
-    bool string(std::string& out) {
-        if (pos_ >= s_.size() || s_[pos_] != '"') return false;
-        ++pos_;
-        while (pos_ < s_.size()) {
-            const char c = s_[pos_++];
-            if (c == '"') return true;
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (pos_ >= s_.size()) return false;
-            const char e = s_[pos_++];
-            switch (e) {
-                case '"':
-                case '\\':
-                case '/': out += e; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': {
-                    unsigned code = 0;
-                    if (pos_ + 4 > s_.size()) return false;
-                    const auto [end, ec] =
-                        std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, code, 16);
-                    if (ec != std::errc() || end != s_.data() + pos_ + 4) return false;
-                    pos_ += 4;
-                    // Names in models.json are ASCII; other code points are kept as '?'.
-                    out += code < 0x80 ? static_cast<char>(code) : '?';
-                    break;
-                }
-                default: return false;
-            }
-        }
-        return false;
-    }
-    /// The comma-separated elements of an object or array, from its opening bracket at pos_
-    /// to `close`; `element` parses one.
-    template <class F>
-    bool elements(char close, F element) {
-        ++pos_;
-        skip_space();
-        if (pos_ < s_.size() && s_[pos_] == close) return ++pos_, true;
-        while (true) {
-            if (!element()) return false;
-            skip_space();
-            if (pos_ >= s_.size()) return false;
-            if (s_[pos_] == close) return ++pos_, true;
-            if (s_[pos_++] != ',') return false;
-        }
-    }
-    bool value(Json& v, int depth) {
-        if (depth > kMaxDepth) return false;
-        skip_space();
-        if (pos_ >= s_.size()) return false;
-        const char c = s_[pos_];
-        if (c == '{') {
-            v.kind = Json::Kind::object;
-            return elements('}', [&] {
-                skip_space();
-                std::string key;
-                if (!string(key)) return false;
-                skip_space();
-                if (pos_ >= s_.size() || s_[pos_++] != ':') return false;
-                Json member;
-                if (!value(member, depth + 1)) return false;
-                v.members.emplace_back(std::move(key), std::move(member));
-                return true;
-            });
-        }
-        if (c == '[') {
-            v.kind = Json::Kind::array;
-            return elements(']', [&] {
-                Json item;
-                if (!value(item, depth + 1)) return false;
-                v.items.push_back(std::move(item));
-                return true;
-            });
-        }
-        if (c == '"') {
-            v.kind = Json::Kind::string;
-            return string(v.string);
-        }
-        if (literal("true") || literal("false")) {
-            v.kind = Json::Kind::boolean;
-            return true;
-        }
-        if (literal("null")) return true;
-        const std::size_t start = pos_;
-        while (pos_ < s_.size() &&
-               std::string_view("+-0123456789.eE").find(s_[pos_]) != std::string_view::npos)
-            ++pos_;
-        const std::string num(s_.substr(start, pos_ - start));
-        char* end = nullptr;
-        v.kind = Json::Kind::number;
-        v.number = std::strtod(num.c_str(), &end);
-        return !num.empty() && end == num.c_str() + num.size();
-    }
-
-    std::string_view s_;
-    std::size_t pos_ = 0;
-};
 
 /// FLOPs per sample of `model` from models.json beside it, in either layout:
 ///   tools/make_models.py: {"models": {NAME: {"file": "x.onnx", "flops_per_sample": F,
@@ -277,31 +125,35 @@ private:
 std::optional<double> flops_per_sample(const fs::path& model, std::optional<std::int64_t> seq) {
     std::ifstream in(model.parent_path() / "models.json", std::ios::binary);
     if (!in) return std::nullopt;
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto doc = JsonReader(text).document();
-    if (!doc) return std::nullopt;
+    const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object()) return std::nullopt;
+    // The number at `key` of the object `j`; nullopt when there is none.
+    auto number_at = [](const nlohmann::json& j, const std::string& key) -> std::optional<double> {
+        const auto it = j.is_object() ? j.find(key) : j.end();
+        if (it == j.end() || !it->is_number()) return std::nullopt;
+        return it->get<double>();
+    };
     const std::string file = model.filename().string();
     const std::string seq_key = seq ? std::to_string(*seq) : std::string();
-    if (const Json* models = doc->get("models")) {
-        for (const auto& [name, info] : models->members) {
-            const Json* f = info.get("file");
-            if (!(f ? f->string == file : name + ".onnx" == file)) continue;
-            if (const Json* by_seq = info.get("flops_per_sample_by_sequence"); by_seq && seq) {
-                const Json* at = by_seq->get(seq_key);
-                return at ? at->as_number() : std::nullopt;
-            }
-            const Json* total = info.get("flops_per_sample");
-            return total ? total->as_number() : std::nullopt;
+    if (const auto models = doc.find("models"); models != doc.end() && models->is_object()) {
+        for (const auto& [name, info] : models->items()) {
+            if (!info.is_object()) continue;
+            const auto f = info.find("file");
+            if (!(f != info.end() ? *f == file : name + ".onnx" == file)) continue;
+            if (const auto by_seq = info.find("flops_per_sample_by_sequence");
+                by_seq != info.end() && seq)
+                return number_at(*by_seq, seq_key);
+            return number_at(info, "flops_per_sample");
         }
         return std::nullopt;
     }
-    const Json* info = doc->get(file);
-    const Json* f = info ? info->get("flops_per_sample") : nullptr;
-    if (f == nullptr) return std::nullopt;
-    if (f->kind == Json::Kind::number) return f->number;
-    const Json* at = seq ? f->get(seq_key) : nullptr;
-    const Json* total = at ? at->get("total") : nullptr;
-    return total ? total->as_number() : std::nullopt;
+    const auto info = doc.find(file);
+    if (info == doc.end() || !info->is_object()) return std::nullopt;
+    const auto f = info->find("flops_per_sample");
+    if (f == info->end()) return std::nullopt;
+    if (f->is_number()) return f->get<double>();
+    if (!seq || !f->is_object() || !f->contains(seq_key)) return std::nullopt;
+    return number_at((*f)[seq_key], "total");
 }
 
 // ---- the machine ----
@@ -414,79 +266,90 @@ struct Result {
     }
 };
 
-std::string dims_json(const Shape& s) {
-    return json_array(s.dims(), [](std::int64_t d) { return std::to_string(d); });
-}
-
-std::string providers_json(const std::map<std::string, int>& p) {
-    std::string s = "{";
-    for (const auto& [name, count] : p) {
-        if (s.size() > 1) s += ',';
-        s += json_string(name);
-        s += ':';
-        s += std::to_string(count);
-    }
-    return s + "}";
-}
-
-std::string optimization_json(const Args& a, const OptimizeReport& o) {
-    std::map<std::string, int> fired(o.fired.begin(), o.fired.end());
-    return fmt::format("{{\"level\":{},\"nodes_before\":{},\"nodes_after\":{},\"ms\":{},"
-                       "\"fired\":{}}}",
-                       a.opt_level, o.nodes_before, o.nodes_after, json_number(o.ms),
-                       providers_json(fired));
-}
-
 void print_json(const Args& a, const std::vector<std::string>& backends,
                 const bench::GeneratedInputs& in, int threads, const Result& r) {
     const auto& lat = r.latencies_ms;
     double sum = 0;
     for (double v : lat) sum += v;
     const double gflops_sample = r.flops ? *r.flops / 1e9 : NAN;
-    std::string inputs = json_array(in.inputs, [](const bench::GeneratedInput& g) {
-        std::string s =
-            fmt::format("{{\"name\":{},\"dtype\":{},\"shape\":{},\"fill\":{}",
-                        json_string(g.input.name), json_string(dtype_name(g.input.tensor.dtype())),
-                        dims_json(g.input.tensor.shape()), json_string(g.fill));
-        if (g.fill == "token ids") s += fmt::format(",\"range\":[{},{}]", g.low, g.high);
-        return s + "}";
-    });
-    fmt::print(
-        "{{\"model\":{},\"device\":{},\"precision\":{},\"batch\":{},\"seq\":{},\"threads\":{},"
-        "\"backends\":{},\"seed\":{},\"inputs\":{},\"load_ms\":{},\"engine_load_ms\":{},"
-        "\"first_run_ms\":{},\"warmup\":{},\"iterations\":{},\"timed_s\":{},"
-        "\"latency_ms\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"mean\":{},\"min\":{},\"max\":{}}},"
-        "\"throughput\":{},\"gflops_per_sample\":{},\"gflops_per_s\":{},\"peak_rss_bytes\":{},"
-        "\"rss_bytes\":{{\"before_load\":{},\"after_load\":{},\"peak_load\":{},"
-        "\"after_first_run\":{},\"peak_runs\":{}}},"
-        "\"outputs_finite\":{},\"cpu\":{},\"isa\":{},\"kernel_isa\":{},\"isa_extensions\":{},\"loadavg\":{},"
-        "\"nodes_by_provider\":{},\"blocked_layout_nodes\":{},\"optimization\":{},"
-        "\"memory_plan\":{{\"planned_peak_bytes\":{},\"lower_bound_bytes\":{},\"ratio\":{},"
-        "\"planned_values\":{},\"shape_classes\":{},\"pool_peak_reserved_bytes\":{}}},"
-        "\"weights\":{{\"graph_bytes\":{},\"released_bytes\":{},\"packed_bytes\":{},"
-        "\"derived_bytes\":{},\"held_twice\":{}}},"
-        "\"placement\":{{\"device\":{},\"device_nodes\":{},\"fallback_nodes\":{},"
-        "\"host_to_device_bytes_per_run\":{},\"device_to_host_bytes_per_run\":{},"
-        "\"transfers_per_run\":{}}}}}\n",
-        json_string(a.model.string()), json_string(a.device), json_string(a.precision),
-        in.batch.value_or(a.shapes.batch), in.seq ? std::to_string(*in.seq) : "null", threads,
-        json_array(backends, json_string), a.shapes.seed, inputs, json_number(r.load_ms),
-        json_number(r.engine_load_ms), json_number(r.first_run_ms), a.warmup, lat.size(),
-        json_number(r.timed_s), json_number(quantile(lat, 0.5)), json_number(quantile(lat, 0.9)),
-        json_number(quantile(lat, 0.99)), json_number(sum / static_cast<double>(lat.size())),
-        json_number(lat.front()), json_number(lat.back()), json_number(r.throughput),
-        json_number(gflops_sample), json_number(gflops_sample * r.throughput), r.peak_rss,
-        r.rss.before_load, r.rss.after_load, r.rss.peak_load, r.rss.after_first_run, r.rss.peak_runs,
-        r.finite ? "true" : "false", json_string(cpu_model_name()), json_string(cpu_isa()), json_string(cpu_kernel_isa()),
-        json_array(cpu_isa_extensions(), json_string), json_array(r.loadavg, json_number),
-        providers_json(r.providers), r.blocked_nodes, optimization_json(a, r.optimization),
-        r.plan.planned_peak_bytes, r.plan.lower_bound_bytes, json_number(r.plan.ratio()),
-        r.plan.planned_values, r.plan.shape_classes, r.pool_peak_reserved, r.weights.graph_bytes,
-        r.weights.released_bytes, r.weights.packed_bytes, r.weights.derived_bytes,
-        json_array(r.weights.held_twice, json_string), json_string(r.placement.device), r.placement.device_nodes, r.placement.fallback_nodes,
-        json_number(r.per_run(r.placement.host_to_device_bytes)),
-        json_number(r.per_run(r.placement.device_to_host_bytes)),
-        json_number(r.per_run(r.placement.transfers)));
+    Json inputs = Json::array();
+    for (const bench::GeneratedInput& g : in.inputs) {
+        Json i = {{"name", g.input.name},
+                  {"dtype", dtype_name(g.input.tensor.dtype())},
+                  {"shape", g.input.tensor.shape().dims()},
+                  {"fill", g.fill}};
+        if (g.fill == "token ids") i["range"] = {g.low, g.high};
+        inputs.push_back(std::move(i));
+    }
+    const OptimizeReport& o = r.optimization;
+    const Json doc = {
+        {"model", a.model.string()},
+        {"device", a.device},
+        {"precision", a.precision},
+        {"batch", in.batch.value_or(a.shapes.batch)},
+        {"seq", bench::json_or_null(in.seq)},
+        {"threads", threads},
+        {"backends", backends},
+        {"seed", a.shapes.seed},
+        {"inputs", std::move(inputs)},
+        {"load_ms", r.load_ms},
+        {"engine_load_ms", r.engine_load_ms},
+        {"first_run_ms", r.first_run_ms},
+        {"warmup", a.warmup},
+        {"iterations", lat.size()},
+        {"timed_s", r.timed_s},
+        {"latency_ms",
+         {{"p50", quantile(lat, 0.5)},
+          {"p90", quantile(lat, 0.9)},
+          {"p99", quantile(lat, 0.99)},
+          {"mean", sum / static_cast<double>(lat.size())},
+          {"min", lat.front()},
+          {"max", lat.back()}}},
+        {"throughput", r.throughput},
+        {"gflops_per_sample", gflops_sample},
+        {"gflops_per_s", gflops_sample * r.throughput},
+        {"peak_rss_bytes", r.peak_rss},
+        {"rss_bytes",
+         {{"before_load", r.rss.before_load},
+          {"after_load", r.rss.after_load},
+          {"peak_load", r.rss.peak_load},
+          {"after_first_run", r.rss.after_first_run},
+          {"peak_runs", r.rss.peak_runs}}},
+        {"outputs_finite", r.finite},
+        {"cpu", cpu_model_name()},
+        {"isa", cpu_isa()},
+        {"kernel_isa", cpu_kernel_isa()},
+        {"isa_extensions", cpu_isa_extensions()},
+        {"loadavg", r.loadavg},
+        {"nodes_by_provider", r.providers},
+        {"blocked_layout_nodes", r.blocked_nodes},
+        {"optimization",
+         {{"level", a.opt_level},
+          {"nodes_before", o.nodes_before},
+          {"nodes_after", o.nodes_after},
+          {"ms", o.ms},
+          {"fired", std::map<std::string, int>(o.fired.begin(), o.fired.end())}}},
+        {"memory_plan",
+         {{"planned_peak_bytes", r.plan.planned_peak_bytes},
+          {"lower_bound_bytes", r.plan.lower_bound_bytes},
+          {"ratio", r.plan.ratio()},
+          {"planned_values", r.plan.planned_values},
+          {"shape_classes", r.plan.shape_classes},
+          {"pool_peak_reserved_bytes", r.pool_peak_reserved}}},
+        {"weights",
+         {{"graph_bytes", r.weights.graph_bytes},
+          {"released_bytes", r.weights.released_bytes},
+          {"packed_bytes", r.weights.packed_bytes},
+          {"derived_bytes", r.weights.derived_bytes},
+          {"held_twice", r.weights.held_twice}}},
+        {"placement",
+         {{"device", r.placement.device},
+          {"device_nodes", r.placement.device_nodes},
+          {"fallback_nodes", r.placement.fallback_nodes},
+          {"host_to_device_bytes_per_run", r.per_run(r.placement.host_to_device_bytes)},
+          {"device_to_host_bytes_per_run", r.per_run(r.placement.device_to_host_bytes)},
+          {"transfers_per_run", r.per_run(r.placement.transfers)}}}};
+    fmt::print("{}\n", bench::json_text(doc));
 }
 
 void print_table(const Args& a, const std::vector<std::string>& backends,
@@ -622,7 +485,7 @@ int run(const Args& a) {
     r.optimization = engine.optimization_report();
 
     const bench::GeneratedInputs generated =
-        bench::make_inputs_or_exit(kCli, engine, a.shapes);
+        bench::make_inputs_or_exit(a.usage, engine, a.shapes);
     const std::vector<NamedTensor> inputs = generated.tensors();
 
     t0 = Clock::now();

@@ -31,7 +31,7 @@
 //                dtype this build lacks), or a .pb holds a dtype it lacks
 // The last stdout line sums them up ("P passed, F failed, S skipped (U unsupported, N not run),
 // B broken data"; "not run" counts the tests --filter left out). --json FILE writes the counts
-// and every test's status, time and detail.
+// and every test's status, time and detail (one line, nlohmann::json: tools/tool_json.hpp).
 //
 // Exit status: 0 when no test failed or had broken data and not every selected test was
 // unsupported. With --expect-pass FILE (one test name a line, # comments) instead: every listed
@@ -69,6 +69,8 @@
 #include <vector>
 
 #include "onnx_test_data.hpp"
+#include "tool_cli.hpp"
+#include "tool_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsinfer;
@@ -431,16 +433,6 @@ Result run_isolated(const fs::path& dir, const Options& opt) {
     return r;
 }
 
-std::string json_escape(const std::string& s) {
-    std::string o;
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\', o += c;
-        else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-        else o += c;
-    }
-    return o;
-}
-
 // ---- command line ----------------------------------------------------------------------------
 
 constexpr const char* kProgram = "ds-conformance";
@@ -618,19 +610,9 @@ int parse_command_line(int argc, char** argv, Options& opt) {
         std::cout << app.help();
         return 0;
     } catch (const CLI::ParseError& e) {
-        std::string problem = e.what();
-        // CLI11's "--rtol: 1 required X missing"
-        const auto colon = problem.find(':');
-        if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && colon != std::string::npos &&
-            problem.size() > 8 && problem.compare(problem.size() - 8, 8, " missing") == 0)
-            problem = problem.substr(0, colon) + ": missing value";
-        return bad(problem);
+        return bad(bench::cli_problem(e));  // "--rtol: missing value"
     }
-    if (const auto extras = app.remaining(); !extras.empty()) {
-        const std::string& extra = extras.front();
-        return bad(extra.size() > 1 && extra[0] == '-' ? "unknown option '" + extra + "'"
-                                                       : "unexpected argument '" + extra + "'");
-    }
+    if (auto problem = bench::extras_problem(app); !problem.empty()) return bad(problem);
     opt.fork = !no_fork;
     opt.filter = filter;
     opt.suite = suite;
@@ -683,18 +665,19 @@ std::string tests_count(int n) { return std::to_string(n) + (n == 1 ? " test" : 
 /// Writes the --json document; false (with errno's reason in `why`) when it could not be written.
 bool write_json(const Options& opt, const std::vector<Result>& results, int passed, int failed,
                 int broken, int unsupported, int not_run, int crashed, std::string& why) {
+    bench::Json tests = bench::Json::array();
+    for (const auto& r : results)
+        tests.push_back({{"name", r.name},
+                         {"status", outcome_name(r.outcome)},
+                         {"ms", r.ms},
+                         {"detail", r.detail}});
+    const bench::Json doc = {{"suite", opt.suite.string()}, {"passed", passed},
+                             {"failed", failed},            {"broken", broken},
+                             {"unsupported", unsupported},  {"not_run", not_run},
+                             {"crashed", crashed},          {"tests", std::move(tests)}};
     errno = 0;
     std::ofstream out(opt.json, std::ios::trunc);
-    out << "{\"suite\":\"" << json_escape(opt.suite.string()) << "\",\"passed\":" << passed
-        << ",\"failed\":" << failed << ",\"broken\":" << broken << ",\"unsupported\":" << unsupported
-        << ",\"not_run\":" << not_run << ",\"crashed\":" << crashed << ",\"tests\":[";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-        const auto& r = results[i];
-        out << (i ? "," : "") << "{\"name\":\"" << json_escape(r.name) << "\",\"status\":\""
-            << outcome_name(r.outcome) << "\",\"ms\":" << r.ms << ",\"detail\":\""
-            << json_escape(r.detail) << "\"}";
-    }
-    out << "]}\n";
+    out << bench::json_text(doc) << "\n";
     out.close();
     if (!out) why = errno ? std::strerror(errno) : "write failed";
     return static_cast<bool>(out);

@@ -18,7 +18,8 @@
 // of --warmup requests through the batcher. After it: the queued requests are drained for up
 // to --drain-s seconds, then cancelled. Inputs: tools/bench_inputs.hpp, as ds-benchmark.
 // Exit status: 0 ok (whatever the requests' outcomes), 1 engine error (load, first run,
-// warm-up), 2 bad command line.
+// warm-up), 2 bad command line. The command line is parsed with CLI11 (tools/bench_cli.hpp),
+// every value checked before any work; --json prints one nlohmann::json object on one line.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,47 +45,26 @@ using namespace dsinfer;
 
 namespace {
 
-using bench::json_number;
-using bench::json_string;
+using bench::Json;
 using bench::quantile;
 using Clock = std::chrono::steady_clock;
 
-const std::string kUsage =
-    std::string(
-        "usage: ds-loadgen --model PATH (--rate QPS | --concurrency N) --duration SECONDS\n"
-        "                  [--rate-steps QPS:SECONDS,...] [--batching on|off]\n"
-        "                  [--max-batch N] [--max-queue-delay-us N]\n"
-        "                  [--adaptive --p99-target-ms X] [--workers N] [--queue N]\n"
-        "                  [--threads N] [--batch N] [--seq N] [--shape NAME=DxD]... [--seed N]\n"
-        "                  [--backends LIST] [--opt-level N] [--deadline-ms X] [--warmup N]\n"
-        "                  [--drain-s S] [--timeline] [--json]\n"
-        "\n"
-        "  --model PATH        ONNX model (required)\n"
-        "  --rate QPS          open loop: Poisson arrivals at QPS requests/s; latency is measured\n"
-        "                      from each request's scheduled arrival (no coordinated omission)\n"
-        "  --rate-steps LIST   open loop with a rate that changes: QPS:SECONDS,QPS:SECONDS,...\n"
-        "                      (instead of --rate and --duration; QPS may be 0)\n"
-        "  --concurrency N     closed loop: N clients, each submits and waits, back to back;\n"
-        "                      latency from the submit\n"
-        "  --duration S        seconds of measured load (required with --rate/--concurrency)\n"
-        "  --batching on|off   off: BatchingOptions::max_batch_size = 1, each request runs alone\n"
-        "                      (still queued); on (default): the settings below\n"
-        "  --max-batch N       BatchingOptions::max_batch_size, rows (default: the engine's, 8)\n"
-        "  --max-queue-delay-us N  BatchingOptions::max_queue_delay (default: the engine's, 2000)\n"
-        "  --adaptive          BatchingOptions::adaptive (needs --p99-target-ms)\n"
-        "  --p99-target-ms X   BatchingOptions::p99_target_ms\n"
-        "  --workers N         BatchingOptions::num_workers (default 1)\n"
-        "  --queue N           BatchingOptions::max_queue_size (default 1024)\n") +
-    bench::kEngineFlagsUsage +
-    "  --deadline-ms X     each request's deadline, X ms after its arrival (default none)\n"
-    "  --warmup N          requests submitted at once before the clock starts (default: 2 x\n"
-    "                      the max batch, at most the queue size)\n"
-    "  --drain-s S         after the window, wait up to S s for queued requests, then cancel\n"
-    "                      them (default 10)\n"
-    "  --timeline          print the per-second timeline (always in --json)\n"
-    "  --json              print one JSON object on one line\n";
+const char* const kSynopsis =
+    "usage: ds-loadgen --model PATH (--rate QPS | --concurrency N) --duration SECONDS\n"
+    "                  [--rate-steps QPS:SECONDS,...] [--batching on|off]\n"
+    "                  [--max-batch N] [--max-queue-delay-us N]\n"
+    "                  [--adaptive --p99-target-ms X] [--workers N] [--queue N]\n"
+    "                  [--threads N] [--batch N] [--seq N] [--shape NAME=DxD]... [--seed N]\n"
+    "                  [--backends LIST] [--opt-level N] [--deadline-ms X] [--warmup N]\n"
+    "                  [--drain-s S] [--timeline] [--json]\n"
+    "       ds-loadgen --help\n";
 
-const bench::Usage kCli{"ds-loadgen", kUsage};
+const char* const kFooter =
+    "Open loop (--rate, --rate-steps): Poisson arrivals on an absolute schedule; latency from\n"
+    "each request's scheduled arrival (no coordinated omission). Closed loop (--concurrency):\n"
+    "clients submit and wait, back to back; latency from the submit. Exit status: 0 ok\n"
+    "(whatever the requests' outcomes); 1 engine error (load, first run, warm-up); 2 bad\n"
+    "command line (nothing runs).\n";
 
 /// One piece of an open-loop schedule: Poisson arrivals at `qps` for `seconds`.
 struct RateStep {
@@ -118,90 +98,114 @@ struct Args : bench::CommonArgs {
     }
 };
 
-std::vector<RateStep> parse_rate_steps(const bench::ArgParser& p, std::string_view text) {
+/// "QPS:SECONDS,..." into `out`; a problem ("" when valid) otherwise.
+std::string parse_rate_steps(std::string_view text, std::vector<RateStep>& out) {
     std::vector<RateStep> steps;
     while (true) {
         const auto comma = text.find(',');
         const std::string_view item = text.substr(0, comma);
         const auto colon = item.find(':');
         if (colon == std::string_view::npos)
-            p.error(fmt::format("--rate-steps expects QPS:SECONDS,..., got '{}'", item));
+            return fmt::format("expects QPS:SECONDS,..., got '{}'", item);
         RateStep s;
-        s.qps = p.parse_number("--rate-steps (QPS)", item.substr(0, colon), 0.0, false, "a rate");
-        s.seconds = p.parse_number("--rate-steps (SECONDS)", item.substr(colon + 1), 0.0, true,
-                                   "a number of seconds");
+        if (auto problem = bench::parse_number(item.substr(0, colon), 0.0, false, "a rate", s.qps);
+            !problem.empty())
+            return "QPS " + problem;
+        if (auto problem = bench::parse_number(item.substr(colon + 1), 0.0, true,
+                                               "a number of seconds", s.seconds);
+            !problem.empty())
+            return "SECONDS " + problem;
         steps.push_back(s);
         if (comma == std::string_view::npos) break;
         text = text.substr(comma + 1);
     }
-    return steps;
+    out = std::move(steps);
+    return {};
 }
 
 Args parse_args(int argc, char** argv) {
     Args a;
     std::optional<double> rate;
-    bool have_duration = false;
-    bench::ArgParser p(kCli, argc, argv);
-    while (p.next()) {
-        const std::string& flag = p.flag();
-        if (bench::parse_common_flag(p, a)) continue;
-        if (flag == "--rate") {
-            rate = p.number(0.0, true, "a rate");
-        } else if (flag == "--rate-steps") {
-            a.steps = parse_rate_steps(p, p.value());
-        } else if (flag == "--concurrency") {
-            a.concurrency = static_cast<int>(p.integer(1, 4096));
-        } else if (flag == "--duration") {
-            a.duration_s = p.number(0.0, true, "a number of seconds");
-            have_duration = true;
-        } else if (flag == "--batching") {
-            const std::string v = p.value();
-            if (v != "on" && v != "off") p.error("--batching must be on or off, got '" + v + "'");
-            a.batching_off = v == "off";
-        } else if (flag == "--max-batch") {
-            a.max_batch = p.integer(1, 1 << 20);
-        } else if (flag == "--max-queue-delay-us") {
-            a.max_queue_delay_us = p.integer(0, 60'000'000);
-        } else if (flag == "--adaptive") {
-            p.no_value();
-            a.adaptive = true;
-        } else if (flag == "--p99-target-ms") {
-            a.p99_target_ms = p.number(0.0, true, "a number of milliseconds");
-        } else if (flag == "--workers") {
-            a.workers = p.integer(1, 256);
-        } else if (flag == "--queue") {
-            a.queue = p.integer(1, 1 << 24);
-        } else if (flag == "--deadline-ms") {
-            a.deadline_ms = p.number(0.0, true, "a number of milliseconds");
-        } else if (flag == "--warmup") {
-            a.warmup = p.integer(0, 1 << 20);
-        } else if (flag == "--drain-s") {
-            a.drain_s = p.number(0.0, false, "a number of seconds");
-        } else if (flag == "--timeline") {
-            p.no_value();
-            a.timeline = true;
-        } else {
-            p.unknown();
-        }
-    }
-    bench::check_common(p, a);
+    bench::Cli cli("ds-loadgen", kSynopsis,
+                   "Drives InferenceEngine::submit() (the dynamic batcher) with an open-loop or a\n"
+                   "closed-loop load and reports throughput, latency, outcomes and batching.",
+                   kFooter);
+    cli.add_common(a);
+    const char* load = "Load";
+    cli.number("--rate", rate, 0.0, true, "a rate", "QPS",
+               "open loop: Poisson arrivals at QPS requests/s;\nlatency is measured from each "
+               "request's scheduled\narrival (no coordinated omission)")
+        ->group(load);
+    cli.option("--rate-steps", "LIST",
+               "open loop with a rate that changes:\nQPS:SECONDS,QPS:SECONDS,... (instead of "
+               "--rate and\n--duration; QPS may be 0)",
+               [&a](const std::string& s) { return parse_rate_steps(s, a.steps); })
+        ->group(load);
+    cli.integer("--concurrency", a.concurrency, 1, 4096,
+                "closed loop: N clients, each submits and waits, back\nto back; latency from "
+                "the submit")
+        ->group(load);
+    cli.number("--duration", a.duration_s, 0.0, true, "a number of seconds", "S",
+               "seconds of measured load (required with\n--rate/--concurrency)")
+        ->group(load);
+    cli.number("--deadline-ms", a.deadline_ms, 0.0, true, "a number of milliseconds", "X",
+               "each request's deadline, X ms after its arrival\n(default none)")
+        ->group(load);
+    cli.integer("--warmup", a.warmup, 0, 1 << 20,
+                "requests submitted at once before the clock starts\n(default: 2 x the max "
+                "batch, at most the queue size)")
+        ->group(load);
+    cli.number("--drain-s", a.drain_s, 0.0, false, "a number of seconds", "S",
+               "after the window, wait up to S s for queued requests,\nthen cancel them "
+               "(default 10)")
+        ->group(load);
+    const char* batching = "Batching";
+    cli.option("--batching", "on|off",
+               "off: BatchingOptions::max_batch_size = 1, each\nrequest runs alone (still "
+               "queued); on (default): the\nsettings below",
+               [&a](const std::string& v) {
+                   if (v != "on" && v != "off") return "must be on or off, got '" + v + "'";
+                   a.batching_off = v == "off";
+                   return std::string();
+               })
+        ->group(batching);
+    cli.integer("--max-batch", a.max_batch, 1, 1 << 20,
+                "BatchingOptions::max_batch_size, rows (default: the\nengine's, 8)")
+        ->group(batching);
+    cli.integer("--max-queue-delay-us", a.max_queue_delay_us, 0, 60'000'000,
+                "BatchingOptions::max_queue_delay (default: the\nengine's, 2000)")
+        ->group(batching);
+    cli.flag("--adaptive", a.adaptive, "BatchingOptions::adaptive (needs --p99-target-ms)")
+        ->group(batching);
+    cli.number("--p99-target-ms", a.p99_target_ms, 0.0, true, "a number of milliseconds", "X",
+               "BatchingOptions::p99_target_ms")
+        ->group(batching);
+    cli.integer("--workers", a.workers, 1, 256, "BatchingOptions::num_workers (default 1)")
+        ->group(batching);
+    cli.integer("--queue", a.queue, 1, 1 << 24, "BatchingOptions::max_queue_size (default 1024)")
+        ->group(batching);
+    cli.flag("--timeline", a.timeline, "print the per-second timeline (always in --json)")
+        ->group("Output");
+    cli.parse(argc, argv);
+
+    const bool have_duration = cli.given("--duration");
     const bool open = rate.has_value() || !a.steps.empty();
-    if (rate && !a.steps.empty()) p.error("give --rate or --rate-steps, not both");
+    if (rate && !a.steps.empty()) cli.error("give --rate or --rate-steps, not both");
     if (open && a.concurrency > 0)
-        p.error("give --rate/--rate-steps (open loop) or --concurrency (closed loop), not both");
+        cli.error("give --rate/--rate-steps (open loop) or --concurrency (closed loop), not both");
     if (!open && a.concurrency == 0)
-        p.error("give --rate QPS or --rate-steps (open loop), or --concurrency N (closed loop)");
+        cli.error("give --rate QPS or --rate-steps (open loop), or --concurrency N (closed loop)");
     if (!a.steps.empty() && have_duration)
-        p.error("--rate-steps gives the durations: drop --duration");
-    if (a.steps.empty() && !have_duration) p.error("--duration SECONDS is required");
+        cli.error("--rate-steps gives the durations: drop --duration");
+    if (a.steps.empty() && !have_duration) cli.error("--duration SECONDS is required");
     if (rate) a.steps.push_back({*rate, a.duration_s});
     if (a.open_loop()) a.duration_s = a.total_s();
     if (a.batching_off && (a.max_batch || a.max_queue_delay_us || a.adaptive))
-        p.error(
+        cli.error(
             "--batching off runs requests alone: drop --max-batch, --max-queue-delay-us "
             "and --adaptive");
-    if (a.adaptive && !a.p99_target_ms) p.error("--adaptive needs --p99-target-ms X");
-    if (!a.adaptive && a.p99_target_ms) p.error("--p99-target-ms needs --adaptive");
+    if (a.adaptive && !a.p99_target_ms) cli.error("--adaptive needs --p99-target-ms X");
+    if (!a.adaptive && a.p99_target_ms) cli.error("--p99-target-ms needs --adaptive");
     return a;
 }
 
@@ -404,101 +408,93 @@ void print_json(const Args& a, const bench::GeneratedInputs& in, const Result& r
     const double d = a.duration_s;
     const std::int64_t rows = in.batch.value_or(a.shapes.batch);
     const double throughput = static_cast<double>(r.completed_in_window) / d;
-    std::string o = "{";
-    auto field = [&](std::string_view key, const std::string& value) {
-        if (o.size() > 1) o += ',';
-        o += json_string(key);
-        o += ':';
-        o += value;
-    };
-    auto num = [](double v) { return json_number(v); };
-    auto uint = [](std::uint64_t v) { return std::to_string(v); };
-    field("tool", json_string("ds-loadgen"));
-    field("model", json_string(a.model.string()));
-    field("mode", json_string(a.open_loop() ? "open" : "closed"));
-    field("arrivals", a.open_loop() ? json_string("poisson") : "null");
-    field("offered_rate", num(a.open_loop() ? a.mean_rate() : static_cast<double>(r.issued) / d));
-    field("rate_steps", bench::json_array(a.steps, [](const RateStep& s) {
-              return fmt::format("{{\"qps\":{},\"seconds\":{}}}", json_number(s.qps),
-                                 json_number(s.seconds));
-          }));
-    field("concurrency", a.concurrency > 0 ? std::to_string(a.concurrency) : "null");
-    field("duration_s", num(d));
-    field("batch", std::to_string(rows));
-    field("seq", in.seq ? std::to_string(*in.seq) : "null");
-    field("threads", std::to_string(a.threads > 0 ? a.threads : bench::available_processors()));
-    field("seed", std::to_string(a.shapes.seed));
     const BatchingOptions& b = r.batching;
-    field(
-        "batching",
-        fmt::format("{{\"enabled\":{},\"max_batch_size\":{},\"max_queue_delay_us\":{},"
-                    "\"max_queue_size\":{},\"num_workers\":{},\"adaptive\":{},"
-                    "\"p99_target_ms\":{},\"info\":{}}}",
-                    a.batching_off ? "false" : "true", b.max_batch_size, b.max_queue_delay.count(),
-                    b.max_queue_size, b.num_workers, b.adaptive ? "true" : "false",
-                    b.adaptive ? json_number(b.p99_target_ms) : "null", json_string(r.info)));
-    field("deadline_ms", a.deadline_ms ? num(*a.deadline_ms) : "null");
-    field("load_ms", num(r.load_ms));
-    field("first_run_ms", num(r.first_run_ms));
-    field("warmup", fmt::format("{{\"requests\":{},\"ms\":{}}}", r.warmup, num(r.warmup_ms)));
-    field("issued", uint(r.issued));
-    field("completed", uint(r.completed));
-    field("completed_in_window", uint(r.completed_in_window));
-    field("failed", uint(r.failed));
-    field("rejected", uint(r.rejected));
-    field("timed_out", uint(r.timed_out));
-    field("cancelled", uint(r.cancelled));
-    field("drained", r.drained ? "true" : "false");
-    field("throughput", num(throughput));
-    field("throughput_rows", num(throughput * static_cast<double>(rows)));
-    field("latency_from", json_string(latency_from(a)));
     const auto& l = r.latency_ms;
-    field("latency_ms",
-          fmt::format("{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{}}}",
-                      num(sorted_quantile(l, 0.5)), num(sorted_quantile(l, 0.9)),
-                      num(sorted_quantile(l, 0.99)), num(sorted_quantile(l, 0.999)),
-                      num(l.empty() ? NAN : l.back()), num(r.latency_mean)));
+    auto mean = [](std::uint64_t sum, std::uint64_t n) {
+        return n == 0 ? NAN : static_cast<double>(sum) / static_cast<double>(n);
+    };
+    Json steps = Json::array();
+    for (const RateStep& s : a.steps) steps.push_back({{"qps", s.qps}, {"seconds", s.seconds}});
+    Json doc = {
+        {"tool", "ds-loadgen"},
+        {"model", a.model.string()},
+        {"mode", a.open_loop() ? "open" : "closed"},
+        {"arrivals", a.open_loop() ? Json("poisson") : Json(nullptr)},
+        {"offered_rate", a.open_loop() ? a.mean_rate() : static_cast<double>(r.issued) / d},
+        {"rate_steps", std::move(steps)},
+        {"concurrency", a.concurrency > 0 ? Json(a.concurrency) : Json(nullptr)},
+        {"duration_s", d},
+        {"batch", rows},
+        {"seq", bench::json_or_null(in.seq)},
+        {"threads", a.threads > 0 ? a.threads : bench::available_processors()},
+        {"seed", a.shapes.seed},
+        {"batching",
+         {{"enabled", !a.batching_off},
+          {"max_batch_size", b.max_batch_size},
+          {"max_queue_delay_us", b.max_queue_delay.count()},
+          {"max_queue_size", b.max_queue_size},
+          {"num_workers", b.num_workers},
+          {"adaptive", b.adaptive},
+          {"p99_target_ms", b.adaptive ? Json(b.p99_target_ms) : Json(nullptr)},
+          {"info", r.info}}},
+        {"deadline_ms", bench::json_or_null(a.deadline_ms)},
+        {"load_ms", r.load_ms},
+        {"first_run_ms", r.first_run_ms},
+        {"warmup", {{"requests", r.warmup}, {"ms", r.warmup_ms}}},
+        {"issued", r.issued},
+        {"completed", r.completed},
+        {"completed_in_window", r.completed_in_window},
+        {"failed", r.failed},
+        {"rejected", r.rejected},
+        {"timed_out", r.timed_out},
+        {"cancelled", r.cancelled},
+        {"drained", r.drained},
+        {"throughput", throughput},
+        {"throughput_rows", throughput * static_cast<double>(rows)},
+        {"latency_from", latency_from(a)},
+        {"latency_ms",
+         {{"p50", sorted_quantile(l, 0.5)},
+          {"p90", sorted_quantile(l, 0.9)},
+          {"p99", sorted_quantile(l, 0.99)},
+          {"p999", sorted_quantile(l, 0.999)},
+          {"max", l.empty() ? NAN : l.back()},
+          {"mean", r.latency_mean}}}};
     for (const auto& [key, h] :
          {std::pair<const char*, const HistogramSnapshot*>{"queue_ms", &r.queue},
           {"compute_ms", &r.compute}})
-        field(key, fmt::format("{{\"p50\":{},\"p99\":{},\"mean\":{}}}", num(ms_quantile(*h, 0.5)),
-                               num(ms_quantile(*h, 0.99)),
-                               num(h->count == 0 ? NAN : h->mean_ns() / 1e6)));
-    field("batches", uint(r.batches));
-    field("mean_batch_size", num(r.batches == 0 ? NAN
-                                                : static_cast<double>(r.batch_requests) /
-                                                      static_cast<double>(r.batches)));
-    field("mean_batch_rows", num(r.batches == 0 ? NAN
-                                                : static_cast<double>(r.batch_items) /
-                                                      static_cast<double>(r.batches)));
-    field("max_batch_size_seen", uint(r.max_batch_requests));
+        doc[key] = {{"p50", ms_quantile(*h, 0.5)},
+                    {"p99", ms_quantile(*h, 0.99)},
+                    {"mean", h->count == 0 ? NAN : h->mean_ns() / 1e6}};
+    doc["batches"] = r.batches;
+    doc["mean_batch_size"] = mean(r.batch_requests, r.batches);
+    doc["mean_batch_rows"] = mean(r.batch_items, r.batches);
+    doc["max_batch_size_seen"] = r.max_batch_requests;
     std::vector<double> lag = r.pacing.lag_ms;
     std::sort(lag.begin(), lag.end());
-    field("generator",
-          a.open_loop()
-              ? fmt::format("{{\"late\":{},\"late_threshold_ms\":{},\"lag_ms_p99\":{},"
-                            "\"lag_ms_max\":{}}}",
-                            r.pacing.late, PacingStats::kLateMs, num(sorted_quantile(lag, 0.99)),
-                            num(lag.empty() ? NAN : lag.back()))
-              : "null");
-    field("loadavg", bench::json_array(r.loadavg, json_number));
-    field("cpus", std::to_string(bench::available_processors()));
-    std::string tl = "[";
+    doc["generator"] = a.open_loop() ? Json{{"late", r.pacing.late},
+                                            {"late_threshold_ms", PacingStats::kLateMs},
+                                            {"lag_ms_p99", sorted_quantile(lag, 0.99)},
+                                            {"lag_ms_max", lag.empty() ? NAN : lag.back()}}
+                                     : Json(nullptr);
+    doc["loadavg"] = r.loadavg;
+    doc["cpus"] = bench::available_processors();
+    Json timeline = Json::array();
     for (std::size_t s = 0; s < r.seconds.size(); ++s) {
         const Second& sec = r.seconds[s];
         std::vector<double> lat = sec.latency_ms;
         std::sort(lat.begin(), lat.end());
-        if (s > 0) tl += ',';
-        tl += fmt::format(
-            "{{\"t\":{},\"offered\":{},\"completed\":{},\"p99_ms\":{},\"max_batch_size\":{},"
-            "\"max_queue_delay_us\":{},\"queued\":{}}}",
-            s, sec.offered, sec.completed, num(sorted_quantile(lat, 0.99)),
-            sec.state ? std::to_string(sec.state->max_batch_size) : "null",
-            sec.state ? std::to_string(sec.state->max_queue_delay.count()) : "null",
-            sec.max_queued);
+        timeline.push_back(
+            {{"t", s},
+             {"offered", sec.offered},
+             {"completed", sec.completed},
+             {"p99_ms", sorted_quantile(lat, 0.99)},
+             {"max_batch_size", sec.state ? Json(sec.state->max_batch_size) : Json(nullptr)},
+             {"max_queue_delay_us",
+              sec.state ? Json(sec.state->max_queue_delay.count()) : Json(nullptr)},
+             {"queued", sec.max_queued}});
     }
-    field("timeline", tl + "]");
-    fmt::print("{}}}\n", o);
+    doc["timeline"] = std::move(timeline);
+    fmt::print("{}\n", bench::json_text(doc));
 }
 
 void print_text(const Args& a, const bench::GeneratedInputs& in, const Result& r) {
@@ -606,7 +602,7 @@ int run(const Args& a) {
     auto t0 = Clock::now();
     const InferenceEngine engine = InferenceEngine::load(a.model, options);
     r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    const bench::GeneratedInputs generated = bench::make_inputs_or_exit(kCli, engine, a.shapes);
+    const bench::GeneratedInputs generated = bench::make_inputs_or_exit(a.usage, engine, a.shapes);
     const std::vector<NamedTensor> inputs = generated.tensors();
     r.info = engine.batching_info();
 

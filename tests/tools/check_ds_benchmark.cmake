@@ -7,26 +7,34 @@
 #       first writes NAME.onnx with tools/make_models.py into WORK and uses it as MODEL.
 #   cmake -DBENCH=<ds-benchmark> -DMODE=bad -DMODEL=<model.onnx> -P check_ds_benchmark.cmake
 #       checks that bad command lines exit 2 with the usage, that a lower precision on the
-#       CPU fails with "needs a CUDA device", and int8 with "not available yet".
+#       CPU fails with "needs a CUDA device", and int8 with "not available yet"; and --help.
 set(TOOL ${BENCH})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_checks.cmake)
 
 if(MODE STREQUAL "bad")
   # exit status | stderr must match | arguments, space-separated (@M@ is the model)
   set(cases
-      "2|unknown argument|--model @M@ --frobnicate"
-      "2|--batch must be in|--model @M@ --batch 0"
-      "2|expects an integer|--model @M@ --iterations ten"
-      "2|--device must be cpu, cuda or cuda:N|--model @M@ --device gpu"
+      "2|unknown option '--frobnicate'|--model @M@ --frobnicate"
+      "2|unexpected argument '.*digits.onnx'|@M@"
+      "2|--batch: must be in|--model @M@ --batch 0"
+      "2|--iterations: expects an integer, got 'ten'|--model @M@ --iterations ten"
+      "2|--device: must be cpu, cuda or cuda:N|--model @M@ --device gpu"
+      "2|--precision: must be fp32, tf32, fp16, bf16 or int8|--model @M@ --precision fp8"
+      "2|--min-time: expects a number of seconds >= 0|--model @M@ --min-time -1"
       "2|--model PATH is required|--batch 2"
-      "2|--model expects a value|--model"
-      "2|unknown backend|--model @M@ --backends onednn,gpu"
-      "2|expects NAME=DxD|--model @M@ --shape pixels"
+      "2|--model: missing value|--model"
+      "2|--model: expects a value, got the option '--json'|--model --json"
+      "2|--json: takes no value|--model @M@ --json=yes"
+      "2|--backends: unknown backend 'gpu'|--model @M@ --backends onednn,gpu"
+      "2|--backends: lists 'cpu' twice|--model @M@ --backends cpu,cpu"
+      "2|--shape: expects NAME=DxD|--model @M@ --shape pixels"
+      "2|--shape: pixels is given twice|--model @M@ --shape pixels=1x64 --shape pixels=2x64"
       "2|not an input of the model|--model @M@ --shape nope=2x64 --min-time 0"
       "1|needs a CUDA device|--model @M@ --precision bf16"
       "1|not available yet|--model @M@ --precision int8"
       "1|io_error|--model @M@.missing")
   check_bad_cases(ds-benchmark ${MODEL} ${cases})
+  check_help(ds-benchmark --model --json --shape --profile-nodes)
   return()
 endif()
 

@@ -6,33 +6,39 @@
 #       one timeline entry per second) and that the mode and batching are those asked for.
 #   cmake -DLOADGEN=<ds-loadgen> -DMODE=bad -DMODEL=<model.onnx> -P check_ds_loadgen.cmake
 #       checks that bad command lines exit 2 with a message and the usage, and that a model
-#       that cannot be loaded exits 1 with the dsinfer error.
+#       that cannot be loaded exits 1 with the dsinfer error; and --help.
 set(TOOL ${LOADGEN})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_checks.cmake)
 
 if(MODE STREQUAL "bad")
   # exit status | stderr must match | arguments, space-separated (@M@ is the model)
   set(cases
-      "2|unknown argument '--frobnicate'|--model @M@ --rate 10 --duration 1 --frobnicate"
+      "2|unknown option '--frobnicate'|--model @M@ --rate 10 --duration 1 --frobnicate"
       "2|--model PATH is required|--rate 10 --duration 1"
-      "2|--model expects a value|--model"
+      "2|--model: missing value|--model"
       "2|not both|--model @M@ --rate 10 --concurrency 2 --duration 1"
       "2|give --rate QPS or --rate-steps|--model @M@ --duration 1"
       "2|--duration SECONDS is required|--model @M@ --concurrency 2"
-      "2|--rate expects a rate > 0, got 'fast'|--model @M@ --rate fast --duration 1"
-      "2|--rate expects a rate > 0, got '-5'|--model @M@ --rate -5 --duration 1"
-      "2|--duration expects a number of seconds > 0|--model @M@ --rate 5 --duration -1"
-      "2|--concurrency must be in|--model @M@ --concurrency -2 --duration 1"
-      "2|--max-queue-delay-us must be in|--model @M@ --rate 5 --duration 1 --max-queue-delay-us -1"
+      "2|--rate: expects a rate > 0, got 'fast'|--model @M@ --rate fast --duration 1"
+      "2|--rate: expects a rate > 0, got '-5'|--model @M@ --rate -5 --duration 1"
+      "2|--duration: expects a number of seconds > 0|--model @M@ --rate 5 --duration -1"
+      "2|--concurrency: must be in|--model @M@ --concurrency -2 --duration 1"
+      "2|--max-queue-delay-us: must be in|--model @M@ --rate 5 --duration 1 --max-queue-delay-us -1"
       "2|--adaptive needs --p99-target-ms|--model @M@ --rate 5 --duration 1 --adaptive"
-      "2|--p99-target-ms expects a number of milliseconds > 0|--model @M@ --rate 5 --duration 1 --adaptive --p99-target-ms 0"
+      "2|--p99-target-ms: expects a number of milliseconds > 0|--model @M@ --rate 5 --duration 1 --adaptive --p99-target-ms 0"
       "2|--batching off runs requests alone|--model @M@ --rate 5 --duration 1 --batching off --max-batch 8"
-      "2|--batching must be on or off|--model @M@ --rate 5 --duration 1 --batching maybe"
-      "2|--rate-steps expects QPS:SECONDS|--model @M@ --rate-steps 10:1,20"
+      "2|--batching: must be on or off|--model @M@ --rate 5 --duration 1 --batching maybe"
+      "2|--rate-steps: expects QPS:SECONDS|--model @M@ --rate-steps 10:1,20"
+      "2|--rate-steps: SECONDS expects a number of seconds > 0, got '0'|--model @M@ --rate-steps 10:0"
+      "2|--rate-steps: QPS expects a rate >= 0, got '-1'|--model @M@ --rate-steps -1:1"
       "2|drop --duration|--model @M@ --rate-steps 10:1 --duration 1"
+      "2|--p99-target-ms needs --adaptive|--model @M@ --rate 5 --duration 1 --p99-target-ms 5"
+      "2|--timeline: takes no value|--model @M@ --rate 5 --duration 1 --timeline=1"
+      "2|--workers: must be in|--model @M@ --rate 5 --duration 1 --workers 0"
       "2|not an input of the model|--model @M@ --rate 5 --duration 1 --shape nope=2x64"
       "1|io_error|--model @M@.missing --rate 5 --duration 1")
   check_bad_cases(ds-loadgen ${MODEL} ${cases})
+  check_help(ds-loadgen --model --json --rate-steps --max-queue-delay-us --timeline)
   return()
 endif()
 
@@ -104,6 +110,7 @@ if(DEFINED EXPECT_BATCHING)
 endif()
 get_field(duration duration_s)
 string(JSON ntl LENGTH "${line}" timeline)
+string(REGEX REPLACE "\\.0*$" "" duration "${duration}")  # 2.0 -> 2
 math(EXPR want_tl "${duration}")  # integer durations in these tests
 if(NOT ntl EQUAL want_tl)
   message(FATAL_ERROR "timeline has ${ntl} entries for ${duration} s")

@@ -5,8 +5,10 @@
 #       each CASE is "exit status|regex|arguments separated by spaces" (@M@ = MODEL): the tool
 #       must exit with that status, print nothing on stdout, and a first stderr line
 #       "PROGRAM: ..." matching the regex; exit status 2 must also print the usage.
-#   run_json(PROGRAM ARG...)   runs TOOL ARG... --json: it must exit 0 and print one line,
-#       which is set as `line` (and echoed)
+#   check_help(PROGRAM OPTION...)   -h and --help exit 0 and print the usage and every OPTION
+#       on stdout, nothing on stderr
+#   run_json(PROGRAM ARG...)   runs TOOL ARG... --json: it must exit 0 and print one line
+#       holding a JSON object, which is set as `line` (and echoed)
 #   get_field(VAR KEY...) / expect_positive(KEY...)   read the JSON document in `line`
 function(run_tool out_rc out_stdout out_stderr)
   execute_process(COMMAND ${TOOL} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE so
@@ -39,6 +41,21 @@ function(check_bad_cases program model)
   endforeach()
 endfunction()
 
+function(check_help program)
+  foreach(h -h --help)
+    run_tool(rc so se ${h})
+    if(NOT rc EQUAL 0 OR NOT se STREQUAL "" OR NOT so MATCHES "^usage: ${program} ")
+      message(FATAL_ERROR "${program} ${h}: exit ${rc}, stdout:\n${so}\nstderr:\n${se}")
+    endif()
+    foreach(option IN LISTS ARGN)
+      string(FIND "${so}" "  ${option} " at)
+      if(at LESS 0)
+        message(FATAL_ERROR "${program} ${h}: ${option} is not in the help:\n${so}")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
 function(run_json program)
   run_tool(rc so se ${ARGN} --json)
   if(NOT rc EQUAL 0)
@@ -47,6 +64,10 @@ function(run_json program)
   string(STRIP "${so}" one)
   if(one MATCHES "\n")
     message(FATAL_ERROR "--json printed more than one line:\n${so}")
+  endif()
+  string(JSON _type ERROR_VARIABLE _err TYPE "${one}")
+  if(_err OR NOT _type STREQUAL "OBJECT")
+    message(FATAL_ERROR "--json printed no JSON object (${_type} ${_err}):\n${so}")
   endif()
   message("${one}")
   set(line "${one}" PARENT_SCOPE)
