@@ -200,10 +200,13 @@ TEST_CASE("cpu Conv/FusedConv on NCHW match the reference kernels", "[fast]") {
         t.pads = {0, 1, 2, 0};
         add("3x3 s1 b8 one-sided pads winograd", t);
         t.n = 1;
-        t.h = t.w = 7;  // 4 tiles: the GEMM
+        t.h = t.w = 7;  // 4 tiles: still Winograd
         t.pads = {1, 1, 1, 1};
+        add("3x3 s1 b1 7x7 (4 tiles) winograd", t);
+        t.h = 5;  // 2 tiles: the GEMM
+        t.w = 4;
         t.want = FastConvPath::gemm;
-        add("3x3 s1 b1 7x7 (few tiles) gemm", t);
+        add("3x3 s1 b1 5x4 (2 tiles) gemm", t);
     }
     {
         ConvCase t;  // odd channels: the GEMM

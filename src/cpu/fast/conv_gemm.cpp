@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "cpu/fast/fast_fused.hpp"
 #include "cpu/parallel.hpp"
@@ -203,9 +208,12 @@ bool conv_gemm_blocked(const ConvGemmShape& s, const float* x, const PackedB& w,
 
 namespace {
 
-/// Bytes of im2col columns (packed B) one NCHW chunk may hold: with the chunk's C beside it,
-/// about what a 2-core share of the L3 keeps while the GEMM streams it once per block of rows.
-constexpr int64_t kNchwChunkBytes = int64_t{4} << 20;
+/// Bytes of im2col columns (packed B) or of C one chunk may hold: a thread's chunk stays in its
+/// share of the L2/L3 while its GEMM streams it once per block of A's rows.
+constexpr int64_t kNchwChunkBytes = int64_t{1} << 20;
+/// Columns a chunk holds at least, so that packing A (the weights, once per chunk) stays a
+/// small part of the chunk's product (1/cols of its work).
+constexpr int64_t kNchwMinCols = 192;
 
 /// The packed-B panel geometry of sgemm_isa() (the GEMM's family), read once from a 1 x 1
 /// PackedB.
@@ -228,29 +236,36 @@ PanelGeometry panel_geometry() noexcept {
 
 int64_t k_nchw(const ConvGemmShape& s) noexcept { return s.c * s.kh * s.kw; }
 
-/// Columns per chunk: the batch's columns (n x oh x ow) in equal chunks whose im2col and C
-/// stay within kNchwChunkBytes each, at least a few panels wide.
-int64_t nchw_chunk_cols(const ConvGemmShape& s, const PanelGeometry& g) noexcept {
-    const int64_t total = pixels(s);
-    const int64_t per_col = std::max<int64_t>(std::max(k_nchw(s), s.oc), 1) *
-                            static_cast<int64_t>(sizeof(float));
-    const int64_t cap = std::max<int64_t>(4 * g.nr, kNchwChunkBytes / per_col);
-    const int64_t chunks = (total + cap - 1) / cap;
-    return (total + chunks - 1) / chunks;
-}
-
+/// How the batch's columns (n x oh x ow) are split. With enough columns for every thread to
+/// take several chunks, each thread gathers, multiplies (one-thread GEMM) and stores its own
+/// chunks, taken from a shared counter: one parallel region per convolution, each chunk's
+/// im2col and C in that thread's cache. Otherwise (small maps at small batches) one chunk at a
+/// time runs on the whole team (the GEMM splits its panels). Either way every column's sums are
+/// the GEMM's fixed K order: the split does not change a bit.
 struct NchwLayout {
+    bool per_thread = false;
+    int64_t team = 1;  ///< buffers (one per thread in per_thread mode)
     int64_t cols = 0, panels = 0;
     std::size_t b = 0, c = 0, gemm = 0;
+    std::size_t share() const noexcept { return b + c + gemm; }
 };
 
 NchwLayout nchw_layout(const ConvGemmShape& s, const PanelGeometry& g, int64_t threads) noexcept {
     NchwLayout l;
-    l.cols = nchw_chunk_cols(s, g);
+    const int64_t total = pixels(s), k = k_nchw(s);
+    const int64_t per_col = std::max<int64_t>(std::max(k, s.oc), 1) *
+                            static_cast<int64_t>(sizeof(float));
+    int64_t cap = std::max<int64_t>(kNchwMinCols, kNchwChunkBytes / per_col);
+    l.per_thread = threads > 1 && total >= 2 * threads * cap;
+    if (!l.per_thread) cap = std::max(cap, int64_t{8} * kNchwChunkBytes / per_col);
+    const int64_t chunks = (total + cap - 1) / cap;
+    l.cols = (total + chunks - 1) / chunks;
+    l.team = l.per_thread ? std::min(threads, chunks) : 1;
     l.panels = (l.cols + g.nr - 1) / g.nr;
-    l.b = aligned(static_cast<std::size_t>(l.panels * g.nr * k_nchw(s)) * sizeof(float));
+    l.b = aligned(static_cast<std::size_t>(l.panels * g.nr * k) * sizeof(float));
     l.c = aligned(static_cast<std::size_t>(s.oc * l.cols) * sizeof(float));
-    l.gemm = sgemm_workspace_bytes(s.oc, k_nchw(s), l.cols, g.isa, threads, l.cols);
+    l.gemm = aligned(sgemm_workspace_bytes(s.oc, k, l.cols, g.isa, l.per_thread ? 1 : threads,
+                                           l.cols));
     return l;
 }
 
@@ -339,8 +354,8 @@ void store_nchw(const ConvGemmShape& s, const float* c, int64_t j0, int64_t cols
 }  // namespace
 
 std::size_t conv_gemm_nchw_workspace_bytes(const ConvGemmShape& s, int64_t threads) noexcept {
-    const NchwLayout l = nchw_layout(s, panel_geometry(), threads);
-    return l.b + l.c + l.gemm + 64;
+    const NchwLayout l = nchw_layout(s, panel_geometry(), std::max<int64_t>(threads, 1));
+    return static_cast<std::size_t>(l.team) * l.share() + 64;
 }
 
 bool conv_gemm_nchw(const ConvGemmShape& s, const float* x, const float* w, const float* bias,
@@ -351,49 +366,66 @@ bool conv_gemm_nchw(const ConvGemmShape& s, const float* x, const float* w, cons
     if (k == 0) return false;  // an empty sum: the caller's fallback
     const PanelGeometry g = panel_geometry();
     const NchwLayout l = nchw_layout(s, g, max_threads());
+    const std::size_t need = static_cast<std::size_t>(l.team) * l.share();
     auto* ws = static_cast<unsigned char*>(workspace);
     std::vector<unsigned char> heap;
     if (ws != nullptr) {
         const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
-        if (workspace_bytes < skip || workspace_bytes - skip < l.b + l.c) ws = nullptr;
-        else {
-            ws += skip;
-            workspace_bytes -= skip;
-        }
+        ws = workspace_bytes < skip || workspace_bytes - skip < need ? nullptr : ws + skip;
     }
     if (ws == nullptr) {
         try {
-            heap.resize(l.b + l.c + 64);
+            heap.resize(need + 64);
         } catch (...) {
             return false;
         }
         ws = heap.data() + (64 - reinterpret_cast<std::uintptr_t>(heap.data()) % 64) % 64;
-        workspace_bytes = l.b + l.c;
     }
-    // B in the workspace: a PackedB that owns nothing (the aliasing constructor allocates
-    // nothing).
-    PackedB b;
-    b.k = k;
-    b.nr = g.nr;
-    b.kc = g.kc;
-    b.isa = g.isa;
-    b.data = std::shared_ptr<float>(std::shared_ptr<float>(), reinterpret_cast<float*>(ws));
-    float* c = reinterpret_cast<float*>(ws + l.b);
-    unsigned char* gemm_ws = ws + l.b + l.c;
-    const std::size_t gemm_bytes = workspace_bytes - l.b - l.c;
-    for (int64_t j0 = 0; j0 < total; j0 += l.cols) {
+    const int64_t chunks = (total + l.cols - 1) / l.cols;
+    // Chunk `index` on the buffers of share `mine`; the GEMM on the calling thread's budget.
+    auto chunk = [&](int64_t index, unsigned char* mine, bool team) {
+        // B in the share: a PackedB that owns nothing (the aliasing constructor allocates
+        // nothing).
+        PackedB b;
+        b.k = k;
+        b.nr = g.nr;
+        b.kc = g.kc;
+        b.isa = g.isa;
+        b.data = std::shared_ptr<float>(std::shared_ptr<float>(), reinterpret_cast<float*>(mine));
+        float* c = reinterpret_cast<float*>(mine + l.b);
+        const int64_t j0 = index * l.cols;
         b.n = std::min(l.cols, total - j0);
         b.panels = (b.n + g.nr - 1) / g.nr;
-        parallel_for(k, std::max<int64_t>(1, 8192 / b.n),
-                     [&](int64_t k0, int64_t k1) { gather_nchw(s, x, j0, b, k0, k1); });
-        if (!sgemm_packed(s.oc, w, k, b, c, b.n, nullptr, 1.f, GemmActivation::none, gemm_ws,
-                          gemm_bytes))
+        const int64_t grain = team ? std::max<int64_t>(1, 8192 / b.n) : k;
+        parallel_for(k, grain, [&](int64_t k0, int64_t k1) { gather_nchw(s, x, j0, b, k0, k1); });
+        if (!sgemm_packed(s.oc, w, k, b, c, b.n, nullptr, 1.f, GemmActivation::none,
+                          mine + l.b + l.c, l.gemm))
             return false;
-        parallel_for(s.oc, std::max<int64_t>(1, 8192 / b.n), [&](int64_t o0, int64_t o1) {
-            store_nchw(s, c, j0, b.n, bias, z, y, act, o0, o1);
-        });
+        parallel_for(s.oc, team ? std::max<int64_t>(1, 8192 / b.n) : s.oc,
+                     [&](int64_t o0, int64_t o1) {
+                         store_nchw(s, c, j0, b.n, bias, z, y, act, o0, o1);
+                     });
+        return true;
+    };
+    if (!l.per_thread) {
+        for (int64_t i = 0; i < chunks; ++i)
+            if (!chunk(i, ws, true)) return false;
+        return true;
     }
-    return true;
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> failed{false};
+    auto work = [&](int64_t thread) {
+        unsigned char* mine = ws + static_cast<std::size_t>(thread) * l.share();
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+            if (!chunk(i, mine, false)) failed.store(true, std::memory_order_relaxed);
+    };
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(static_cast<int>(l.team))
+    work(omp_get_thread_num());
+#else
+    work(0);
+#endif
+    return !failed.load();
 }
 
 void nchw_to_blocked(const ConvGemmShape& s, const float* x, float* dst) noexcept {

@@ -59,8 +59,10 @@ bool conv_gemm_blocked(const ConvGemmShape& s, const float* x, const PackedB& w,
 // (n, oy, ox). W is the GEMM's A in its stored layout (packed per call by the GEMM, 1/cols of
 // its work); im2col(X) is written straight into the packed-B layout (no second copy; for a 1x1
 // stride-1 window it is X's rows as they are). The columns of the whole batch are taken in
-// chunks of at most about 4 MiB of im2col (several images at once when the maps are small, so
-// A is packed once per chunk, not per image); each chunk's product goes to a buffer and is
+// chunks (several images at once when the maps are small, so A is packed once per chunk, not
+// per image): with enough of them, each thread gathers, multiplies and stores its own chunks of
+// about 1 MiB of im2col (one parallel region per convolution); otherwise chunks of up to 8 MiB
+// run one after the other on the whole team. Each chunk's product goes to a buffer and is
 // stored into Y adding the bias, the residual Z (may be Y itself) and the activation. `block`
 // is ignored; dilations are honoured. Every value's arithmetic is fixed by the shape, not by
 // the thread count.

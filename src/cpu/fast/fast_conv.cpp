@@ -43,9 +43,23 @@ std::int64_t fast_conv_block() noexcept {
 }
 
 FastConvPath fast_conv_choose(const ConvGemmShape& s) noexcept {
+    // Cost rule. Winograd F(4x4, 3x3) for every geometry it computes (3x3, stride 1, dilation
+    // 1, channels in whole blocks) with at least 4 output tiles of 4x4; the im2col GEMM for
+    // every other group-1 convolution; the reference kernel for empty shapes (and, at the
+    // factory, groups, run-time weights, other ranks and dtypes).
+    // Measured (bench_conv BM_ConvNchw, ResNet-50's 3x3 stride-1 layers, AVX-512, 1 thread,
+    // medians of 3 interleaved repetitions, ms, Winograd's NCHW entry against the im2col GEMM):
+    // batch 8: 64 ch at 56x56 7.2 / 18.8, 128 at 28x28 4.7 / 16.4, 256 at 14x14 4.9 / 14.5,
+    // 512 at 7x7 6.9 / 15.5; batch 1: 0.68 / 3.16, 0.50 / 2.04, 0.61 / 2.16, and 512 at 7x7
+    // (4 tiles) 1.67 / 2.78. Unlike the blocked kernels (where oneDNN's direct kernel sits in
+    // between and Winograd waits for 16 tiles), on NCHW the GEMM is the only other fast path,
+    // and Winograd wins down to ResNet-50's smallest map. Below 4 tiles (maps of at most 8x8
+    // at batch 1: not measured) the GEMM keeps them. The GEMM beats the single-threaded
+    // reference kernel everywhere it was measured (docs/PLATFORM.md).
     if (s.n <= 0 || s.oc <= 0 || s.oh <= 0 || s.ow <= 0 || s.c <= 0 || s.kh * s.kw <= 0)
         return FastConvPath::fallback;
-    if (conv_winograd_preferred(s)) return FastConvPath::winograd;
+    const int64_t tiles = s.n * ((s.oh + 3) / 4) * ((s.ow + 3) / 4);
+    if (conv_winograd_supported(s) && tiles >= 4) return FastConvPath::winograd;
     return FastConvPath::gemm;
 }
 
