@@ -39,12 +39,14 @@
 //   };
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -134,12 +136,18 @@ public:
 
     PrepareContext(const Node& node, std::vector<Tensor> inputs, bool inferring,
                    bool probing = false)
-        : node_(&node), inputs_(std::move(inputs)), outputs_(node.outputs.size()),
-          inferring_(inferring || probing), probing_(probing) {}
+        : node_(&node), inputs_(std::move(inputs)), num_outputs_(node.outputs.size()),
+          inferring_(inferring || probing), probing_(probing) {
+        // Up to kInlineOutputs output specs live in the context itself (no allocation).
+        if (num_outputs_ > kInlineOutputs) heap_outputs_.resize(num_outputs_);
+        outputs_ = num_outputs_ > kInlineOutputs ? heap_outputs_.data() : inline_outputs_.data();
+    }
+    PrepareContext(const PrepareContext&) = delete;
+    PrepareContext& operator=(const PrepareContext&) = delete;
 
     const Node& node() const noexcept { return *node_; }
     int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
-    int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
+    int num_outputs() const noexcept { return static_cast<int>(num_outputs_); }
     /// False for an omitted optional input (or i out of range).
     bool has_input(int i) const noexcept {
         return i >= 0 && i < num_inputs() && node_->inputs[static_cast<std::size_t>(i)] != kNoValue;
@@ -154,6 +162,7 @@ public:
     /// True when input i's values can be read (always at run time; at load only for
     /// constants). See "Load-time inference" above.
     bool has_data(int i) const noexcept {
+        data_queried_ |= std::uint64_t{1} << (i >= 0 && i < 63 ? i : 63);
         return has_input(i) && (inputs_[static_cast<std::size_t>(i)].raw_data() != nullptr ||
                                 inputs_[static_cast<std::size_t>(i)].num_elements() == 0);
     }
@@ -190,12 +199,30 @@ public:
     }
     std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
     std::vector<Tensor>& mutable_inputs() noexcept { return inputs_; }
+    /// The inputs whose has_data() prepare asked (bit i; bit 63 also stands for every input
+    /// past 62). The executor skips prepare on planned runs only for nodes that asked about
+    /// no input whose values can change within a shape class (docs/ARCHITECTURE.md).
+    std::uint64_t data_queried() const noexcept { return data_queried_; }
+
+    /// Kernel state derived in prepare for these input shapes (a oneDNN primitive, a tiling),
+    /// handed to run() as RunContext::prepared_state(). For a node whose prepare is stable
+    /// (fixed by the input-shape class) the executor keeps it in the class's plan and calls
+    /// prepare only once per plan. A kernel that sets a state must not pass its RunContext
+    /// to another kernel that reads one (its fallback sees the same context).
+    void set_state(std::shared_ptr<const void> state) noexcept { state_ = std::move(state); }
+    const std::shared_ptr<const void>& state() const noexcept { return state_; }
 
 private:
     const Node* node_;
     std::vector<Tensor> inputs_;
-    std::vector<OutputSpec> outputs_;
+    static constexpr std::size_t kInlineOutputs = 4;
+    std::size_t num_outputs_ = 0;
+    std::array<OutputSpec, kInlineOutputs> inline_outputs_{};
+    std::vector<OutputSpec> heap_outputs_;
+    OutputSpec* outputs_ = nullptr;
+    std::shared_ptr<const void> state_;
     std::size_t workspace_bytes_ = 0;
+    mutable std::uint64_t data_queried_ = 0;
     bool inferring_ = false;
     bool probing_ = false;
 };
@@ -223,12 +250,24 @@ struct RunControl {
 /// Given to Kernel::run. Views are valid for the duration of run().
 class RunContext {
 public:
+    /// Owns copies of the views (for kernels that call another kernel on modified views).
     RunContext(const Node& node, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
                void* workspace, std::size_t workspace_bytes, Allocator& allocator,
                const RunControl& control)
-        : node_(&node), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-          dynamic_(outputs_.size()), workspace_(workspace), workspace_bytes_(workspace_bytes),
+        : node_(&node), owned_inputs_(std::move(inputs)), owned_outputs_(std::move(outputs)),
+          owned_dynamic_(owned_outputs_.size()), inputs_(owned_inputs_), outputs_(owned_outputs_),
+          dynamic_(owned_dynamic_), workspace_(workspace), workspace_bytes_(workspace_bytes),
           allocator_(&allocator), control_(&control) {}
+    /// Borrows the caller's storage (the executor's per-run scratch: no allocation per node).
+    /// `dynamic` has one null Tensor per output; it receives the dynamic outputs.
+    RunContext(const Node& node, std::span<const TensorView> inputs, std::span<TensorView> outputs,
+               std::span<Tensor> dynamic, void* workspace, std::size_t workspace_bytes,
+               Allocator& allocator, const RunControl& control) noexcept
+        : node_(&node), inputs_(inputs), outputs_(outputs), dynamic_(dynamic),
+          workspace_(workspace), workspace_bytes_(workspace_bytes), allocator_(&allocator),
+          control_(&control) {}
+    RunContext(const RunContext&) = delete;
+    RunContext& operator=(const RunContext&) = delete;
 
     const Node& node() const noexcept { return *node_; }
     int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
@@ -261,6 +300,10 @@ public:
     /// the run with invalid_argument naming the node, the value and the range (its outputs
     /// are discarded), so a bad index is never a silent wrong answer.
     std::int64_t* device_error_slots() const noexcept { return device_error_; }
+    /// What this kernel's prepare passed to PrepareContext::set_state for these shapes (null
+    /// when it set none).
+    const void* prepared_state() const noexcept { return prepared_state_; }
+    void set_prepared_state(const void* state) noexcept { prepared_state_ = state; }
     void set_device_error_slots(std::int64_t* slots) noexcept { device_error_ = slots; }
 
     /// For outputs declared dynamic in prepare: allocates output i. On success output(i) is
@@ -291,9 +334,13 @@ public:
 
 private:
     const Node* node_;
-    std::vector<TensorView> inputs_;
-    std::vector<TensorView> outputs_;
-    std::vector<Tensor> dynamic_;
+    std::vector<TensorView> owned_inputs_;
+    std::vector<TensorView> owned_outputs_;
+    std::vector<Tensor> owned_dynamic_;
+    std::span<const TensorView> inputs_;
+    std::span<TensorView> outputs_;
+    std::span<Tensor> dynamic_;
+    const void* prepared_state_ = nullptr;
     void* workspace_;
     std::size_t workspace_bytes_;
     Allocator* allocator_;

@@ -148,7 +148,8 @@ private:
     }
     Status(ErrorCode code, std::shared_ptr<const std::string> message) noexcept
         : code_(code), message_(std::move(message)) {}
-    void set(std::string_view message) noexcept {
+    // Not inlined: an allocation failure here is a recovery the fault tests recognize by name.
+    [[gnu::noinline]] void set(std::string_view message) noexcept {
         if (message.empty()) return;
         try {
             message_ = std::make_shared<const std::string>(message);

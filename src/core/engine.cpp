@@ -1,9 +1,11 @@
 #include "dsinfer/engine.hpp"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 #include "core/cpu_isa.hpp"
@@ -142,7 +144,9 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         co.cuda_graphs = impl->options.cuda_graphs;
         co.registry = &impl->registry;
         // Kernels may create primitives and pack weights at load: they see the same budget.
-        detail::ThreadBudget threads(impl->options.num_threads);
+        impl->run_threads = impl->options.num_threads > 0 ? impl->options.num_threads
+                                                          : detail::default_thread_count();
+        detail::ThreadBudget threads(impl->run_threads);
         co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
         co.blocked_layouts = impl->options.optimization_level >= 3;
         co.memory_pool = impl->options.memory_pool;
@@ -167,8 +171,16 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
 
 Status InferenceEngine::Impl::bind_inputs(const std::vector<NamedTensor>& given,
                                           std::vector<Tensor>& args) const {
-    // Names: every input exactly once, nothing unknown.
-    std::vector<const Tensor*> bound(inputs.size(), nullptr);
+    // Names: every input exactly once, nothing unknown. (Nothing here allocates for a valid
+    // request of up to 16 inputs: the planned run path counts its allocations, see
+    // tests/fault/test_fault_injection.cpp.)
+    constexpr std::size_t kInline = 16;
+    std::array<const Tensor*, kInline> bound_inline{};
+    std::vector<const Tensor*> bound_heap;
+    if (inputs.size() > kInline) bound_heap.assign(inputs.size(), nullptr);
+    const std::span<const Tensor*> bound =
+        inputs.size() > kInline ? std::span<const Tensor*>(bound_heap)
+                                : std::span<const Tensor*>(bound_inline.data(), inputs.size());
     std::vector<std::string> unknown, duplicate;
     for (const auto& nt : given) {
         auto it = input_index.find(nt.name);
@@ -198,47 +210,71 @@ Status InferenceEngine::Impl::bind_inputs(const std::vector<NamedTensor>& given,
         return Status(ErrorCode::invalid_argument, msg + " expected: " + expected);
     }
     // Types and shapes against the declared signature; symbolic dims bind consistently.
-    std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
+    // Symbol -> (value, the input that bound it); linear: models have a handful of symbols.
+    struct Binding {
+        const std::string* symbol;
+        std::int64_t value;
+        const std::string* input;
+    };
+    std::array<Binding, kInline> symbols_inline;
+    std::vector<Binding> symbols_heap;
+    std::size_t num_symbols = 0;
+    auto bind_symbol = [&](const std::string& symbol, std::int64_t value,
+                           const std::string& input) -> const Binding& {
+        Binding* all = symbols_heap.empty() ? symbols_inline.data() : symbols_heap.data();
+        for (std::size_t k = 0; k < num_symbols; ++k)
+            if (*all[k].symbol == symbol) return all[k];
+        if (num_symbols == kInline && symbols_heap.empty())
+            symbols_heap.assign(symbols_inline.begin(), symbols_inline.end());
+        const Binding b{&symbol, value, &input};
+        if (symbols_heap.empty()) {
+            symbols_inline[num_symbols] = b;
+            return symbols_inline[num_symbols++];
+        }
+        symbols_heap.push_back(b);
+        ++num_symbols;
+        return symbols_heap.back();
+    };
     args.clear();
     args.reserve(bound.size());
     for (std::size_t i = 0; i < bound.size(); ++i) {
         const IOInfo& io = inputs[i];
         const Tensor& t = *bound[i];
-        const std::string what = "input '" + io.name + "'";
-        DSINFER_CHECK(!t.is_null(), ErrorCode::invalid_argument, what, " is an empty Tensor");
-        DSINFER_CHECK(t.device().kind == DeviceKind::cpu, ErrorCode::invalid_argument, what,
+        const auto what = [&io] { return "input '" + io.name + "'"; };
+        DSINFER_CHECK(!t.is_null(), ErrorCode::invalid_argument, what(), " is an empty Tensor");
+        DSINFER_CHECK(t.device().kind == DeviceKind::cpu, ErrorCode::invalid_argument, what(),
                       " is on ", t.device().to_string(), "; the CPU engine needs host tensors");
         DSINFER_CHECK(t.raw_data() != nullptr || t.num_elements() == 0,
-                      ErrorCode::invalid_argument, what, " has a null data pointer and ",
+                      ErrorCode::invalid_argument, what(), " has a null data pointer and ",
                       t.num_elements(), " elements");
         if (io.dtype)
-            DSINFER_CHECK(t.dtype() == *io.dtype, ErrorCode::invalid_argument, what,
+            DSINFER_CHECK(t.dtype() == *io.dtype, ErrorCode::invalid_argument, what(),
                           ": expected element type ", dtype_name(*io.dtype), ", got ",
                           dtype_name(t.dtype()));
         if (t.dtype() == DType::boolean) {  // kernels read bools as bool: bytes 0 or 1 only
             const auto* b = static_cast<const std::uint8_t*>(t.raw_data());
             for (std::int64_t k = 0; k < t.num_elements(); ++k)
-                DSINFER_CHECK(b[k] <= 1, ErrorCode::invalid_argument, what, ": bool element ", k,
+                DSINFER_CHECK(b[k] <= 1, ErrorCode::invalid_argument, what(), ": bool element ", k,
                               " is stored as byte ", static_cast<int>(b[k]), " (must be 0 or 1)");
         }
         if (io.shape.known) {
-            DSINFER_CHECK(t.num_dims() == io.shape.rank(), ErrorCode::invalid_argument, what,
+            DSINFER_CHECK(t.num_dims() == io.shape.rank(), ErrorCode::invalid_argument, what(),
                           ": expected rank ", io.shape.rank(), " ", io.shape.to_string(),
                           ", got rank ", t.num_dims(), " ", dims_string(t.shape()));
             for (int d = 0; d < io.shape.rank(); ++d) {
                 const Dim& dim = io.shape.dims[static_cast<std::size_t>(d)];
                 const std::int64_t got = t.shape()[d];
                 if (dim.is_static()) {
-                    DSINFER_CHECK(got == dim.value, ErrorCode::invalid_argument, what,
+                    DSINFER_CHECK(got == dim.value, ErrorCode::invalid_argument, what(),
                                   ": dimension ", d, " must be ", dim.value, " (model shape ",
                                   io.shape.to_string(), "), got ", got, " (shape ",
                                   dims_string(t.shape()), ")");
                 } else if (!dim.symbol.empty()) {
-                    auto [it, fresh] = symbols.emplace(dim.symbol, std::make_pair(got, io.name));
-                    DSINFER_CHECK(fresh || it->second.first == got, ErrorCode::invalid_argument,
-                                  what, ": dimension ", d, " ('", dim.symbol, "') is ", got,
-                                  " but input '", it->second.second, "' binds '", dim.symbol,
-                                  "' to ", it->second.first);
+                    const Binding& b = bind_symbol(dim.symbol, got, io.name);
+                    DSINFER_CHECK(b.value == got, ErrorCode::invalid_argument, what(),
+                                  ": dimension ", d, " ('", dim.symbol, "') is ", got,
+                                  " but input '", *b.input, "' binds '", dim.symbol, "' to ",
+                                  b.value);
                 }
             }
         }
@@ -255,9 +291,10 @@ Status InferenceEngine::Impl::execute(std::vector<Tensor> args, std::vector<Name
     control.node_ms = options.node_ms;
     control.max_loop_iterations = this->options.limits.max_loop_iterations;
     std::vector<Tensor> outs;
-    detail::ThreadBudget threads(this->options.num_threads);
+    detail::ThreadBudget threads(run_threads);
     DSINFER_RETURN_IF_ERROR(compiled->execute(args, nullptr, control, outs));
     outputs.clear();
+    outputs.reserve(outs.size());
     for (std::size_t i = 0; i < outs.size(); ++i) {
         const ValueId id = graph->outputs[i];
         const Value& v = graph->value(id);

@@ -19,6 +19,9 @@ namespace dsinfer {
 
 struct InferenceEngine::Impl {
     EngineOptions options;
+    /// options.num_threads, 0 resolved once at compile to the processors available (asking
+    /// the system on every run cost a system call per run).
+    int run_threads = 1;
     KernelRegistry registry;
     std::shared_ptr<Graph> graph;
     std::shared_ptr<detail::CompiledGraph> compiled;

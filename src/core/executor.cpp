@@ -126,6 +126,11 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     }
     DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
     for (auto& pd : cg->probe_data_) pd = {};
+    cg->shape_fixed_ = {};
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        cg->nodes_[ni].spec_begin = cg->num_output_specs_;
+        cg->num_output_specs_ += static_cast<std::uint32_t>(g.nodes[ni].outputs.size());
+    }
     if (cg->device_) DSINFER_RETURN_IF_ERROR(cg->upload_constants());
     if (options.blocked_layouts) DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
     cg->plan_lifetimes();
@@ -282,6 +287,12 @@ Status CompiledGraph::infer_node(std::size_t ni) {
     const Node& n = g.nodes[ni];
     if (probe_data_[0].size() != g.values.size())
         for (auto& pd : probe_data_) pd.assign(g.values.size(), Tensor());
+    if (shape_fixed_.size() != g.values.size()) {
+        // Graph inputs (the shape class is their shapes) and constants; node outputs join
+        // when their node's prepare is stable (mark_stable).
+        shape_fixed_.assign(g.values.size(), 0);
+        for (ValueId id : g.inputs) shape_fixed_[static_cast<std::size_t>(id)] = 1;
+    }
     // Inputs as meta tensors (constants, and small shape-like values computed at load, carry
     // data). With symbolic dims, probe twice with placeholder values: output dims equal in
     // both probes are static, the others symbolic.
@@ -373,6 +384,32 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             return Status::error(ErrorCode::internal, "prepare threw: ", e.what());
         }
     };
+    // Whether the outputs' shapes are fixed by the input-shape class (every output set without
+    // reading data the class does not fix, every non-constant input's shape fixed), and whether
+    // prepare's whole result is (besides, has_data() asked only of constants and load-computed
+    // shape values): CompiledNode::stable_prepare.
+    struct Fixed {
+        bool shapes = false, prepare = false;
+    };
+    auto fixed_after = [&](const PrepareContext& c) {
+        Fixed f;
+        if (nodes_[ni].on_device || !nodes_[ni].subgraphs.empty()) return f;
+        for (int i = 0; i < c.num_outputs(); ++i)
+            if (c.has_output(i) && (!c.output_spec(i).set || c.output_spec(i).dynamic)) return f;
+        const std::uint64_t asked = c.data_queried();
+        bool asked_run_data = (asked >> 63) != 0;
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+            const ValueId id = n.inputs[k];
+            if (id == kNoValue || g.value(id).initializer) continue;
+            const auto vi = static_cast<std::size_t>(id);
+            if (!shape_fixed_[vi]) return f;
+            const bool load_known = !probe_data_[0][vi].is_null() && !probe_data_[1][vi].is_null();
+            if (((asked >> k) & 1u) != 0 && !load_known) asked_run_data = true;
+        }
+        f.shapes = true;
+        f.prepare = !asked_run_data;
+        return f;
+    };
     if (!symbolic) {
         const std::vector<Tensor> ins = probes[0];
         PrepareContext ctx(n, std::move(probes[0]), /*inferring=*/true);
@@ -382,6 +419,7 @@ Status CompiledGraph::infer_node(std::size_t ni) {
                 st.code() == ErrorCode::invalid_argument ? ErrorCode::invalid_model : st.code();
             return Status(code, node_context(n) + st.message());
         }
+        mark_fixed(ni, fixed_after(ctx).shapes, fixed_after(ctx).prepare);
         for (int i = 0; i < ctx.num_outputs(); ++i) {
             if (!ctx.has_output(i)) continue;
             const auto& spec = ctx.output_spec(i);
@@ -405,6 +443,10 @@ Status CompiledGraph::infer_node(std::size_t ni) {
         if (st.code() == ErrorCode::resource_exhausted)
             return Status(st.code(), node_context(n) + st.message());
         if (!st.is_ok()) return Status::ok();
+    }
+    {
+        const Fixed f0 = fixed_after(c0), f1 = fixed_after(c1);
+        mark_fixed(ni, f0.shapes && f1.shapes, f0.prepare && f1.prepare);
     }
     DSINFER_RETURN_IF_ERROR(compute(0, ins0, c0));
     DSINFER_RETURN_IF_ERROR(compute(1, ins1, c1));
@@ -440,6 +482,13 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             ov.shape = out;
     }
     return Status::ok();
+}
+
+void CompiledGraph::mark_fixed(std::size_t ni, bool shapes, bool prepare) {
+    nodes_[ni].stable_prepare = shapes && prepare;
+    if (!shapes) return;
+    for (ValueId id : graph_->nodes[ni].outputs)
+        if (id != kNoValue) shape_fixed_[static_cast<std::size_t>(id)] = 1;
 }
 
 std::size_t CompiledGraph::symbol_index(const std::string& symbol) {
@@ -609,7 +658,112 @@ struct CompiledGraph::Recording {
     std::vector<ValueId> inplace_input;        // per value, kNoValue = own block
     std::vector<std::size_t> workspace_bytes;  // per node
     std::vector<char> value_device;            // per value: produced on the device
+    std::vector<PrepareContext::OutputSpec> output_specs;  // per output (spec_begin)
+    std::vector<std::shared_ptr<const void>> node_states;  // per node (stable nodes)
 };
+
+/// The per-node vectors of run_nodes, kept between runs (RunScratch) so that a planned run
+/// does not allocate them.
+struct CompiledGraph::NodeScratch {
+    std::vector<Tensor> node_inputs, prepare_inputs, out_tensors, dynamic;
+    std::vector<TensorView> in_views, out_views;
+};
+
+/// Everything a run of this graph needs besides its memory plan: the frame (initializer
+/// handles filled once), the node vectors and the shape key.
+struct CompiledGraph::RunScratch {
+    Frame frame;
+    NodeScratch nodes;
+    std::vector<std::int64_t> key;
+    /// Storage for the control block of the run's arena handle (one shared_ptr per run,
+    /// whose last reference goes when the run's tensors do): no heap allocation for it.
+    alignas(std::max_align_t) unsigned char arena_ctrl[192];
+    bool arena_ctrl_used = false;
+};
+
+namespace {
+
+/// Allocates the arena handle's control block in RunScratch::arena_ctrl when free (else from
+/// the heap: a handle outliving its run, which the executor never lets happen, stays safe).
+template <class T>
+struct ArenaCtrlAllocator {
+    using value_type = T;
+    unsigned char* storage;
+    bool* used;
+    ArenaCtrlAllocator(unsigned char* s, bool* u) noexcept : storage(s), used(u) {}
+    template <class U>
+    ArenaCtrlAllocator(const ArenaCtrlAllocator<U>& o) noexcept
+        : storage(o.storage), used(o.used) {}
+    T* allocate(std::size_t n) {
+        if (!*used && n * sizeof(T) <= 192 && alignof(T) <= alignof(std::max_align_t)) {
+            *used = true;
+            return reinterpret_cast<T*>(storage);
+        }
+        return static_cast<T*>(::operator new(n * sizeof(T)));
+    }
+    void deallocate(T* p, std::size_t) noexcept {
+        if (reinterpret_cast<unsigned char*>(p) == storage) {
+            *used = false;
+            return;
+        }
+        ::operator delete(p);
+    }
+    template <class U>
+    bool operator==(const ArenaCtrlAllocator<U>& o) const noexcept { return storage == o.storage; }
+};
+
+}  // namespace
+
+CompiledGraph::~CompiledGraph() = default;
+
+std::unique_ptr<CompiledGraph::RunScratch> CompiledGraph::acquire_scratch() const {
+    {
+        std::lock_guard<std::mutex> lock(scratch_.mu);
+        if (!scratch_.free.empty()) {
+            std::unique_ptr<RunScratch> s = std::move(scratch_.free.back());
+            scratch_.free.pop_back();
+            return s;
+        }
+    }
+    auto s = std::make_unique<RunScratch>();
+    {
+        // Room in the free list for every scratch made, so that giving one back never
+        // allocates (release_scratch is noexcept and must not lose it).
+        std::lock_guard<std::mutex> lock(scratch_.mu);
+        scratch_.free.reserve(++scratch_.created);
+    }
+    const Graph& g = *graph_;
+    s->frame.graph = this;
+    s->frame.values.resize(g.values.size());
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        if (g.values[v].initializer) s->frame.values[v] = *g.values[v].initializer;
+    return s;
+}
+
+void CompiledGraph::clear_run_values(RunScratch& s) const noexcept {
+    // Drop the run's tensors (initializer handles stay: they are the same every run; a graph
+    // input with an initializer gets its initializer back).
+    const Graph& g = *graph_;
+    Frame& f = s.frame;
+    for (std::size_t v = 0; v < f.values.size(); ++v)
+        if (!g.values[v].initializer && !f.values[v].is_null()) f.values[v] = Tensor();
+    for (ValueId id : g.inputs)
+        if (const auto& init = g.values[static_cast<std::size_t>(id)].initializer)
+            f.values[static_cast<std::size_t>(id)] = *init;
+    f.other.clear();
+    f.parent = nullptr;
+    NodeScratch& n = s.nodes;
+    n.node_inputs.clear();
+    n.prepare_inputs.clear();
+    n.out_tensors.clear();
+    n.dynamic.clear();
+}
+
+void CompiledGraph::release_scratch(std::unique_ptr<RunScratch> s) const noexcept {
+    clear_run_values(*s);
+    std::lock_guard<std::mutex> lock(scratch_.mu);
+    scratch_.free.push_back(std::move(s));  // capacity reserved in acquire_scratch
+}
 
 /// One run's memory: the plan and its arenas (host, device), or the recording.
 struct CompiledGraph::RunMemory {
@@ -924,15 +1078,14 @@ void release_free_heap_pages() noexcept {
 
 namespace {
 
-/// Input-shape class key: per input, dtype, rank and dims.
-std::vector<std::int64_t> shape_key(const std::vector<Tensor>& inputs) {
-    std::vector<std::int64_t> key;
+/// Input-shape class key: per input, dtype, rank and dims (into `key`, whose capacity is kept).
+void shape_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) {
+    key.clear();
     for (const Tensor& t : inputs) {
         key.push_back(static_cast<std::int64_t>(t.dtype()));
         key.push_back(t.num_dims());
         for (int d = 0; d < t.num_dims(); ++d) key.push_back(t.shape()[d]);
     }
-    return key;
 }
 
 /// Byte size of dtype x shape, 0 on overflow (such tensors are never planned).
@@ -981,7 +1134,7 @@ std::shared_ptr<const ExecutionPlan> CompiledGraph::find_plan(
     return nullptr;
 }
 
-void CompiledGraph::build_plan(std::vector<std::int64_t> key, const Recording& rec) const {
+void CompiledGraph::build_plan(const std::vector<std::int64_t>& key, const Recording& rec) const {
     const std::size_t nv = rec.value_bytes.size();
     const std::size_t nn = rec.workspace_bytes.size();
     auto plan = std::make_shared<ExecutionPlan>();
@@ -991,6 +1144,8 @@ void CompiledGraph::build_plan(std::vector<std::int64_t> key, const Recording& r
     plan->workspace_offset.assign(nn, -1);
     plan->workspace_bytes = rec.workspace_bytes;
     plan->value_on_device.assign(nv, 0);
+    plan->output_specs = rec.output_specs;
+    plan->node_states = rec.node_states;
     for (std::size_t v = 0; v < nv && v < rec.value_device.size(); ++v)
         plan->value_on_device[v] = rec.value_device[v];
     std::size_t placed = 0;
@@ -1041,7 +1196,7 @@ void CompiledGraph::build_plan(std::vector<std::int64_t> key, const Recording& r
     std::lock_guard<std::mutex> lock(plans_.mu);
     for (const auto& [k, p] : plans_.lru)
         if (k == key) return;  // a concurrent first run of the class planned it already
-    plans_.lru.emplace_front(std::move(key), plan);
+    plans_.lru.emplace_front(key, plan);
     if (plans_.lru.size() > kMaxPlans) plans_.lru.pop_back();
     plans_.last = plan->stats;
 }
@@ -1143,11 +1298,15 @@ std::shared_ptr<CompiledGraph::CapturedRun> CompiledGraph::find_captured(
 }
 
 Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
-                                const RunControl& control, std::int64_t* error_slots) const {
+                                NodeScratch& scratch, const RunControl& control,
+                                std::int64_t* error_slots) const {
     const Graph& g = *graph_;
-    std::vector<Tensor> node_inputs, prepare_inputs;
-    std::vector<TensorView> in_views, out_views;
-    std::vector<Tensor> out_tensors;
+    std::vector<Tensor>& node_inputs = scratch.node_inputs;
+    std::vector<Tensor>& prepare_inputs = scratch.prepare_inputs;
+    std::vector<TensorView>& in_views = scratch.in_views;
+    std::vector<TensorView>& out_views = scratch.out_views;
+    std::vector<Tensor>& out_tensors = scratch.out_tensors;
+    std::vector<Tensor>& dynamic = scratch.dynamic;
     // Profiling covers the top-level graph only (subgraphs run inside their node's time).
     std::vector<double>* node_ms =
         frame.parent == nullptr && (dev == nullptr || !dev->retain) ? control.node_ms : nullptr;
@@ -1159,21 +1318,28 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         const Node& n = g.nodes[ni];
         const CompiledNode& cn = nodes_[ni];
         const bool on_dev = cn.on_device && dev != nullptr;
+        // A planned run of a stable node reads what the recording run's prepare said.
+        const bool replay_prepare = mem.plan != nullptr && cn.stable_prepare && !on_dev;
         node_inputs.clear();
         prepare_inputs.clear();
         for (std::size_t k = 0; k < n.inputs.size(); ++k) {
             const ValueId id = n.inputs[k];
             if (id == kNoValue) {
                 node_inputs.emplace_back();
-                prepare_inputs.emplace_back();
+                if (!replay_prepare) prepare_inputs.emplace_back();
                 continue;
             }
             if (frame.values[static_cast<std::size_t>(id)].is_null())
                 return Status::error(ErrorCode::internal, node_context(n), "input '",
                                      g.value(id).name, "' has no value at run time");
-            auto t = stage_input(frame, dev, ni, k);
-            if (!t.is_ok()) return t.status().with_context(node_context(n));
-            node_inputs.push_back(std::move(t).value());
+            if (dev == nullptr) {
+                node_inputs.push_back(frame.values[static_cast<std::size_t>(id)]);
+            } else {
+                auto t = stage_input(frame, dev, ni, k);
+                if (!t.is_ok()) return t.status().with_context(node_context(n));
+                node_inputs.push_back(std::move(t).value());
+            }
+            if (replay_prepare) continue;
             // A device kernel's prepare sees device inputs as meta tensors (dtype and shape).
             const Tensor& staged = node_inputs.back();
             if (staged.device().kind != DeviceKind::cpu)
@@ -1182,15 +1348,41 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             else
                 prepare_inputs.push_back(staged);
         }
-        PrepareContext pctx(n, prepare_inputs, /*inferring=*/false);
-        Status st = cn.kernel->prepare(pctx);
-        if (!st.is_ok()) return st.with_context(node_context(n));
+        std::optional<PrepareContext> pctx;
+        const PrepareContext::OutputSpec* specs = nullptr;
+        const int num_outputs = static_cast<int>(n.outputs.size());
+        std::size_t wb = 0;
+        const void* state = nullptr;
+        if (replay_prepare) {
+            specs = mem.plan->output_specs.data() + cn.spec_begin;
+            wb = mem.plan->workspace_bytes[ni];
+            state = mem.plan->node_states[ni].get();
+        } else {
+            pctx.emplace(n, std::move(prepare_inputs), /*inferring=*/false);
+            Status st = cn.kernel->prepare(*pctx);
+            // Its capacity serves the next node.
+            prepare_inputs = std::move(pctx->mutable_inputs());
+            if (!st.is_ok()) return st.with_context(node_context(n));
+            wb = pctx->workspace_bytes();
+            state = pctx->state().get();
+            if (mem.rec != nullptr && cn.stable_prepare && !on_dev) {
+                for (int i = 0; i < num_outputs; ++i)
+                    mem.rec->output_specs[cn.spec_begin + static_cast<std::uint32_t>(i)] =
+                        pctx->output_spec(i);
+                mem.rec->node_states[ni] = pctx->state();
+            }
+        }
+        auto spec_of = [&](int i) -> const PrepareContext::OutputSpec& {
+            return specs != nullptr ? specs[i] : pctx->output_spec(i);
+        };
+        auto has_output = [&](int i) { return n.outputs[static_cast<std::size_t>(i)] != kNoValue; };
 
         out_views.assign(n.outputs.size(), TensorView{});
-        out_tensors.assign(n.outputs.size(), Tensor());
-        for (int i = 0; i < pctx.num_outputs(); ++i) {
-            if (!pctx.has_output(i)) continue;
-            const auto& spec = pctx.output_spec(i);
+        out_tensors.resize(n.outputs.size());
+        dynamic.resize(n.outputs.size());
+        for (int i = 0; i < num_outputs; ++i) {
+            if (!has_output(i)) continue;
+            const auto& spec = spec_of(i);
             if (spec.dynamic) continue;
             if (!spec.set)  // the node lists more outputs than the operator produces
                 return Status::error(ErrorCode::invalid_model, node_context(n), "output ", i,
@@ -1204,7 +1396,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         }
         Tensor workspace;
         void* workspace_data = nullptr;
-        if (const std::size_t wb = pctx.workspace_bytes(); wb > 0) {
+        if (wb > 0) {
             if (mem.rec != nullptr) mem.rec->workspace_bytes[ni] = wb;
             unsigned char* base = on_dev ? mem.device_base : mem.base;
             if (mem.plan != nullptr && base != nullptr && mem.plan->workspace_offset[ni] >= 0 &&
@@ -1220,24 +1412,28 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         in_views.clear();
         for (const Tensor& t : node_inputs) in_views.push_back(t.is_null() ? TensorView{} : t.view());
         Allocator& node_alloc = on_dev ? static_cast<Allocator&>(*dev) : *allocator_;
-        RunContext rctx(n, in_views, out_views, workspace_data, pctx.workspace_bytes(), node_alloc,
-                        control);
+        RunContext rctx(n, std::span<const TensorView>(in_views), std::span<TensorView>(out_views),
+                        std::span<Tensor>(dynamic), workspace_data, wb, node_alloc, control);
         rctx.set_frame(&frame);
+        rctx.set_prepared_state(state);
         if (on_dev) {
             rctx.set_stream(dev->stream);
             if (error_slots != nullptr) rctx.set_device_error_slots(error_slots + 4 * ni);
         }
         const testing::KernelRunHook hook = testing::kernel_run_hook.load(std::memory_order_relaxed);
         if (hook != nullptr) hook(n, true);
-        st = cn.kernel->run(rctx);
+        Status st = cn.kernel->run(rctx);
         if (hook != nullptr) hook(n, false);
-        if (!st.is_ok()) return st.with_context(node_context(n));
-        for (int i = 0; i < pctx.num_outputs(); ++i) {
-            if (!pctx.has_output(i)) continue;
+        if (!st.is_ok()) {
+            for (Tensor& t : dynamic) t = Tensor();
+            return st.with_context(node_context(n));
+        }
+        for (int i = 0; i < num_outputs; ++i) {
+            if (!has_output(i)) continue;
             const auto vo = static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(i)]);
             Tensor& dst = frame.values[vo];
             if (dev != nullptr) frame.other[vo] = Tensor();
-            if (pctx.output_spec(i).dynamic) {
+            if (spec_of(i).dynamic) {
                 dst = std::move(rctx.dynamic_output(i));
                 if (dst.is_null())
                     return Status::error(ErrorCode::internal, node_context(n),
@@ -1257,7 +1453,8 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                 dst = std::move(out_tensors[static_cast<std::size_t>(i)]);
             }
         }
-        node_inputs.clear();
+        for (Tensor& t : dynamic) t = Tensor();
+        for (Tensor& t : node_inputs) t = Tensor();
         prepare_inputs.clear();
         for (ValueId id : cn.release_after) {
             frame.values[static_cast<std::size_t>(id)] = Tensor();
@@ -1404,7 +1601,9 @@ Status CompiledGraph::capture_and_run(const std::vector<Tensor>& inputs,
                 Status body = Status::ok();
                 if (run->error_slots != nullptr)
                     body = device_->memset_async(run->error_slots, 0, 32 * g.nodes.size(), dev.stream);
-                if (body.is_ok()) body = run_nodes(frame, mem, &dev, control, run->error_slots);
+                NodeScratch scratch;
+                if (body.is_ok())
+                    body = run_nodes(frame, mem, &dev, scratch, control, run->error_slots);
                 auto exec = device_->end_capture(dev.stream);
                 if (!body.is_ok() && body.code() != ErrorCode::internal) {
                     st = body;  // a real error of this run (bad input, limits)
@@ -1449,10 +1648,26 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     const Graph& g = *graph_;
     DSINFER_CHECK(inputs.size() == g.inputs.size(), ErrorCode::invalid_argument, "graph '", g.name,
                   "' takes ", g.inputs.size(), " inputs, got ", inputs.size());
-    std::vector<std::int64_t> key;
+    // The run's scratch (frame, node vectors, shape key), returned to the graph's free list
+    // when the run ends.
+    struct ScratchGuard {
+        const CompiledGraph* cg;
+        std::unique_ptr<RunScratch> s;
+        ~ScratchGuard() {
+            if (s) cg->release_scratch(std::move(s));
+        }
+    };
+    ScratchGuard guard{this, nullptr};
+    try {
+        guard.s = acquire_scratch();
+    } catch (const std::bad_alloc&) {
+        return Status(ErrorCode::resource_exhausted, "out of memory setting up a run");
+    }
+    RunScratch& scratch = *guard.s;
+    std::vector<std::int64_t>& key = scratch.key;
     std::shared_ptr<const ExecutionPlan> plan;
     if (plan_memory_) {
-        key = shape_key(inputs);
+        shape_key(inputs, key);
         plan = find_plan(key);
     }
     // GPU engines: from the second run of a shape class (the first one plans its memory), the
@@ -1480,11 +1695,17 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         DSINFER_ASSIGN_OR_RETURN(dev_scope->stream, device_->acquire_stream());
         dev = &*dev_scope;
     }
-    Frame frame;
-    frame.graph = this;
+    Frame& frame = scratch.frame;
     frame.parent = outer;
+    // The run's tensors go before the device scope ends (it synchronizes, then frees).
+    struct RunValuesGuard {
+        const CompiledGraph* cg;
+        RunScratch* s;
+        ~RunValuesGuard() { cg->clear_run_values(*s); }
+    } values_guard{this, &scratch};
     if (dev != nullptr) frame.other.resize(g.values.size());
-    fill_frame(frame, g, inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        frame.values[static_cast<std::size_t>(g.inputs[i])] = inputs[i];
     for (const Capture& c : captures_) {
         const Frame* f = outer;
         for (int l = 1; l < c.levels_up && f != nullptr; ++l) f = f->parent;
@@ -1503,6 +1724,8 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             rec.inplace_input.assign(g.values.size(), kNoValue);
             rec.workspace_bytes.assign(g.nodes.size(), 0);
             rec.value_device.assign(g.values.size(), 0);
+            rec.output_specs.assign(num_output_specs_, PrepareContext::OutputSpec{});
+            rec.node_states.assign(g.nodes.size(), nullptr);
             mem.rec = &rec;
         } else {
             mem.plan = plan.get();
@@ -1511,7 +1734,8 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             if (const std::size_t bytes = plan->arena_bytes; bytes > 0) {
                 if (void* p = pool_->allocate_replacing_cache(bytes, kTensorAlignment)) {
                     mem.arena = std::shared_ptr<void>(
-                        p, [pool = pool_, bytes](void* q) { pool->deallocate(q, bytes); });
+                        p, [pool = pool_, bytes](void* q) { pool->deallocate(q, bytes); },
+                        ArenaCtrlAllocator<char>(scratch.arena_ctrl, &scratch.arena_ctrl_used));
                     mem.base = static_cast<unsigned char*>(p);
                 }
             }
@@ -1531,8 +1755,9 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         DSINFER_RETURN_IF_ERROR(dev->rt->memset_async(error_slots.raw_data(), 0, error_slots.num_bytes(), dev->stream));
     }
     std::int64_t* slots = error_slots.is_null() ? nullptr : error_slots.data<std::int64_t>();
-    DSINFER_RETURN_IF_ERROR(run_nodes(frame, mem, dev, control, slots));
+    DSINFER_RETURN_IF_ERROR(run_nodes(frame, mem, dev, scratch.nodes, control, slots));
     outputs.clear();
+    outputs.reserve(g.outputs.size());
     std::vector<std::pair<const void*, void*>> unstage;  // pinned block -> output, after the sync
     for (ValueId id : g.outputs) {
         Tensor t = frame.values[static_cast<std::size_t>(id)];
@@ -1567,7 +1792,7 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         }
     }
     if (mem.rec != nullptr) {
-        build_plan(std::move(key), rec);
+        build_plan(key, rec);
         // The recording run's per-tensor blocks (many size classes; BERT-base b8: 27.6 MiB for
         // an 18 MiB plan) would idle in the pool's cache next to the arena that replaces them:
         // give back what this run added to the cache.

@@ -81,6 +81,11 @@ struct ExecutionPlan {
     std::vector<ValueId> inplace_input;      ///< per ValueId: the input it shares a block with
     std::vector<std::int64_t> workspace_offset;  ///< per node, -1 = none
     std::vector<std::size_t> workspace_bytes;    ///< per node
+    /// Per output of every node (CompiledNode::spec_begin): what prepare said in the recording
+    /// run; read instead of calling prepare for nodes with stable_prepare.
+    std::vector<PrepareContext::OutputSpec> output_specs;
+    /// Per node: the kernel state its prepare set in the recording run (stable nodes).
+    std::vector<std::shared_ptr<const void>> node_states;
     std::vector<char> value_on_device;           ///< per ValueId: offset is in the device arena
     std::size_t arena_bytes = 0;                 ///< host arena
     std::size_t device_arena_bytes = 0;          ///< device arena (GPU engines)
@@ -96,6 +101,8 @@ public:
                                                             const CompileOptions& options,
                                                             const CompiledGraph* parent = nullptr,
                                                             int depth = 0);
+
+    ~CompiledGraph() override;
 
     /// Runs with `inputs` bound to graph inputs in order. `outer` is the enclosing frame
     /// (subgraphs) or nullptr.
@@ -140,6 +147,12 @@ private:
         bool on_device = false;        // the kernel is the device backend's
         std::uint64_t host_inputs = 0;  // device kernels: inputs wanted on the host
         bool shape_derived = false;    // host node whose outputs depend on input shapes only
+        // prepare's result is fixed for an input-shape class: every output static (not
+        // dynamic), no subgraph, every input's shape fixed by the class, and prepare asked
+        // has_data() only of constants and load-computed shape values. A planned run reuses
+        // the result the class's first run recorded instead of calling prepare.
+        bool stable_prepare = false;
+        std::uint32_t spec_begin = 0;  // first of its outputs in ExecutionPlan::output_specs
         std::vector<std::shared_ptr<CompiledGraph>> subgraphs;
         std::vector<ValueId> release_after;  // values whose last use is this node
     };
@@ -153,6 +166,8 @@ private:
     /// Static dtypes/shapes of node ni's outputs from its kernel's prepare on meta tensors
     /// (constants carry data). Nodes are created in order, so later kernels see them.
     Status infer_node(std::size_t ni);
+    /// Marks node ni's outputs' shapes fixed by the input-shape class, and its prepare stable.
+    void mark_fixed(std::size_t ni, bool shapes, bool prepare);
     /// Index of a symbolic dim name for probe placeholders (assigned on first sight).
     std::size_t symbol_index(const std::string& symbol);
     /// Layout negotiation (kernel.hpp LayoutSupport): which values use a backend's blocked
@@ -169,10 +184,18 @@ private:
     StatusOr<Tensor> allocate_on(DeviceScope* dev, bool device, DType dtype, const Shape& shape) const;
     struct Recording;
     struct RunMemory;
+    struct NodeScratch;
+    struct RunScratch;
+    /// A run's scratch (frame, per-node vectors), reused across runs: no allocation per run
+    /// once as many runs as ever ran concurrently have finished.
+    std::unique_ptr<RunScratch> acquire_scratch() const;
+    void release_scratch(std::unique_ptr<RunScratch> s) const noexcept;
+    /// Drops a run's tensors from the scratch (its capacity stays).
+    void clear_run_values(RunScratch& s) const noexcept;
     /// Whether a whole run can be captured as a CUDA graph (after compile).
     bool decide_graphable() const;
     /// Runs the nodes in order on a set-up frame (the body of execute()).
-    Status run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
+    Status run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev, NodeScratch& scratch,
                      const RunControl& control, std::int64_t* error_slots) const;
     /// Reads the device error slots (after the stream completed) and turns a report into an
     /// invalid_argument naming the node.
@@ -190,7 +213,7 @@ private:
     /// The cached plan for these inputs' shape class, or null (then the run records).
     std::shared_ptr<const ExecutionPlan> find_plan(const std::vector<std::int64_t>& key) const;
     /// Builds the plan of a recorded run and caches it under `key`.
-    void build_plan(std::vector<std::int64_t> key, const Recording& rec) const;
+    void build_plan(const std::vector<std::int64_t>& key, const Recording& rec) const;
     /// The buffer of value `id`, an output of node ni: its arena slot when planned (and it
     /// fits), else a pool allocation. Records its size when the run records.
     StatusOr<Tensor> output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni, ValueId id, DType dtype,
@@ -225,6 +248,8 @@ private:
     std::unordered_map<std::string, std::size_t> probe_symbols_;
     /// Load-time only: small shape-like values computed per probe (freed after compile).
     std::vector<Tensor> probe_data_[2];
+    /// Load-time only: per value, its shape is fixed by the input-shape class.
+    std::vector<char> shape_fixed_;
 
     // Memory planning (top-level graphs with CompileOptions::plan_memory).
     bool plan_memory_ = false;
@@ -239,6 +264,14 @@ private:
         MemoryPlanStats last;  // of the plan most recently built
     };
     mutable PlanCache plans_;
+    std::uint32_t num_output_specs_ = 0;  // outputs of all nodes
+    struct ScratchPool {
+        std::mutex mu;
+        std::vector<std::unique_ptr<RunScratch>> free;
+        std::size_t created = 0;  // free.capacity() >= created
+    };
+    mutable ScratchPool scratch_;
+    // Declared last: destroyed first, while the graph the scratches' frames refer to lives.
 };
 
 }  // namespace dsinfer::detail

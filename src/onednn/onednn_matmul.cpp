@@ -74,6 +74,8 @@ public:
                                                                            : Shape{}));
         // A shape class the primitive takes never runs the fallback: only its scratchpad.
         if (p->usable) ctx.set_workspace(p->scratch_bytes);
+        // run() takes the primitive from here instead of the cache (a planned run keeps it).
+        ctx.set_state(std::move(p));
         return Status::ok();
     }
 
@@ -81,15 +83,19 @@ public:
         const TensorView& a = ctx.input(0);
         const TensorView& b = ctx.input(1);
         StatusOr<std::shared_ptr<const MatMulPrim>> p = std::shared_ptr<const MatMulPrim>{};
-        try {
-            p = primitive(a.shape, b.shape, ctx.has_input(2) ? ctx.input(2).shape : Shape{});
-        } catch (const std::bad_alloc&) {
-            return Status(ErrorCode::resource_exhausted, "out of memory in MatMul primitive");
-        } catch (const std::exception& e) {
-            return Status::error(ErrorCode::internal, "MatMul primitive: ", e.what());
+        const auto* prepared = static_cast<const MatMulPrim*>(ctx.prepared_state());
+        if (prepared == nullptr) {
+            try {
+                p = primitive(a.shape, b.shape, ctx.has_input(2) ? ctx.input(2).shape : Shape{});
+            } catch (const std::bad_alloc&) {
+                return Status(ErrorCode::resource_exhausted, "out of memory in MatMul primitive");
+            } catch (const std::exception& e) {
+                return Status::error(ErrorCode::internal, "MatMul primitive: ", e.what());
+            }
+            if (!p.is_ok()) return p.status();
+            prepared = p.value().get();
         }
-        if (!p.is_ok()) return p.status();
-        const MatMulPrim& m = *p.value();
+        const MatMulPrim& m = *prepared;
         if (!m.usable) return run_plain_fallback(ctx);
         try {
             ExecArg args[kMaxExecArgs];

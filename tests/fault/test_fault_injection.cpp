@@ -543,3 +543,111 @@ TEST_CASE("kernels allocate nothing on the run path after the first planned run"
         check_run_path(conv_model(), conv_inputs(), backends);
     }
 }
+
+// ---- allocations of the executor on planned runs ---------------------------------------------
+//
+// From the second run of a shape class the executor reuses the run's scratch (frame, node
+// vectors, shape key), skips prepare for nodes whose result is fixed by the shape class
+// (CompiledNode::stable_prepare) and places every intermediate in the plan's arena: the heap
+// allocations left in a planned run, outside the kernels' run() (watched apart above), are
+// the engine's input binding and the outputs (a copy out of the arena, its buffer handle, the
+// result vector and its names). Counted over runs 3..10 of each model, per run.
+
+namespace {
+
+struct ExecWatch {
+    int depth = 0;
+    fault::WatchedAllocations at;
+    std::int64_t in_kernels = 0;
+};
+ExecWatch* g_exec_watch = nullptr;
+
+void exec_hook(const Node&, bool begin) noexcept {
+    ExecWatch& w = *g_exec_watch;
+    if (begin) {
+        if (w.depth++ == 0) w.at = fault::watched_allocations();
+        return;
+    }
+    if (--w.depth == 0) w.in_kernels += fault::watched_allocations().total - w.at.total;
+}
+
+/// Heap allocations per planned run outside the kernels' run().
+double executor_allocations_per_run(const InferenceEngine& engine,
+                                    const std::vector<NamedTensor>& inputs) {
+    (void)engine.run(inputs);  // records the plan
+    (void)engine.run(inputs);  // first planned run
+    ExecWatch w;
+    g_exec_watch = &w;
+    testing::kernel_run_hook.store(&exec_hook);
+    constexpr int kRuns = 8;
+    const fault::WatchedAllocations before = fault::watched_allocations();
+    fault::watch_allocations(true);
+    for (int r = 0; r < kRuns; ++r) (void)engine.run(inputs);
+    fault::watch_allocations(false);
+    testing::kernel_run_hook.store(nullptr);
+    g_exec_watch = nullptr;
+    const std::int64_t all = fault::watched_allocations().total - before.total;
+    return static_cast<double>(all - w.in_kernels) / kRuns;
+}
+
+}  // namespace
+
+TEST_CASE("a planned run allocates only for its inputs and outputs outside the kernels", "[fault]") {
+    // Per run: the bound input list, the executor's and the engine's result vectors (3), and
+    // per output its buffer's handle and its name (a copy, when longer than std::string's
+    // inline buffer): 2. The output buffers themselves come from the pool's cache. Nothing per
+    // node and nothing per input (measured here: MLP and Conv 4, Gather 5, bert_tiny 6).
+    auto budget = [](std::size_t /*inputs*/, std::size_t outputs) {
+        return static_cast<double>(3 + 2 * outputs);
+    };
+    for (const std::vector<std::string>& backends :
+         {std::vector<std::string>{}, std::vector<std::string>{"reference"}}) {
+        const std::string tag = backends.empty() ? "default" : backends[0];
+        struct Case {
+            const char* name;
+            onnx::ModelProto proto;
+            std::vector<NamedTensor> inputs;
+        };
+        for (const Case& c : {Case{"mlp", mlp_model(), mlp_inputs()},
+                        Case{"gather", gather_model(), gather_inputs()},
+                        Case{"conv", conv_model(), conv_inputs()}}) {
+            EngineOptions o;
+            o.num_threads = 2;
+            o.backends = backends;
+            const std::string bytes = bytes_of(c.proto);
+            const InferenceEngine engine = InferenceEngine::compile(
+                load_onnx_from_bytes(bytes.data(), bytes.size(), ""), std::move(o));
+            const double per_run = executor_allocations_per_run(engine, c.inputs);
+            const auto outputs = engine.run(c.inputs).size();
+            INFO(c.name << " [" << tag << "]");
+            WARN(c.name << " [" << tag << "]: " << per_run << " allocations per planned run outside "
+                        << "the kernels (" << engine.graph().nodes.size() << " nodes, "
+                        << c.inputs.size() << " inputs, " << outputs << " outputs)");
+            CHECK(per_run <= budget(c.inputs.size(), outputs));
+        }
+    }
+    // A transformer-shaped model (BERT's shape arithmetic, attention, LayerNorm) when the
+    // suite generated one (tests/CMakeLists.txt: DSINFER_BERT_TINY, tools/make_models.py).
+    if (const char* path = std::getenv("DSINFER_BERT_TINY"); path != nullptr && *path != '\0') {
+        EngineOptions o;
+        o.num_threads = 2;
+        const InferenceEngine engine = InferenceEngine::load(path, o);
+        std::vector<NamedTensor> inputs;
+        for (const auto& info : engine.inputs()) {
+            const DType dt = info.dtype.value_or(DType::i64);
+            Tensor t = Tensor::zeros(dt, Shape{2, 16});
+            if (dt == DType::i64)
+                for (std::int64_t i = 0; i < t.num_elements(); ++i)
+                    t.data<std::int64_t>()[i] = info.name.find("mask") != std::string::npos ? 1 : (i * 7) % 100;
+            inputs.push_back({info.name, t});
+        }
+        const double per_run = executor_allocations_per_run(engine, inputs);
+        const auto outputs = engine.run(inputs).size();
+        WARN("bert_tiny: " << per_run << " allocations per planned run outside the kernels ("
+                           << engine.graph().nodes.size() << " nodes, " << inputs.size()
+                           << " inputs, " << outputs << " outputs)");
+        CHECK(per_run <= budget(inputs.size(), outputs));
+    } else {
+        WARN("bert_tiny: DSINFER_BERT_TINY not set; the transformer case did not run");
+    }
+}
