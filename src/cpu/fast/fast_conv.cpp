@@ -8,9 +8,8 @@
 // (oneDNN's, which packs the weights its own way) the factory declines, so the reference
 // kernel is that fallback and no weights are held twice.
 //
-// Attributes: strides, dilations, pads, auto_pad and group are read here with the helpers of
-// src/ops/window.hpp. TODO(ops room): take the shared ConvAttrs of src/ops/conv.hpp once it
-// lands (issue 22, item 1), as the reference and oneDNN Conv will.
+// Attributes: the ops room's ConvAttrs (src/ops/conv.hpp, read_conv_attrs), as the reference,
+// oneDNN and CUDA Conv read them; the reference fallback has validated them first.
 #include "cpu/fast/fast_conv.hpp"
 
 #include <array>
@@ -26,6 +25,7 @@
 #include "cpu/fast/simd.hpp"
 #include "dsinfer/ops.hpp"
 #include "ops/activation.hpp"
+#include "ops/conv.hpp"
 #include "ops/window.hpp"
 
 namespace dsinfer::detail {
@@ -70,8 +70,7 @@ std::uint64_t fast_conv_path_runs(FastConvPath path) noexcept {
 namespace {
 
 struct ConvConfig {
-    std::vector<int64_t> strides, dilations, pads;
-    AutoPad auto_pad = AutoPad::notset;
+    ConvAttrs attrs;  ///< parsed once, by the ops room (src/ops/conv.hpp)
     ActivationSpec act;
     bool fused = false;  ///< FusedConv: input 3 is the residual Z
 };
@@ -160,14 +159,14 @@ private:
             return false;
         s = ConvGemmShape{.n = x[0], .c = x[1], .h = x[2], .w = x[3], .oc = y[1], .oh = y[2],
                           .ow = y[3], .kh = w[2], .kw = w[3],
-                          .sh = attr_at(cfg_.strides, 0, 1), .sw = attr_at(cfg_.strides, 1, 1),
-                          .block = fast_conv_block(), .dh = attr_at(cfg_.dilations, 0, 1),
-                          .dw = attr_at(cfg_.dilations, 1, 1)};
+                          .sh = attr_at(cfg_.attrs.strides, 0, 1), .sw = attr_at(cfg_.attrs.strides, 1, 1),
+                          .block = fast_conv_block(), .dh = attr_at(cfg_.attrs.dilations, 0, 1),
+                          .dw = attr_at(cfg_.attrs.dilations, 1, 1)};
         for (int i = 0; i < 2; ++i) {
             const int64_t k = w[2 + i];
             const StatusOr<WindowDim> d =
                 window_dim(i, 2, x[2 + i], k, i == 0 ? s.sh : s.sw, i == 0 ? s.dh : s.dw,
-                           cfg_.auto_pad, cfg_.pads, /*ceil_mode=*/false);
+                           cfg_.attrs.auto_pad, cfg_.attrs.pads, /*ceil_mode=*/false);
             if (!d.is_ok() || d.value().out != y[2 + i]) return false;
             (i == 0 ? s.ph : s.pw) = d.value().pb;
         }
@@ -205,13 +204,9 @@ fast::Factory make_fast_conv(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
     // The reference kernel validates the node first, so a bad one fails with its error.
     DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ctx.create_fallback());
-    DSINFER_ASSIGN_OR_RETURN(const int64_t group, n.attr_or<int64_t>("group", 1));
-    if (group != 1) return Status::error(ErrorCode::unsupported, "group 1 only");
     ConvConfig cfg;
-    DSINFER_ASSIGN_OR_RETURN(cfg.strides, n.attr_or<std::vector<int64_t>>("strides", {}));
-    DSINFER_ASSIGN_OR_RETURN(cfg.dilations, n.attr_or<std::vector<int64_t>>("dilations", {}));
-    DSINFER_ASSIGN_OR_RETURN(cfg.pads, n.attr_or<std::vector<int64_t>>("pads", {}));
-    DSINFER_ASSIGN_OR_RETURN(cfg.auto_pad, parse_auto_pad(n));
+    DSINFER_ASSIGN_OR_RETURN(cfg.attrs, read_conv_attrs(n, /*transpose=*/false));
+    if (cfg.attrs.group != 1) return Status::error(ErrorCode::unsupported, "group 1 only");
     cfg.fused = n.domain == kDsinferDomain;
     if (cfg.fused) {
         DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(n));
