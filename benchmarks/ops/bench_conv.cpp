@@ -31,7 +31,7 @@
 #include "cpu/fast/conv_winograd.hpp"
 #include "cpu/fast/fast_conv.hpp"
 #include "cpu/fast/simd.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/config.hpp"
 #include "dsinfer/dsinfer.hpp"
 

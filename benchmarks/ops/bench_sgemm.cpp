@@ -26,7 +26,7 @@
 
 #include "bench_data.hpp"
 #include "cpu/fast/sgemm.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/config.hpp"
 
 #if DSINFER_WITH_ONEDNN

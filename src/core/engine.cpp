@@ -12,7 +12,7 @@
 #include "core/device_runtime.hpp"
 #include "core/engine_impl.hpp"
 #include "core/executor.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/backends/onednn.hpp"
 #include "dsinfer/memory_pool.hpp"
 #include "onnx/onnx_loader.hpp"

@@ -7,7 +7,7 @@
 
 #include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/simd.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/backends/onednn.hpp"
 #include "onednn/onednn_common.hpp"
 

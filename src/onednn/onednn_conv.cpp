@@ -18,7 +18,7 @@
 
 #include "cpu/fast/conv_gemm.hpp"
 #include "cpu/fast/conv_winograd.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "ops/conv.hpp"
 #include "onednn/onednn_common.hpp"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "cpu/fast/simd.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "onednn/onednn_common.hpp"
 
 namespace dsinfer::detail::onednn {

@@ -16,7 +16,7 @@
 
 #include "ops/activation.hpp"
 #include "cpu/fast/conv_gemm.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "unit/blocked_conv_reference.hpp"
 
 namespace {

@@ -23,7 +23,7 @@
 
 #include "ops/activation.hpp"
 #include "cpu/fast/conv_winograd.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "unit/blocked_conv_reference.hpp"
 
 namespace {

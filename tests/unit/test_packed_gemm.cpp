@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cpu/fast/sgemm.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/dsinfer.hpp"
 
 namespace {

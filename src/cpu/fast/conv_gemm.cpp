@@ -13,7 +13,7 @@
 #endif
 
 #include "cpu/fast/fast_fused.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 
 namespace dsinfer::detail {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "cpu/fast/fast_fused.hpp"
 #include "cpu/fast/simd.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 
 // Vector-typed values crossing functions trip -Wpsabi; it says nothing about this code.
 #pragma GCC diagnostic ignored "-Wpsabi"

@@ -20,7 +20,7 @@
 
 #include "cpu/fast/simd.hpp"
 #include "ops/kernel_utils.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 
 namespace dsinfer::detail::fast {
 

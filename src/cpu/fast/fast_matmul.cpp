@@ -18,7 +18,7 @@
 #include "cpu/fast/groups.hpp"
 #include "cpu/fast/sgemm.hpp"
 #include "ops/kernel_utils.hpp"
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail {

@@ -1,5 +1,5 @@
 // Registration of dsinfer's optimized CPU kernels (src/cpu/fast/): vectorized with runtime ISA
-// dispatch and multithreaded on the shared OpenMP pool (cpu/parallel.hpp). Each registers at
+// dispatch and multithreaded on the shared OpenMP pool (runtime/parallel.hpp). Each registers at
 // kPriorityCpu with provider "cpu", above the reference kernel of the same op, and returns
 // unsupported from its factory for the cases it leaves to the reference kernel.
 #pragma once

@@ -30,7 +30,7 @@
 #include <omp.h>
 #endif
 
-#include "cpu/parallel.hpp"
+#include "runtime/parallel.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DSINFER_SGEMM_X86 1

@@ -1,8 +1,9 @@
-// Intra-op parallelism for dsinfer's own CPU kernels, on the same OpenMP runtime (libgomp) that
-// Debian's oneDNN uses, so that our kernels and oneDNN's primitives share one thread pool and
-// one thread budget: the engine sets the budget for the calling thread (ThreadBudget) and both
-// read it through omp_get_max_threads(). No second pool exists, so there is no oversubscription
-// inside one run.
+// The runtime room: intra-op parallelism shared by the engine (ThreadBudget per run), dsinfer's
+// CPU kernels and the oneDNN backend. dsinfer's own kernels run on the same OpenMP runtime
+// (libgomp) that Debian's oneDNN uses, so that our kernels and oneDNN's primitives share one
+// thread pool and one thread budget: the engine sets the budget for the calling thread
+// (ThreadBudget) and both read it through omp_get_max_threads(). No second pool exists, so
+// there is no oversubscription inside one run.
 //
 // Determinism: parallel_for splits [0, n) into contiguous chunks that depend only on n, grain
 // and the thread count, and every chunk is computed by one thread in a fixed order. Kernels
