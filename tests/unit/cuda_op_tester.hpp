@@ -16,9 +16,9 @@
 #include <dsinfer/dsinfer.hpp>
 #if DSINFER_WITH_CUDA
 #include <dsinfer/backends/cuda.hpp>
-
-#include "unit/engine_models.hpp"  // attr_i, attr_f, attr_s, attr_ints
 #endif
+
+#include "unit/engine_models.hpp"  // attr_i, attr_f, attr_s, attr_ints (every build)
 
 namespace dsinfer::test::cuda_ops {
 
