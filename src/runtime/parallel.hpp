@@ -49,7 +49,11 @@ public:
     explicit ThreadBudget(int threads) noexcept {
 #if defined(_OPENMP)
         previous_ = omp_get_max_threads();
-        omp_set_num_threads(threads > 0 ? threads : default_thread_count());
+        // Never above OMP_THREAD_LIMIT: oneDNN sizes a primitive's work split for
+        // omp_get_max_threads() threads, and a team the limit cuts short left part of a MatMul's
+        // output unwritten (AVX-512, OMP_THREAD_LIMIT=1 with a budget of 2: wrong results).
+        const int wanted = threads > 0 ? threads : default_thread_count();
+        omp_set_num_threads(std::max(1, std::min(wanted, omp_get_thread_limit())));
 #else
         (void)threads;
 #endif
