@@ -19,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include "dsinfer/backends/cuda.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/status.hpp"
@@ -27,7 +28,7 @@
 namespace dsinfer::cuda {
 
 /// Registration priority of the CUDA kernels (above every CPU backend).
-inline constexpr int kPriorityCuda = 30;
+inline constexpr int kPriorityCuda = ::dsinfer::kPriorityCuda;  // dsinfer/backends/cuda.hpp
 inline constexpr const char* kProvider = "cuda";
 
 /// True once a sticky error (illegal address, launch failure, ...) was seen on `device`: the

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_plugin.hpp"
 #include "core/device_runtime.hpp"
 #include "cublaslt_loader.hpp"
 #include "cuda_common.hpp"

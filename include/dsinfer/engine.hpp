@@ -1,8 +1,9 @@
 // dsinfer/engine.hpp — InferenceEngine: load a model, run it.
 //
 // Purpose: the main entry point. load() reads an ONNX model (validating it against
-// ModelLimits), compiles it for the configured backends (kernel selection, attribute
-// validation, weight packing, static shape inference), and run() executes it.
+// ModelLimits; dsinfer/onnx.hpp, included here, holds the importer's own API), compiles it for
+// the configured backends (dsinfer/backend.hpp: kernel selection, attribute validation, weight
+// packing, static shape inference), and run() executes it.
 //
 // Ownership/threading: InferenceEngine is move-only and owns the compiled model. run() is
 // const and thread-safe: any number of threads may call run() on one engine at once; each
@@ -35,6 +36,7 @@
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
 #include "dsinfer/metrics.hpp"
+#include "dsinfer/onnx.hpp"
 #include "dsinfer/passes.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
@@ -42,30 +44,6 @@
 namespace dsinfer {
 
 class MemoryPool;  // dsinfer/memory_pool.hpp
-
-/// Bounds on what a model file may make the loader do. Every size or count a model controls
-/// is checked against these before memory is committed to it.
-struct ModelLimits {
-    std::uint64_t max_model_bytes = 4ull << 30;      ///< protobuf file size
-    std::uint64_t max_external_bytes = 64ull << 30;  ///< all external data together
-    std::uint64_t max_tensor_bytes = 16ull << 30;    ///< one initializer or attribute tensor
-    /// All nodes, subgraphs included; also bounds each repeated list of the top-level graph
-    /// (nodes, initializers, inputs, outputs, value_info), counted before protobuf parses it.
-    std::int64_t max_nodes = 1'000'000;
-    int max_rank = kMaxRank;                         ///< declared ranks above this: invalid_model
-    int max_subgraph_depth = 32;                     ///< nesting of If/Loop/Scan bodies
-    int max_protobuf_depth = 100;                    ///< protobuf message nesting
-    std::int64_t max_loop_iterations = 100'000'000;  ///< iterations of one Loop/Scan node per run
-    /// Use weights in place from the model file (load_onnx from a path): initializers of 64 KiB
-    /// and more, and external data, aligned to their elements, point into a private
-    /// copy-on-write mapping of the file instead of being read into memory. Their pages are
-    /// read as they are used and count as reclaimable page cache: an embedding table becomes
-    /// resident only by the rows runs gather, and a weight that a kernel packs is dropped
-    /// once packed. The file must then not shrink while the model is loaded (replace model
-    /// files by rename, never rewrite one in place): its pages would fault (SIGBUS) when
-    /// next read. false: read every weight into memory at load.
-    bool map_weights = true;
-};
 
 /// How InferenceEngine::submit() batches requests (docs/BATCHING.md). The engine's dynamic
 /// batcher is a BatchScheduler (dsinfer/batch_scheduler.hpp) created on the first submit().
@@ -129,11 +107,14 @@ struct EngineOptions {
     /// their second run too (up to 8 classes); runs with RunOptions::deadline or node_ms, and
     /// concurrent runs of a class being replayed, run node by node.
     bool cuda_graphs = true;
-    /// Backends in priority order, with per-node fall-through to the next one that supports the
-    /// node: "onednn" (oneDNN primitives, when built with it), "cpu" (dsinfer's own optimized
-    /// CPU kernels, then the reference kernels), "reference" (reference kernels only: slow,
-    /// for checking). The reference kernels are always the last resort. Empty = every CPU
-    /// backend this build has, fastest first (default_backends()).
+    /// The host backends (dsinfer/backend.hpp: find_backend, available_backends), with per-node
+    /// fall-through to the next one that supports the node: "onednn" (oneDNN primitives, when
+    /// built with it), "cpu" (dsinfer's own optimized CPU kernels), "reference" (reference
+    /// kernels only: slow, for checking). Each backend's kernels carry its own priority
+    /// (onednn > cpu > reference), so the order listed does not matter; the reference kernels
+    /// are always the last resort. Empty = every CPU backend this build has, fastest first
+    /// (default_backends()). An unknown name is invalid_argument, one not in this build
+    /// unsupported (Backend::availability()).
     std::vector<std::string> backends{};
     /// Intra-op threads of one run, shared by oneDNN and dsinfer's kernels (one OpenMP pool);
     /// 0 = the processors available to the process. Results are bitwise identical run to run
@@ -320,16 +301,5 @@ private:
     explicit InferenceEngine(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
-
-/// Reads an ONNX model into the graph IR without compiling it (validates structure and
-/// limits, sorts nodes). Throws dsinfer::Error.
-DSINFER_API Graph load_onnx(const std::filesystem::path& model, const ModelLimits& limits = {});
-/// Parses a model from memory. `base_dir` resolves external data ("" forbids external data).
-DSINFER_API Graph load_onnx_from_bytes(const void* data, std::size_t size,
-                                       const std::filesystem::path& base_dir = {},
-                                       const ModelLimits& limits = {});
-/// Reads one serialized onnx.TensorProto file (the backend-test .pb format).
-DSINFER_API Tensor load_tensor_proto(const std::filesystem::path& file,
-                                     const ModelLimits& limits = {});
 
 }  // namespace dsinfer

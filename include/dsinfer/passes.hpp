@@ -50,6 +50,7 @@
 
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
+#include "dsinfer/onnx.hpp"  // save_onnx (dump the optimized graph)
 #include "dsinfer/ops.hpp"
 #include "dsinfer/status.hpp"
 
@@ -194,9 +195,5 @@ DSINFER_API StatusOr<std::size_t> convert_float_precision(Graph& graph, DType to
                                                           const GraphEvaluator* evaluator);
 /// convert_float_precision() with kernel_evaluator(). Defined by dsinfer::dsinfer.
 DSINFER_API StatusOr<std::size_t> convert_float_precision(Graph& graph, DType to);
-
-/// Writes `graph` as an ONNX model (initializers inline; viewable in Netron). Throws
-/// dsinfer::Error (io_error, unsupported for attribute kinds it cannot write).
-DSINFER_API void save_onnx(const Graph& graph, const std::filesystem::path& file);
 
 }  // namespace dsinfer

@@ -57,4 +57,12 @@ struct CudaPluginTable {
 
 using CudaPluginEntryFn = const CudaPluginTable* (*)();
 
+// Defined inside the plugin (cuda/cuda_runtime.cpp) for its table; the core library never
+// calls them directly: it reaches them through cuda_backend(N) (dsinfer/backends/cuda.hpp).
+/// The process-wide runtime of CUDA device `index` (created on first use), or unavailable (no
+/// such device) / device_lost.
+StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int index);
+/// Registers the CUDA kernels.
+void register_cuda_backend(KernelRegistry& registry);
+
 }  // namespace dsinfer::detail

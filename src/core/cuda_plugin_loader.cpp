@@ -1,7 +1,9 @@
-// The core library's side of the CUDA backend: cuda_runtime() and register_cuda_backend()
-// (device_runtime.hpp) and the public functions of dsinfer/backends/cuda.hpp.
+// The core library's side of the CUDA backend: cuda_backend(N) (the "cuda:N" Backend the engine
+// uses for EngineOptions::device) and the public functions of dsinfer/backends/cuda.hpp.
 //
-// A build without CUDA: every request for a GPU is unsupported.
+// One code path for every build: what differs is only whether there is a plugin to open.
+// A build without CUDA has none: the cuda backend is unsupported (naming the configure
+// option) and there are no devices.
 //
 // A build with CUDA: the backend is the plugin libdsinfer_cuda.so (cuda/, src/core/cuda_plugin.hpp),
 // opened with dlopen on the first request for a CUDA device and kept for the life of the
@@ -14,38 +16,23 @@
 //   3. the plain file name through the dynamic loader's search path (the caller's RUNPATH,
 //      which linking dsinfer::cuda sets, LD_LIBRARY_PATH, ld.so.cache).
 // A plugin that is missing, fails to load (a CUDA library it needs is missing) or comes from
-// another build makes every CUDA request fail with unavailable and a message naming the files
-// tried and dlerror(). CPU engines never get here.
-#include "core/device_runtime.hpp"
+// another build makes the cuda backend unavailable with a message naming the files tried and
+// dlerror(). CPU engines never get here.
+#include <string>
 
+#include "core/cuda_plugin.hpp"
+#include "core/device_runtime.hpp"
+#include "dsinfer/backends/cuda.hpp"
 #include "dsinfer/config.hpp"
 
-#if !DSINFER_WITH_CUDA
-namespace dsinfer::detail {
-
-StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int /*index*/) {
-    return Status::error(ErrorCode::unsupported,
-                         "this build has no CUDA backend (configure with -DDSINFER_WITH_CUDA=ON "
-                         "where a CUDA toolkit is installed)");
-}
-
-void register_cuda_backend(KernelRegistry& /*registry*/) {}
-
-}  // namespace dsinfer::detail
-
-#else
-
+#if DSINFER_WITH_CUDA
 #include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
-
-#include "core/cuda_plugin.hpp"
-#include "dsinfer/backends/cuda.hpp"
 
 #ifndef DSINFER_CUDA_PLUGIN_NAME
 #define DSINFER_CUDA_PLUGIN_NAME "libdsinfer_cuda.so"
@@ -53,6 +40,7 @@ void register_cuda_backend(KernelRegistry& /*registry*/) {}
 #ifndef DSINFER_CUDA_PLUGIN_RELDIR
 #define DSINFER_CUDA_PLUGIN_RELDIR "../lib"
 #endif
+#endif  // DSINFER_WITH_CUDA
 
 namespace dsinfer::detail {
 
@@ -60,8 +48,10 @@ namespace {
 
 struct LoadedPlugin {
     const CudaPluginTable* table = nullptr;
-    std::string error;  // why table is null
+    Status error;  // why table is null
 };
+
+#if DSINFER_WITH_CUDA
 
 /// The directory of the object (shared library or executable) that holds this function.
 std::string own_directory() {
@@ -126,12 +116,14 @@ const CudaPluginTable* try_open(const std::string& path, std::string& errors) {
 LoadedPlugin load_plugin() {
     LoadedPlugin p;
     std::string errors;
+    const auto fail = [&p](std::string why) {
+        p.error = Status(ErrorCode::unavailable, why);
+        return p;
+    };
     if (const char* env = std::getenv("DSINFER_CUDA_PLUGIN"); env != nullptr && env[0] != '\0') {
         p.table = try_open(env, errors);
-        if (p.table == nullptr)
-            p.error = std::string("the CUDA plugin set by DSINFER_CUDA_PLUGIN could not be loaded: ") +
-                      errors;
-        return p;
+        if (p.table != nullptr) return p;
+        return fail("the CUDA plugin set by DSINFER_CUDA_PLUGIN could not be loaded: " + errors);
     }
     std::vector<std::string> candidates;
     if (const std::string dir = own_directory(); !dir.empty()) {
@@ -148,35 +140,69 @@ LoadedPlugin load_plugin() {
         }
         p.table = try_open(c, errors);
         if (p.table != nullptr) return p;
-        p.error = "the CUDA plugin could not be loaded: " + errors;
-        return p;
+        return fail("the CUDA plugin could not be loaded: " + errors);
     }
     p.table = try_open(DSINFER_CUDA_PLUGIN_NAME, errors);
-    if (p.table == nullptr)
-        p.error = std::string("the CUDA plugin " DSINFER_CUDA_PLUGIN_NAME
-                              " could not be loaded (install it next to libdsinfer, link "
-                              "dsinfer::cuda, or set DSINFER_CUDA_PLUGIN): ") +
-                  errors;
-    return p;
+    if (p.table != nullptr) return p;
+    return fail(std::string("the CUDA plugin " DSINFER_CUDA_PLUGIN_NAME
+                            " could not be loaded (install it next to libdsinfer, link "
+                            "dsinfer::cuda, or set DSINFER_CUDA_PLUGIN): ") +
+                errors);
 }
+
+#else  // no CUDA in this build: there is no plugin to open
+
+LoadedPlugin load_plugin() {
+    return LoadedPlugin{nullptr,
+                        Status(ErrorCode::unsupported,
+                               "this build has no CUDA backend (configure with "
+                               "-DDSINFER_WITH_CUDA=ON where a CUDA toolkit is installed)")};
+}
+
+#endif  // DSINFER_WITH_CUDA
 
 const LoadedPlugin& plugin() {
     static const LoadedPlugin p = load_plugin();  // once per process, thread-safe
     return p;
 }
 
+/// "cuda:N": device N of the plugin. Holds nothing but the index: the plugin keeps the
+/// device runtimes (one per device and process).
+class CudaBackend final : public Backend {
+public:
+    explicit CudaBackend(int index)
+        : Backend("cuda:" + std::to_string(index), Device{DeviceKind::cuda, index},
+                  kPriorityCuda, "cuda"),
+          index_(index) {}
+
+    Status availability() const override {
+        const LoadedPlugin& p = plugin();
+        if (p.table == nullptr) return p.error;
+        const int n = p.table->device_count();
+        if (n == 0) return Status(ErrorCode::unavailable, p.table->status());
+        if (index_ < 0 || index_ >= n)
+            return Status::error(ErrorCode::unavailable, "no CUDA device ", index_,
+                                 ": this machine has ", n, " device(s)");
+        return Status::ok();
+    }
+
+    Status register_kernels(KernelRegistry& registry) const override {
+        DSINFER_RETURN_IF_ERROR(availability());
+        plugin().table->register_cuda_backend(registry);
+        return Status::ok();
+    }
+
+    StatusOr<std::shared_ptr<DeviceRuntime>> device_runtime() const override {
+        const LoadedPlugin& p = plugin();
+        if (p.table == nullptr) return p.error;
+        return p.table->cuda_runtime(index_);  // checks the index and the device's health
+    }
+
+private:
+    int index_;
+};
+
 }  // namespace
-
-StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int index) {
-    const LoadedPlugin& p = plugin();
-    if (p.table == nullptr) return Status::error(ErrorCode::unavailable, p.error);
-    return p.table->cuda_runtime(index);
-}
-
-void register_cuda_backend(KernelRegistry& registry) {
-    // Reached only after cuda_runtime() succeeded, i.e. with the plugin loaded.
-    if (const LoadedPlugin& p = plugin(); p.table != nullptr) p.table->register_cuda_backend(registry);
-}
 
 }  // namespace dsinfer::detail
 
@@ -193,7 +219,7 @@ int cuda_device_count() noexcept {
 
 std::string cuda_status() {
     const auto& p = detail::plugin();
-    if (p.table == nullptr) return "no CUDA device: " + p.error;
+    if (p.table == nullptr) return "no CUDA device: " + p.error.message();
     return p.table->status();
 }
 
@@ -212,6 +238,8 @@ std::size_t cuda_trim(int device) {
     return p.table != nullptr ? p.table->trim(device) : 0;
 }
 
-}  // namespace dsinfer
+std::shared_ptr<const Backend> cuda_backend(int device) {
+    return std::make_shared<const detail::CudaBackend>(device);
+}
 
-#endif  // DSINFER_WITH_CUDA
+}  // namespace dsinfer

@@ -4,9 +4,10 @@
 // KernelEntry device) and moves tensors between the two; it allocates device tensors from the
 // runtime's stream-ordered caching pool, runs each run on a stream of its own, and replays
 // captured graphs. Implemented by cuda/cuda_runtime.cpp inside the CUDA plugin
-// libdsinfer_cuda.so; the core library's cuda_runtime() and register_cuda_backend()
-// (src/core/cuda_plugin_loader.cpp) open the plugin on the first request for a CUDA device and
-// forward to it (src/core/cuda_plugin.hpp). A build without CUDA reports unsupported.
+// libdsinfer_cuda.so; the engine gets it from a device Backend's device_runtime()
+// (dsinfer/backend.hpp): cuda_backend(N), src/core/cuda_plugin_loader.cpp, opens the plugin on
+// the first request for a CUDA device and forwards to it (src/core/cuda_plugin.hpp). A build
+// without CUDA reports unsupported.
 //
 // Stream-ordered memory: device blocks are handed out by a MemoryPool over the device's
 // cudaMalloc. Within one run every kernel is on the run's stream, so a block freed during the
@@ -62,12 +63,5 @@ public:
     virtual StatusOr<std::shared_ptr<void>> end_capture(void* stream) noexcept = 0;
     virtual Status replay(void* graph_exec, void* stream) noexcept = 0;
 };
-
-/// The process-wide runtime of CUDA device `index` (created on first use), or unsupported
-/// (built without CUDA) / unavailable (the CUDA plugin could not be loaded, or no such device)
-/// / device_lost.
-StatusOr<std::shared_ptr<DeviceRuntime>> cuda_runtime(int index);
-/// Registers the CUDA kernels (a no-op without CUDA or before cuda_runtime() succeeded).
-void register_cuda_backend(KernelRegistry& registry);
 
 }  // namespace dsinfer::detail

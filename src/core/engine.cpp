@@ -1,5 +1,6 @@
 #include "dsinfer/engine.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -13,7 +14,8 @@
 #include "core/engine_impl.hpp"
 #include "core/executor.hpp"
 #include "runtime/parallel.hpp"
-#include "dsinfer/backends/onednn.hpp"
+#include "dsinfer/backend.hpp"
+#include "dsinfer/backends/cpu.hpp"
 #include "dsinfer/memory_pool.hpp"
 #include "onnx/onnx_loader.hpp"
 
@@ -23,37 +25,45 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N.
-StatusOr<int> parse_device(const std::string& d) {
-    if (d == "cpu") return -1;
-    if (d == "cuda") return 0;
-    if (d.rfind("cuda:", 0) == 0 && d.size() > 5 && d.size() <= 8 &&
-        d.find_first_not_of("0123456789", 5) == std::string::npos)
-        return std::stoi(d.substr(5));
-    return Status::error(ErrorCode::invalid_argument, "EngineOptions::device '", d,
-                         "' is not one of cpu, cuda, cuda:N");
+/// EngineOptions::device: "cpu" -> null (a host engine), else the device backend it names.
+StatusOr<std::shared_ptr<const Backend>> device_backend(const std::string& d) {
+    if (d == "cpu") return std::shared_ptr<const Backend>();
+    std::shared_ptr<const Backend> b = find_backend(d);
+    if (b == nullptr || b->device().kind == DeviceKind::cpu)
+        return Status::error(ErrorCode::invalid_argument, "EngineOptions::device '", d,
+                             "' is not one of cpu, cuda, cuda:N");
+    return b;
+}
+
+/// EngineOptions::backends as Backend objects (empty: default_backends()): host backends
+/// known to this library and available in this build.
+StatusOr<std::vector<std::shared_ptr<const Backend>>> host_backends(
+    const std::vector<std::string>& names) {
+    std::vector<std::shared_ptr<const Backend>> out;
+    for (const auto& name : names.empty() ? default_backends() : names) {
+        std::shared_ptr<const Backend> b = find_backend(name);
+        if (b == nullptr) {
+            std::string known;
+            for (const auto& k : host_backend_names()) known += (known.empty() ? "" : ", ") + k;
+            return Status::error(ErrorCode::invalid_argument, "unknown backend '", name,
+                                 "' (known: ", known, ")");
+        }
+        if (b->device().kind != DeviceKind::cpu)
+            return Status::error(ErrorCode::invalid_argument, "backend '", name,
+                                 "': choose the GPU with EngineOptions::device = \"", name,
+                                 "\" (backends lists the CPU backends used for fallbacks)");
+        DSINFER_RETURN_IF_ERROR(b->availability());
+        out.push_back(std::move(b));
+    }
+    return out;
 }
 
 Status validate_options(const EngineOptions& o) {
     DSINFER_RETURN_IF_ERROR(detail::check_cpu_isa_cap());
     DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
-    for (const auto& b : o.backends) {
-        if (b == "cpu" || b == "reference") continue;
-        if (b == "onednn") {
-            if (onednn_available()) continue;
-            return Status::error(ErrorCode::unsupported,
-                                 "backend 'onednn' is not available in this build "
-                                 "(configure with -DDSINFER_WITH_ONEDNN=ON)");
-        }
-        if (b == "cuda" || b.rfind("cuda:", 0) == 0)
-            return Status::error(ErrorCode::invalid_argument, "backend '", b,
-                                 "': choose the GPU with EngineOptions::device = \"", b,
-                                 "\" (backends lists the CPU backends used for fallbacks)");
-        return Status::error(ErrorCode::invalid_argument, "unknown backend '", b,
-                             "' (known: onednn, cpu, reference)");
-    }
-    DSINFER_RETURN_IF_ERROR(parse_device(o.device).status());
+    DSINFER_RETURN_IF_ERROR(host_backends(o.backends).status());
+    DSINFER_RETURN_IF_ERROR(device_backend(o.device).status());
     if (o.precision != Precision::fp32 && o.device == "cpu")
         return Status::error(ErrorCode::invalid_argument,
                              "EngineOptions::precision other than fp32 needs a CUDA device "
@@ -68,17 +78,19 @@ Status validate_options(const EngineOptions& o) {
     return detail::EngineBatcher::validate(o.batching);
 }
 
-/// Fills the registry from EngineOptions::backends (already validated). Priorities order the
-/// backends as listed; the reference kernels are always registered last as the fall-through.
+/// Fills the registry from EngineOptions::backends (validated: every name a host backend
+/// available here). Each backend's kernels carry its priority; the reference kernels are
+/// always registered last as the fall-through.
 void register_backends(EngineOptions& o, KernelRegistry& registry) {
     if (o.backends.empty()) o.backends = default_backends();
-    bool cpu = false;
-    for (const auto& b : o.backends) {
-        if (b == "onednn") register_onednn_kernels(registry);
-        if (b == "cpu") cpu = true;
-    }
-    if (cpu) register_cpu_kernels(registry);
-    else register_reference_kernels(registry);
+    std::vector<std::shared_ptr<const Backend>> added;
+    auto add = [&](std::shared_ptr<const Backend> b) {
+        if (std::find(added.begin(), added.end(), b) != added.end()) return;  // listed twice
+        throw_if_error(b->register_kernels(registry));
+        added.push_back(std::move(b));
+    };
+    for (auto& b : host_backends(o.backends).value_or_throw()) add(std::move(b));
+    add(reference_backend());
 }
 
 IOInfo io_info(const Value& v) { return IOInfo{v.name, v.dtype, v.shape}; }
@@ -88,8 +100,13 @@ std::string dims_string(const Shape& s) { return s.to_string(); }
 }  // namespace
 
 std::vector<std::string> default_backends() {
-    if (onednn_available()) return {"onednn", "cpu"};
-    return {"cpu"};
+    // Every host backend available here, fastest first, but the reference kernels (the
+    // engine's fall-through anyway).
+    std::vector<std::string> names;
+    for (const auto& name : host_backend_names())
+        if (name != reference_backend()->name() && find_backend(name)->available())
+            names.push_back(name);
+    return names;
 }
 
 InferenceEngine::InferenceEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -126,11 +143,11 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
             if (!impl->options.dump_optimized_graph.empty())
                 save_onnx(graph, impl->options.dump_optimized_graph);
         }
-        const int device_index = parse_device(impl->options.device).value_or_throw();
+        const auto device = device_backend(impl->options.device).value_or_throw();
         std::shared_ptr<detail::DeviceRuntime> runtime;
-        if (device_index >= 0) {
-            runtime = detail::cuda_runtime(device_index).value_or_throw();
-            detail::register_cuda_backend(impl->registry);
+        if (device != nullptr) {
+            runtime = device->device_runtime().value_or_throw();
+            throw_if_error(device->register_kernels(impl->registry));
             const Precision p = impl->options.precision;
             if (p == Precision::fp16 || p == Precision::bf16)
                 (void)convert_float_precision(graph,

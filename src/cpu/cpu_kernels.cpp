@@ -1,8 +1,36 @@
-// Explicit registration of the CPU kernels (no static self-registration).
+// Explicit registration of the CPU kernels (no static self-registration), and the CPU room's
+// backends: "cpu" (the fast kernels) and "reference" (dsinfer/backends/cpu.hpp).
 #include "cpu/fast/groups.hpp"
 #include "cpu/reference/groups.hpp"
+#include "dsinfer/backends/cpu.hpp"
 
 namespace dsinfer {
+
+namespace {
+
+/// A CPU backend that is always available: its kernels are a registration function.
+class CpuRoomBackend final : public Backend {
+public:
+    CpuRoomBackend(std::string name, int priority, void (*add)(KernelRegistry&))
+        : Backend(name, Device{}, priority, name), add_(add) {}
+    Status availability() const override { return Status::ok(); }
+    Status register_kernels(KernelRegistry& registry) const override {
+        add_(registry);
+        return Status::ok();
+    }
+
+private:
+    void (*add_)(KernelRegistry&);
+};
+
+void register_fast_cpu_kernels(KernelRegistry& registry) {
+    detail::register_fast_kernels(registry);
+    detail::register_fast_matmul(registry);
+    detail::register_fast_fused_kernels(registry);
+    detail::register_fast_attention(registry);
+}
+
+}  // namespace
 
 void register_reference_kernels(KernelRegistry& registry) {
     detail::register_elementwise_kernels(registry);
@@ -18,11 +46,20 @@ void register_reference_kernels(KernelRegistry& registry) {
 }
 
 void register_cpu_kernels(KernelRegistry& registry) {
-    detail::register_fast_kernels(registry);
-    detail::register_fast_matmul(registry);
-    detail::register_fast_fused_kernels(registry);
-    detail::register_fast_attention(registry);
+    register_fast_cpu_kernels(registry);
     register_reference_kernels(registry);
+}
+
+std::shared_ptr<const Backend> cpu_backend() {
+    static const auto b =
+        std::make_shared<const CpuRoomBackend>("cpu", kPriorityCpu, &register_fast_cpu_kernels);
+    return b;
+}
+
+std::shared_ptr<const Backend> reference_backend() {
+    static const auto b = std::make_shared<const CpuRoomBackend>("reference", kPriorityReference,
+                                                                 &register_reference_kernels);
+    return b;
 }
 
 }  // namespace dsinfer

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "dsinfer/engine.hpp"
 #include "dsinfer/graph.hpp"
+#include "dsinfer/onnx.hpp"
 
 namespace dsinfer::detail {
 

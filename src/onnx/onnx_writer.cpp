@@ -14,7 +14,7 @@
 #include <climits>
 #include <fstream>
 
-#include "dsinfer/passes.hpp"
+#include "dsinfer/onnx.hpp"
 
 namespace dsinfer {
 namespace {

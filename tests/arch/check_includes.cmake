@@ -29,7 +29,6 @@ set(PENDING
   "src/onednn/onednn_conv.cpp|cpu/fast/conv_gemm.hpp"
   "src/onednn/onednn_conv.cpp|cpu/fast/conv_winograd.hpp"
   "src/onednn/onednn_eltwise.cpp|cpu/fast/simd.hpp"
-  "src/onnx/onnx_loader.hpp|dsinfer/engine.hpp"
 )
 
 set(found "")
