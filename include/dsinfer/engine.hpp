@@ -44,6 +44,7 @@
 namespace dsinfer {
 
 class MemoryPool;  // dsinfer/memory_pool.hpp
+class KernelRegistry;  // dsinfer/kernel_registry.hpp
 
 /// How InferenceEngine::submit() batches requests (docs/BATCHING.md). The engine's dynamic
 /// batcher is a BatchScheduler (dsinfer/batch_scheduler.hpp) created on the first submit().
@@ -133,6 +134,13 @@ struct EngineOptions {
     /// Plan activations per input-shape class into one arena (docs/MEMORY.md); false = one
     /// pool allocation per tensor (for debugging and comparisons).
     bool plan_memory = true;
+    /// The application's own kernels (dsinfer/kernel_registry.hpp, examples/custom_op/): for a
+    /// node they match (op, domain, opset range, input dtype signature), they are tried before
+    /// every built-in backend, in their own priority order, and node_providers() names the
+    /// provider they were registered with; a factory that returns unsupported falls through to
+    /// the built-in kernels. Ops of a custom domain need the model to import the domain
+    /// (opset_import). Null = none.
+    std::shared_ptr<const KernelRegistry> custom_kernels{};
     /// submit()'s dynamic batching.
     BatchingOptions batching{};
     ModelLimits limits;

@@ -37,6 +37,16 @@
 //       return dsinfer::Status::ok();
 //     }
 //   };
+//
+// What an application needs to add a kernel (docs/ARCHITECTURE.md "Custom operators"): Kernel
+// (prepare and run; the other virtuals are optional backend hooks with safe defaults), the
+// read-only accessors of KernelCreateContext, PrepareContext (input, has_data, set_output,
+// set_output_dynamic, set_workspace, set_state) and RunContext (input, output, workspace,
+// control, allocate_output, set_output_tensor, prepared_state), and a KernelRegistry
+// (dsinfer/kernel_registry.hpp) passed as EngineOptions::custom_kernels. Members marked
+// "Executor side" are the executor's (and backend wrappers that run another kernel on their
+// own contexts); the subgraph runner and the run-path test hook are in namespace
+// dsinfer::detail (dsinfer/detail/kernel_internals.hpp), not part of this API.
 #pragma once
 
 #include <array>
@@ -57,9 +67,12 @@
 
 namespace dsinfer {
 
-class SubgraphRunner;
+namespace detail {
+class SubgraphRunner;  // dsinfer/detail/kernel_internals.hpp
+}  // namespace detail
 
-/// Given to a KernelFactory once per node at load.
+/// Given to a KernelFactory once per node at load. Made by the executor (the constructor and
+/// the virtuals below are its side); a factory reads it.
 class KernelCreateContext {
 public:
     KernelCreateContext(const Node& node, const Graph& graph, std::int64_t opset,
@@ -89,9 +102,9 @@ public:
     const Value* input_value(int i) const noexcept {
         return has_input(i) ? &graph_.value(node_.inputs[static_cast<std::size_t>(i)]) : nullptr;
     }
-    /// Compiles a subgraph attribute for execution (control-flow kernels). Only the executor's
-    /// context implements it.
-    virtual StatusOr<std::shared_ptr<SubgraphRunner>> compile_subgraph(
+    /// Compiles a subgraph attribute for execution (dsinfer's control-flow kernels). Only the
+    /// executor's context implements it.
+    virtual StatusOr<std::shared_ptr<detail::SubgraphRunner>> compile_subgraph(
         const std::shared_ptr<Graph>& /*subgraph*/) const {
         return Status::error(ErrorCode::unsupported, "subgraphs are not supported here");
     }
@@ -193,7 +206,8 @@ public:
     /// Bytes of scratch memory run() needs (64-byte aligned).
     void set_workspace(std::size_t bytes) noexcept { workspace_bytes_ = bytes; }
 
-    // Executor side.
+    // Executor side (and wrappers that prepare another kernel on their own context): not
+    // needed to write a kernel.
     const OutputSpec& output_spec(int i) const noexcept {
         return outputs_[static_cast<std::size_t>(i)];
     }
@@ -286,13 +300,9 @@ public:
     void* workspace() const noexcept { return workspace_; }
     std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
     const RunControl& control() const noexcept { return *control_; }
-    /// The executing frame, passed to SubgraphRunner::run so bodies can read outer names.
-    const void* frame() const noexcept { return frame_; }
-    void set_frame(const void* frame) noexcept { frame_ = frame; }
     /// For kernels of a device backend: the run's stream (a cudaStream_t for CUDA), on which
     /// the kernel enqueues its work; run() returns without waiting for it. Null on the CPU.
     void* stream() const noexcept { return stream_; }
-    void set_stream(void* stream) noexcept { stream_ = stream; }
     /// For device kernels that declare Kernel::reports_device_errors(): four int64 slots in
     /// device memory for this node (null otherwise). A kernel that finds an invalid index on
     /// the device writes, once (atomicCAS of slot 0 from 0 to 1), the value into slot 1 and
@@ -303,8 +313,6 @@ public:
     /// What this kernel's prepare passed to PrepareContext::set_state for these shapes (null
     /// when it set none).
     const void* prepared_state() const noexcept { return prepared_state_; }
-    void set_prepared_state(const void* state) noexcept { prepared_state_ = state; }
-    void set_device_error_slots(std::int64_t* slots) noexcept { device_error_ = slots; }
 
     /// For outputs declared dynamic in prepare: allocates output i. On success output(i) is
     /// the new tensor's view.
@@ -329,7 +337,17 @@ public:
         dynamic_[static_cast<std::size_t>(i)] = std::move(t);
         return Status::ok();
     }
-    /// Executor side: the tensor allocated by allocate_output/set_output_tensor (or null).
+
+    // Executor side (and wrappers that run another kernel on their own context): not needed
+    // to write a kernel.
+    /// The executing frame, passed to detail::SubgraphRunner::run so bodies can read outer
+    /// names.
+    const void* frame() const noexcept { return frame_; }
+    void set_frame(const void* frame) noexcept { frame_ = frame; }
+    void set_stream(void* stream) noexcept { stream_ = stream; }
+    void set_prepared_state(const void* state) noexcept { prepared_state_ = state; }
+    void set_device_error_slots(std::int64_t* slots) noexcept { device_error_ = slots; }
+    /// The tensor allocated by allocate_output/set_output_tensor (or null).
     Tensor& dynamic_output(int i) noexcept { return dynamic_[static_cast<std::size_t>(i)]; }
 
 private:
@@ -416,28 +434,6 @@ public:
     virtual bool reports_device_errors() const noexcept { return false; }
 };
 
-namespace testing {
-
-/// TESTING HOOK (tests/fault/: allocations on the run path): when set, the executor calls it
-/// on the running thread right before (`begin` true) and after each kernel's run(). Never set
-/// it in production; unset, the cost is one relaxed atomic load per node.
-using KernelRunHook = void (*)(const Node& node, bool begin) noexcept;
-inline std::atomic<KernelRunHook> kernel_run_hook{nullptr};
-
-}  // namespace testing
-
-/// Runs a compiled subgraph (If/Loop/Scan bodies). Implemented by the executor.
-class SubgraphRunner {
-public:
-    virtual ~SubgraphRunner() = default;
-    /// Number of formal inputs/outputs of the subgraph.
-    virtual int num_inputs() const noexcept = 0;
-    virtual int num_outputs() const noexcept = 0;
-    /// Runs the body with `inputs` bound to its formal inputs. `outer` resolves captured
-    /// outer-scope names (pass RunContext::frame() of the enclosing kernel's run). Fills
-    /// `outputs` (shared buffers, safe to keep).
-    virtual Status run(const std::vector<Tensor>& inputs, const void* outer_frame,
-                       const RunControl& control, std::vector<Tensor>& outputs) const = 0;
-};
-
 }  // namespace dsinfer
+
+#include "dsinfer/detail/kernel_internals.hpp"  // IWYU pragma: export

@@ -134,6 +134,13 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         auto impl = std::make_unique<Impl>();
         impl->options = std::move(options);
         register_backends(impl->options, impl->registry);
+        // The application's kernels (EngineOptions::custom_kernels), above every built-in one.
+        if (const auto& custom = impl->options.custom_kernels)
+            for (const KernelEntry& e : custom->entries())
+                impl->registry.add(e.key, e.factory,
+                                   kPriorityCustom + std::clamp(e.priority, -kPriorityCustomSpan,
+                                                                kPriorityCustomSpan),
+                                   e.provider);
         throw_if_error(graph.sort_topologically());
         {
             OptimizeOptions oo;

@@ -181,9 +181,8 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
         if (opset == 0)
             return Status::error(ErrorCode::unsupported, node_context(n), "domain '", n.domain,
                                  "' is not imported by the model (no opset_import entry)");
-        std::optional<DType> dtype;
-        if (!n.inputs.empty() && n.inputs[0] != kNoValue) dtype = g.value(n.inputs[0]).dtype;
-        auto candidates = options.registry->find_all(n.op_type, n.domain, opset, options.device, dtype);
+        // Filtered by the node's whole input dtype signature (KernelKey::input_dtypes).
+        auto candidates = options.registry->find_all(g, n, opset, options.device);
         // Shape-like values computed at load (every non-constant input known then: Shape ->
         // Gather -> Concat chains) stay on the host, where their consumers read them.
         bool load_known = true, reads_values = false;
@@ -199,7 +198,7 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
         std::size_t device_candidates = 0;
         std::vector<const KernelEntry*> references;
         if (options.device_runtime && !host_only) {
-            auto dev = options.registry->find_all(n.op_type, n.domain, opset, DeviceKind::cuda, dtype);
+            auto dev = options.registry->find_all(g, n, opset, DeviceKind::cuda);
             device_candidates = dev.size();
             for (const KernelEntry* e : candidates)
                 if (e->priority == kPriorityReference) references.push_back(e);
