@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -297,6 +298,21 @@ TEST_CASE("an application kernel overrides a built-in op for its signature", "[c
         auto e64 = InferenceEngine::compile(d, o);
         CHECK(provider_of(e64, "mine") != "myapp");
     }
+}
+
+TEST_CASE("the application's kernels keep their own priority order and fall through", "[custom_ops][engine]") {
+    auto kernels = std::make_shared<KernelRegistry>();
+    const KernelKey key{"Relu", "", 6, kMaxOpset, DeviceKind::cpu, DTypeSet{DType::f32}};
+    kernels->add(key, &unsupported_factory, std::numeric_limits<int>::max(), "declines");
+    kernels->add(key, &make_app_relu, 1, "second");
+    kernels->add(key, &make_app_relu, std::numeric_limits<int>::min(), "last");
+    EngineOptions o;
+    o.custom_kernels = kernels;
+    auto e = InferenceEngine::compile(one_op_graph("Relu", ""), o);
+    CHECK(provider_of(e, "n0") == "second");
+    const auto out = e.run({{"x", ramp({1, 4})}});
+    CHECK(out[0].tensor.span<float>()[0] == 0.0f);
+    CHECK(out[0].tensor.span<float>()[3] == 0.0f);
 }
 
 TEST_CASE("a custom kernel's failing prepare is a typed error naming the node", "[custom_ops][engine][bad]") {
