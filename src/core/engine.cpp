@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "core/device_runtime.hpp"
 #include "core/engine_impl.hpp"
 #include "core/executor.hpp"
+#include "core/graph_evaluator.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/backend.hpp"
 #include "dsinfer/backends/cpu.hpp"
@@ -93,6 +95,17 @@ void register_backends(EngineOptions& o, KernelRegistry& registry) {
     add(reference_backend());
 }
 
+/// Adds the application's kernels (EngineOptions::custom_kernels) above every built-in one,
+/// in their own priority order.
+void add_custom_kernels(const EngineOptions& o, KernelRegistry& registry) {
+    if (!o.custom_kernels) return;
+    for (const KernelEntry& e : o.custom_kernels->entries())
+        registry.add(e.key, e.factory,
+                     kPriorityCustom +
+                         std::clamp(e.priority, -kPriorityCustomSpan, kPriorityCustomSpan),
+                     e.provider);
+}
+
 IOInfo io_info(const Value& v) { return IOInfo{v.name, v.dtype, v.shape}; }
 
 std::string dims_string(const Shape& s) { return s.to_string(); }
@@ -134,18 +147,22 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         auto impl = std::make_unique<Impl>();
         impl->options = std::move(options);
         register_backends(impl->options, impl->registry);
-        // The application's kernels (EngineOptions::custom_kernels), above every built-in one.
-        if (const auto& custom = impl->options.custom_kernels)
-            for (const KernelEntry& e : custom->entries())
-                impl->registry.add(e.key, e.factory,
-                                   kPriorityCustom + std::clamp(e.priority, -kPriorityCustomSpan,
-                                                                kPriorityCustomSpan),
-                                   e.provider);
+        add_custom_kernels(impl->options, impl->registry);
         throw_if_error(graph.sort_topologically());
         {
             OptimizeOptions oo;
             oo.level = impl->options.optimization_level;
             oo.disabled_passes = impl->options.disabled_passes;
+            // With application kernels, the optimizer's evaluator (shape annotation, constant
+            // folding) has the reference kernels and theirs: over the reference kernels alone a
+            // graph with a custom op would not be annotated at all.
+            KernelRegistry evaluator_kernels;
+            std::optional<detail::KernelEvaluator> evaluator;
+            if (impl->options.custom_kernels) {
+                throw_if_error(reference_backend()->register_kernels(evaluator_kernels));
+                add_custom_kernels(impl->options, evaluator_kernels);
+                oo.evaluator = &evaluator.emplace(evaluator_kernels);
+            }
             throw_if_error(try_optimize(graph, oo, impl->optimization));
             if (!impl->options.dump_optimized_graph.empty())
                 save_onnx(graph, impl->options.dump_optimized_graph);

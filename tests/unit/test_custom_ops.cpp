@@ -315,6 +315,33 @@ TEST_CASE("the application's kernels keep their own priority order and fall thro
     CHECK(out[0].tensor.span<float>()[3] == 0.0f);
 }
 
+TEST_CASE("the optimizer infers shapes through the application's kernels", "[custom_ops][engine]") {
+    // x float[2, 4] -> com.example::Positive -> a -> Shape -> s; Reshape(a, s) -> y. Constant
+    // folding turns Shape(a) into a constant only when the optimizer's shape annotation knows
+    // a's shape, which only the application's prepare gives.
+    Graph g;
+    g.opset_imports = {{"", 17}, {kDomain, 1}};
+    const auto x = g.add_value("x", DType::f32, dims({Dim::fixed(2), Dim::fixed(4)}));
+    const auto a = g.add_value("a");
+    const auto s = g.add_value("s");
+    const auto y = g.add_value("y", DType::f32);
+    g.inputs = {x};
+    g.outputs = {y};
+    g.add_node("Positive", {x}, {a}, "positive").domain = kDomain;
+    g.add_node("Shape", {a}, {s}, "shape");
+    g.add_node("Reshape", {a, s}, {y}, "reshape");
+    auto kernels = std::make_shared<KernelRegistry>();
+    kernels->add({"Positive", kDomain, 1, kMaxOpset}, &make_app_relu, 0, "app");
+    EngineOptions o;
+    o.custom_kernels = kernels;
+    auto e = InferenceEngine::compile(g, o);
+    for (const Node& n : e.graph().nodes) CHECK(n.op_type != "Shape");
+    CHECK(provider_of(e, "positive") == "app");
+    const auto out = e.run({{"x", ramp({2, 4})}});
+    REQUIRE(out[0].tensor.shape() == Shape{2, 4});
+    CHECK(out[0].tensor.span<float>()[7] == 4.0f);
+}
+
 TEST_CASE("a custom kernel's failing prepare is a typed error naming the node", "[custom_ops][engine][bad]") {
     SECTION("at load, when the input shapes are static") {
         // Load-time inference runs prepare on the declared shapes: an input it rejects makes
