@@ -1,4 +1,4 @@
-// ds-loadgen: drives InferenceEngine::submit() (the dynamic batcher) with an open-loop or a
+// ds-loadgen: drives serving::BatchingEngine::submit() (the dynamic batcher) with an open-loop or a
 // closed-loop load and reports throughput, latency, outcomes and batching (docs/LOADGEN.md).
 //
 //   ds-loadgen --model PATH (--rate QPS | --concurrency N) --duration SECONDS
@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bench_cli.hpp"
+#include "dsinfer/serving.hpp"
 
 using namespace dsinfer;
 
@@ -48,6 +49,10 @@ namespace {
 using bench::Json;
 using bench::quantile;
 using Clock = std::chrono::steady_clock;
+using serving::BatchingEngine;
+using serving::BatchingOptions;
+using serving::BatchingState;
+using serving::RequestOptions;
 
 const char* const kSynopsis =
     "usage: ds-loadgen --model PATH (--rate QPS | --concurrency N) --duration SECONDS\n"
@@ -127,7 +132,7 @@ Args parse_args(int argc, char** argv) {
     Args a;
     std::optional<double> rate;
     bench::Cli cli("ds-loadgen", kSynopsis,
-                   "Drives InferenceEngine::submit() (the dynamic batcher) with an open-loop or a\n"
+                   "Drives serving::BatchingEngine::submit() (the dynamic batcher) with an open-loop or a\n"
                    "closed-loop load and reports throughput, latency, outcomes and batching.",
                    kFooter);
     cli.add_common(a);
@@ -263,7 +268,7 @@ struct PacingStats {
 };
 
 /// Open loop: issues Poisson arrivals on the schedule of `steps` from `start` until its end.
-PacingStats run_open_loop(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs,
+PacingStats run_open_loop(const BatchingEngine& engine, const std::vector<NamedTensor>& inputs,
                           const Args& a, Clock::time_point start, Recorder& rec) {
     PacingStats ps;
     ps.lag_ms.reserve(static_cast<std::size_t>(a.mean_rate() * a.duration_s * 1.2) + 64);
@@ -297,7 +302,7 @@ PacingStats run_open_loop(const InferenceEngine& engine, const std::vector<Named
             rec.begin();
             engine.submit(
                 inputs,
-                [&rec, start, arrival](StatusOr<InferenceEngine::Outputs> r) {
+                [&rec, start, arrival](StatusOr<BatchingEngine::Outputs> r) {
                     rec.finish({arrival, ns_between(start, Clock::now()),
                                 r.is_ok() ? ErrorCode::ok : r.status().code()});
                 },
@@ -308,7 +313,7 @@ PacingStats run_open_loop(const InferenceEngine& engine, const std::vector<Named
 }
 
 /// Closed loop: `a.concurrency` clients submit and wait until `end`.
-void run_closed_loop(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs,
+void run_closed_loop(const BatchingEngine& engine, const std::vector<NamedTensor>& inputs,
                      const Args& a, Clock::time_point start, Clock::time_point end, Recorder& rec) {
     std::vector<std::thread> clients;
     for (int c = 0; c < a.concurrency; ++c)
@@ -341,7 +346,7 @@ struct StateSample {
     BatchingState state;
 };
 
-std::vector<StateSample> sample_state(const InferenceEngine& engine, Clock::time_point start,
+std::vector<StateSample> sample_state(const BatchingEngine& engine, Clock::time_point start,
                                       double seconds, const std::atomic<bool>& stop) {
     constexpr auto kTick = std::chrono::milliseconds(100);
     std::vector<StateSample> out;
@@ -588,8 +593,8 @@ void print_text(const Args& a, const bench::GeneratedInputs& in, const Result& r
 int run(const Args& a) {
     Result r;
     Recorder rec;  // before the engine: outlives every callback the engine delivers
-    EngineOptions options = a.engine_options();
-    BatchingOptions& b = options.batching;
+    const EngineOptions options = a.engine_options();
+    BatchingOptions b;
     if (a.batching_off) b.max_batch_size = 1;
     if (a.max_batch) b.max_batch_size = static_cast<std::size_t>(*a.max_batch);
     if (a.max_queue_delay_us) b.max_queue_delay = std::chrono::microseconds(*a.max_queue_delay_us);
@@ -600,9 +605,11 @@ int run(const Args& a) {
     r.batching = b;
 
     auto t0 = Clock::now();
-    const InferenceEngine engine = InferenceEngine::load(a.model, options);
+    const auto model =
+        std::make_shared<const InferenceEngine>(InferenceEngine::load(a.model, options));
+    const BatchingEngine engine(model, b);
     r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    const bench::GeneratedInputs generated = bench::make_inputs_or_exit(a.usage, engine, a.shapes);
+    const bench::GeneratedInputs generated = bench::make_inputs_or_exit(a.usage, *model, a.shapes);
     const std::vector<NamedTensor> inputs = generated.tensors();
     r.info = engine.batching_info();
 
@@ -614,7 +621,7 @@ int run(const Args& a) {
     r.warmup = std::min<std::int64_t>(r.warmup, static_cast<std::int64_t>(b.max_queue_size));
     t0 = Clock::now();
     {
-        std::vector<std::future<InferenceEngine::Outputs>> burst;
+        std::vector<std::future<BatchingEngine::Outputs>> burst;
         for (std::int64_t i = 0; i < r.warmup; ++i) burst.push_back(engine.submit(inputs));
         for (auto& f : burst) (void)f.get();  // an error ends the tool (exit 1)
     }

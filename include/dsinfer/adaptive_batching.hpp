@@ -7,7 +7,8 @@
 // it knows nothing of the engine. It is a SchedulerObserver: it reads every request's latency
 // and every batch's size and compute time, cuts them into windows, and at each window's end
 // decides whether to move the cap and the delay, always within [1, max_batch_size] and
-// [0, max_queue_delay]. InferenceEngine uses it when BatchingOptions::adaptive is set.
+// [0, max_queue_delay]. serving::BatchingEngine (dsinfer/serving.hpp) uses it when
+// BatchingOptions::adaptive is set.
 // docs/BATCHING.md ("Adaptive batching") has the reasoning and measured runs.
 //
 // Windows: a window closes at the first observation at which it is at least

@@ -15,6 +15,9 @@
 //   run:  invalid_argument (input names, dtype, rank, dims, byte size; data-dependent
 //         indices), resource_exhausted, cancelled / deadline_exceeded (RunOptions).
 //
+// Serving (dynamic batching, adaptive control, metrics, several models by name) wraps the
+// engine in the dsinfer::serving target: dsinfer/serving.hpp.
+//
 // Usage:
 //   auto engine = dsinfer::InferenceEngine::load("model.onnx");
 //   auto x = dsinfer::Tensor::from_vector<float>({1, 64}, pixels);
@@ -25,8 +28,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,7 +36,6 @@
 #include "dsinfer/cancellation.hpp"
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
-#include "dsinfer/metrics.hpp"
 #include "dsinfer/onnx.hpp"
 #include "dsinfer/passes.hpp"
 #include "dsinfer/status.hpp"
@@ -45,43 +45,6 @@ namespace dsinfer {
 
 class MemoryPool;  // dsinfer/memory_pool.hpp
 class KernelRegistry;  // dsinfer/kernel_registry.hpp
-
-/// How InferenceEngine::submit() batches requests (docs/BATCHING.md). The engine's dynamic
-/// batcher is a BatchScheduler (dsinfer/batch_scheduler.hpp) created on the first submit().
-struct BatchingOptions {
-    /// Rows along the batch dimension per executed batch (a request of n rows counts n).
-    /// 1 = no batching: each request runs alone (still asynchronously, queued and scheduled).
-    std::size_t max_batch_size = 8;
-    /// How long the oldest queued request may wait for its batch to fill.
-    std::chrono::microseconds max_queue_delay{2000};
-    /// Batch sizes (rows) dispatched at once when reached (Triton's preferred_batch_size).
-    std::vector<std::size_t> preferred_batch_sizes{};
-    /// Queued requests; one more is answered unavailable at once (back-pressure).
-    std::size_t max_queue_size = 1024;
-    /// Batches run concurrently, each with num_threads intra-op threads: keep
-    /// num_workers * num_threads within the cores.
-    int num_workers = 1;
-    /// RequestOptions::priority ranges over [0, priority_levels); 0 is the most urgent.
-    int priority_levels = 3;
-    /// Requests whose non-batch dims differ (sequence lengths):
-    ///   group: only requests of identical non-batch shapes share a batch (always exact);
-    ///   pad:   requests share a batch across lengths: the inputs with the sequence dim of
-    ///          `mask_input` are zero-padded to the longest in the batch, the mask marks the
-    ///          padding 0, and outputs with that dim at axis 1 are cut back per request.
-    enum class Ragged : std::uint8_t { group, pad };
-    Ragged ragged = Ragged::group;
-    /// pad: the attention-mask input (1 = token, 0 = padding); "" = the input named
-    /// "attention_mask".
-    std::string mask_input{};
-    /// pad: lengths share a batch only within buckets of this many positions (0 = any
-    /// lengths), bounding the padding one request can cost another.
-    std::int64_t pad_bucket = 0;
-    /// Adaptive batching: tune max_queue_delay and max_batch_size online (the two fields
-    /// above are the upper bounds) to maximize throughput while the p99 latency stays under
-    /// p99_target_ms (docs/BATCHING.md).
-    bool adaptive = false;
-    double p99_target_ms = 0.0;
-};
 
 /// Options for InferenceEngine::load / compile. Every field has a safe default.
 /// Arithmetic precision of a GPU engine (EngineOptions::precision).
@@ -141,8 +104,6 @@ struct EngineOptions {
     /// the built-in kernels. Ops of a custom domain need the model to import the domain
     /// (opset_import). Null = none.
     std::shared_ptr<const KernelRegistry> custom_kernels{};
-    /// submit()'s dynamic batching.
-    BatchingOptions batching{};
     ModelLimits limits;
 };
 
@@ -204,25 +165,6 @@ struct RunOptions {
     std::vector<double>* node_ms = nullptr;
 };
 
-/// The dynamic batcher's current settings and queue (the adaptive controller moves the first
-/// two within BatchingOptions' bounds).
-struct BatchingState {
-    std::size_t max_batch_size = 0;
-    std::chrono::microseconds max_queue_delay{0};
-    std::size_t queued = 0;   ///< requests waiting
-    std::size_t running = 0;  ///< requests in batches executing
-};
-
-/// Per-request options of submit().
-struct RequestOptions {
-    /// 0 (most urgent) .. BatchingOptions::priority_levels - 1.
-    int priority = 0;
-    /// A request still queued at its deadline is answered deadline_exceeded and never runs.
-    std::optional<std::chrono::steady_clock::time_point> deadline{};
-    /// Cancelling a queued request answers it cancelled at once; it never runs.
-    CancellationToken cancel{};
-};
-
 /// Declared name, element type and shape of a model input or output.
 struct IOInfo {
     std::string name;
@@ -250,34 +192,14 @@ public:
     /// Like run(), but returns a Status instead of throwing.
     Status try_run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>& outputs,
                    const RunOptions& options = {}) const noexcept;
-
+    /// The outputs of run().
     using Outputs = std::vector<NamedTensor>;
-    /// Queues one request for the dynamic batcher (EngineOptions::batching): requests are
-    /// concatenated along the batch dimension, run once and split back. Every request gets
-    /// exactly one outcome: its outputs, or a dsinfer::Error in the future —
-    /// invalid_argument (checked at submit, like run()'s input checks), unavailable (queue
-    /// full, shutting down), cancelled, deadline_exceeded, or the run's error. A request that
-    /// fails in a batch is retried alone, so one bad request never fails its batch mates.
-    /// Thread-safe. Inputs are shared, not copied, until the batch runs: do not modify them.
-    std::future<Outputs> submit(std::vector<NamedTensor> inputs,
-                                RequestOptions options = {}) const;
-    /// The same, delivering the outcome to `done` (called once, on a scheduler thread or, for
-    /// an immediate rejection, before submit returns; exceptions it throws are contained).
-    void submit(std::vector<NamedTensor> inputs, std::function<void(StatusOr<Outputs>)> done,
-                RequestOptions options = {}) const;
-    /// Stops accepting submissions (later ones: unavailable), lets queued and running requests
-    /// finish for up to `timeout`, then answers what is still queued cancelled. True when
-    /// everything finished. The destructor does shutdown(0).
-    bool shutdown(std::chrono::milliseconds timeout) const;
-    /// Serving metrics of run() and submit() (dsinfer/metrics.hpp: counts by outcome,
-    /// throughput, latency/queue/compute percentiles, batch sizes, the memory pool's bytes in
-    /// use and peak); to_json() / to_prometheus() export them. Recording costs ~60 ns a request.
-    MetricsSnapshot metrics() const;
-    /// What submit() can batch for this model, e.g. "batch dim 'batch' on every input and
-    /// output", or why requests run alone.
-    std::string batching_info() const;
-    /// The batcher's settings now and its queue.
-    BatchingState batching_state() const;
+    /// run()'s input checks alone (names, element types, ranks, dims, symbols bound
+    /// consistently): invalid_argument naming the input, else ok with the inputs, in the order
+    /// of inputs(), in `ordered` when given. Nothing runs. Thread-safe.
+    Status check_inputs(const std::vector<NamedTensor>& inputs,
+                        std::vector<Tensor>* ordered = nullptr) const noexcept;
+
 
     const std::vector<IOInfo>& inputs() const noexcept;
     const std::vector<IOInfo>& outputs() const noexcept;
@@ -303,6 +225,9 @@ public:
     /// and any held twice (e.g. packed beside the original). Lazily packed weights appear after
     /// the first run of a shape class.
     WeightMemoryStats weight_memory() const;
+    /// The pool activations and outputs come from (EngineOptions::memory_pool, or the
+    /// process-wide default_memory_pool()).
+    std::shared_ptr<MemoryPool> memory_pool() const;
 
 private:
     struct Impl;

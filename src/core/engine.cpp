@@ -77,7 +77,7 @@ Status validate_options(const EngineOptions& o) {
                       o.limits.max_rank <= kMaxRank,
                   ErrorCode::invalid_argument, "ModelLimits out of range (max_rank must be <= ",
                   kMaxRank, ")");
-    return detail::EngineBatcher::validate(o.batching);
+    return Status::ok();
 }
 
 /// Fills the registry from EngineOptions::backends (validated: every name a host backend
@@ -372,14 +372,11 @@ Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
                                 std::vector<NamedTensor>& outputs,
                                 const RunOptions& options) const noexcept {
     const Impl& m = *impl_;
-    const auto t0 = Clock::now();
     const Status st = guarded_call([&] {
         std::vector<Tensor> args;
         DSINFER_RETURN_IF_ERROR(m.bind_inputs(inputs, args));
         return m.execute(std::move(args), outputs, options);
     });
-    const auto t1 = Clock::now();
-    m.metrics.record_request(st.code(), std::chrono::nanoseconds(0), t1 - t0, t1 - t0, t1);
     return st;
 }
 
@@ -390,51 +387,19 @@ std::vector<NamedTensor> InferenceEngine::run(const std::vector<NamedTensor>& in
     return outputs;
 }
 
-detail::EngineBatcher& InferenceEngine::Impl::batcher() const {
-    std::lock_guard<std::mutex> lock(batcher_mu);
-    if (!batcher_) {
-        detail::EngineBatcher::Hooks hooks;
-        hooks.bind = [this](const std::vector<NamedTensor>& in, std::vector<Tensor>& args) {
-            return guarded_call([&] { return bind_inputs(in, args); });
-        };
-        hooks.run = [this](std::vector<Tensor> args, std::vector<NamedTensor>& out,
-                           const RunOptions& o) {
-            return guarded_call([&] { return execute(std::move(args), out, o); });
-        };
-        hooks.inputs = inputs;
-        hooks.outputs = outputs;
-        hooks.options = options.batching;
-        hooks.metrics = &metrics;
-        batcher_ = std::make_unique<detail::EngineBatcher>(std::move(hooks));
-    }
-    return *batcher_;
+Status InferenceEngine::check_inputs(const std::vector<NamedTensor>& inputs,
+                                     std::vector<Tensor>* ordered) const noexcept {
+    return guarded_call([&] {
+        std::vector<Tensor> args;
+        DSINFER_RETURN_IF_ERROR(impl_->bind_inputs(inputs, args));
+        if (ordered != nullptr) *ordered = std::move(args);
+        return Status::ok();
+    });
 }
 
-std::future<InferenceEngine::Outputs> InferenceEngine::submit(std::vector<NamedTensor> inputs,
-                                                              RequestOptions options) const {
-    return impl_->batcher().submit(std::move(inputs), std::move(options));
+std::shared_ptr<MemoryPool> InferenceEngine::memory_pool() const {
+    return impl_->options.memory_pool ? impl_->options.memory_pool : default_memory_pool();
 }
-
-void InferenceEngine::submit(std::vector<NamedTensor> inputs,
-                             std::function<void(StatusOr<Outputs>)> done,
-                             RequestOptions options) const {
-    impl_->batcher().submit(std::move(inputs), std::move(done), std::move(options));
-}
-
-bool InferenceEngine::shutdown(std::chrono::milliseconds timeout) const {
-    return impl_->batcher().shutdown(timeout);
-}
-
-MetricsSnapshot InferenceEngine::metrics() const {
-    const std::shared_ptr<MemoryPool> pool =
-        impl_->options.memory_pool ? impl_->options.memory_pool : default_memory_pool();
-    const MemoryPoolStats ps = pool->stats();
-    impl_->metrics.set_memory(ps.bytes_in_use, ps.peak_bytes_in_use);
-    return impl_->metrics.snapshot();
-}
-
-std::string InferenceEngine::batching_info() const { return impl_->batcher().info(); }
-BatchingState InferenceEngine::batching_state() const { return impl_->batcher().state(); }
 
 const std::vector<IOInfo>& InferenceEngine::inputs() const noexcept { return impl_->inputs; }
 const std::vector<IOInfo>& InferenceEngine::outputs() const noexcept { return impl_->outputs; }

@@ -1,19 +1,16 @@
-// InferenceEngine::Impl: what an engine owns (engine.cpp), shared with the asynchronous front
-// end (engine_batcher.cpp). Internal.
+// InferenceEngine::Impl: what an engine owns (engine.cpp). Internal. (Serving — batching,
+// adaptive control, metrics — wraps the public engine in src/serving/.)
 #pragma once
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "core/engine_batcher.hpp"
 #include "core/executor.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/kernel_registry.hpp"
-#include "dsinfer/metrics.hpp"
 
 namespace dsinfer {
 
@@ -34,22 +31,13 @@ struct InferenceEngine::Impl {
     /// The first run's wall time, published once by the run that claims it.
     mutable std::atomic<bool> first_run_claimed{false};
     mutable std::atomic<double> first_run_ms{0.0};
-    /// run() and submit() outcomes (the batcher records submit()'s through its observer).
-    mutable ServingMetrics metrics;
 
     /// Checks inputs against the signature (names, dtypes, ranks, static dims, symbols bound
     /// consistently) and puts them in declaration order.
     Status bind_inputs(const std::vector<NamedTensor>& inputs, std::vector<Tensor>& args) const;
-    /// Runs bound inputs; outputs in declaration order. Records no metrics.
+    /// Runs bound inputs; outputs in declaration order.
     Status execute(std::vector<Tensor> args, std::vector<NamedTensor>& outputs,
                    const RunOptions& options) const;
-    /// The batcher, created by the first submit().
-    detail::EngineBatcher& batcher() const;
-
-    mutable std::mutex batcher_mu;
-    /// Declared last: destroyed first, so queued and running requests are answered while
-    /// everything they use is alive.
-    mutable std::unique_ptr<detail::EngineBatcher> batcher_;
 };
 
 }  // namespace dsinfer

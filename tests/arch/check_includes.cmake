@@ -18,6 +18,8 @@ set(RULES
   "the runtime (threads) depends on the vocabulary only" "src/runtime/" "^(core|cpu|onednn|cuda|passes|onnx|ops)/"
   "the importer does not include the engine" "src/onnx/" "^(dsinfer/engine[.]hpp|core/|cpu/|onednn/|cuda/)"
   "the engine reaches backends through their interfaces" "src/core/" "^(cpu|onednn)/"
+  "serving wraps the public engine (no executor, no backend)" "src/serving/" "^(core|cpu|onednn|cuda|passes|ops|onnx)/"
+  "the engine core does not include serving" "src/core/" "^(serving/|dsinfer/serving[.]hpp$)"
   "public headers include no third-party or internal header" "include/dsinfer/"
   "^(cuda|cudnn|cublas|dnnl|oneapi|Eigen|unsupported/Eigen|fmt|nlohmann|core|cpu|onednn|passes|ops|onnx)[/_.]"
 )

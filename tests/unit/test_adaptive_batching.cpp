@@ -19,6 +19,7 @@
 #include "adaptive_sim.hpp"
 #include "dsinfer/adaptive_batching.hpp"
 #ifndef DSINFER_TEST_NO_ENGINE  // dsinfer_concurrency_tests (sanitizers) build without the engine
+#include "dsinfer/serving.hpp"
 #include "memory_models.hpp"
 #endif
 
@@ -351,16 +352,18 @@ TEST_CASE("adaptive: observers on many threads; one evaluation at a time; stop()
 }
 
 #ifndef DSINFER_TEST_NO_ENGINE
-TEST_CASE("adaptive: an engine with BatchingOptions::adaptive runs requests and moves its state",
+TEST_CASE("adaptive: a BatchingEngine with BatchingOptions::adaptive runs requests and moves its state",
           "[adaptive]") {
     EngineOptions eo;
     eo.num_threads = 1;
-    eo.batching.max_batch_size = 8;
-    eo.batching.max_queue_delay = 2000us;
-    eo.batching.adaptive = true;
-    eo.batching.p99_target_ms = 20;  // 100 ms windows
+    serving::BatchingOptions bo;
+    bo.max_batch_size = 8;
+    bo.max_queue_delay = 2000us;
+    bo.adaptive = true;
+    bo.p99_target_ms = 20;  // 100 ms windows
     const std::string model = test::residual_mlp();
-    const InferenceEngine e = test::engine_from(model, eo);
+    const serving::BatchingEngine e(
+        std::make_shared<const InferenceEngine>(test::engine_from(model, eo)), bo);
     CHECK_THAT(e.batching_info(), Catch::Contains("adaptive: p99 target 20 ms"));
     CHECK(e.batching_state().max_batch_size == 8);  // starts at the full cap and no delay
     CHECK(e.batching_state().max_queue_delay == 0us);

@@ -1,5 +1,6 @@
-// InferenceEngine::submit(): requests batched along dim 0 give the outputs they give alone
-// (group mode, and pad mode with an attention mask); a bad request fails alone; shape errors
+// serving::BatchingEngine::submit() (dsinfer/serving.hpp) over an InferenceEngine: requests
+// batched along dim 0 give the outputs they give alone (group mode, and pad mode with an
+// attention mask); a bad request fails alone; shape errors
 // are answered at submit; deadlines, cancellation, back-pressure and shutdown reach the
 // caller; metrics count every outcome; and an engine-level storm loses, duplicates and
 // misroutes nothing.
@@ -14,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "dsinfer/serving.hpp"
 #include "memory_models.hpp"
 #include "test_env.hpp"
 
@@ -26,6 +28,9 @@ using dsinfer::test::new_model;
 using dsinfer::test::random_floats;
 using dsinfer::test::sym_info;
 using namespace std::chrono_literals;
+using serving::BatchingOptions;
+using serving::BatchingState;
+using serving::RequestOptions;
 
 
 void int_attr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
@@ -123,18 +128,30 @@ ErrorCode code_of(std::future<InferenceEngine::Outputs>& f) {
     }
 }
 
-EngineOptions batching(std::size_t max_batch, std::chrono::microseconds delay) {
-    EngineOptions o;
-    o.num_threads = 1;
+/// An engine's options and the batching options of the BatchingEngine that serves it.
+struct ServeOptions {
+    EngineOptions engine;
+    BatchingOptions batching;
+};
+
+ServeOptions batching(std::size_t max_batch, std::chrono::microseconds delay) {
+    ServeOptions o;
+    o.engine.num_threads = 1;
     o.batching.max_batch_size = max_batch;
     o.batching.max_queue_delay = delay;
     return o;
 }
 
+/// The model compiled with o.engine, served with o.batching.
+serving::BatchingEngine engine_from(const std::string& bytes, const ServeOptions& o) {
+    return serving::BatchingEngine(
+        std::make_shared<const InferenceEngine>(test::engine_from(bytes, o.engine)), o.batching);
+}
+
 }  // namespace
 
 TEST_CASE("submit: batched requests give their alone outputs and really batch", "[submit]") {
-    const InferenceEngine e =
+    const serving::BatchingEngine e =
         engine_from(test::residual_mlp(), batching(8, std::chrono::microseconds(200'000)));
     CHECK_THAT(e.batching_info(), Catch::Contains("batch dim 'batch'"));
     // 3 sequence lengths x 4 requests of 1-2 rows; the 8-row cap fills batches at once.
@@ -164,7 +181,7 @@ TEST_CASE("submit: batched requests give their alone outputs and really batch", 
 }
 
 TEST_CASE("submit: a request whose run fails does not fail its batch mates", "[submit]") {
-    const InferenceEngine e = engine_from(embedding_model(), batching(4, 10s));
+    const serving::BatchingEngine e = engine_from(embedding_model(), batching(4, 10s));
     std::vector<std::future<InferenceEngine::Outputs>> f;
     for (int i = 0; i < 4; ++i) {
         const std::int64_t bad = i == 2 ? 10 : 0;  // index 10 of 10 rows: out of range
@@ -192,7 +209,7 @@ TEST_CASE("submit: a request whose run fails does not fail its batch mates", "[s
 }
 
 TEST_CASE("submit: input errors are answered at submit, before any batching", "[submit]") {
-    const InferenceEngine e = engine_from(test::residual_mlp(), batching(8, 10s));
+    const serving::BatchingEngine e = engine_from(test::residual_mlp(), batching(8, 10s));
     auto wrong_dim = e.submit({{"x", floats({1, 3, 31}, 1)}});
     REQUIRE(wrong_dim.wait_for(0s) == std::future_status::ready);
     try {
@@ -217,9 +234,9 @@ TEST_CASE("submit: input errors are answered at submit, before any batching", "[
 }
 
 TEST_CASE("submit: pad mode batches different lengths and cuts outputs back", "[submit]") {
-    EngineOptions o = batching(4, 10s);
+    ServeOptions o = batching(4, 10s);
     o.batching.ragged = BatchingOptions::Ragged::pad;
-    const InferenceEngine e = engine_from(masked_attention_model(), o);
+    const serving::BatchingEngine e = engine_from(masked_attention_model(), o);
     CHECK_THAT(e.batching_info(), Catch::Contains("sequence dim 'seq' padded"));
     std::vector<std::vector<NamedTensor>> requests;
     for (std::int64_t len : {3, 8, 5, 1}) {
@@ -242,7 +259,7 @@ TEST_CASE("submit: pad mode batches different lengths and cuts outputs back", "[
     CHECK(e.metrics().batches() == 1);  // all four lengths in one padded batch
 
     // Group mode never mixes lengths.
-    const InferenceEngine g = engine_from(masked_attention_model(), batching(4, 10s));
+    const serving::BatchingEngine g = engine_from(masked_attention_model(), batching(4, 10s));
     std::vector<std::future<InferenceEngine::Outputs>> fg;
     for (const auto& r : requests) fg.push_back(g.submit(r));
     (void)g.shutdown(10s);
@@ -252,9 +269,9 @@ TEST_CASE("submit: pad mode batches different lengths and cuts outputs back", "[
 }
 
 TEST_CASE("submit: pad mode needs a mask input; without one it groups", "[submit]") {
-    EngineOptions o = batching(4, 1000us);
+    ServeOptions o = batching(4, 1000us);
     o.batching.ragged = BatchingOptions::Ragged::pad;
-    const InferenceEngine e = engine_from(test::residual_mlp(), o);
+    const serving::BatchingEngine e = engine_from(test::residual_mlp(), o);
     CHECK_THAT(e.batching_info(), Catch::Contains("padding is off"));
     CHECK_THAT(e.batching_info(), Catch::Contains("attention_mask"));
     auto f = e.submit({{"x", floats({1, 2, test::kMlpHidden}, 4)}});
@@ -262,7 +279,7 @@ TEST_CASE("submit: pad mode needs a mask input; without one it groups", "[submit
 }
 
 TEST_CASE("submit: a model without a named batch dim runs each request alone", "[submit]") {
-    const InferenceEngine e = engine_from(test::bytes_of(test::relu_model()), batching(8, 1000us));
+    const serving::BatchingEngine e = engine_from(test::bytes_of(test::relu_model()), batching(8, 1000us));
     CHECK_THAT(e.batching_info(), Catch::Contains("requests run alone"));
     Tensor x = Tensor::from_vector<float>({1, 4}, {-1.f, 2.f, -3.f, 4.f});
     std::vector<std::future<InferenceEngine::Outputs>> f;
@@ -277,9 +294,9 @@ TEST_CASE("submit: a model without a named batch dim runs each request alone", "
 
 TEST_CASE("submit: cancellation, deadlines, back-pressure and shutdown reach the caller",
           "[submit]") {
-    EngineOptions o = batching(64, 10s);  // nothing dispatches on its own for 10 s
+    ServeOptions o = batching(64, 10s);  // nothing dispatches on its own for 10 s
     o.batching.max_queue_size = 3;
-    const InferenceEngine e = engine_from(affine_model(), o);
+    const serving::BatchingEngine e = engine_from(affine_model(), o);
     Tensor x = Tensor::from_vector<float>({1, 4}, {1.f, 2.f, 3.f, 4.f});
     RequestOptions cancellable;
     auto cancelled = e.submit({{"x", x}}, cancellable);
@@ -312,11 +329,11 @@ TEST_CASE("submit: cancellation, deadlines, back-pressure and shutdown reach the
     CHECK_THAT(to_json(m), Catch::Contains("\"latency_ms\""));
 }
 
-TEST_CASE("submit: EngineOptions::batching is checked at load", "[submit]") {
-    EngineOptions o;
+TEST_CASE("submit: BatchingOptions are checked when the BatchingEngine is created", "[submit]") {
+    ServeOptions o;
     o.batching.max_batch_size = 0;
     CHECK_THROWS_WITH(engine_from(affine_model(), o), Catch::Contains("max_batch_size"));
-    EngineOptions a;
+    ServeOptions a;
     a.batching.adaptive = true;
     CHECK_THROWS_WITH(engine_from(affine_model(), a), Catch::Contains("p99_target_ms"));
 }
@@ -329,10 +346,10 @@ TEST_CASE("submit storm: every request answered once, with its own outputs", "[s
     // Each submitter keeps at most kWindow requests in flight: 64 x 32 = 2,048 against a
     // queue of 1,536, so the queue overflows when most submitters wait on it at once.
     constexpr int kWindow = 32;
-    EngineOptions o = batching(16, 300us);
+    ServeOptions o = batching(16, 300us);
     o.batching.max_queue_size = static_cast<std::size_t>(threads) * kWindow * 3 / 4;
     o.batching.num_workers = 2;
-    const InferenceEngine e = engine_from(affine_model(), o);
+    const serving::BatchingEngine e = engine_from(affine_model(), o);
 
     std::atomic<std::int64_t> ok{0}, cancelled{0}, expired{0}, rejected{0}, wrong{0}, other{0};
     std::atomic<std::int64_t> answers{0};

@@ -1,4 +1,6 @@
-// EngineBatcher: InferenceEngine::submit()'s dynamic batching (docs/BATCHING.md). Internal.
+// EngineBatcher: serving::BatchingEngine::submit()'s dynamic batching (docs/BATCHING.md).
+// Internal to the serving room: it reaches the engine only through the hooks BatchingEngine
+// builds on InferenceEngine's public API (check_inputs, try_run).
 //
 // A BatchScheduler (dsinfer/batch_scheduler.hpp) of bound requests. At submit a request's
 // inputs are checked like run()'s (a bad one is answered invalid_argument at once) and given a
@@ -26,8 +28,9 @@
 #include "dsinfer/batch_scheduler.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/metrics.hpp"
+#include "dsinfer/serving.hpp"
 
-namespace dsinfer::detail {
+namespace dsinfer::serving::detail {
 
 class EngineBatcher {
 public:
@@ -36,16 +39,16 @@ public:
 
     /// What the batcher needs of its engine.
     struct Hooks {
-        /// run()'s input checks; args in declaration order.
+        /// run()'s input checks; args in declaration order (InferenceEngine::check_inputs).
         std::function<Status(const std::vector<NamedTensor>&, std::vector<Tensor>&)> bind;
-        /// Runs bound inputs (no metrics); outputs in declaration order.
+        /// Runs inputs in declaration order (InferenceEngine::try_run; records no metrics).
         std::function<Status(std::vector<Tensor>, Outputs&, const RunOptions&)> run;
         std::vector<IOInfo> inputs, outputs;
         BatchingOptions options;
         ServingMetrics* metrics = nullptr;
     };
 
-    /// EngineOptions::batching checks (at load): invalid_argument naming the field.
+    /// BatchingOptions checks: invalid_argument naming the field.
     static Status validate(const BatchingOptions& options);
 
     explicit EngineBatcher(Hooks hooks);
@@ -93,4 +96,4 @@ private:
     std::unique_ptr<Scheduler> scheduler_;  // last: stopped first
 };
 
-}  // namespace dsinfer::detail
+}  // namespace dsinfer::serving::detail

@@ -1,10 +1,10 @@
-#include "core/engine_batcher.hpp"
+#include "serving/engine_batcher.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-namespace dsinfer::detail {
+namespace dsinfer::serving::detail {
 namespace {
 
 using std::int64_t;
@@ -83,12 +83,12 @@ int64_t inner_elements(const Shape& s, int skip) {
 
 Status EngineBatcher::validate(const BatchingOptions& o) {
     DSINFER_RETURN_IF_ERROR(
-        validate_batch_scheduler_options(scheduler_options(o, true))
-            .with_context("EngineOptions::batching: "));
+        dsinfer::detail::validate_batch_scheduler_options(scheduler_options(o, true))
+            .with_context("BatchingOptions: "));
     DSINFER_CHECK(o.pad_bucket >= 0, ErrorCode::invalid_argument,
-                  "EngineOptions::batching.pad_bucket must be >= 0, got ", o.pad_bucket);
+                  "BatchingOptions::pad_bucket must be >= 0, got ", o.pad_bucket);
     DSINFER_CHECK(!o.adaptive || o.p99_target_ms > 0.0, ErrorCode::invalid_argument,
-                  "EngineOptions::batching.adaptive needs p99_target_ms > 0, got ",
+                  "BatchingOptions::adaptive needs p99_target_ms > 0, got ",
                   o.p99_target_ms);
     return Status::ok();
 }
@@ -184,7 +184,7 @@ EngineBatcher::EngineBatcher(Hooks hooks) : hooks_(std::move(hooks)) {
         so.max_queue_delay = start.max_queue_delay;
         observers.push_back(controller_);
         std::string target;
-        metrics::append_number(target, o.p99_target_ms);
+        dsinfer::detail::metrics::append_number(target, o.p99_target_ms);
         info_ += "; adaptive: p99 target " + target + " ms, cap 1.." +
                  std::to_string(o.max_batch_size) + ", delay 0.." +
                  std::to_string(o.max_queue_delay.count()) + " us (starts at cap " +
@@ -387,4 +387,4 @@ bool EngineBatcher::run_together(Scheduler::Batch& batch) {
     return true;
 }
 
-}  // namespace dsinfer::detail
+}  // namespace dsinfer::serving::detail
