@@ -8,11 +8,23 @@
 // Models missing from DSINFER_MODELS_DIR are skipped with a message. Inputs come from
 // tools/bench_inputs.hpp, the generator ds-benchmark uses (the ONNX Runtime harness's values).
 // DSINFER_BENCH_THREADS sets EngineOptions::num_threads (default 0: all processors).
+//
+// BM_SequenceSweep (Step 8, shape buckets): bert_tiny at batch 1 and every sequence length
+// 1..512 in turn, as a decode loop sees them (each length once per sweep), against the same
+// lengths run at a fixed shape (each length's time taken after two warm-up runs, so its plan
+// and prepared state exist), on backends {onednn, cpu} with and without
+// EngineOptions::transient_shapes and on {cpu}. Both report the sweep's total (manual time,
+// warm-ups excluded), plans recorded per sweep and the plan cache's arena bytes; the ratio
+// sweep / fixed is the steady-state per-step cost of a changing shape.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -125,6 +137,91 @@ void BM_Model(benchmark::State& state, const ModelCase& c,
     state.SetItemsProcessed(state.iterations() * c.batch);
 }
 
+/// bert_tiny's inputs for batch 1 at every sequence length 1..kSweepMax.
+constexpr std::int64_t kSweepMax = 512;
+
+struct Sweep {
+    std::optional<InferenceEngine> engine;
+    std::vector<std::vector<NamedTensor>> inputs;  // [seq - 1]
+    std::string error;
+};
+
+/// The engines the sweep compares: backends, and EngineOptions::transient_shapes.
+struct SweepConfig {
+    const char* label;
+    std::vector<std::string> backends;
+    bool transient;
+};
+const SweepConfig kSweepConfigs[] = {{"onednn+cpu", {"onednn", "cpu"}, false},
+                                     {"onednn+cpu/transient", {"onednn", "cpu"}, true},
+                                     {"cpu", {"cpu"}, false}};
+
+Sweep& sweep_model(const fs::path& model, const SweepConfig& config) {
+    static Sweep slots[std::size(kSweepConfigs)];
+    Sweep& s = slots[static_cast<std::size_t>(&config - kSweepConfigs)];
+    if (s.engine || !s.error.empty()) return s;
+    try {
+        EngineOptions options;
+        options.backends = config.backends;
+        options.transient_shapes = config.transient;
+        options.num_threads = bench_threads();
+        s.engine = InferenceEngine::load(model, options);
+        for (std::int64_t seq = 1; seq <= kSweepMax; ++seq) {
+            bench::ShapeRequest req;
+            req.batch = 1;
+            req.seq = seq;
+            auto generated = bench::make_inputs(*s.engine, req);
+            if (!generated) throw Error(generated.status());
+            s.inputs.push_back(generated->tensors());
+        }
+    } catch (const Error& e) {
+        s.engine.reset();
+        s.error = e.what();
+    }
+    return s;
+}
+
+/// fixed = false: one run per length, lengths in order (a decode loop). fixed = true: each
+/// length's third run (two warm-ups untimed), lengths in order.
+void BM_SequenceSweep(benchmark::State& state, bool fixed, const SweepConfig& config) {
+    const auto dir = models_dir();
+    if (!dir || !fs::exists(*dir / "bert_tiny.onnx")) {
+        state.SkipWithError("bert_tiny.onnx not in DSINFER_MODELS_DIR (tools/make_models.py --only bert_tiny)");
+        return;
+    }
+    Sweep& s = sweep_model(*dir / "bert_tiny.onnx", config);
+    if (!s.engine) {
+        state.SkipWithError(s.error.c_str());
+        return;
+    }
+    std::vector<NamedTensor> outputs;
+    auto run = [&](std::size_t i) {
+        const Status st = s.engine->try_run(s.inputs[i], outputs);
+        if (!st) state.SkipWithError(st.to_string().c_str());
+        return st.is_ok();
+    };
+    std::uint64_t recorded = 0;
+    for (auto _ : state) {
+        double seconds = 0;
+        const std::uint64_t before = s.engine->memory_plan_stats().plans_recorded;
+        for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+            if (fixed && !(run(i) && run(i))) return;
+            const auto t0 = std::chrono::steady_clock::now();
+            if (!run(i)) return;
+            seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            benchmark::DoNotOptimize(outputs.data());
+        }
+        recorded += s.engine->memory_plan_stats().plans_recorded - before;
+        state.SetIterationTime(seconds);
+    }
+    const MemoryPlanStats ps = s.engine->memory_plan_stats();
+    state.counters["plans_recorded_per_sweep"] =
+        static_cast<double>(recorded) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+    state.counters["plans_cached"] = static_cast<double>(ps.shape_classes);
+    state.counters["plan_cache_MiB"] = static_cast<double>(ps.cached_arena_bytes) / (1 << 20);
+    state.SetItemsProcessed(state.iterations() * kSweepMax);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +243,14 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMillisecond);
         }
     }
+    for (const SweepConfig& config : kSweepConfigs)
+        for (const bool fixed : {false, true}) {
+            std::string name = std::string("BM_SequenceSweep/bert_tiny/b1/s1-512/") +
+                               (fixed ? "fixed/" : "sweep/") + config.label;
+            benchmark::RegisterBenchmark(name.c_str(), BM_SequenceSweep, fixed, std::cref(config))
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+        }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;

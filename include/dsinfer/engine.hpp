@@ -97,6 +97,25 @@ struct EngineOptions {
     /// Plan activations per input-shape class into one arena (docs/MEMORY.md); false = one
     /// pool allocation per tensor (for debugging and comparisons).
     bool plan_memory = true;
+    /// Shape buckets (docs/MEMORY.md "Shape buckets"): runs whose symbolic input dims fall in
+    /// the same bucket share one memory plan, sized for the bucket's upper edge, so a loop
+    /// whose sequence grows by one per step plans once per bucket instead of once per length.
+    /// A symbolic dim of run-time value v belongs to the bucket of the smallest edge >= v in
+    /// `shape_bucket_edges` (ascending, positive); without edges, or above the last one, to
+    /// the next power of two >= v. The memory cost: a bucket's arena is its edge's (up to
+    /// twice a linear tensor's bytes at v, four times a quadratic one's). Graphs whose sizes
+    /// cannot be derived from the input shapes alone (data-dependent shapes, control flow,
+    /// GPU engines) plan per exact input shape. false = one plan per exact input shape.
+    bool shape_buckets = true;
+    std::vector<std::int64_t> shape_bucket_edges{};
+    /// For loops that see each shape about once (a decoder's growing sequence): shapes inside
+    /// a bucket (a symbolic dim off its edge) run on kernel paths that serve any shape, so a
+    /// new shape costs no per-shape compilation (oneDNN's primitives are JIT-compiled per
+    /// shape: ~10 ms for a small transformer). The choice depends on the shape alone: a shape
+    /// always runs the same kernels, but may differ in the last bits from an engine without
+    /// this option. Shapes on bucket edges run the kernels they run without it. Default off:
+    /// repeated shapes then get each backend's fastest kernels for their exact dims.
+    bool transient_shapes = false;
     /// The application's own kernels (dsinfer/kernel_registry.hpp, examples/custom_op/): for a
     /// node they match (op, domain, opset range, input dtype signature), they are tried before
     /// every built-in backend, in their own priority order, and node_providers() names the
@@ -123,7 +142,10 @@ struct MemoryPlanStats {
     std::uint64_t planned_peak_bytes = 0;  ///< arena size: all planned intermediates + workspaces
     std::uint64_t lower_bound_bytes = 0;   ///< largest sum of simultaneously live bytes
     std::size_t planned_values = 0;        ///< tensors placed in the arena
-    std::size_t shape_classes = 0;         ///< plans cached so far (bounded)
+    std::size_t shape_classes = 0;         ///< plans (shape buckets) cached now (bounded)
+    std::uint64_t plans_recorded = 0;      ///< plans built since load (evicted ones included)
+    std::uint64_t cached_arena_bytes = 0;  ///< arena bytes of every cached plan together
+    std::size_t prepared_shapes = 0;       ///< exact input shapes whose prepare results are kept
     double ratio() const noexcept {
         return lower_bound_bytes == 0 ? 1.0
                                       : static_cast<double>(planned_peak_bytes) /

@@ -185,6 +185,13 @@ public:
     /// learn output dtypes and which output dims are static): do not build anything for
     /// these shapes.
     bool probing() const noexcept { return probing_; }
+    /// True when these input shapes lie inside their shape bucket (a symbolic dim off its bucket
+    /// edge) and the engine runs with EngineOptions::transient_shapes: a loop that sees each
+    /// shape about once (a decoder's growing sequence). Build nothing whose cost is per shape
+    /// and above the run's own (JIT-compiled code, repacked weights): take a path that serves
+    /// any shape. Decide from the shapes alone (not from what was built before), so a shape
+    /// always runs the same code.
+    bool transient_shape() const noexcept { return transient_shape_; }
 
     void set_output(int i, DType dtype, const Shape& shape) noexcept {
         if (i < 0 || i >= num_outputs()) return;
@@ -225,6 +232,7 @@ public:
     /// to another kernel that reads one (its fallback sees the same context).
     void set_state(std::shared_ptr<const void> state) noexcept { state_ = std::move(state); }
     const std::shared_ptr<const void>& state() const noexcept { return state_; }
+    void set_transient_shape(bool transient) noexcept { transient_shape_ = transient; }
 
 private:
     const Node* node_;
@@ -239,6 +247,7 @@ private:
     mutable std::uint64_t data_queried_ = 0;
     bool inferring_ = false;
     bool probing_ = false;
+    bool transient_shape_ = false;
 };
 
 /// Cancellation and deadline for a run; checked by long-running kernels (Loop, Scan).

@@ -192,6 +192,9 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         co.blocked_layouts = impl->options.optimization_level >= 3;
         co.memory_pool = impl->options.memory_pool;
         co.plan_memory = impl->options.plan_memory;
+        co.shape_buckets = impl->options.shape_buckets;
+        co.bucket_edges = impl->options.shape_bucket_edges;
+        co.transient_shapes = impl->options.transient_shapes;
         impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
         for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
             const Value& v = impl->graph->value(impl->graph->inputs[i]);

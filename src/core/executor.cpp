@@ -96,6 +96,26 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     cg->plan_memory_ = parent == nullptr && options.plan_memory;
     cg->device_ = options.device_runtime;
     const Graph& g = *cg->graph_;
+    cg->transient_shapes_ = options.transient_shapes;
+    if (parent == nullptr && options.shape_buckets) {
+        for (std::size_t i = 0; i < options.bucket_edges.size(); ++i)
+            DSINFER_CHECK(options.bucket_edges[i] > 0 &&
+                              (i == 0 || options.bucket_edges[i] > options.bucket_edges[i - 1]),
+                          ErrorCode::invalid_argument,
+                          "shape_bucket_edges must be positive and strictly ascending (edge ", i,
+                          " is ", options.bucket_edges[i], ")");
+        cg->bucket_edges_ = options.bucket_edges;
+        for (ValueId id : g.inputs) {
+            const SymbolicShape& decl = g.value(id).shape;
+            std::vector<char> sym;
+            for (const Dim& d : decl.dims) sym.push_back(d.is_static() ? 0 : 1);
+            cg->buckets_ = cg->buckets_ || !decl.known ||
+                           std::find(sym.begin(), sym.end(), 1) != sym.end();
+            cg->input_symbolic_.push_back(decl.known ? std::move(sym) : std::vector<char>{});
+        }
+        // GPU engines plan per exact shape (their captured graphs are per shape anyway).
+        cg->buckets_ = cg->buckets_ && cg->device_ == nullptr;
+    }
     for (std::size_t i = 0; i < g.values.size(); ++i)
         cg->names_.emplace(g.values[i].name, static_cast<ValueId>(i));
     for (std::size_t i = 0; i < g.values.size(); ++i) {
@@ -344,31 +364,8 @@ Status CompiledGraph::infer_node(std::size_t ni) {
     // Out of memory fails the load (like every other allocation); other failures only mean
     // the value is not known at load.
     auto compute = [&](int p, const std::vector<Tensor>& ins, const PrepareContext& ctx) -> Status {
-        if (!(all_data || shape_only) || !n.domain.empty() || nodes_[ni].on_device) return Status::ok();
-        std::vector<Tensor> outs(n.outputs.size());
-        std::vector<TensorView> in_views, out_views(n.outputs.size());
-        for (int i = 0; i < ctx.num_outputs(); ++i) {
-            const auto& spec = ctx.output_spec(i);
-            if (!ctx.has_output(i)) continue;
-            if (!spec.set || spec.shape.num_elements() > 1024 || spec.dtype == DType::string)
-                return Status::ok();
-            auto t = Tensor::allocate(spec.dtype, spec.shape, *allocator_);
-            if (!t.is_ok()) return Status(t.status().code(), node_context(n) + t.status().message());
-            outs[static_cast<std::size_t>(i)] = std::move(t).value();
-            out_views[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(i)].view();
-        }
-        for (std::size_t i = 0; i < ins.size(); ++i)  // meta tensors (no data) keep their shape
-            in_views.push_back(n.inputs[i] == kNoValue ? TensorView{} : ins[i].view());
-        auto ws = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(ctx.workspace_bytes())},
-                                   *allocator_);
-        if (!ws.is_ok()) return Status(ws.status().code(), node_context(n) + ws.status().message());
-        RunControl control;
-        RunContext rctx(n, in_views, out_views, ws.value().raw_data(), ctx.workspace_bytes(),
-                        *allocator_, control);
-        if (const Status st = nodes_[ni].kernel->run(rctx); !st.is_ok())
-            return st.code() == ErrorCode::resource_exhausted
-                       ? Status(st.code(), node_context(n) + st.message())
-                       : Status::ok();
+        if (!(all_data || shape_only)) return Status::ok();
+        DSINFER_ASSIGN_OR_RETURN(std::vector<Tensor> outs, compute_small(ni, ins, ctx));
         for (std::size_t i = 0; i < outs.size(); ++i)
             if (n.outputs[i] != kNoValue && !outs[i].is_null())
                 probe_data_[p][static_cast<std::size_t>(n.outputs[i])] = std::move(outs[i]);
@@ -481,6 +478,45 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             ov.shape = out;
     }
     return Status::ok();
+}
+
+StatusOr<std::vector<Tensor>> CompiledGraph::compute_small(std::size_t ni,
+                                                           const std::vector<Tensor>& ins,
+                                                           const PrepareContext& ctx) const {
+    const Node& n = graph_->nodes[ni];
+    std::vector<Tensor> outs;
+    if (!n.domain.empty() || nodes_[ni].on_device) return outs;
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+        const auto& spec = ctx.output_spec(i);
+        if (ctx.has_output(i) &&
+            (!spec.set || spec.shape.num_elements() > 1024 || spec.dtype == DType::string))
+            return outs;
+    }
+    outs.resize(n.outputs.size());
+    std::vector<TensorView> in_views, out_views(n.outputs.size());
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+        if (!ctx.has_output(i)) continue;
+        const auto& spec = ctx.output_spec(i);
+        auto t = Tensor::allocate(spec.dtype, spec.shape, *allocator_);
+        if (!t.is_ok()) return Status(t.status().code(), node_context(n) + t.status().message());
+        outs[static_cast<std::size_t>(i)] = std::move(t).value();
+        out_views[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(i)].view();
+    }
+    for (std::size_t i = 0; i < ins.size(); ++i)  // meta tensors (no data) keep their shape
+        in_views.push_back(n.inputs[i] == kNoValue ? TensorView{} : ins[i].view());
+    auto ws = Tensor::allocate(DType::u8, Shape{static_cast<std::int64_t>(ctx.workspace_bytes())},
+                               *allocator_);
+    if (!ws.is_ok()) return Status(ws.status().code(), node_context(n) + ws.status().message());
+    RunControl control;
+    RunContext rctx(n, in_views, out_views, ws.value().raw_data(), ctx.workspace_bytes(),
+                    *allocator_, control);
+    rctx.set_prepared_state(ctx.state().get());
+    if (const Status st = nodes_[ni].kernel->run(rctx); !st.is_ok()) {
+        if (st.code() == ErrorCode::resource_exhausted)
+            return Status(st.code(), node_context(n) + st.message());
+        outs.clear();
+    }
+    return outs;
 }
 
 void CompiledGraph::mark_fixed(std::size_t ni, bool shapes, bool prepare) {
@@ -657,8 +693,7 @@ struct CompiledGraph::Recording {
     std::vector<ValueId> inplace_input;        // per value, kNoValue = own block
     std::vector<std::size_t> workspace_bytes;  // per node
     std::vector<char> value_device;            // per value: produced on the device
-    std::vector<PrepareContext::OutputSpec> output_specs;  // per output (spec_begin)
-    std::vector<std::shared_ptr<const void>> node_states;  // per node (stable nodes)
+    PreparedShape prepared;  // what prepare said (recorded runs only)
 };
 
 /// The per-node vectors of run_nodes, kept between runs (RunScratch) so that a planned run
@@ -673,7 +708,7 @@ struct CompiledGraph::NodeScratch {
 struct CompiledGraph::RunScratch {
     Frame frame;
     NodeScratch nodes;
-    std::vector<std::int64_t> key;
+    std::vector<std::int64_t> key, bucket;
     /// Storage for the control block of the run's arena handle (one shared_ptr per run,
     /// whose last reference goes when the run's tensors do): no heap allocation for it.
     alignas(std::max_align_t) unsigned char arena_ctrl[192];
@@ -767,6 +802,13 @@ void CompiledGraph::release_scratch(std::unique_ptr<RunScratch> s) const noexcep
 /// One run's memory: the plan and its arenas (host, device), or the recording.
 struct CompiledGraph::RunMemory {
     const ExecutionPlan* plan = nullptr;
+    /// What prepare said for this exact shape (its nodes with stable_prepare skip prepare),
+    /// or where to record it.
+    const PreparedShape* prepared = nullptr;
+    PreparedShape* record_prepared = nullptr;
+    /// The shape lies inside its bucket, off the edges: prepare with
+    /// PrepareContext::transient_shape (a function of the shape alone, so reproducible).
+    bool transient = false;
     std::shared_ptr<void> arena;
     unsigned char* base = nullptr;
     std::shared_ptr<void> device_arena;
@@ -1075,17 +1117,46 @@ void release_free_heap_pages() noexcept {
 #endif
 }
 
-namespace {
+std::int64_t CompiledGraph::bucket_edge(std::int64_t v) const noexcept {
+    if (v <= 0) return v;
+    for (std::int64_t e : bucket_edges_)
+        if (v <= e) return e;
+    if (v > (std::int64_t{1} << 62)) return v;
+    std::int64_t p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
 
-/// Input-shape class key: per input, dtype, rank and dims (into `key`, whose capacity is kept).
-void shape_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) {
+// Plan keys (into `key`, whose capacity is kept): a marker (1 exact, 0 bucket), then per input
+// its dtype, rank and dims; a bucket key has each symbolic dim's bucket edge instead.
+void CompiledGraph::exact_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const {
     key.clear();
+    key.push_back(1);
     for (const Tensor& t : inputs) {
         key.push_back(static_cast<std::int64_t>(t.dtype()));
         key.push_back(t.num_dims());
         for (int d = 0; d < t.num_dims(); ++d) key.push_back(t.shape()[d]);
     }
 }
+
+void CompiledGraph::bucket_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const {
+    key.clear();
+    key.push_back(0);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& t = inputs[i];
+        const std::vector<char>& sym = input_symbolic_[i];
+        key.push_back(static_cast<std::int64_t>(t.dtype()));
+        key.push_back(t.num_dims());
+        for (int d = 0; d < t.num_dims(); ++d) {
+            // A declared static dim keeps its value (a run with another fails in a kernel).
+            const bool symbolic = sym.empty() || static_cast<std::size_t>(d) >= sym.size() ||
+                                  sym[static_cast<std::size_t>(d)] != 0;
+            key.push_back(symbolic ? bucket_edge(t.shape()[d]) : t.shape()[d]);
+        }
+    }
+}
+
+namespace {
 
 /// Byte size of dtype x shape, 0 on overflow (such tensors are never planned).
 std::size_t tensor_bytes(DType dtype, const Shape& shape) {
@@ -1120,20 +1191,59 @@ StatusOr<Tensor> copy_to(const Tensor& t, Allocator& alloc) {
     return c;
 }
 
+/// The entry under `key` in a least-recently-used list (moved to the front), or null; and the
+/// entry under `key`, inserted at the front when missing (beyond `capacity` the least recently
+/// used goes). The caller holds the list's lock.
+template <class List>
+typename List::value_type::second_type lru_find(List& lru, const std::vector<std::int64_t>& key) {
+    for (auto it = lru.begin(); it != lru.end(); ++it) {
+        if (it->first != key) continue;
+        lru.splice(lru.begin(), lru, it);
+        return it->second;
+    }
+    return nullptr;
+}
+template <class List>
+typename List::value_type::second_type& lru_insert(List& lru, const std::vector<std::int64_t>& key,
+                                                   typename List::value_type::second_type value,
+                                                   std::size_t capacity) {
+    for (auto& [k, v] : lru)
+        if (k == key) return v;  // a concurrent run put it there first
+    lru.emplace_front(key, std::move(value));
+    if (lru.size() > capacity) lru.pop_back();
+    return lru.front().second;
+}
+
 }  // namespace
 
 std::shared_ptr<const ExecutionPlan> CompiledGraph::find_plan(
     const std::vector<std::int64_t>& key) const {
     std::lock_guard<std::mutex> lock(plans_.mu);
-    for (auto it = plans_.lru.begin(); it != plans_.lru.end(); ++it) {
-        if (it->first != key) continue;
-        plans_.lru.splice(plans_.lru.begin(), plans_.lru, it);
-        return it->second;
-    }
-    return nullptr;
+    return lru_find(plans_.lru, key);
 }
 
-void CompiledGraph::build_plan(const std::vector<std::int64_t>& key, const Recording& rec) const {
+std::shared_ptr<const ExecutionPlan> CompiledGraph::mark_exact_only(
+    const std::vector<std::int64_t>& key) const {
+    auto plan = std::make_shared<ExecutionPlan>();
+    plan->exact_only = true;
+    std::lock_guard<std::mutex> lock(plans_.mu);
+    return lru_insert(plans_.lru, key, std::move(plan), kMaxPlans);
+}
+
+std::shared_ptr<const PreparedShape> CompiledGraph::find_prepared(
+    const std::vector<std::int64_t>& key) const {
+    std::lock_guard<std::mutex> lock(plans_.mu);
+    return lru_find(plans_.prepared, key);
+}
+
+void CompiledGraph::keep_prepared(const std::vector<std::int64_t>& key,
+                                  std::shared_ptr<const PreparedShape> prepared) const {
+    std::lock_guard<std::mutex> lock(plans_.mu);
+    (void)lru_insert(plans_.prepared, key, std::move(prepared), kMaxPreparedShapes);
+}
+
+std::shared_ptr<const ExecutionPlan> CompiledGraph::build_plan(const std::vector<std::int64_t>& key,
+                                                               const Recording& rec) const {
     const std::size_t nv = rec.value_bytes.size();
     const std::size_t nn = rec.workspace_bytes.size();
     auto plan = std::make_shared<ExecutionPlan>();
@@ -1143,8 +1253,7 @@ void CompiledGraph::build_plan(const std::vector<std::int64_t>& key, const Recor
     plan->workspace_offset.assign(nn, -1);
     plan->workspace_bytes = rec.workspace_bytes;
     plan->value_on_device.assign(nv, 0);
-    plan->output_specs = rec.output_specs;
-    plan->node_states = rec.node_states;
+    plan->bucket = !key.empty() && key.front() == 0;  // bucket_key's marker
     for (std::size_t v = 0; v < nv && v < rec.value_device.size(); ++v)
         plan->value_on_device[v] = rec.value_device[v];
     std::size_t placed = 0;
@@ -1193,18 +1302,155 @@ void CompiledGraph::build_plan(const std::vector<std::int64_t>& key, const Recor
     }
     plan->stats.planned_values = placed;
     std::lock_guard<std::mutex> lock(plans_.mu);
-    for (const auto& [k, p] : plans_.lru)
-        if (k == key) return;  // a concurrent first run of the class planned it already
-    plans_.lru.emplace_front(key, plan);
-    if (plans_.lru.size() > kMaxPlans) plans_.lru.pop_back();
+    const auto& kept = lru_insert(plans_.lru, key, plan, kMaxPlans);
+    if (kept != plan) return kept;  // a concurrent first run of the class planned it already
     plans_.last = plan->stats;
+    ++plans_.recorded;
+    return plan;
 }
 
 MemoryPlanStats CompiledGraph::memory_plan_stats() const {
     std::lock_guard<std::mutex> lock(plans_.mu);
     MemoryPlanStats s = plans_.last;
-    s.shape_classes = plans_.lru.size();
+    s.shape_classes = 0;
+    for (const auto& [k, p] : plans_.lru) {
+        if (p->exact_only) continue;
+        ++s.shape_classes;
+        s.cached_arena_bytes += p->arena_bytes + p->device_arena_bytes;
+    }
+    s.plans_recorded = plans_.recorded;
+    s.prepared_shapes = plans_.prepared.size();
     return s;
+}
+
+bool CompiledGraph::off_bucket_edges(const std::vector<Tensor>& inputs) const noexcept {
+    for (std::size_t i = 0; i < inputs.size() && i < input_symbolic_.size(); ++i) {
+        const Tensor& t = inputs[i];
+        const std::vector<char>& sym = input_symbolic_[i];
+        for (int d = 0; d < t.num_dims(); ++d) {
+            const bool symbolic = sym.empty() || static_cast<std::size_t>(d) >= sym.size() ||
+                                  sym[static_cast<std::size_t>(d)] != 0;
+            if (symbolic && bucket_edge(t.shape()[d]) != t.shape()[d]) return true;
+        }
+    }
+    return false;
+}
+
+StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, Recording& rec,
+                                             bool at_edges) const {
+    const Graph& g = *graph_;
+    // Every value as a tensor of its shape at the bucket's edges: meta (no data) unless it is a
+    // constant or a small shape-like value computed on the way.
+    std::vector<Tensor> vals(g.values.size());
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        if (g.values[v].initializer) vals[v] = *g.values[v].initializer;
+    // Meta tensors: dtype and shape, no data (a non-null owner marks the value as produced).
+    const std::shared_ptr<void> meta = std::make_shared<char>(0);
+    auto meta_tensor = [&](DType dtype, const Shape& shape) {
+        return Tensor::wrap(nullptr, dtype, shape, Device{}, meta);
+    };
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& t = inputs[i];
+        const std::vector<char>& sym = input_symbolic_[i];
+        std::vector<std::int64_t> dims;
+        for (int d = 0; d < t.num_dims(); ++d) {
+            const bool symbolic = sym.empty() || static_cast<std::size_t>(d) >= sym.size() ||
+                                  sym[static_cast<std::size_t>(d)] != 0;
+            dims.push_back(symbolic && at_edges ? bucket_edge(t.shape()[d]) : t.shape()[d]);
+        }
+        auto shape = Shape::make(std::span<const std::int64_t>(dims.data(), dims.size()));
+        if (!shape.is_ok()) return false;
+        vals[static_cast<std::size_t>(g.inputs[i])] = meta_tensor(t.dtype(), shape.value());
+    }
+    std::vector<Tensor> ins;
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        const CompiledNode& cn = nodes_[ni];
+        if (!cn.subgraphs.empty() || cn.on_device) {
+            bucketable_.store(false, std::memory_order_relaxed);
+            return false;
+        }
+        ins.clear();
+        bool all_data = true;
+        for (ValueId id : n.inputs) {
+            if (id == kNoValue) {
+                ins.emplace_back();
+                continue;
+            }
+            const Tensor& t = vals[static_cast<std::size_t>(id)];
+            if (t.is_null()) return false;  // produced by a node whose outputs are dynamic
+            all_data = all_data && (t.raw_data() != nullptr || t.num_elements() == 0);
+            ins.push_back(t);
+        }
+        const std::vector<Tensor> node_ins = ins;
+        // With transient shapes, the edges themselves run with a full prepare, the shapes inside
+        // the bucket with a transient one (PrepareContext::transient_shape): the workspace
+        // serves both. A shape's own plan takes the prepare its runs take.
+        PrepareContext transient(n, node_ins, /*inferring=*/false);
+        transient.set_transient_shape(true);
+        PrepareContext ctx(n, std::move(ins), /*inferring=*/false);
+        ctx.set_transient_shape(!at_edges && transient_shapes_);
+        const bool both = at_edges && transient_shapes_;
+        for (PrepareContext* c : {&ctx, &transient}) {
+            if (c == &transient && !both) break;
+            Status st;
+            try {
+                st = cn.kernel->prepare(*c);
+            } catch (const std::bad_alloc&) {
+                st = Status(ErrorCode::resource_exhausted, "out of memory in prepare");
+            } catch (const std::exception&) {
+                return false;
+            }
+            // Out of memory fails the run; any other error only means "not at these edges".
+            if (st.code() == ErrorCode::resource_exhausted) return st.with_context(node_context(n));
+            if (!st.is_ok()) return false;
+        }
+        ins = std::move(ctx.mutable_inputs());
+        rec.workspace_bytes[ni] = std::max(ctx.workspace_bytes(), both ? transient.workspace_bytes() : 0);
+        for (int i = 0; i < ctx.num_outputs(); ++i) {
+            if (!ctx.has_output(i)) continue;
+            const auto& spec = ctx.output_spec(i);
+            if (!spec.set || spec.dynamic) return false;
+            const ValueId id = n.outputs[static_cast<std::size_t>(i)];
+            const auto v = static_cast<std::size_t>(id);
+            if (plannable_[v] && spec.dtype != DType::string) {
+                rec.value_bytes[v] = tensor_bytes(spec.dtype, spec.shape);
+                if (rec.value_bytes[v] > 0) note_inplace(rec, ni, id, spec.dtype, spec.shape, node_ins);
+            }
+            vals[v] = meta_tensor(spec.dtype, spec.shape);
+        }
+        const bool shape_only = n.op_type == "Shape" || n.op_type == "Size";
+        if (all_data || shape_only) {
+            auto outs = compute_small(ni, node_ins, ctx);
+            if (!outs.is_ok()) return outs.status();
+            for (std::size_t i = 0; i < outs.value().size(); ++i)
+                if (n.outputs[i] != kNoValue && !outs.value()[i].is_null())
+                    vals[static_cast<std::size_t>(n.outputs[i])] = std::move(outs.value()[i]);
+        }
+        for (ValueId id : cn.release_after) vals[static_cast<std::size_t>(id)] = Tensor();
+    }
+    return true;
+}
+
+void CompiledGraph::note_inplace(Recording& rec, std::size_t ni, ValueId id, DType dtype,
+                                 const Shape& shape, const std::vector<Tensor>& inputs) const {
+    const Node& n = graph_->nodes[ni];
+    const auto v = static_cast<std::size_t>(id);
+    if (!inplace_op_[ni] || n.outputs[0] != id) return;
+    const int k = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
+    const ValueId in = k < 0 ? kNoValue : n.inputs[static_cast<std::size_t>(k)];
+    // Under rule k + 2 only input k is overwritten element by element; when the same value also
+    // feeds another input (FusedConv(X, W, B, Z = X)), the kernel would read that input while
+    // writing the shared block: not in place.
+    bool other_reader = false;
+    for (std::size_t j = 0; j < n.inputs.size(); ++j)
+        other_reader = other_reader ||
+                       (inplace_op_[ni] >= 2 && static_cast<int>(j) != k && n.inputs[j] == in);
+    if (in != kNoValue && !other_reader &&
+        last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
+        rec.value_bytes[static_cast<std::size_t>(in)] == rec.value_bytes[v] &&
+        rec.value_device[static_cast<std::size_t>(in)] == rec.value_device[v])
+        rec.inplace_input[v] = in;
 }
 
 StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni,
@@ -1218,22 +1464,7 @@ StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, 
     if (mem.rec != nullptr && bytes > 0) {
         mem.rec->value_bytes[v] = bytes;
         mem.rec->value_device[v] = on_dev ? 1 : 0;
-        if (inplace_op_[ni] && n.outputs[0] == id) {
-            const int k = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
-            const ValueId in = k < 0 ? kNoValue : n.inputs[static_cast<std::size_t>(k)];
-            // Under rule k + 2 only input k is overwritten element by element; when the same
-            // value also feeds another input (FusedConv(X, W, B, Z = X)), the kernel would read
-            // that input while writing the shared block: not in place.
-            bool other_reader = false;
-            for (std::size_t j = 0; j < n.inputs.size(); ++j)
-                other_reader = other_reader ||
-                               (inplace_op_[ni] >= 2 && static_cast<int>(j) != k && n.inputs[j] == in);
-            if (in != kNoValue && !other_reader &&
-                last_step_[static_cast<std::size_t>(in)] == static_cast<std::int32_t>(ni) &&
-                mem.rec->value_bytes[static_cast<std::size_t>(in)] == bytes &&
-                mem.rec->value_device[static_cast<std::size_t>(in)] == mem.rec->value_device[v])
-                mem.rec->inplace_input[v] = in;
-        }
+        note_inplace(*mem.rec, ni, id, dtype, shape, inputs);
     }
     unsigned char* base = on_dev ? mem.device_base : mem.base;
     if (mem.plan != nullptr && bytes > 0 && base != nullptr) {
@@ -1288,12 +1519,7 @@ struct CompiledGraph::CapturedRun {
 std::shared_ptr<CompiledGraph::CapturedRun> CompiledGraph::find_captured(
     const std::vector<std::int64_t>& key) const {
     std::lock_guard<std::mutex> lock(graphs_.mu);
-    for (auto it = graphs_.lru.begin(); it != graphs_.lru.end(); ++it) {
-        if (it->first != key) continue;
-        graphs_.lru.splice(graphs_.lru.begin(), graphs_.lru, it);
-        return it->second;
-    }
-    return nullptr;
+    return lru_find(graphs_.lru, key);
 }
 
 Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
@@ -1318,7 +1544,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         const CompiledNode& cn = nodes_[ni];
         const bool on_dev = cn.on_device && dev != nullptr;
         // A planned run of a stable node reads what the recording run's prepare said.
-        const bool replay_prepare = mem.plan != nullptr && cn.stable_prepare && !on_dev;
+        const bool replay_prepare = mem.prepared != nullptr && cn.stable_prepare && !on_dev;
         node_inputs.clear();
         prepare_inputs.clear();
         for (std::size_t k = 0; k < n.inputs.size(); ++k) {
@@ -1353,22 +1579,24 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         std::size_t wb = 0;
         const void* state = nullptr;
         if (replay_prepare) {
-            specs = mem.plan->output_specs.data() + cn.spec_begin;
-            wb = mem.plan->workspace_bytes[ni];
-            state = mem.plan->node_states[ni].get();
+            specs = mem.prepared->output_specs.data() + cn.spec_begin;
+            wb = mem.prepared->workspace_bytes[ni];
+            state = mem.prepared->node_states[ni].get();
         } else {
             pctx.emplace(n, std::move(prepare_inputs), /*inferring=*/false);
+            pctx->set_transient_shape(mem.transient);
             Status st = cn.kernel->prepare(*pctx);
             // Its capacity serves the next node.
             prepare_inputs = std::move(pctx->mutable_inputs());
             if (!st.is_ok()) return st.with_context(node_context(n));
             wb = pctx->workspace_bytes();
             state = pctx->state().get();
-            if (mem.rec != nullptr && cn.stable_prepare && !on_dev) {
+            if (mem.record_prepared != nullptr && cn.stable_prepare && !on_dev) {
+                PreparedShape& ps = *mem.record_prepared;
                 for (int i = 0; i < num_outputs; ++i)
-                    mem.rec->output_specs[cn.spec_begin + static_cast<std::uint32_t>(i)] =
-                        pctx->output_spec(i);
-                mem.rec->node_states[ni] = pctx->state();
+                    ps.output_specs[cn.spec_begin + static_cast<std::uint32_t>(i)] = pctx->output_spec(i);
+                ps.node_states[ni] = pctx->state();
+                ps.workspace_bytes[ni] = wb;
             }
         }
         auto spec_of = [&](int i) -> const PrepareContext::OutputSpec& {
@@ -1535,10 +1763,7 @@ Status CompiledGraph::capture_and_run(const std::vector<Tensor>& inputs,
     std::unique_lock<std::mutex> busy(run->busy);
     auto remember = [&] {
         std::lock_guard<std::mutex> lock(graphs_.mu);
-        for (const auto& [k, r] : graphs_.lru)
-            if (k == key) return;  // a concurrent run captured it first
-        graphs_.lru.emplace_front(key, run);
-        if (graphs_.lru.size() > kMaxPlans) graphs_.lru.pop_back();
+        (void)lru_insert(graphs_.lru, key, run, kMaxCapturedGraphs);
     };
     DSINFER_RETURN_IF_ERROR(device_->health());
     DSINFER_RETURN_IF_ERROR(device_->activate());
@@ -1663,11 +1888,48 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         return Status(ErrorCode::resource_exhausted, "out of memory setting up a run");
     }
     RunScratch& scratch = *guard.s;
-    std::vector<std::int64_t>& key = scratch.key;
+    std::vector<std::int64_t>& key = scratch.key;  // the exact input shape
     std::shared_ptr<const ExecutionPlan> plan;
+    std::shared_ptr<const PreparedShape> prepared;
+    auto start_recording = [&](Recording& r) {
+        r.value_bytes.assign(g.values.size(), 0);
+        r.inplace_input.assign(g.values.size(), kNoValue);
+        r.workspace_bytes.assign(g.nodes.size(), 0);
+        r.value_device.assign(g.values.size(), 0);
+    };
+    // A shape inside its bucket (a symbolic dim off its bucket edge).
+    const bool off_edges = buckets_ && off_bucket_edges(inputs);
     if (plan_memory_) {
-        shape_key(inputs, key);
+        exact_key(inputs, key);
+        // The shape's own plan (it came back, or the graph plans per exact shape), else the
+        // bucket's (measured at its edges on the bucket's first run). A shape inside the bucket
+        // that comes back gets a plan of its own, measured at its dims (tight memory for shapes
+        // that repeat; the bucket's for those seen once, as in a decode loop).
         plan = find_plan(key);
+        if (!plan && buckets_ && bucketable_.load(std::memory_order_relaxed)) {
+            std::vector<std::int64_t>& bkey = scratch.bucket;
+            bucket_key(inputs, bkey);
+            std::shared_ptr<const ExecutionPlan> bucket = find_plan(bkey);
+            auto measure = [&](bool at_edges, const std::vector<std::int64_t>& k)
+                -> StatusOr<std::shared_ptr<const ExecutionPlan>> {
+                Recording m;
+                start_recording(m);
+                DSINFER_ASSIGN_OR_RETURN(const bool measured, measure_bucket(inputs, m, at_edges));
+                if (measured) return build_plan(k, m);
+                return at_edges ? mark_exact_only(k) : nullptr;
+            };
+            if (!bucket) {
+                DSINFER_ASSIGN_OR_RETURN(bucket, measure(true, bkey));
+            }
+            if (!bucket->exact_only) {
+                plan = bucket;
+                if (off_edges && (prepared = find_prepared(key)) != nullptr) {
+                    DSINFER_ASSIGN_OR_RETURN(auto own, measure(false, key));
+                    if (own) plan = std::move(own);
+                }
+            }
+        }
+        if (plan && !prepared) prepared = find_prepared(key);
     }
     // GPU engines: from the second run of a shape class (the first one plans its memory), the
     // whole run is one CUDA graph when every node allows it.
@@ -1715,18 +1977,32 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     // the plan.
     RunMemory mem;
     Recording rec;
+    // A planned run of a shape whose prepare results are not kept yet records them.
+    std::shared_ptr<PreparedShape> fresh;
+    auto start_prepared = [&](PreparedShape& ps) {
+        ps.output_specs.assign(num_output_specs_, PrepareContext::OutputSpec{});
+        ps.node_states.assign(g.nodes.size(), nullptr);
+        ps.workspace_bytes.assign(g.nodes.size(), 0);
+        mem.record_prepared = &ps;
+    };
+    // With EngineOptions::transient_shapes, a shape inside its bucket is prepared as transient
+    // (kernels take paths that build nothing per shape): a function of the shape alone, so the
+    // same shape always runs the same kernels.
+    mem.transient = transient_shapes_ && off_edges;
     std::size_t cached_before_recording = 0;
     if (plan_memory_) {
         if (!plan) {
             cached_before_recording = pool_->stats().bytes_cached;
-            rec.value_bytes.assign(g.values.size(), 0);
-            rec.inplace_input.assign(g.values.size(), kNoValue);
-            rec.workspace_bytes.assign(g.nodes.size(), 0);
-            rec.value_device.assign(g.values.size(), 0);
-            rec.output_specs.assign(num_output_specs_, PrepareContext::OutputSpec{});
-            rec.node_states.assign(g.nodes.size(), nullptr);
+            start_recording(rec);
+            start_prepared(rec.prepared);
             mem.rec = &rec;
         } else {
+            if (prepared) {
+                mem.prepared = prepared.get();
+            } else {
+                fresh = std::make_shared<PreparedShape>();
+                start_prepared(*fresh);
+            }
             mem.plan = plan.get();
             // Without an arena (the pool's limit), the run allocates tensor by tensor. A new
             // arena replaces idle cached blocks (the recording run's) instead of adding to them.
@@ -1790,8 +2066,10 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             }
         }
     }
+    if (fresh) keep_prepared(key, std::move(fresh));
     if (mem.rec != nullptr) {
         build_plan(key, rec);
+        keep_prepared(key, std::make_shared<PreparedShape>(std::move(rec.prepared)));
         // The recording run's per-tensor blocks (many size classes; BERT-base b8: 27.6 MiB for
         // an 18 MiB plan) would idle in the pool's cache next to the arena that replaces them:
         // give back what this run added to the cache.

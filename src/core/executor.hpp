@@ -61,6 +61,13 @@ struct CompileOptions {
     std::shared_ptr<MemoryPool> memory_pool;
     /// Plan activations per input-shape class (top-level graph only).
     bool plan_memory = true;
+    /// Shape buckets (EngineOptions::shape_buckets): symbolic input dims key plans by bucket
+    /// edge (the smallest of `bucket_edges` >= the dim, else the next power of two).
+    bool shape_buckets = true;
+    std::vector<std::int64_t> bucket_edges;
+    /// EngineOptions::transient_shapes: shapes inside a bucket are prepared with
+    /// PrepareContext::transient_shape (kernels build nothing per shape).
+    bool transient_shapes = false;
     /// Let backends exchange tensors in their blocked layouts (optimization level 3).
     bool blocked_layouts = true;
     int max_subgraph_depth = 32;
@@ -74,22 +81,33 @@ struct CompileOptions {
     bool cuda_graphs = true;
 };
 
-/// The arena placement of one input-shape class (built from a recorded run).
+/// The arena placement of one shape bucket, or of one exact input shape (built from a
+/// recorded run, or for a bucket from the sizes every node's prepare gives at its edges).
 struct ExecutionPlan {
     std::vector<std::int64_t> value_offset;  ///< per ValueId: arena offset, -1 = not planned
     std::vector<std::size_t> value_bytes;    ///< per ValueId: bytes recorded (run-time must fit)
     std::vector<ValueId> inplace_input;      ///< per ValueId: the input it shares a block with
     std::vector<std::int64_t> workspace_offset;  ///< per node, -1 = none
     std::vector<std::size_t> workspace_bytes;    ///< per node
-    /// Per output of every node (CompiledNode::spec_begin): what prepare said in the recording
-    /// run; read instead of calling prepare for nodes with stable_prepare.
-    std::vector<PrepareContext::OutputSpec> output_specs;
-    /// Per node: the kernel state its prepare set in the recording run (stable nodes).
-    std::vector<std::shared_ptr<const void>> node_states;
     std::vector<char> value_on_device;           ///< per ValueId: offset is in the device arena
     std::size_t arena_bytes = 0;                 ///< host arena
     std::size_t device_arena_bytes = 0;          ///< device arena (GPU engines)
     MemoryPlanStats stats;
+    /// A bucket whose sizes could not be derived at its edges (a prepare needed run-time
+    /// data, or failed there): its runs plan per exact input shape. No arena.
+    bool exact_only = false;
+    /// Measured for a shape bucket (runs of many exact shapes share it).
+    bool bucket = false;
+};
+
+/// What prepare said for one exact input shape, kept so that later runs of that shape call
+/// prepare only for nodes whose result the shape does not fix (CompiledNode::stable_prepare).
+struct PreparedShape {
+    /// Per output of every node (CompiledNode::spec_begin).
+    std::vector<PrepareContext::OutputSpec> output_specs;
+    /// Per node: the kernel state its prepare set (stable nodes), and its workspace bytes.
+    std::vector<std::shared_ptr<const void>> node_states;
+    std::vector<std::size_t> workspace_bytes;
 };
 
 class CompiledGraph final : public SubgraphRunner,
@@ -137,8 +155,14 @@ public:
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
     /// The plan most recently built, and the number of shape classes cached.
     MemoryPlanStats memory_plan_stats() const;
-    /// Shape classes whose plans are kept (least recently used evicted beyond).
-    static constexpr std::size_t kMaxPlans = 8;
+    /// Plans kept (buckets and exact shapes; least recently used evicted beyond).
+    static constexpr std::size_t kMaxPlans = 16;
+    /// Exact input shapes whose prepare results are kept (least recently used evicted beyond).
+    static constexpr std::size_t kMaxPreparedShapes = 16;
+    /// GPU engines: exact input shapes whose runs are kept as captured CUDA graphs.
+    static constexpr std::size_t kMaxCapturedGraphs = 8;
+    /// The bucket edge of a symbolic dim of run-time value v (CompileOptions::bucket_edges).
+    std::int64_t bucket_edge(std::int64_t v) const noexcept;
 
 private:
     struct CompiledNode {
@@ -210,10 +234,41 @@ private:
     Status replay(CapturedRun& run, const std::vector<Tensor>& inputs,
                   std::vector<Tensor>& outputs) const;
 
-    /// The cached plan for these inputs' shape class, or null (then the run records).
+    /// The cached plan under `key` (a bucket's or an exact shape's), or null.
     std::shared_ptr<const ExecutionPlan> find_plan(const std::vector<std::int64_t>& key) const;
-    /// Builds the plan of a recorded run and caches it under `key`.
-    void build_plan(const std::vector<std::int64_t>& key, const Recording& rec) const;
+    /// Builds the plan of a recording (a recorded run, or a bucket measured at its edges) and
+    /// caches it under `key`; returns it.
+    std::shared_ptr<const ExecutionPlan> build_plan(const std::vector<std::int64_t>& key,
+                                                    const Recording& rec) const;
+    /// Caches an exact_only marker under a bucket's key.
+    std::shared_ptr<const ExecutionPlan> mark_exact_only(const std::vector<std::int64_t>& key) const;
+    /// The prepare results kept for an exact input shape, or null; and keeping them.
+    std::shared_ptr<const PreparedShape> find_prepared(const std::vector<std::int64_t>& key) const;
+    void keep_prepared(const std::vector<std::int64_t>& key,
+                       std::shared_ptr<const PreparedShape> prepared) const;
+    /// Whether runs of these inputs' bucket may share one plan: fills `rec` with the sizes of
+    /// every plannable value and workspace at the bucket's edges, by calling each node's
+    /// prepare on tensors of those shapes (values shape-like enough to carry data, Shape ->
+    /// Gather -> Concat chains, are computed). False when that cannot be done: a node needs
+    /// run-time data, has subgraphs, runs on a device, or its prepare fails at the edges.
+    /// Out of memory is an error (resource_exhausted).
+    /// `at_edges` false: the same at the inputs' own dims (a shape's own plan).
+    StatusOr<bool> measure_bucket(const std::vector<Tensor>& inputs, Recording& rec,
+                                  bool at_edges) const;
+    /// Whether a symbolic input dim lies off its bucket edge (the shape is inside its bucket).
+    bool off_bucket_edges(const std::vector<Tensor>& inputs) const noexcept;
+    /// Runs node ni's kernel on small inputs that carry data (shape-like values, at most 1024
+    /// elements per output) and returns its outputs, or an empty vector when it cannot.
+    /// Out of memory is an error; any other failure only means "not computed".
+    StatusOr<std::vector<Tensor>> compute_small(std::size_t ni, const std::vector<Tensor>& ins,
+                                                const PrepareContext& ctx) const;
+    /// Records, in a recording, that value `id` (output 0 of node ni) may share the block of
+    /// the input it overwrites in place.
+    void note_inplace(Recording& rec, std::size_t ni, ValueId id, DType dtype, const Shape& shape,
+                      const std::vector<Tensor>& inputs) const;
+    /// The exact key (marker 1) and the bucket key (marker 0) of a run's inputs.
+    void exact_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const;
+    void bucket_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const;
     /// The buffer of value `id`, an output of node ni: its arena slot when planned (and it
     /// fits), else a pool allocation. Records its size when the run records.
     StatusOr<Tensor> output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni, ValueId id, DType dtype,
@@ -258,10 +313,20 @@ private:
     std::vector<char> plannable_;          // may live in the arena
     std::vector<char> inplace_op_;         // per node: output 0 may share a dying input's block
                                            // (0 no, 1 elementwise, k + 2 input k only)
+    // Shape buckets: per graph input and dim, whether the dim is symbolic (declared).
+    bool buckets_ = false;
+    bool transient_shapes_ = false;  // CompileOptions::transient_shapes
+    std::vector<std::int64_t> bucket_edges_;
+    std::vector<std::vector<char>> input_symbolic_;
+    /// Cleared when measure_bucket found a reason that holds for every bucket (subgraphs,
+    /// device nodes): then runs key plans by exact shape only.
+    mutable std::atomic<bool> bucketable_{true};
     struct PlanCache {
         std::mutex mu;
         std::list<std::pair<std::vector<std::int64_t>, std::shared_ptr<const ExecutionPlan>>> lru;
+        std::list<std::pair<std::vector<std::int64_t>, std::shared_ptr<const PreparedShape>>> prepared;
         MemoryPlanStats last;  // of the plan most recently built
+        std::uint64_t recorded = 0;
     };
     mutable PlanCache plans_;
     std::uint32_t num_output_specs_ = 0;  // outputs of all nodes

@@ -103,7 +103,10 @@ Outcome run(const Graph& g, const std::vector<NamedTensor>& in, int level,
         CHECK(std::memcmp(again[k].tensor.raw_data(), r.out[k].tensor.raw_data(),
                           again[k].tensor.num_bytes()) == 0);
     }
-    CHECK(e.memory_plan_stats().shape_classes == 1);
+    // The input shape's bucket plan (measured at the bucket's edges) and, when the shape lies
+    // inside its bucket, the shape's own plan, made when it came back (docs/MEMORY.md).
+    CHECK(e.memory_plan_stats().shape_classes >= 1);
+    CHECK(e.memory_plan_stats().shape_classes <= 2);
     r.report = e.optimization_report();
     r.nodes = e.graph().nodes.size();
     return r;

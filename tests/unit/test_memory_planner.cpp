@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "core/executor.hpp"
 #include "core/memory_planner.hpp"
 #include "memory_models.hpp"
 
@@ -70,9 +71,12 @@ Tensor mlp_input(std::int64_t b, std::int64_t s, unsigned seed) {
         {b, s, kH}, dsinfer::test::random_floats(static_cast<std::size_t>(b * s * kH), seed, 1.f));
 }
 
-EngineOptions options(bool plan, std::shared_ptr<MemoryPool> pool = nullptr) {
+/// `buckets` false: one plan per exact input shape, made by the shape's first (recording)
+/// run, as before shape buckets.
+EngineOptions options(bool plan, std::shared_ptr<MemoryPool> pool = nullptr, bool buckets = true) {
     EngineOptions o;
     o.plan_memory = plan;
+    o.shape_buckets = buckets;
     o.num_threads = 2;
     o.memory_pool = std::move(pool);
     return o;
@@ -166,7 +170,7 @@ TEST_CASE("planned runs are bitwise identical to unplanned runs (branches, resid
 TEST_CASE("the second run of a shape class uses its plan: one arena near the lower bound",
           "[memory_planner][engine]") {
     auto pool = MemoryPool::create();
-    const auto engine = engine_from(dsinfer::test::residual_mlp(), options(true, pool));
+    const auto engine = engine_from(dsinfer::test::residual_mlp(), options(true, pool, false));
     CHECK(engine.memory_plan_stats().planned_peak_bytes == 0);
     const Tensor x = mlp_input(8, 64, 3);
     auto first = engine.run({{"x", x}});
@@ -206,29 +210,35 @@ TEST_CASE("the second run of a shape class uses its plan: one arena near the low
 TEST_CASE("elementwise outputs reuse the block of an input that dies (in place)",
           "[memory_planner][engine]") {
     const std::string model = dsinfer::test::elementwise_chain();
-    const auto planned = engine_from(model, options(true));
     const auto plain = engine_from(model, options(false));
     const Tensor x = Tensor::from_vector<float>({3, 1000}, dsinfer::test::random_floats(3000, 5, 3.f));
     const auto want = plain.run({{"x", x}});
-    (void)planned.run({{"x", x}});
-    const MemoryPlanStats s = planned.memory_plan_stats();
-    // Relu -> Sigmoid -> Tanh -> Neg: four intermediates of 12,000 bytes, one block in place.
-    CHECK(s.planned_values == 4);
-    CHECK(s.planned_peak_bytes == aligned64(3 * 1000 * 4));
-    CHECK(s.lower_bound_bytes == s.planned_peak_bytes);
-    for (int r = 0; r < 2; ++r) CHECK(same_bits(planned.run({{"x", x}})[0].tensor, want[0].tensor));
+    // Exact: planned by the recording run at batch 3; bucketed: measured at batch 4.
+    for (const bool buckets : {false, true}) {
+        const auto planned = engine_from(model, options(true, nullptr, buckets));
+        (void)planned.run({{"x", x}});
+        const MemoryPlanStats s = planned.memory_plan_stats();
+        // Relu -> Sigmoid -> Tanh -> Neg: four intermediates of one size, one block in place.
+        INFO("buckets " << buckets);
+        CHECK(s.planned_values == 4);
+        CHECK(s.planned_peak_bytes == aligned64((buckets ? 4 : 3) * 1000 * 4));
+        CHECK(s.lower_bound_bytes == s.planned_peak_bytes);
+        for (int r = 0; r < 2; ++r) CHECK(same_bits(planned.run({{"x", x}})[0].tensor, want[0].tensor));
+    }
 }
 
 TEST_CASE("new input shapes re-plan; the plan cache is bounded", "[memory_planner][engine]") {
     const std::string model = dsinfer::test::residual_mlp();
-    const auto planned = engine_from(model, options(true));
+    const auto planned = engine_from(model, options(true, nullptr, false));
     const auto plain = engine_from(model, options(false));
     std::uint64_t previous_peak = 0;
     for (std::int64_t s = 1; s <= 12; ++s) {
         const Tensor x = mlp_input(2, s * 4, static_cast<unsigned>(s));
         (void)planned.run({{"x", x}});
         const MemoryPlanStats st = planned.memory_plan_stats();
-        CHECK(st.shape_classes == std::min<std::size_t>(static_cast<std::size_t>(s), 8));
+        CHECK(st.shape_classes ==
+              std::min<std::size_t>(static_cast<std::size_t>(s), detail::CompiledGraph::kMaxPlans));
+        CHECK(st.plans_recorded == static_cast<std::uint64_t>(s));
         CHECK(st.planned_peak_bytes > previous_peak);  // longer sequences, larger plans
         previous_peak = st.planned_peak_bytes;
         const auto got = planned.run({{"x", x}});
@@ -236,9 +246,13 @@ TEST_CASE("new input shapes re-plan; the plan cache is bounded", "[memory_planne
         CHECK(same_bits(got[0].tensor, want[0].tensor));
     }
     // The first classes were evicted: running one again records and plans it anew.
+    for (std::int64_t s = 13; s <= static_cast<std::int64_t>(detail::CompiledGraph::kMaxPlans) + 1; ++s)
+        (void)planned.run({{"x", mlp_input(2, s * 4, static_cast<unsigned>(s))}});
+    const std::uint64_t recorded = planned.memory_plan_stats().plans_recorded;
     const Tensor x = mlp_input(2, 4, 1);
     const auto again = planned.run({{"x", x}});
-    CHECK(planned.memory_plan_stats().shape_classes == 8);
+    CHECK(planned.memory_plan_stats().shape_classes == detail::CompiledGraph::kMaxPlans);
+    CHECK(planned.memory_plan_stats().plans_recorded == recorded + 1);
     CHECK(same_bits(again[0].tensor, plain.run({{"x", x}})[0].tensor));
 }
 
@@ -307,7 +321,9 @@ TEST_CASE("values read by subgraphs stay out of the arena (a branch returns one)
 
 TEST_CASE("concurrent planned runs on one engine are correct", "[memory_planner][engine][threads]") {
     const std::string model = dsinfer::test::residual_mlp();
-    const auto planned = engine_from(model, options(true));
+    const bool buckets = GENERATE(false, true);
+    INFO("shape buckets " << buckets);
+    const auto planned = engine_from(model, options(true, nullptr, buckets));
     const auto plain = engine_from(model, options(false));
     const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 5}, {3, 9}, {2, 33}};
     std::vector<Tensor> inputs, want;
@@ -327,5 +343,117 @@ TEST_CASE("concurrent planned runs on one engine are correct", "[memory_planner]
         });
     for (auto& th : threads) th.join();
     CHECK(wrong == 0);
-    CHECK(planned.memory_plan_stats().shape_classes == shapes.size());
+    // Exact: one plan per shape. Buckets: one per bucket (all three shapes lie inside theirs:
+    // 1x8, 4x16, 2x64) and, each shape coming back, one of its own.
+    CHECK(planned.memory_plan_stats().shape_classes == (buckets ? 2 : 1) * shapes.size());
+    CHECK(planned.memory_plan_stats().plans_recorded == (buckets ? 2 : 1) * shapes.size());
+}
+
+// ---- shape buckets (EngineOptions::shape_buckets) -------------------------------------------
+
+TEST_CASE("shape buckets: a growing sequence plans once per bucket, sized at its edge",
+          "[memory_planner][engine][buckets]") {
+    const std::string model = dsinfer::test::residual_mlp();
+    auto pool = MemoryPool::create();
+    const auto bucketed = engine_from(model, options(true, pool));
+    const auto plain = engine_from(model, options(false));
+    // Every length 1..40 once, as a decode loop sees them, then again (the prepare results of
+    // the last 16 lengths are kept).
+    for (int round = 0; round < 2; ++round)
+        for (std::int64_t s = 1; s <= 40; ++s) {
+            const Tensor x = mlp_input(2, s, static_cast<unsigned>(s + 1000 * round));
+            const auto got = bucketed.run({{"x", x}});
+            const auto want = plain.run({{"x", x}});
+            REQUIRE(got.size() == want.size());
+            for (std::size_t k = 0; k < got.size(); ++k) {
+                INFO("round " << round << " seq " << s << " output " << k);
+                CHECK(same_bits(got[k].tensor, want[k].tensor));
+            }
+        }
+    // Buckets 1, 2, 4, 8, 16, 32, 64: one plan each, none re-recorded in the second round.
+    const MemoryPlanStats st = bucketed.memory_plan_stats();
+    CHECK(st.plans_recorded == 7);
+    CHECK(st.shape_classes == 7);
+    CHECK(st.prepared_shapes == detail::CompiledGraph::kMaxPreparedShapes);
+    // Bucket 64's plan (the most recent) is the plan an exact run at 64 records.
+    const auto exact = engine_from(model, options(true, nullptr, false));
+    (void)exact.run({{"x", mlp_input(2, 64, 7)}});
+    CHECK(st.planned_peak_bytes == exact.memory_plan_stats().planned_peak_bytes);
+    CHECK(st.planned_values == exact.memory_plan_stats().planned_values);
+    // The arenas of all buckets together: their edges' plans, within a geometric series of the
+    // largest (each bucket's linear tensors are half the next one's).
+    CHECK(st.cached_arena_bytes >= st.planned_peak_bytes);
+    INFO("cached " << st.cached_arena_bytes << " largest " << st.planned_peak_bytes);
+    CHECK(static_cast<double>(st.cached_arena_bytes) <= 2.1 * static_cast<double>(st.planned_peak_bytes));
+}
+
+TEST_CASE("shape buckets: a new length in a known bucket allocates only its arena and outputs; "
+          "a length that comes back gets a plan of its own",
+          "[memory_planner][engine][buckets]") {
+    auto pool = MemoryPool::create();
+    const auto engine = engine_from(dsinfer::test::residual_mlp(), options(true, pool));
+    (void)engine.run({{"x", mlp_input(2, 20, 1)}});  // bucket 32: measured at its edge
+    CHECK(engine.memory_plan_stats().plans_recorded == 1);
+    const std::uint64_t bucket_bytes = engine.memory_plan_stats().planned_peak_bytes;
+    for (std::int64_t s : {21, 30, 32, 17}) {
+        const std::uint64_t before = pool->stats().allocations;
+        const auto out = engine.run({{"x", mlp_input(2, s, static_cast<unsigned>(s))}});
+        INFO("seq " << s);
+        // The arena and the two outputs: every intermediate fits the bucket's plan.
+        CHECK(pool->stats().allocations - before == 3);
+    }
+    CHECK(engine.memory_plan_stats().plans_recorded == 1);
+    CHECK(engine.memory_plan_stats().prepared_shapes == 5);  // 20, 21, 30, 32, 17
+    // 30 comes back: its own plan, measured at its dims (smaller than the bucket's), then used.
+    for (int r = 0; r < 3; ++r) {
+        const std::uint64_t before = pool->stats().allocations;
+        (void)engine.run({{"x", mlp_input(2, 30, 30)}});
+        CHECK(pool->stats().allocations - before == 3);
+    }
+    const MemoryPlanStats st = engine.memory_plan_stats();
+    CHECK(st.plans_recorded == 2);
+    CHECK(st.planned_peak_bytes < bucket_bytes);
+    CHECK(st.planned_peak_bytes * 32 >= bucket_bytes * 30 - 64 * 32 * st.planned_values);
+}
+
+TEST_CASE("shape buckets: user-given edges, then powers of two; bad edges fail the load",
+          "[memory_planner][engine][buckets]") {
+    const std::string model = dsinfer::test::residual_mlp();
+    EngineOptions o = options(true);
+    o.shape_bucket_edges = {10, 20};
+    const auto engine = engine_from(model, o);
+    const auto plain = engine_from(model, options(false));
+    for (std::int64_t s = 1; s <= 25; ++s) {
+        const Tensor x = mlp_input(1, s, static_cast<unsigned>(s));
+        CHECK(same_bits(engine.run({{"x", x}})[0].tensor, plain.run({{"x", x}})[0].tensor));
+    }
+    // batch 1 x seq: 1..10 -> 10, 11..20 -> 20, 21..25 -> 32.
+    CHECK(engine.memory_plan_stats().plans_recorded == 3);
+    for (const std::vector<std::int64_t>& bad :
+         {std::vector<std::int64_t>{8, 8}, {0, 4}, {16, 4}, {-2}}) {
+        EngineOptions b = options(true);
+        b.shape_bucket_edges = bad;
+        try {
+            (void)engine_from(model, b);
+            FAIL("shape_bucket_edges accepted");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::invalid_argument);
+            CHECK(std::string(e.what()).find("shape_bucket_edges") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("shape buckets: a graph whose sizes need run-time data plans per exact shape",
+          "[memory_planner][engine][buckets]") {
+    // NonZero's output size depends on the data: no bucket plan can be measured.
+    const auto engine = engine_from(dsinfer::test::nonzero_model(), options(true));
+    for (std::int64_t n : {16, 17, 16}) {
+        std::vector<float> v(static_cast<std::size_t>(n), 0.f);
+        v[3] = 1.f;
+        const Tensor x = Tensor::from_vector<float>({n}, v);
+        const Tensor y = engine.run({{"x", x}})[0].tensor;
+        REQUIRE(y.shape() == Shape{1, 1});
+        CHECK(y.data<float>()[0] == 7.f);
+    }
+    CHECK(engine.memory_plan_stats().plans_recorded == 2);  // 16 and 17, exact
 }
