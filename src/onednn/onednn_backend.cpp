@@ -1,6 +1,7 @@
 // The oneDNN backend: engine, streams, shared helpers and registration of every oneDNN kernel.
 #include <dnnl.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <stdexcept>
 #include <string_view>
@@ -96,6 +97,57 @@ dnnl::memory::desc rowmajor_md(const dims& d, bool transposed_last2, dt type) {
 dnnl::memory::desc plain_md(const Shape& s, dt type) {
     if (s.rank() == 0) return dnnl::memory::desc({1}, type, tag::a);
     return rowmajor_md(to_dims(s), false, type);
+}
+
+namespace {
+std::atomic<std::uint64_t> exact_builds{0}, piece_builds{0};
+}  // namespace
+
+namespace {
+std::int64_t floor_pow2(std::int64_t v) {
+    std::int64_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+std::int64_t ceil_pow2(std::int64_t v) {
+    std::int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+}  // namespace
+
+void row_pieces(std::int64_t m, bool overlap,
+                std::vector<std::pair<std::int64_t, std::int64_t>>& out, int tail_pieces) {
+    const int kTailPieces = std::max(tail_pieces, 2);
+    out.clear();
+    std::int64_t row = 0;
+    for (; m - row >= kMaxPieceRows; row += kMaxPieceRows) out.emplace_back(row, kMaxPieceRows);
+    for (int i = 0; row < m; ++i) {
+        const std::int64_t rest = m - row;
+        std::int64_t rows = floor_pow2(rest);
+        if (overlap && rows != rest && i == kTailPieces - 1) {
+            // <= the piece before (or m, after full tiles): starts at m - rows >= 0.
+            rows = ceil_pow2(rest);
+            out.emplace_back(m - rows, rows);
+            break;
+        }
+        out.emplace_back(row, rows);
+        row += rows;
+    }
+}
+
+PrimitiveBuilds primitive_builds() noexcept {
+    return {exact_builds.load(std::memory_order_relaxed), piece_builds.load(std::memory_order_relaxed)};
+}
+
+void count_primitive_build(bool piece) noexcept {
+    (piece ? piece_builds : exact_builds).fetch_add(1, std::memory_order_relaxed);
+}
+
+std::optional<dnnl::memory::desc> WeightPacker::first_layout() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (packed_.empty()) return std::nullopt;
+    return packed_.front().first;
 }
 
 std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& have,
@@ -365,7 +417,14 @@ std::size_t FallbackKernel::relayout_bytes(const std::vector<Shape>& in,
 
 Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
                                     std::uint64_t blocked_out) const noexcept {
-    if (blocked_in == 0 && blocked_out == 0) return fallback_->run(ctx);
+    if (blocked_in == 0 && blocked_out == 0) {
+        // The state prepare set is this kernel's, not the fallback's.
+        const void* state = ctx.prepared_state();
+        ctx.set_prepared_state(nullptr);
+        const Status st = fallback_->run(ctx);
+        ctx.set_prepared_state(state);
+        return st;
+    }
     try {
         std::vector<Shape> in_shapes, out_shapes;
         std::vector<TensorView> ins, outs;
@@ -427,7 +486,8 @@ LayoutSupport SimplePrimitiveKernel::channel_layout(const Graph& g, const Node& 
 }
 
 StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
-    const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
+    const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc,
+    bool only_cached) const {
     thread_local std::vector<std::int64_t> key;  // kept: a hit allocates nothing
     key.clear();
     for (const Shape& s : in) key_append(key, s);
@@ -438,16 +498,11 @@ StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
         std::memcpy(&bits, &f, sizeof bits);
         key.push_back(bits);
     }
-    return cache_.get(key, [&]() -> StatusOr<BoundPrimitive> {
-        BoundPrimitive p;
-        Status st = guarded("primitive", [&] {
-            for (const Shape& s : in)
-                if (s.num_elements() == 0) return Status(ErrorCode::unsupported, "empty");
-            return build(in, out, sc, p);
-        });
-        if (st.code() == ErrorCode::unsupported) return BoundPrimitive{};
-        if (!st.is_ok()) return st;
-        return p;
+    if (only_cached) return cache_.find(key);
+    return cached_build(cache_, key, "primitive", false, [&](BoundPrimitive& p) {
+        for (const Shape& s : in)
+            if (s.num_elements() == 0) return Status(ErrorCode::unsupported, "empty");
+        return build(in, out, sc, p);
     });
 }
 
@@ -473,37 +528,63 @@ Status SimplePrimitiveKernel::prepare(PrepareContext& ctx) const {
         out.push_back(ctx.output_spec(i).shape);
     }
     DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
-    DSINFER_ASSIGN_OR_RETURN(auto p, lookup(in, out, sc));
+    // A first sight: the shapes' primitive if it exists, else row pieces or a bitwise-equal
+    // fallback (FallbackKernel), else the primitive is built. Not with blocked slots.
+    std::shared_ptr<const BoundPrimitive> p;
+    if (ctx.transient_shape() && blocked_in_mask_ == 0 && blocked_out_mask_ == 0) {
+        DSINFER_ASSIGN_OR_RETURN(p, lookup(in, out, sc, /*only_cached=*/true));
+        if (p == nullptr) {
+            DSINFER_ASSIGN_OR_RETURN(p, pieces(in, out, sc));
+        }
+        if (p == nullptr && fallback_bitwise() &&
+            (fast_fallback() || (!out.empty() && out[0].num_elements() <= kReferenceFirstSight))) {
+            static const auto fallback = std::make_shared<const BoundPrimitive>();  // usable = false
+            p = fallback;
+        }
+    }
+    if (p == nullptr) {
+        DSINFER_ASSIGN_OR_RETURN(p, lookup(in, out, sc));
+    }
     if (p->usable)
         ctx.set_workspace(std::max(ctx.workspace_bytes(), p->scratch_bytes));
     else
         ctx.set_workspace(aligned(ctx.workspace_bytes()) +
                           relayout_bytes(in, out, blocked_in_mask_, blocked_out_mask_));
+    // run() takes this choice (a planned run keeps it with the shape's prepare results).
+    ctx.set_state(std::move(p));
     return Status::ok();
 }
 
 Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {
     try {
-        // Kept per thread: after a thread's first run nothing here allocates.
-        thread_local std::vector<Shape> in, out;
-        thread_local std::vector<const void*> data;
-        thread_local std::vector<DType> types;
-        in.clear();
-        out.clear();
-        data.clear();
-        types.clear();
-        for (int i = 0; i < ctx.num_inputs(); ++i) {
-            const bool present = ctx.has_input(i);
-            in.push_back(present ? ctx.input(i).shape : Shape{});
-            types.push_back(present ? ctx.input(i).dtype : DType::f32);
-            data.push_back(present ? ctx.input(i).raw : nullptr);
+        // What prepare chose for these shapes; without it (a caller that did not keep the
+        // state), the cached primitive, built on a miss.
+        const auto* prepared = static_cast<const BoundPrimitive*>(ctx.prepared_state());
+        std::shared_ptr<const BoundPrimitive> looked_up;
+        if (prepared == nullptr) {
+            // Kept per thread: after a thread's first run nothing here allocates.
+            thread_local std::vector<Shape> in, out;
+            thread_local std::vector<const void*> data;
+            thread_local std::vector<DType> types;
+            in.clear();
+            out.clear();
+            data.clear();
+            types.clear();
+            for (int i = 0; i < ctx.num_inputs(); ++i) {
+                const bool present = ctx.has_input(i);
+                in.push_back(present ? ctx.input(i).shape : Shape{});
+                types.push_back(present ? ctx.input(i).dtype : DType::f32);
+                data.push_back(present ? ctx.input(i).raw : nullptr);
+            }
+            for (int i = 0; i < ctx.num_outputs(); ++i)
+                out.push_back(ctx.has_output(i) ? ctx.output(i).shape : Shape{});
+            DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
+            DSINFER_ASSIGN_OR_RETURN(looked_up, lookup(in, out, sc));
+            prepared = looked_up.get();
         }
-        for (int i = 0; i < ctx.num_outputs(); ++i)
-            out.push_back(ctx.has_output(i) ? ctx.output(i).shape : Shape{});
-        DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
-        DSINFER_ASSIGN_OR_RETURN(auto pp, lookup(in, out, sc));
-        const BoundPrimitive& p = *pp;
+        const BoundPrimitive& p = *prepared;
         if (!p.usable) return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
+        if (!p.pieces.empty()) return run_pieces(ctx, p);
         ExecArg args[kMaxExecArgs];
         int n = 0;
         for (const auto& a : p.args) {
@@ -520,6 +601,98 @@ Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {
     } catch (const std::exception& e) {
         return Status(ErrorCode::internal, e.what());
     }
+}
+
+void SimplePrimitiveKernel::piece_shapes(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                                         const RowSplit& s, std::int64_t rows,
+                                         std::vector<Shape>& piece_in,
+                                         std::vector<Shape>& piece_out) const {
+    piece_in = in;
+    piece_out = out;
+    for (std::size_t i = 0; i < in.size(); ++i)
+        if (s.in_width[i] > 0) piece_in[i] = Shape{rows, s.in_width[i]};
+    for (std::size_t i = 0; i < out.size(); ++i)
+        if (s.out_width[i] > 0) piece_out[i] = Shape{rows, s.out_width[i]};
+}
+
+Shape SimplePrimitiveKernel::rows_before(const Shape& x, int axis, std::int64_t rows) {
+    Shape p;
+    for (int i = 0; i + 1 < axis; ++i) p.push_back(1);
+    p.push_back(rows);
+    for (int i = axis; i < x.rank(); ++i) p.push_back(x[i]);
+    return p;
+}
+
+StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::pieces(
+    const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
+    RowSplit s;
+    if (!row_split(in, out, s) || s.rows <= 1 || s.in_width.size() != in.size() ||
+        s.out_width.size() != out.size())
+        return std::shared_ptr<const BoundPrimitive>{};
+    auto plan = std::make_shared<BoundPrimitive>();
+    plan->usable = true;
+    // Every kernel here is f32: a row of width w is 4 w bytes.
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        if (s.in_width[i] > 0 && in[i].num_elements() != s.rows * s.in_width[i])
+            return std::shared_ptr<const BoundPrimitive>{};
+        plan->in_row_bytes.push_back(s.in_width[i] * 4);
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (s.out_width[i] > 0 && out[i].num_elements() != s.rows * s.out_width[i])
+            return std::shared_ptr<const BoundPrimitive>{};
+        plan->out_row_bytes.push_back(s.out_width[i] * 4);
+    }
+    thread_local std::vector<std::pair<std::int64_t, std::int64_t>> rows;
+    // Two tail pieces: these ops cost far less a row than an execution (~4 us).
+    row_pieces(s.rows, pieces_may_overlap(), rows, 2);
+    std::vector<Shape> piece_in, piece_out;
+    std::vector<std::int64_t> key;
+    for (const auto& [row0, count] : rows) {
+        // The row count, the widths, the shapes not split and the scalars.
+        key.assign({count, -1});
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            key.push_back(s.in_width[i]);
+            if (s.in_width[i] == 0) key_append(key, in[i]);
+        }
+        key.push_back(-1);
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            key.push_back(s.out_width[i]);
+            if (s.out_width[i] == 0) key_append(key, out[i]);
+        }
+        for (float f : sc) {
+            std::uint32_t bits;
+            std::memcpy(&bits, &f, sizeof bits);
+            key.push_back(bits);
+        }
+        piece_shapes(in, out, s, count, piece_in, piece_out);
+        auto q = cached_build(piece_cache_, key, "piece primitive", true, [&](BoundPrimitive& b) {
+            return build(piece_in, piece_out, sc, b);
+        });
+        if (!q.is_ok()) return q.status();
+        if (!q.value()->usable) return std::shared_ptr<const BoundPrimitive>{};  // refused
+        plan->scratch_bytes = std::max(plan->scratch_bytes, q.value()->scratch_bytes);
+        plan->pieces.push_back({row0, std::move(q).value()});
+    }
+    return std::shared_ptr<const BoundPrimitive>(std::move(plan));
+}
+
+Status SimplePrimitiveKernel::run_pieces(RunContext& ctx, const BoundPrimitive& p) const noexcept {
+    for (const BoundPrimitive::Piece& piece : p.pieces) {
+        const BoundPrimitive& q = *piece.prim;
+        ExecArg args[kMaxExecArgs];
+        int n = 0;
+        for (const auto& a : q.args) {
+            if (n == kMaxExecArgs - 1) return Status(ErrorCode::internal, "too many primitive arguments");
+            const auto i = static_cast<std::size_t>(a.index);
+            const auto* base = static_cast<const unsigned char*>(a.output ? ctx.output(a.index).raw
+                                                                          : ctx.input(a.index).raw);
+            const std::int64_t row_bytes = a.output ? p.out_row_bytes[i] : p.in_row_bytes[i];
+            args[n++] = {a.dnnl_arg, &a.md, base + piece.row0 * row_bytes};
+        }
+        if (q.scratch_bytes > 0) args[n++] = {DNNL_ARG_SCRATCHPAD, &q.scratch_md, ctx.workspace()};
+        DSINFER_RETURN_IF_ERROR(execute(q.prim, args, n, ctx.node().op_type.c_str()));
+    }
+    return Status::ok();
 }
 
 }  // namespace detail::onednn

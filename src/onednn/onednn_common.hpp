@@ -142,6 +142,23 @@ public:
     using Key = std::vector<std::int64_t>;
     explicit PrimitiveCache(std::size_t capacity = 16) : capacity_(capacity) {}
 
+    /// The entry for key when one is cached (made most recent), else null. Builds nothing.
+    std::shared_ptr<const V> find(const Key& key) const {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = items_.begin(); it != items_.end(); ++it) {
+            if (it->first == key) {
+                items_.splice(items_.begin(), items_, it);
+                return items_.front().second;
+            }
+        }
+        return nullptr;
+    }
+    /// Entries cached now.
+    std::size_t size() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return items_.size();
+    }
+
     /// Returns the entry for key, building it with make() (returning StatusOr<V>) on a miss.
     template <class Make>
     StatusOr<std::shared_ptr<const V>> get(const Key& key, Make&& make) const {
@@ -192,12 +209,74 @@ Status execute(const dnnl::primitive& p, const ExecArg* args, int n, const char*
 
 class WeightPacker;
 
+/// Largest row piece of a first sight (row_pieces).
+inline constexpr std::int64_t kMaxPieceRows = 512;
+
+/// The row pieces a first sight of `m` rows runs, as (first row, rows), every row count a
+/// power of two <= kMaxPieceRows: tiles of kMaxPieceRows, then greedy powers of two. With
+/// `overlap`, at most `tail_pieces` (>= 2) tail pieces: the last rounds its rest up to a power
+/// of two and ends at row m, overlapping the piece before (those rows are computed twice, the
+/// second result kept: only for kernels whose output never aliases an input and that sum
+/// nothing into it). So at most log2(kMaxPieceRows) + 1 = 10 primitives serve every m, with at
+/// most m / kMaxPieceRows + tail_pieces executions (overlap; under 1/3 of the rows computed
+/// twice with 2 tail pieces, 1/7 with 3) or + 9 (without). Defined in onednn_backend.cpp.
+void row_pieces(std::int64_t m, bool overlap, std::vector<std::pair<std::int64_t, std::int64_t>>& out,
+                int tail_pieces = 3);
+
+/// Primitives created since the process started (tests: first sights build a bounded number).
+/// `exact`: for one exact shape class (every kernel's cache); `pieces`: for a row count of
+/// first sights' row pieces (row_pieces; MatMul/Gemm and SimplePrimitiveKernel).
+struct PrimitiveBuilds {
+    std::uint64_t exact = 0;
+    std::uint64_t pieces = 0;
+};
+PrimitiveBuilds primitive_builds() noexcept;
+/// Counts one primitive creation (called by the builders).
+void count_primitive_build(bool piece) noexcept;
+
+/// The cache's entry for key, built on a miss by build(V&) under guarded(): unsupported gives
+/// a default V (not usable: the shapes run on the fallback), another error fails; a build is
+/// counted (primitive_builds(), `piece` or exact).
+template <class V, class Build>
+StatusOr<std::shared_ptr<const V>> cached_build(const PrimitiveCache<V>& cache,
+                                                const std::vector<std::int64_t>& key,
+                                                const char* what, bool piece, Build&& build) {
+    return cache.get(key, [&]() -> StatusOr<V> {
+        V v;
+        Status st = guarded(what, [&] { return build(v); });
+        if (st.code() == ErrorCode::unsupported) return V{};
+        if (!st.is_ok()) return st;
+        count_primitive_build(piece);
+        return v;
+    });
+}
+
 /// Base for oneDNN kernels that own the kernel the next backend would use for the node:
 /// prepare() of the fallback validates inputs and defines outputs (one set of semantics), and
 /// run-time shapes oneDNN cannot take are delegated to it.
+///
+/// First sight (PrepareContext::transient_shape: input shapes new to the engine, maybe never seen
+/// again): a kernel builds no primitive for the exact shapes unless one is cached already.
+/// Kernels whose op works row by row (MatMul/Gemm with packed weights, unary eltwise,
+/// LayerNorm, Softmax over the last axis) run the rows as pieces of power-of-two row counts
+/// (row_pieces) on a few primitives cached per kernel, which give the exact primitive's bits
+/// (same code per row; tested), so a shape's first run and its later ones agree bitwise.
+/// Binary ops run the fallback (one IEEE operation per element: the same bits) when it builds
+/// nothing per shape and runs fast enough: dsinfer's multithreaded "cpu" kernel
+/// (fast_fallback()), or the reference kernel on an output of at most kReferenceFirstSight
+/// elements. Everything else builds as before. Prepare's choice is its state
+/// (PrepareContext::set_state), which run() follows.
 class FallbackKernel : public Kernel {
 public:
     explicit FallbackKernel(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
+
+    /// Set by the factory (make_onednn_kernel): the fallback is dsinfer's "cpu" kernel (the
+    /// "cpu" backend implements the op below this one), else the reference kernel.
+    void set_fast_fallback(bool fast) noexcept { fast_fallback_ = fast; }
+    bool fast_fallback() const noexcept { return fast_fallback_; }
+    /// Output elements up to which a first sight runs a binary op's reference kernel (at ~1-5
+    /// ns an element, up to ~0.3 ms: a primitive's JIT compile costs 0.2-1.2 ms).
+    static constexpr std::int64_t kReferenceFirstSight = std::int64_t{1} << 16;
 
 protected:
     /// fallback->prepare(ctx): validation + output shapes; returns its workspace bytes.
@@ -227,7 +306,18 @@ public:
 
 private:
     std::unique_ptr<Kernel> fallback_;
+    bool fast_fallback_ = false;
 };
+
+/// make_kernel for FallbackKernel subclasses: also records whether the fallback is dsinfer's
+/// "cpu" kernel (that backend implements the node's op below this one).
+template <class K, class... Args>
+StatusOr<std::unique_ptr<Kernel>> make_onednn_kernel(const KernelCreateContext& ctx,
+                                                     Args&&... args) {
+    auto k = std::make_unique<K>(std::forward<Args>(args)...);
+    k->set_fast_fallback(ctx.lower_provider("cpu"));
+    return std::unique_ptr<Kernel>(std::move(k));
+}
 
 /// A constant weight tensor reordered into the layouts primitives ask for: once per distinct
 /// layout (in practice once per kernel), shared by every shape class and concurrent run.
@@ -254,6 +344,9 @@ public:
     void drop_original(std::function<StatusOr<Tensor>()> restore) const;
     /// The forms held now, as constant input `input` of the node (Kernel::constant_forms).
     void forms(int input, std::vector<ConstantForm>& out) const;
+    /// The layout of the first form get() made (the one to ask for again rather than add a
+    /// copy), or nullopt before any.
+    std::optional<dnnl::memory::desc> first_layout() const;
 
 private:
     mutable Tensor w_;
@@ -278,6 +371,15 @@ struct BoundPrimitive {
     std::vector<Arg> args;
     dnnl::memory::desc scratch_md;
     std::size_t scratch_bytes = 0;
+    /// A first sight's plan instead of prim (SimplePrimitiveKernel::row_split): each piece's
+    /// primitive on rows [row0, row0 + its rows) of the split operands, in order.
+    struct Piece {
+        std::int64_t row0 = 0;
+        std::shared_ptr<const BoundPrimitive> prim;
+    };
+    std::vector<Piece> pieces;
+    /// Bytes of one row of each input and output (0: not split; every piece reads it whole).
+    std::vector<std::int64_t> in_row_bytes, out_row_bytes;
 
     void bind(int dnnl_arg, bool output, int index, const dnnl::memory::desc& md) {
         args.push_back({dnnl_arg, output, index, md});
@@ -293,6 +395,13 @@ struct BoundPrimitive {
 
 /// Run-time facts a primitive depends on besides shapes (e.g. Clip's bounds).
 using Scalars = std::vector<float>;
+
+/// First sights (FallbackKernel): how a kernel's shapes split into `rows` independent rows,
+/// with the elements of one row per input and output (0: not split, read whole by every row).
+struct RowSplit {
+    std::int64_t rows = 0;
+    std::vector<std::int64_t> in_width, out_width;
+};
 
 /// Base of the single-primitive kernels (eltwise, binary, pooling, normalization, softmax,
 /// resampling): caches one BoundPrimitive per (input shapes, output shapes, scalars) and
@@ -348,12 +457,41 @@ protected:
     /// True when build() needs scalars (so prepare at load without data skips the build).
     virtual bool needs_scalars() const { return false; }
 
+    /// True (and `s` filled) when these shapes run as row pieces. Default: never.
+    virtual bool row_split(const std::vector<Shape>& /*in*/, const std::vector<Shape>& /*out*/,
+                           RowSplit& /*s*/) const {
+        return false;
+    }
+    /// The shapes build() gets for a piece of `rows` rows. Default: the split operands as
+    /// [rows, width], the others as they are.
+    virtual void piece_shapes(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                              const RowSplit& s, std::int64_t rows, std::vector<Shape>& piece_in,
+                              std::vector<Shape>& piece_out) const;
+    /// True when no output can alias an input (the op is not one the executor runs in place):
+    /// the pieces may overlap (row_pieces).
+    virtual bool pieces_may_overlap() const { return false; }
+    /// True when the fallback gives the primitive's bits (one IEEE operation per element).
+    virtual bool fallback_bitwise() const { return false; }
+    /// `x` with the dims before `axis` (>= 1) replaced by [1, ..., 1, rows]: a piece's input of
+    /// a kernel that works on the trailing block from `axis`.
+    static Shape rows_before(const Shape& x, int axis, std::int64_t rows);
+
 private:
-    StatusOr<std::shared_ptr<const BoundPrimitive>> lookup(const std::vector<Shape>& in,
+    /// A first sight's row pieces for these shapes, or null (no split, or a piece refused).
+    StatusOr<std::shared_ptr<const BoundPrimitive>> pieces(const std::vector<Shape>& in,
                                                            const std::vector<Shape>& out,
                                                            const Scalars& sc) const;
+    Status run_pieces(RunContext& ctx, const BoundPrimitive& p) const noexcept;
+    /// The cached primitive for these shapes, built on a miss unless `only_cached` (then null).
+    StatusOr<std::shared_ptr<const BoundPrimitive>> lookup(const std::vector<Shape>& in,
+                                                           const std::vector<Shape>& out,
+                                                           const Scalars& sc,
+                                                           bool only_cached = false) const;
     PrimitiveCache<BoundPrimitive> cache_;
+    /// First sights' piece primitives, by row count (and the shapes of what is not split).
+    PrimitiveCache<BoundPrimitive> piece_cache_{16};
 };
+
 
 /// Registration of each kernel family (one file each).
 void register_matmul(KernelRegistry& r);    // onednn_matmul.cpp: MatMul, Gemm, FusedMatMul

@@ -79,6 +79,18 @@ protected:
         return Status::ok();
     }
 
+    /// First sights: rows of the last dim (the flat primitive computes each element alone).
+    bool row_split(const std::vector<Shape>& in, const std::vector<Shape>&,
+                   RowSplit& s) const override {
+        const Shape& x = in[0];
+        if (x.rank() < 1 || x.num_elements() == 0) return false;
+        const int64_t w = x[x.rank() - 1];
+        s.rows = x.num_elements() / w;
+        s.in_width = {w};
+        s.out_width = {w};
+        return true;
+    }
+
 private:
     UnaryOp op_;
 };
@@ -121,7 +133,7 @@ StatusOr<std::unique_ptr<Kernel>> make_unary_with(const KernelCreateContext& ctx
         return Status::error(ErrorCode::unsupported, "f32 only");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     DSINFER_ASSIGN_OR_RETURN(UnaryOp op, op_of(ctx.node(), ctx.opset()));
-    return make_kernel<UnaryKernel>(std::move(fallback), op);
+    return make_onednn_kernel<UnaryKernel>(ctx, std::move(fallback), op);
 }
 
 template <A Alg, int AlphaX1000 = 0, int BetaX1000 = 0>
@@ -217,6 +229,9 @@ protected:
         return Status::ok();
     }
 
+    /// One IEEE operation per element: the fallback gives the same bits (first sights).
+    bool fallback_bitwise() const override { return true; }
+
 private:
     A alg_;
     bool commutative_;
@@ -230,7 +245,7 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
         *a->dtype != DType::f32 || *b->dtype != DType::f32)
         return Status::error(ErrorCode::unsupported, "two f32 inputs only");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<BinaryKernel>(std::move(fallback), Alg, Commutative);
+    return make_onednn_kernel<BinaryKernel>(ctx, std::move(fallback), Alg, Commutative);
 }
 
 }  // namespace

@@ -7,6 +7,14 @@
 // Primitives are cached per shape class. Shapes the primitive cannot take (rank-1 operands,
 // Gemm's alpha with a bias, a C that is not a row vector, ...) run on the fallback kernel.
 //
+// First sight (PrepareContext::transient_shape, a length a decode loop reaches once): with packed
+// weights and AVX-512, no primitive is built for the exact shape; the rows of the folded
+// [M, K] x [K, N] product run as a few pieces of power-of-two row counts (row_pieces) on
+// row-offset views of A and Y, one primitive per piece size, built once per kernel in a small
+// cache of their own, all reading the packed weights in the one layout already held (requested
+// explicitly: no second copy per piece size). The exact primitive comes when the shape comes
+// back; both give the same bits.
+//
 // Without AVX-512, oneDNN 2.6's f32 matmul is a plain sgemm that repacks B on every call: at
 // 2 threads it ran 1024x768x3072 at 113-136 GFLOP/s and 128x768x3072 at 33-38, where dsinfer's
 // packed GEMM runs 131 and 77-94 (benchmarks/ops/bench_sgemm). There the factories decline a
@@ -28,6 +36,14 @@ struct MatMulPrim {
     dnnl::memory::desc a_md, b_md, bias_md, y_md, scratch_md;
     std::shared_ptr<const dnnl::memory> packed_b;  // constant B in the primitive's layout
     std::size_t scratch_bytes = 0;
+    /// A first sight's plan instead of prim: rows [row0, row0 + rows of piece) of the folded
+    /// A and Y on each piece's primitive, in order (the last may overlap the one before).
+    struct Piece {
+        int64_t row0 = 0;
+        std::shared_ptr<const MatMulPrim> prim;
+    };
+    std::vector<Piece> pieces;
+    int64_t k = 0, n = 0;  // row lengths of A and Y (pieces)
 };
 
 class OnednnMatMulKernel final : public FallbackKernel {
@@ -70,8 +86,17 @@ public:
         if (!ctx.output_spec(0).set || ctx.probing()) return Status::ok();
         const Shape& a = ctx.input(0).shape();
         const Shape& b = ctx.input(1).shape();
-        DSINFER_ASSIGN_OR_RETURN(auto p, primitive(a, b, ctx.has_input(2) ? ctx.input(2).shape()
-                                                                           : Shape{}));
+        const Shape c = ctx.has_input(2) ? ctx.input(2).shape() : Shape{};
+        std::shared_ptr<const MatMulPrim> p;
+        if (ctx.transient_shape()) {
+            DSINFER_ASSIGN_OR_RETURN(p, primitive(a, b, c, /*only_cached=*/true));
+            if (p == nullptr) {
+                DSINFER_ASSIGN_OR_RETURN(p, first_sight(a, b, c));
+            }
+        }
+        if (p == nullptr) {
+            DSINFER_ASSIGN_OR_RETURN(p, primitive(a, b, c));
+        }
         // A shape class the primitive takes never runs the fallback: only its scratchpad.
         if (p->usable) ctx.set_workspace(p->scratch_bytes);
         // run() takes the primitive from here instead of the cache (a planned run keeps it).
@@ -98,18 +123,18 @@ public:
         const MatMulPrim& m = *prepared;
         if (!m.usable) return run_plain_fallback(ctx);
         try {
-            ExecArg args[kMaxExecArgs];
-            int na = 0;
-            args[na++] = {DNNL_ARG_SRC, &m.a_md, a.raw};
-            args[na++] = {DNNL_ARG_WEIGHTS, &m.b_md, m.packed_b ? m.packed_b->get_data_handle() : b.raw};
-            if (cfg_.bias_const) args[na++] = {DNNL_ARG_BIAS, &m.bias_md, cfg_.bias_const->raw_data()};
-            else if (cfg_.runtime_bias && ctx.has_input(2))
-                args[na++] = {DNNL_ARG_BIAS, &m.bias_md, ctx.input(2).raw};
-            args[na++] = {DNNL_ARG_DST, &m.y_md, ctx.output(0).raw};
-            if (m.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &m.scratch_md, ctx.workspace()};
-            const Status st = execute(m.prim, args, na, "matmul");
-            if (st.is_ok()) cfg_.epilogue.finish(ctx.output(0));  // an activation left out of attr()
-            return st;
+            if (m.pieces.empty()) {
+                DSINFER_RETURN_IF_ERROR(execute_on(ctx, m, a.raw, ctx.output(0).raw));
+            } else {
+                // A first sight's rows, piece by piece (row_pieces).
+                const auto* a_rows = static_cast<const float*>(a.raw);
+                auto* y_rows = static_cast<float*>(ctx.output(0).raw);
+                for (const MatMulPrim::Piece& piece : m.pieces)
+                    DSINFER_RETURN_IF_ERROR(execute_on(ctx, *piece.prim, a_rows + piece.row0 * m.k,
+                                                       y_rows + piece.row0 * m.n));
+            }
+            cfg_.epilogue.finish(ctx.output(0));  // an activation left out of attr()
+            return Status::ok();
         } catch (const dnnl::error& e) {
             return from_error(e, "matmul");
         } catch (const std::bad_alloc&) {
@@ -120,6 +145,114 @@ public:
     }
 
 private:
+    /// Runs primitive m on A at `a` into Y at `y` (the node's, or rows of them).
+    Status execute_on(RunContext& ctx, const MatMulPrim& m, const void* a, void* y) const {
+        ExecArg args[kMaxExecArgs];
+        int na = 0;
+        args[na++] = {DNNL_ARG_SRC, &m.a_md, a};
+        args[na++] = {DNNL_ARG_WEIGHTS, &m.b_md,
+                      m.packed_b ? m.packed_b->get_data_handle() : ctx.input(1).raw};
+        if (cfg_.bias_const) args[na++] = {DNNL_ARG_BIAS, &m.bias_md, cfg_.bias_const->raw_data()};
+        else if (cfg_.runtime_bias && ctx.has_input(2))
+            args[na++] = {DNNL_ARG_BIAS, &m.bias_md, ctx.input(2).raw};
+        args[na++] = {DNNL_ARG_DST, &m.y_md, y};
+        if (m.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &m.scratch_md, ctx.workspace()};
+        return execute(m.prim, args, na, "matmul");
+    }
+
+    /// A first sight without a cached primitive: row pieces with packed weights, else null
+    /// (build the exact primitive). Pieces only on oneDNN's brgemm matmul (AVX-512), whose
+    /// rows come out bitwise as in the exact primitive (its blocking of K and N does not depend
+    /// on M); the sgemm-based one below AVX-512 blocks by M (different bits), and compiles
+    /// nothing per shape anyway (~0.05 ms a primitive). Without packed weights (attention's
+    /// products) the fallback would not give the primitive's bits: built too.
+    StatusOr<std::shared_ptr<const MatMulPrim>> first_sight(const Shape& a, const Shape& b,
+                                                            const Shape& c) const {
+        // Gemm's transposed A has no row views; empty and rank-1 operands take the exact path.
+        if (packer_ == nullptr || channel_block() < 16 || (cfg_.gemm && cfg_.trans_a) ||
+            cfg_.epilogue.sum || a.rank() < 2 || b.rank() != 2 || a.num_elements() == 0 ||
+            b.num_elements() == 0)
+            return std::shared_ptr<const MatMulPrim>{};
+        const int64_t k = a[a.rank() - 1];
+        const int64_t n = cfg_.gemm && cfg_.trans_b ? b[0] : b[1];
+        if (k != (cfg_.gemm && cfg_.trans_b ? b[1] : b[0]) || (cfg_.gemm && a.rank() != 2))
+            return std::shared_ptr<const MatMulPrim>{};
+        if (cfg_.runtime_bias && c.num_elements() != n) return std::shared_ptr<const MatMulPrim>{};
+        auto plan = std::make_shared<MatMulPrim>();
+        plan->k = k;
+        plan->n = n;
+        plan->usable = true;
+        thread_local std::vector<std::pair<int64_t, int64_t>> rows, other;
+        // Two tail pieces (fewer executions) or three (fewer rows computed twice), whichever
+        // costs less: an execution's overhead (~5 us, measured) is worth ~1 MFLOP at the
+        // ~200 GFLOP/s of two AVX-512 cores, i.e. 1e6 / (2 K N) rows (~120 at K = N = 64, 1 at
+        // K = N = 768).
+        const int64_t m_rows = a.num_elements() / k;
+        const double per_execution = 1e6 / (2.0 * static_cast<double>(k) * static_cast<double>(n));
+        auto cost = [&](const std::vector<std::pair<int64_t, int64_t>>& p) {
+            double c = per_execution * static_cast<double>(p.size());
+            for (const auto& piece : p) c += static_cast<double>(piece.second);
+            return c;
+        };
+        row_pieces(m_rows, /*overlap=*/true, rows, 2);
+        row_pieces(m_rows, /*overlap=*/true, other, 3);
+        if (cost(other) < cost(rows)) rows.swap(other);
+        for (const auto& [row0, count] : rows) {
+            DSINFER_ASSIGN_OR_RETURN(auto q, piece(count, k, n));
+            if (q == nullptr) return std::shared_ptr<const MatMulPrim>{};  // refused: exact
+            plan->scratch_bytes = std::max(plan->scratch_bytes, q->scratch_bytes);
+            plan->pieces.push_back({row0, std::move(q)});
+        }
+        return std::shared_ptr<const MatMulPrim>(std::move(plan));
+    }
+
+    /// The primitive for a piece of `rows` rows (cached; null when oneDNN refuses the packed
+    /// layout held for it).
+    StatusOr<std::shared_ptr<const MatMulPrim>> piece(int64_t rows, int64_t k, int64_t n) const {
+        auto q = cached_build(piece_cache_, {rows}, "matmul piece primitive", true,
+                              [&](MatMulPrim& m) { return build_piece(rows, k, n, m); });
+        if (!q.is_ok()) return q.status();
+        if (!q.value()->usable) return std::shared_ptr<const MatMulPrim>{};
+        return q;
+    }
+
+    Status build_piece(int64_t rows, int64_t k, int64_t n, MatMulPrim& m) const {
+        m.a_md = rowmajor_md({rows, k});
+        m.y_md = rowmajor_md({rows, n});
+        const bool has_bias = cfg_.bias_const.has_value() || cfg_.runtime_bias;
+        if (has_bias) m.bias_md = rowmajor_md({1, n});
+        // The layout the weights are held in; before any, the one a kMaxPieceRows-row primitive
+        // picks (what the exact primitives of long shapes will pick too), so that every piece
+        // size and, usually, every exact shape share one packed copy.
+        std::optional<dnnl::memory::desc> layout = packer_->first_layout();
+        auto attr = cfg_.epilogue.attr();
+        auto make_pd = [&](int64_t r, const dnnl::memory::desc& b_md) {
+            const auto a_md = rowmajor_md({r, k}), y_md = rowmajor_md({r, n});
+            auto d = has_bias ? dnnl::matmul::desc(a_md, b_md, m.bias_md, y_md)
+                              : dnnl::matmul::desc(a_md, b_md, y_md);
+            return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+        };
+        if (!layout)
+            layout = make_pd(kMaxPieceRows, dnnl::memory::desc({k, n}, dt::f32, tag::any)).weights_desc();
+        dnnl::matmul::primitive_desc pd;
+        try {
+            pd = make_pd(rows, *layout);
+        } catch (const dnnl::error& e) {
+            if (e.status == dnnl_unimplemented)
+                return Status(ErrorCode::unsupported, "packed layout refused for a piece");
+            throw;
+        }
+        if (pd.weights_desc() != *layout)
+            return Status(ErrorCode::unsupported, "packed layout changed for a piece");
+        m.prim = dnnl::matmul(pd);
+        m.scratch_md = pd.scratchpad_desc();
+        m.scratch_bytes = m.scratch_md.get_size();
+        m.b_md = *layout;
+        m.packed_b = packer_->get(stored_b_md(), m.b_md);
+        m.usable = true;
+        return Status::ok();
+    }
+
     /// The fallback kernel on this node's tensors, B pointing at the weights in their stored
     /// layout (the executor's initializer has no data once this kernel released it).
     Status run_plain_fallback(RunContext& ctx) const noexcept {
@@ -127,20 +260,19 @@ private:
         return run_fallback_with_weights(ctx, *packer_, stored_b_md(), "matmul");
     }
 
+    /// The cached primitive for these shapes, built on a miss unless `only_cached` (then null).
     StatusOr<std::shared_ptr<const MatMulPrim>> primitive(const Shape& a, const Shape& b,
-                                                          const Shape& c) const {
+                                                          const Shape& c,
+                                                          bool only_cached = false) const {
         thread_local std::vector<int64_t> key;  // kept: a cache hit allocates nothing
         key.clear();
         key_append(key, a);
         key_append(key, b);
         key_append(key, c);
-        return cache_.get(key, [&]() -> StatusOr<MatMulPrim> {
-            MatMulPrim m;
-            Status st = guarded("matmul primitive", [&] { return build(a, b, c, m); });
-            if (st.code() == ErrorCode::unsupported) return MatMulPrim{};  // fallback
-            if (!st.is_ok()) return st;
-            return m;
-        });
+        if (only_cached) return cache_.find(key);
+        // Shapes the primitive does not take: a MatMulPrim that is not usable (the fallback).
+        return cached_build(cache_, key, "matmul primitive", false,
+                            [&](MatMulPrim& m) { return build(a, b, c, m); });
     }
 
     Status build(const Shape& a, const Shape& b, const Shape& c, MatMulPrim& m) const {
@@ -219,6 +351,8 @@ private:
     Shape b_shape_;
     std::unique_ptr<WeightPacker> packer_;
     PrimitiveCache<MatMulPrim> cache_;
+    /// First sights' piece primitives, by row count: at most log2(kMaxPieceRows) + 1 of them.
+    PrimitiveCache<MatMulPrim> piece_cache_{16};
 };
 
 bool is_f32_input(const KernelCreateContext& ctx, int i) {
@@ -257,7 +391,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
         cfg.b_const = *b;
         cfg.own_weights = !ctx.creating_fallback();
     }
-    return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
+    return make_onednn_kernel<OnednnMatMulKernel>(ctx, std::move(fallback), std::move(cfg));
 }
 
 /// The Gemm forms dsinfer's packed GEMM takes (src/cpu/fast/fast_matmul.cpp): transA = 0 and C
@@ -330,7 +464,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     if (cfg.b_const && leave_to_packed_gemm(ctx) && packed_gemm_form(ctx))
         return Status::error(ErrorCode::unsupported, "constant B: dsinfer's packed GEMM");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<OnednnMatMulKernel>(std::move(fallback), std::move(cfg));
+    return make_onednn_kernel<OnednnMatMulKernel>(ctx, std::move(fallback), std::move(cfg));
 }
 
 }  // namespace

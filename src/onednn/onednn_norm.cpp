@@ -23,6 +23,42 @@ bool f32_input(const KernelCreateContext& ctx, int i) {
     return v != nullptr && v->dtype && *v->dtype == DType::f32;
 }
 
+/// A kernel that works on input 0's trailing block from block_axis() (row by row, output 0 of
+/// input 0's shape, the other inputs read whole): its first sights run rows of that block.
+class TrailingBlockKernel : public SimplePrimitiveKernel {
+public:
+    using SimplePrimitiveKernel::SimplePrimitiveKernel;
+
+protected:
+    /// The first axis of the block for input 0 of shape x, or -1 (no row split).
+    virtual int block_axis(const Shape& x) const = 0;
+
+    bool row_split(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                   RowSplit& s) const override {
+        const Shape& x = in[0];
+        const int axis = block_axis(x);
+        if (axis < 1 || x.num_elements() == 0 || out.empty() || !(out[0] == x)) return false;
+        const int64_t inner = x.size_between(axis, x.rank());
+        s.rows = x.num_elements() / inner;
+        s.in_width.assign(in.size(), 0);
+        s.out_width.assign(out.size(), 0);
+        s.in_width[0] = inner;
+        s.out_width[0] = inner;
+        return true;
+    }
+    void piece_shapes(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                      const RowSplit&, int64_t rows, std::vector<Shape>& piece_in,
+                      std::vector<Shape>& piece_out) const override {
+        const int axis = block_axis(in[0]);
+        piece_in = in;
+        piece_out = out;
+        piece_in[0] = rows_before(in[0], axis, rows);
+        piece_out[0] = rows_before(out[0], axis, rows);
+    }
+    /// Never run in place (not in the executor's in-place list).
+    bool pieces_may_overlap() const override { return true; }
+};
+
 // ---- BatchNormalization ------------------------------------------------------------------
 
 class BatchNormKernel final : public SimplePrimitiveKernel {
@@ -85,15 +121,15 @@ StatusOr<std::unique_ptr<Kernel>> make_batchnorm(const KernelCreateContext& ctx)
     DSINFER_ASSIGN_OR_RETURN(int64_t training, ctx.node().attr_or<int64_t>("training_mode", 0));
     if (training != 0) return Status::error(ErrorCode::unsupported, "training_mode");
     DSINFER_ASSIGN_OR_RETURN(float eps, ctx.node().attr_or<float>("epsilon", 1e-5f));
-    return make_kernel<BatchNormKernel>(std::move(fallback), eps);
+    return make_onednn_kernel<BatchNormKernel>(ctx, std::move(fallback), eps);
 }
 
 // ---- LayerNormalization ------------------------------------------------------------------
 
-class LayerNormKernel final : public SimplePrimitiveKernel {
+class LayerNormKernel final : public TrailingBlockKernel {
 public:
     LayerNormKernel(std::unique_ptr<Kernel> fallback, int64_t axis, float eps)
-        : SimplePrimitiveKernel(std::move(fallback)), axis_(axis), eps_(eps) {}
+        : TrailingBlockKernel(std::move(fallback)), axis_(axis), eps_(eps) {}
 
 protected:
     Status build(const std::vector<Shape>& in, const std::vector<Shape>&, const Scalars&,
@@ -126,6 +162,12 @@ protected:
         return Status::ok();
     }
 
+    /// First sights: rows of the normalized trailing block.
+    int block_axis(const Shape& x) const override {
+        const int64_t a = axis_ < 0 ? axis_ + x.rank() : axis_;
+        return a >= 0 && a < x.rank() ? static_cast<int>(a) : -1;
+    }
+
 private:
     int64_t axis_;
     float eps_;
@@ -138,15 +180,15 @@ StatusOr<std::unique_ptr<Kernel>> make_layernorm(const KernelCreateContext& ctx)
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     DSINFER_ASSIGN_OR_RETURN(int64_t axis, ctx.node().attr_or<int64_t>("axis", -1));
     DSINFER_ASSIGN_OR_RETURN(float eps, ctx.node().attr_or<float>("epsilon", 1e-5f));
-    return make_kernel<LayerNormKernel>(std::move(fallback), axis, eps);
+    return make_onednn_kernel<LayerNormKernel>(ctx, std::move(fallback), axis, eps);
 }
 
 // ---- Softmax / LogSoftmax ----------------------------------------------------------------
 
-class SoftmaxKernel final : public SimplePrimitiveKernel {
+class SoftmaxKernel final : public TrailingBlockKernel {
 public:
     SoftmaxKernel(std::unique_ptr<Kernel> fallback, bool log, int64_t axis, bool coerce)
-        : SimplePrimitiveKernel(std::move(fallback)), log_(log), axis_(axis), coerce_(coerce) {}
+        : TrailingBlockKernel(std::move(fallback)), log_(log), axis_(axis), coerce_(coerce) {}
 
     // Row-major only (no layout offer), so the fallback runs on the node's own tensors; the
     // workspace prepare sets covers the fallback's.
@@ -190,6 +232,13 @@ protected:
         return Status::ok();
     }
 
+    /// First sights: rows of the trailing block (opset < 13) or of the last axis.
+    int block_axis(const Shape& x) const override {
+        const int64_t a = axis_ < 0 ? axis_ + x.rank() : axis_;
+        if (a < 0 || a >= x.rank() || (!coerce_ && a != x.rank() - 1)) return -1;
+        return static_cast<int>(a);
+    }
+
 private:
     bool log_;
     int64_t axis_;
@@ -202,7 +251,7 @@ StatusOr<std::unique_ptr<Kernel>> make_softmax(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     const bool coerce = ctx.opset() < 13;
     DSINFER_ASSIGN_OR_RETURN(int64_t axis, ctx.node().attr_or<int64_t>("axis", coerce ? 1 : -1));
-    return make_kernel<SoftmaxKernel>(std::move(fallback), Log, axis, coerce);
+    return make_onednn_kernel<SoftmaxKernel>(ctx, std::move(fallback), Log, axis, coerce);
 }
 
 }  // namespace

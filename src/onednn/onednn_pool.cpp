@@ -109,7 +109,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     }
     a.max = Max;
     a.global = Global;
-    return make_kernel<PoolKernel>(std::move(fallback), std::move(a));
+    return make_onednn_kernel<PoolKernel>(ctx, std::move(fallback), std::move(a));
 }
 
 }  // namespace

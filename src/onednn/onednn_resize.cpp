@@ -159,7 +159,7 @@ StatusOr<std::unique_ptr<Kernel>> make_resize(const KernelCreateContext& ctx) {
     } else {
         return Status::error(ErrorCode::unsupported, "cubic");
     }
-    return make_kernel<ResizeKernel>(std::move(fallback), a);
+    return make_onednn_kernel<ResizeKernel>(ctx, std::move(fallback), a);
 }
 
 }  // namespace
