@@ -1,4 +1,4 @@
-// The oneDNN backend (src/onednn), its layout negotiation (src/core/executor.cpp) and dsinfer's
+// The oneDNN backend (src/onednn), its layout negotiation (src/core/executor_compile.cpp) and dsinfer's
 // packed-B GEMM (src/cpu/fast/sgemm.cpp, fast_matmul.cpp) against the reference kernels.
 //
 // Every case builds a small ONNX model (model_builder.hpp), runs it on the default backends
