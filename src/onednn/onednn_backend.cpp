@@ -486,8 +486,7 @@ LayoutSupport SimplePrimitiveKernel::channel_layout(const Graph& g, const Node& 
 }
 
 StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
-    const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc,
-    bool only_cached) const {
+    const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars& sc) const {
     thread_local std::vector<std::int64_t> key;  // kept: a hit allocates nothing
     key.clear();
     for (const Shape& s : in) key_append(key, s);
@@ -498,7 +497,6 @@ StatusOr<std::shared_ptr<const BoundPrimitive>> SimplePrimitiveKernel::lookup(
         std::memcpy(&bits, &f, sizeof bits);
         key.push_back(bits);
     }
-    if (only_cached) return cache_.find(key);
     return cached_build(cache_, key, "primitive", false, [&](BoundPrimitive& p) {
         for (const Shape& s : in)
             if (s.num_elements() == 0) return Status(ErrorCode::unsupported, "empty");
@@ -528,16 +526,13 @@ Status SimplePrimitiveKernel::prepare(PrepareContext& ctx) const {
         out.push_back(ctx.output_spec(i).shape);
     }
     DSINFER_ASSIGN_OR_RETURN(Scalars sc, scalars(data, in, types));
-    // A first sight: the shapes' primitive if it exists, else row pieces or a bitwise-equal
-    // fallback (FallbackKernel), else the primitive is built. Not with blocked slots.
+    // A transient shape (FallbackKernel): row pieces or a bitwise-equal fallback, decided from
+    // the shapes alone (not from what is cached), else the primitive. Not with blocked slots.
     std::shared_ptr<const BoundPrimitive> p;
     if (ctx.transient_shape() && blocked_in_mask_ == 0 && blocked_out_mask_ == 0) {
-        DSINFER_ASSIGN_OR_RETURN(p, lookup(in, out, sc, /*only_cached=*/true));
-        if (p == nullptr) {
-            DSINFER_ASSIGN_OR_RETURN(p, pieces(in, out, sc));
-        }
+        DSINFER_ASSIGN_OR_RETURN(p, pieces(in, out, sc));
         if (p == nullptr && fallback_bitwise() &&
-            (fast_fallback() || (!out.empty() && out[0].num_elements() <= kReferenceFirstSight))) {
+            (fast_fallback() || (!out.empty() && out[0].num_elements() <= kReferenceTransient))) {
             static const auto fallback = std::make_shared<const BoundPrimitive>();  // usable = false
             p = fallback;
         }

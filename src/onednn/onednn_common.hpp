@@ -209,10 +209,10 @@ Status execute(const dnnl::primitive& p, const ExecArg* args, int n, const char*
 
 class WeightPacker;
 
-/// Largest row piece of a first sight (row_pieces).
+/// Largest row piece of a transient shape (row_pieces).
 inline constexpr std::int64_t kMaxPieceRows = 512;
 
-/// The row pieces a first sight of `m` rows runs, as (first row, rows), every row count a
+/// The row pieces a transient shape of `m` rows runs, as (first row, rows), every row count a
 /// power of two <= kMaxPieceRows: tiles of kMaxPieceRows, then greedy powers of two. With
 /// `overlap`, at most `tail_pieces` (>= 2) tail pieces: the last rounds its rest up to a power
 /// of two and ends at row m, overlapping the piece before (those rows are computed twice, the
@@ -223,9 +223,10 @@ inline constexpr std::int64_t kMaxPieceRows = 512;
 void row_pieces(std::int64_t m, bool overlap, std::vector<std::pair<std::int64_t, std::int64_t>>& out,
                 int tail_pieces = 3);
 
-/// Primitives created since the process started (tests: first sights build a bounded number).
+/// Primitives created since the process started (tests: transient shapes build a bounded
+/// number).
 /// `exact`: for one exact shape class (every kernel's cache); `pieces`: for a row count of
-/// first sights' row pieces (row_pieces; MatMul/Gemm and SimplePrimitiveKernel).
+/// transient shapes' row pieces (row_pieces; MatMul/Gemm and SimplePrimitiveKernel).
 struct PrimitiveBuilds {
     std::uint64_t exact = 0;
     std::uint64_t pieces = 0;
@@ -255,15 +256,15 @@ StatusOr<std::shared_ptr<const V>> cached_build(const PrimitiveCache<V>& cache,
 /// prepare() of the fallback validates inputs and defines outputs (one set of semantics), and
 /// run-time shapes oneDNN cannot take are delegated to it.
 ///
-/// First sight (PrepareContext::transient_shape: input shapes new to the engine, maybe never seen
-/// again): a kernel builds no primitive for the exact shapes unless one is cached already.
-/// Kernels whose op works row by row (MatMul/Gemm with packed weights, unary eltwise,
-/// LayerNorm, Softmax over the last axis) run the rows as pieces of power-of-two row counts
-/// (row_pieces) on a few primitives cached per kernel, which give the exact primitive's bits
-/// (same code per row; tested), so a shape's first run and its later ones agree bitwise.
-/// Binary ops run the fallback (one IEEE operation per element: the same bits) when it builds
-/// nothing per shape and runs fast enough: dsinfer's multithreaded "cpu" kernel
-/// (fast_fallback()), or the reference kernel on an output of at most kReferenceFirstSight
+/// Transient shapes (PrepareContext::transient_shape: shapes inside their bucket, seen about
+/// once): a kernel builds no primitive for the exact shapes, whatever is cached (the path is a
+/// function of the shapes alone). Kernels whose op works row by row (MatMul/Gemm with packed
+/// weights, unary eltwise, LayerNorm, Softmax over the trailing block) run the rows as pieces
+/// of power-of-two row counts (row_pieces) on a few primitives cached per kernel, which give
+/// the exact primitive's bits (same code per row; tested), so transient shapes do not change
+/// the numbers. Binary ops run the fallback (one IEEE operation per element: the same bits)
+/// when it builds nothing per shape and runs fast enough: dsinfer's multithreaded "cpu" kernel
+/// (fast_fallback()), or the reference kernel on an output of at most kReferenceTransient
 /// elements. Everything else builds as before. Prepare's choice is its state
 /// (PrepareContext::set_state), which run() follows.
 class FallbackKernel : public Kernel {
@@ -274,9 +275,9 @@ public:
     /// "cpu" backend implements the op below this one), else the reference kernel.
     void set_fast_fallback(bool fast) noexcept { fast_fallback_ = fast; }
     bool fast_fallback() const noexcept { return fast_fallback_; }
-    /// Output elements up to which a first sight runs a binary op's reference kernel (at ~1-5
+    /// Output elements up to which a transient shape runs a binary op's reference kernel (at ~1-5
     /// ns an element, up to ~0.3 ms: a primitive's JIT compile costs 0.2-1.2 ms).
-    static constexpr std::int64_t kReferenceFirstSight = std::int64_t{1} << 16;
+    static constexpr std::int64_t kReferenceTransient = std::int64_t{1} << 16;
 
 protected:
     /// fallback->prepare(ctx): validation + output shapes; returns its workspace bytes.
@@ -371,7 +372,7 @@ struct BoundPrimitive {
     std::vector<Arg> args;
     dnnl::memory::desc scratch_md;
     std::size_t scratch_bytes = 0;
-    /// A first sight's plan instead of prim (SimplePrimitiveKernel::row_split): each piece's
+    /// A transient shape's plan instead of prim (SimplePrimitiveKernel::row_split): each piece's
     /// primitive on rows [row0, row0 + its rows) of the split operands, in order.
     struct Piece {
         std::int64_t row0 = 0;
@@ -396,7 +397,7 @@ struct BoundPrimitive {
 /// Run-time facts a primitive depends on besides shapes (e.g. Clip's bounds).
 using Scalars = std::vector<float>;
 
-/// First sights (FallbackKernel): how a kernel's shapes split into `rows` independent rows,
+/// Transient shapes (FallbackKernel): how a kernel's shapes split into `rows` independent rows,
 /// with the elements of one row per input and output (0: not split, read whole by every row).
 struct RowSplit {
     std::int64_t rows = 0;
@@ -477,18 +478,17 @@ protected:
     static Shape rows_before(const Shape& x, int axis, std::int64_t rows);
 
 private:
-    /// A first sight's row pieces for these shapes, or null (no split, or a piece refused).
+    /// A transient shape's row pieces for these shapes, or null (no split, or a piece refused).
     StatusOr<std::shared_ptr<const BoundPrimitive>> pieces(const std::vector<Shape>& in,
                                                            const std::vector<Shape>& out,
                                                            const Scalars& sc) const;
     Status run_pieces(RunContext& ctx, const BoundPrimitive& p) const noexcept;
-    /// The cached primitive for these shapes, built on a miss unless `only_cached` (then null).
+    /// The cached primitive for these shapes, built on a miss.
     StatusOr<std::shared_ptr<const BoundPrimitive>> lookup(const std::vector<Shape>& in,
                                                            const std::vector<Shape>& out,
-                                                           const Scalars& sc,
-                                                           bool only_cached = false) const;
+                                                           const Scalars& sc) const;
     PrimitiveCache<BoundPrimitive> cache_;
-    /// First sights' piece primitives, by row count (and the shapes of what is not split).
+    /// Transient shapes' piece primitives, by row count (and the shapes of what is not split).
     PrimitiveCache<BoundPrimitive> piece_cache_{16};
 };
 

@@ -79,7 +79,7 @@ protected:
         return Status::ok();
     }
 
-    /// First sights: rows of the last dim (the flat primitive computes each element alone).
+    /// Transient shapes: rows of the last dim (the flat primitive computes each element alone).
     bool row_split(const std::vector<Shape>& in, const std::vector<Shape>&,
                    RowSplit& s) const override {
         const Shape& x = in[0];
@@ -229,7 +229,7 @@ protected:
         return Status::ok();
     }
 
-    /// One IEEE operation per element: the fallback gives the same bits (first sights).
+    /// One IEEE operation per element: the fallback gives the same bits (transient shapes).
     bool fallback_bitwise() const override { return true; }
 
 private:

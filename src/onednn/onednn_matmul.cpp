@@ -7,13 +7,12 @@
 // Primitives are cached per shape class. Shapes the primitive cannot take (rank-1 operands,
 // Gemm's alpha with a bias, a C that is not a row vector, ...) run on the fallback kernel.
 //
-// First sight (PrepareContext::transient_shape, a length a decode loop reaches once): with packed
-// weights and AVX-512, no primitive is built for the exact shape; the rows of the folded
-// [M, K] x [K, N] product run as a few pieces of power-of-two row counts (row_pieces) on
-// row-offset views of A and Y, one primitive per piece size, built once per kernel in a small
-// cache of their own, all reading the packed weights in the one layout already held (requested
-// explicitly: no second copy per piece size). The exact primitive comes when the shape comes
-// back; both give the same bits.
+// Transient shapes (PrepareContext::transient_shape: lengths a decode loop sees about once):
+// with packed weights and AVX-512, no primitive is built for the exact shape; the rows of the
+// folded [M, K] x [K, N] product run as a few pieces of power-of-two row counts (row_pieces)
+// on row-offset views of A and Y, one primitive per piece size, built once per kernel in a
+// small cache of their own, all reading the packed weights in the one layout already held
+// (requested explicitly: no second copy per piece size). They give the exact primitive's bits.
 //
 // Without AVX-512, oneDNN 2.6's f32 matmul is a plain sgemm that repacks B on every call: at
 // 2 threads it ran 1024x768x3072 at 113-136 GFLOP/s and 128x768x3072 at 33-38, where dsinfer's
@@ -36,7 +35,7 @@ struct MatMulPrim {
     dnnl::memory::desc a_md, b_md, bias_md, y_md, scratch_md;
     std::shared_ptr<const dnnl::memory> packed_b;  // constant B in the primitive's layout
     std::size_t scratch_bytes = 0;
-    /// A first sight's plan instead of prim: rows [row0, row0 + rows of piece) of the folded
+    /// A transient shape's plan instead of prim: rows [row0, row0 + rows of piece) of the folded
     /// A and Y on each piece's primitive, in order (the last may overlap the one before).
     struct Piece {
         int64_t row0 = 0;
@@ -88,11 +87,8 @@ public:
         const Shape& b = ctx.input(1).shape();
         const Shape c = ctx.has_input(2) ? ctx.input(2).shape() : Shape{};
         std::shared_ptr<const MatMulPrim> p;
-        if (ctx.transient_shape()) {
-            DSINFER_ASSIGN_OR_RETURN(p, primitive(a, b, c, /*only_cached=*/true));
-            if (p == nullptr) {
-                DSINFER_ASSIGN_OR_RETURN(p, first_sight(a, b, c));
-            }
+        if (ctx.transient_shape()) {  // decided from the shapes alone
+            DSINFER_ASSIGN_OR_RETURN(p, transient(a, b, c));
         }
         if (p == nullptr) {
             DSINFER_ASSIGN_OR_RETURN(p, primitive(a, b, c));
@@ -126,7 +122,7 @@ public:
             if (m.pieces.empty()) {
                 DSINFER_RETURN_IF_ERROR(execute_on(ctx, m, a.raw, ctx.output(0).raw));
             } else {
-                // A first sight's rows, piece by piece (row_pieces).
+                // A transient shape's rows, piece by piece (row_pieces).
                 const auto* a_rows = static_cast<const float*>(a.raw);
                 auto* y_rows = static_cast<float*>(ctx.output(0).raw);
                 for (const MatMulPrim::Piece& piece : m.pieces)
@@ -160,13 +156,13 @@ private:
         return execute(m.prim, args, na, "matmul");
     }
 
-    /// A first sight without a cached primitive: row pieces with packed weights, else null
+    /// A transient shape: row pieces with packed weights, else null
     /// (build the exact primitive). Pieces only on oneDNN's brgemm matmul (AVX-512), whose
     /// rows come out bitwise as in the exact primitive (its blocking of K and N does not depend
     /// on M); the sgemm-based one below AVX-512 blocks by M (different bits), and compiles
     /// nothing per shape anyway (~0.05 ms a primitive). Without packed weights (attention's
     /// products) the fallback would not give the primitive's bits: built too.
-    StatusOr<std::shared_ptr<const MatMulPrim>> first_sight(const Shape& a, const Shape& b,
+    StatusOr<std::shared_ptr<const MatMulPrim>> transient(const Shape& a, const Shape& b,
                                                             const Shape& c) const {
         // Gemm's transposed A has no row views; empty and rank-1 operands take the exact path.
         if (packer_ == nullptr || channel_block() < 16 || (cfg_.gemm && cfg_.trans_a) ||
@@ -260,16 +256,14 @@ private:
         return run_fallback_with_weights(ctx, *packer_, stored_b_md(), "matmul");
     }
 
-    /// The cached primitive for these shapes, built on a miss unless `only_cached` (then null).
+    /// The cached primitive for these shapes, built on a miss.
     StatusOr<std::shared_ptr<const MatMulPrim>> primitive(const Shape& a, const Shape& b,
-                                                          const Shape& c,
-                                                          bool only_cached = false) const {
+                                                          const Shape& c) const {
         thread_local std::vector<int64_t> key;  // kept: a cache hit allocates nothing
         key.clear();
         key_append(key, a);
         key_append(key, b);
         key_append(key, c);
-        if (only_cached) return cache_.find(key);
         // Shapes the primitive does not take: a MatMulPrim that is not usable (the fallback).
         return cached_build(cache_, key, "matmul primitive", false,
                             [&](MatMulPrim& m) { return build(a, b, c, m); });
@@ -351,7 +345,7 @@ private:
     Shape b_shape_;
     std::unique_ptr<WeightPacker> packer_;
     PrimitiveCache<MatMulPrim> cache_;
-    /// First sights' piece primitives, by row count: at most log2(kMaxPieceRows) + 1 of them.
+    /// Transient shapes' piece primitives, by row count: at most log2(kMaxPieceRows) + 1 of them.
     PrimitiveCache<MatMulPrim> piece_cache_{16};
 };
 

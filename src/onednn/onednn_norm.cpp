@@ -24,7 +24,7 @@ bool f32_input(const KernelCreateContext& ctx, int i) {
 }
 
 /// A kernel that works on input 0's trailing block from block_axis() (row by row, output 0 of
-/// input 0's shape, the other inputs read whole): its first sights run rows of that block.
+/// input 0's shape, the other inputs read whole): its transient shapes run rows of that block.
 class TrailingBlockKernel : public SimplePrimitiveKernel {
 public:
     using SimplePrimitiveKernel::SimplePrimitiveKernel;
@@ -162,7 +162,7 @@ protected:
         return Status::ok();
     }
 
-    /// First sights: rows of the normalized trailing block.
+    /// Transient shapes: rows of the normalized trailing block.
     int block_axis(const Shape& x) const override {
         const int64_t a = axis_ < 0 ? axis_ + x.rank() : axis_;
         return a >= 0 && a < x.rank() ? static_cast<int>(a) : -1;
@@ -232,7 +232,7 @@ protected:
         return Status::ok();
     }
 
-    /// First sights: rows of the trailing block (opset < 13) or of the last axis.
+    /// Transient shapes: rows of the trailing block (opset < 13) or of the last axis.
     int block_axis(const Shape& x) const override {
         const int64_t a = axis_ < 0 ? axis_ + x.rank() : axis_;
         if (a < 0 || a >= x.rank() || (!coerce_ && a != x.rank() - 1)) return -1;

@@ -1,7 +1,7 @@
-// First sights in the oneDNN backend (PrepareContext::transient_shape; src/onednn/): input shapes new
-// to the engine (EngineOptions::transient_shapes: shapes off their bucket's edges) build no
-// primitive for themselves. Kernels of ops that work row by row run the
-// rows as pieces of power-of-two row counts on a few primitives cached per kernel: MatMul/Gemm
+// Transient shapes in the oneDNN backend (PrepareContext::transient_shape; src/onednn/): shapes
+// inside their bucket, with EngineOptions::transient_shapes, build no primitive for themselves;
+// the path is decided from the shapes alone. Kernels of ops that work row by row run the rows
+// as pieces of power-of-two row counts on a few primitives cached per kernel: MatMul/Gemm
 // with packed weights (on AVX-512's brgemm matmul; below it the exact primitive is built, which
 // compiles nothing per shape there), unary eltwise, LayerNorm and Softmax over the last axis.
 // Binary ops run their fallback kernel (one IEEE operation per element). Either way the results
@@ -12,7 +12,7 @@
 // fallback the next entry that accepts the node) and prepared and run directly, so that the
 // flag is set by the test. The whole-engine case runs the residual MLP at every length 1..40
 // on an engine with shape buckets and EngineOptions::transient_shapes (its runs at lengths off
-// the bucket edges are first sights) against an engine without memory planning (exact
+// the bucket edges are transient shapes) against an engine without memory planning (exact
 // primitives only), bitwise.
 //
 // Tolerances against the reference kernels (as tests/unit/test_onednn.cpp): MatMul/Gemm
@@ -143,11 +143,11 @@ MadeKernel make_kernel_for(const Graph& g, std::size_t ni, const std::vector<std
     return {};
 }
 
-/// Prepares (with or without first_sight) and runs `k` on `inputs`; output 0.
+/// Prepares (transient or not) and runs `k` on `inputs`; output 0.
 Tensor prepare_and_run(const Kernel& k, const Node& n, const std::vector<Tensor>& inputs,
-                       bool first_sight) {
+                       bool transient) {
     PrepareContext pc(n, inputs, /*inferring=*/false);
-    pc.set_transient_shape(first_sight);
+    pc.set_transient_shape(transient);
     const Status st = k.prepare(pc);
     INFO(st.to_string());
     REQUIRE(st.is_ok());
@@ -214,7 +214,7 @@ void check_first_sight_matmul(bool gemm, bool rank3) {
     const double s = dot_scale(K);
     const std::vector<std::int64_t> ms{1, 3, 17, 100, 300};
 
-    std::set<std::int64_t> sizes;  // piece row counts these first sights need
+    std::set<std::int64_t> sizes;  // piece row counts these transient shapes need
     std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
     for (std::int64_t m : ms) {
         for (int tails : {2, 3}) {  // the kernel takes either
@@ -254,13 +254,14 @@ void check_first_sight_matmul(bool gemm, bool rank3) {
         CHECK(after.exact - before.exact == ms.size());
     }
 
-    // The shapes come back: prepared without the flag, each gets its exact primitive, whose
-    // results are the pieces' bits...
+    // Prepared without the flag, each shape gets its exact primitive, whose results are the
+    // pieces' bits...
     for (std::size_t i = 0; i < xs.size(); ++i) {
         const Tensor got = prepare_and_run(*dnn.kernel, g.nodes[0], node_inputs(g, xs[i]), false);
         INFO("M " << xs[i].num_elements() / K);
         CHECK(std::memcmp(got.raw_data(), first[i].raw_data(), got.num_bytes()) == 0);
-        // ... and which a later first sight of the shape uses: nothing built.
+        // ... and a transient prepare again takes its own path (from the shapes alone):
+        // nothing built, the same bits.
         const on::PrimitiveBuilds mid = on::primitive_builds();
         const Tensor again = prepare_and_run(*dnn.kernel, g.nodes[0], node_inputs(g, xs[i]), true);
         CHECK(on::primitive_builds().exact == mid.exact);
@@ -273,7 +274,7 @@ void check_first_sight_matmul(bool gemm, bool rank3) {
 
 }  // namespace
 
-TEST_CASE("first sight: row pieces are powers of two that cover M with a small overlap",
+TEST_CASE("transient shapes: row pieces are powers of two that cover M with a small overlap",
           "[onednn][first_sight]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
@@ -311,7 +312,7 @@ TEST_CASE("first sight: row pieces are powers of two that cover M with a small o
 #endif
 }
 
-TEST_CASE("first sight: MatMul with packed weights runs row pieces that match the reference",
+TEST_CASE("transient shapes: MatMul with packed weights runs row pieces that match the reference",
           "[onednn][first_sight]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
@@ -321,7 +322,7 @@ TEST_CASE("first sight: MatMul with packed weights runs row pieces that match th
 #endif
 }
 
-TEST_CASE("first sight: eltwise, LayerNorm and Softmax run row pieces, binary ops the fallback",
+TEST_CASE("transient shapes: eltwise, LayerNorm and Softmax run row pieces, binary ops the fallback",
           "[onednn][first_sight]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
@@ -375,7 +376,7 @@ TEST_CASE("first sight: eltwise, LayerNorm and Softmax run row pieces, binary op
             const Tensor exact = prepare_and_run(*dnn.kernel, graph.nodes[0], node_inputs(graph, x), false);
             CHECK(on::primitive_builds().exact == before.exact + 1);
             CHECK(std::memcmp(exact.raw_data(), got.raw_data(), got.num_bytes()) == 0);
-            // The primitive now exists: a first sight of the shape takes it.
+            // A transient prepare again: its own path (from the shapes alone), the same bits.
             const Tensor cached = prepare_and_run(*dnn.kernel, graph.nodes[0], node_inputs(graph, x), true);
             CHECK(std::memcmp(cached.raw_data(), exact.raw_data(), got.num_bytes()) == 0);
             CHECK(on::primitive_builds().exact == before.exact + 1);
@@ -386,14 +387,14 @@ TEST_CASE("first sight: eltwise, LayerNorm and Softmax run row pieces, binary op
 #endif
 }
 
-TEST_CASE("first sight: an engine with shape buckets at every length 1..40 gives exact runs' bits",
+TEST_CASE("transient shapes: an engine with shape buckets at every length 1..40 gives exact runs' bits",
           "[onednn][first_sight]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
     const std::string model = residual_mlp();
     EngineOptions o;
     o.num_threads = 2;
-    o.transient_shapes = true;  // lengths off the bucket edges: first sights, every run
+    o.transient_shapes = true;  // lengths off the bucket edges: transient, every run
     const InferenceEngine bucketed = engine_from(model, o);
     o.plan_memory = false;
     o.transient_shapes = false;
@@ -419,7 +420,7 @@ TEST_CASE("first sight: an engine with shape buckets at every length 1..40 gives
             CHECK(mismatches(got[k].tensor, ref[k].tensor, 1e-4 * s, 1e-4 * s) == 0);
         }
     };
-    for (std::int64_t len = 1; len <= 40; ++len) compare(len, "first sight");
+    for (std::int64_t len = 1; len <= 40; ++len) compare(len, "transient");
     for (std::int64_t len = 1; len <= 40; len += 3) compare(len, "second run");
     // Lengths 41..63 (bucket 64, measured: its edge's primitives exist) build no exact
     // primitive, their second runs neither.
