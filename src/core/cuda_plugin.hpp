@@ -25,7 +25,7 @@
 
 namespace dsinfer::detail {
 
-inline constexpr std::uint32_t kCudaPluginAbi = 1;
+inline constexpr std::uint32_t kCudaPluginAbi = 2;  // 2: KernelKey::input_dtypes, transient_shape
 /// The plugin's one exported symbol: `extern "C" const CudaPluginTable* dsinfer_cuda_plugin_v1()`.
 inline constexpr const char* kCudaPluginEntry = "dsinfer_cuda_plugin_v1";
 
@@ -35,6 +35,9 @@ inline constexpr std::uint64_t cuda_plugin_layout() noexcept {
     return (static_cast<std::uint64_t>(sizeof(Status)) << 48) ^
            (static_cast<std::uint64_t>(sizeof(StatusOr<std::shared_ptr<DeviceRuntime>>)) << 36) ^
            (static_cast<std::uint64_t>(sizeof(KernelRegistry)) << 20) ^
+           (static_cast<std::uint64_t>(sizeof(KernelEntry)) << 28) ^
+           (static_cast<std::uint64_t>(sizeof(PrepareContext)) << 14) ^
+           (static_cast<std::uint64_t>(sizeof(RunContext)) << 24) ^
            (static_cast<std::uint64_t>(sizeof(MemoryPoolStats)) << 8) ^
            static_cast<std::uint64_t>(sizeof(std::string));
 }
