@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <list>
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,22 @@ namespace dsinfer::detail {
 
 /// "node 'name' (Op): ", the prefix of every error about a node.
 inline std::string node_context(const Node& n) { return n.describe() + ": "; }
+
+/// A kernel's prepare, with an exception (an application's kernel may throw; run() is noexcept)
+/// turned into a Status: resource_exhausted for bad_alloc, internal otherwise (the caller names
+/// the node).
+template <class Call>
+Status guarded_kernel_call(const char* what, Call&& call) noexcept {
+    try {
+        return call();
+    } catch (const std::bad_alloc&) {
+        return Status::error(ErrorCode::resource_exhausted, "out of memory in the kernel's ", what);
+    } catch (const std::exception& e) {
+        return Status::error(ErrorCode::internal, "the kernel's ", what, " threw: ", e.what());
+    } catch (...) {
+        return Status::error(ErrorCode::internal, "the kernel's ", what, " threw");
+    }
+}
 
 /// What the first run of a shape class saw: bytes per planned value and per workspace.
 struct CompiledGraph::Recording {

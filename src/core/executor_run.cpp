@@ -282,7 +282,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         } else {
             pctx.emplace(n, std::move(prepare_inputs), /*inferring=*/false);
             pctx->set_transient_shape(mem.transient);
-            Status st = cn.kernel->prepare(*pctx);
+            Status st = guarded_kernel_call("prepare", [&] { return cn.kernel->prepare(*pctx); });
             // Its capacity serves the next node.
             prepare_inputs = std::move(pctx->mutable_inputs());
             if (!st.is_ok()) return st.with_context(node_context(n));

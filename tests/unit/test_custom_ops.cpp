@@ -2,6 +2,8 @@
 // application's kernels through EngineOptions::custom_kernels (ops of its own domain, overrides
 // of built-in ops, typed errors naming the node).
 #include <catch2/catch.hpp>
+
+#include <stdexcept>
 #include <unistd.h>
 
 #include <array>
@@ -95,6 +97,20 @@ public:
 template <bool kAtLoadToo>
 StatusOr<std::unique_ptr<Kernel>> make_failing(const KernelCreateContext&) {
     return std::unique_ptr<Kernel>(std::make_unique<FailingPrepare<kAtLoadToo>>());
+}
+
+/// Throws from prepare at run time, as an application's kernel might (run() is noexcept).
+class ThrowingPrepare final : public Kernel {
+public:
+    Status prepare(PrepareContext& ctx) const override {
+        if (!ctx.inferring()) throw std::runtime_error("the app's prepare threw");
+        ctx.set_output(0, ctx.input(0).dtype(), ctx.input(0).shape());
+        return Status::ok();
+    }
+    Status run(RunContext&) const noexcept override { return Status::ok(); }
+};
+StatusOr<std::unique_ptr<Kernel>> make_throwing(const KernelCreateContext&) {
+    return std::unique_ptr<Kernel>(std::make_unique<ThrowingPrepare>());
 }
 
 SymbolicShape dims(std::vector<Dim> d) {
@@ -372,6 +388,22 @@ TEST_CASE("a custom kernel's failing prepare is a typed error naming the node", 
         const Status st = e.try_run({{"x", ramp({1, 4})}}, out);
         CHECK(st.code() == ErrorCode::invalid_argument);
         CHECK(st.message().find("node 'n0'") != std::string::npos);
+    }
+}
+
+TEST_CASE("a custom kernel whose prepare throws is an internal error naming the node",
+          "[custom_ops][engine][bad]") {
+    auto kernels = std::make_shared<KernelRegistry>();
+    kernels->add({"Throws", kDomain, 1, kMaxOpset}, &make_throwing, 0, "app");
+    EngineOptions o;
+    o.custom_kernels = kernels;
+    auto e = InferenceEngine::compile(one_op_graph("Throws", kDomain), o);
+    for (int r = 0; r < 2; ++r) {  // the engine stays usable
+        std::vector<NamedTensor> out;
+        const Status st = e.try_run({{"x", ramp({2, 4})}}, out);
+        CHECK(st.code() == ErrorCode::internal);
+        CHECK(st.message().find("node 'n0'") != std::string::npos);
+        CHECK(st.message().find("the app's prepare threw") != std::string::npos);
     }
 }
 
