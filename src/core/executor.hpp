@@ -96,8 +96,6 @@ struct ExecutionPlan {
     /// A bucket whose sizes could not be derived at its edges (a prepare needed run-time
     /// data, or failed there): its runs plan per exact input shape. No arena.
     bool exact_only = false;
-    /// Measured for a shape bucket (runs of many exact shapes share it).
-    bool bucket = false;
 };
 
 /// What prepare said for one exact input shape, kept so that later runs of that shape call

@@ -104,7 +104,6 @@ std::shared_ptr<const ExecutionPlan> CompiledGraph::build_plan(const std::vector
     plan->workspace_offset.assign(nn, -1);
     plan->workspace_bytes = rec.workspace_bytes;
     plan->value_on_device.assign(nv, 0);
-    plan->bucket = !key.empty() && key.front() == 0;  // bucket_key's marker
     for (std::size_t v = 0; v < nv && v < rec.value_device.size(); ++v)
         plan->value_on_device[v] = rec.value_device[v];
     std::size_t placed = 0;

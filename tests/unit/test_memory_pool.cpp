@@ -451,8 +451,11 @@ TEST_CASE("an engine fed 1,000 random input shapes stays within its pool's limit
     CHECK(up.live_bytes.load() == ps.bytes_reserved);
     CHECK(engine.memory_plan_stats().shape_classes <= detail::CompiledGraph::kMaxPlans);
     // Exact: the recording runs' per-tensor blocks come back from the cache. Buckets: no run
-    // records, so a run takes only its arena and its two outputs from the pool.
+    // records, so a run takes its arena and its two outputs from the pool, plus a block for a
+    // workspace that is larger at its length than at the bucket's edge (dsinfer's packed GEMM
+    // below AVX-512 sizes its packing buffer by row blocks, not monotonically in the rows).
     if (!pool->pass_through() && !buckets) CHECK(ps.hit_rate() > 0.5);
-    if (buckets) CHECK(ps.allocations <= 3 * 1000 + 40 * 2);
+    INFO("pool allocations " << ps.allocations << " over 1,000 runs");
+    if (buckets) CHECK(ps.allocations <= 4 * 1000);
 }
 #endif  // DSINFER_TEST_NO_ENGINE

@@ -174,7 +174,7 @@ Graph graph_of(const onnx::ModelProto& m) {
 /// x[-1 "batch", K] (or [-1, -2, K] with `rank3`) times constant B[K, N]: MatMul, or Gemm with
 /// transB and a constant C[N] (`gemm`).
 onnx::ModelProto matmul_model(std::int64_t k, std::int64_t n, bool gemm, bool rank3) {
-    onnx::ModelProto m = new_model(13, "first_sight_matmul");
+    onnx::ModelProto m = new_model(13, "transient_shape_matmul");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("x", 1, rank3 ? Dims{-1, -2, k} : Dims{-1, k});
     *g.add_output() = sym_info("y", 1, rank3 ? Dims{-1, -2, n} : Dims{-1, n});
@@ -202,7 +202,7 @@ std::vector<Tensor> node_inputs(const Graph& g, const Tensor& x) {
     return in;
 }
 
-void check_first_sight_matmul(bool gemm, bool rank3) {
+void check_transient_shape_matmul(bool gemm, bool rank3) {
     constexpr std::int64_t K = 96, N = 80;
     const Graph g = graph_of(matmul_model(K, N, gemm, rank3));
     // Without "cpu", so that the oneDNN kernel takes a constant B at every ISA (with it, and
@@ -275,7 +275,7 @@ void check_first_sight_matmul(bool gemm, bool rank3) {
 }  // namespace
 
 TEST_CASE("transient shapes: row pieces are powers of two that cover M with a small overlap",
-          "[onednn][first_sight]") {
+          "[onednn][transient_shape]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
     std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
@@ -313,17 +313,17 @@ TEST_CASE("transient shapes: row pieces are powers of two that cover M with a sm
 }
 
 TEST_CASE("transient shapes: MatMul with packed weights runs row pieces that match the reference",
-          "[onednn][first_sight]") {
+          "[onednn][transient_shape]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
-    SECTION("MatMul [M, K]") { check_first_sight_matmul(false, false); }
-    SECTION("MatMul [B, S, K] (batch dims folded into M)") { check_first_sight_matmul(false, true); }
-    SECTION("Gemm with transB and a bias") { check_first_sight_matmul(true, false); }
+    SECTION("MatMul [M, K]") { check_transient_shape_matmul(false, false); }
+    SECTION("MatMul [B, S, K] (batch dims folded into M)") { check_transient_shape_matmul(false, true); }
+    SECTION("Gemm with transB and a bias") { check_transient_shape_matmul(true, false); }
 #endif
 }
 
 TEST_CASE("transient shapes: eltwise, LayerNorm and Softmax run row pieces, binary ops the fallback",
-          "[onednn][first_sight]") {
+          "[onednn][transient_shape]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
     struct Case {
@@ -341,7 +341,7 @@ TEST_CASE("transient shapes: eltwise, LayerNorm and Softmax run row pieces, bina
                           {"Softmax", 11, {"x"}, false}};  // opset < 13: the coerced 2-D block
     constexpr std::int64_t H = 48;
     for (const Case& c : cases) {
-        onnx::ModelProto m = new_model(c.opset, "first_sight_eltwise");
+        onnx::ModelProto m = new_model(c.opset, "transient_shape_eltwise");
         auto& g = *m.mutable_graph();
         *g.add_input() = sym_info("x", 1, {-1, -2, H});
         *g.add_output() = sym_info("y", 1, {-1, -2, H});
@@ -388,7 +388,7 @@ TEST_CASE("transient shapes: eltwise, LayerNorm and Softmax run row pieces, bina
 }
 
 TEST_CASE("transient shapes: an engine with shape buckets at every length 1..40 gives exact runs' bits",
-          "[onednn][first_sight]") {
+          "[onednn][transient_shape]") {
     if (no_onednn()) return;
 #if DSINFER_WITH_ONEDNN
     const std::string model = residual_mlp();
