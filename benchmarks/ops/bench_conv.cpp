@@ -1,6 +1,6 @@
 // ResNet-50's 3x3 stride-1 convolutions (pads 1, bias, ReLU) on the blocked layout the oneDNN
 // backend negotiates (nChw8c on AVX2, nChw16c on AVX-512), kernel against kernel:
-// impl 0 = dsinfer's Winograd F(4x4, 3x3) (src/cpu/fast/conv_winograd.hpp), 1 = dsinfer's
+// impl 0 = dsinfer's Winograd F(4x4, 3x3) (src/kernels/conv_winograd.hpp), 1 = dsinfer's
 // im2col + packed GEMM (conv_gemm.hpp), 2 = oneDNN's convolution primitive (direct, weights
 // reordered once into the layout it picks), the in-run peer.
 // Args: n, c (= oc), hw, impl, threads. The GFLOP/s counter counts the direct form's 2 * 9
@@ -27,10 +27,10 @@
 
 #include "ops/activation.hpp"
 #include "bench_data.hpp"
-#include "cpu/fast/conv_gemm.hpp"
-#include "cpu/fast/conv_winograd.hpp"
+#include "kernels/conv_gemm.hpp"
+#include "kernels/conv_winograd.hpp"
 #include "cpu/fast/fast_conv.hpp"
-#include "cpu/fast/simd.hpp"
+#include "kernels/simd.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/config.hpp"
 #include "dsinfer/dsinfer.hpp"

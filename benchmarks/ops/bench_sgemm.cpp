@@ -1,4 +1,4 @@
-// dsinfer's packed-B f32 GEMM (src/cpu/fast/sgemm.hpp) against oneDNN's f32 matmul primitive on
+// dsinfer's packed-B f32 GEMM (src/kernels/sgemm.hpp) against oneDNN's f32 matmul primitive on
 // the Linear/Gemm shapes of the benchmark models: MLP batch 64 (64 x 1024 -> 4096 -> 4096 ->
 // 1024), BERT-base at batch 1, sequence 128 (M = 128; N, K of 768 / 3072) and batch 8 (M = 1024,
 // all three of its Linear shapes).
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "bench_data.hpp"
-#include "cpu/fast/sgemm.hpp"
+#include "kernels/sgemm.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/config.hpp"
 

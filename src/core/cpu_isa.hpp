@@ -1,5 +1,5 @@
-// The CPU ISA cap as the engine sees it (implemented by the CPU kernels, src/cpu/fast/fast_simd.cpp,
-// whose dispatch it caps; docs/PLATFORM.md).
+// The CPU ISA cap as the engine sees it (implemented by the CPU room, src/cpu/cpu_isa.cpp, over
+// the dispatch of src/kernels/simd.cpp, which it caps; docs/PLATFORM.md).
 #pragma once
 
 #include "dsinfer/status.hpp"

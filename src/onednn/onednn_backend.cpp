@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "cpu/fast/fast_fused.hpp"
-#include "cpu/fast/simd.hpp"
+#include "kernels/activation_f32.hpp"
+#include "kernels/simd.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/backends/onednn.hpp"
 #include "onednn/onednn_common.hpp"

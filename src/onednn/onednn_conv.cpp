@@ -16,8 +16,8 @@
 // weights transformed once; the stored weights stay for the other paths.
 #include <algorithm>
 
-#include "cpu/fast/conv_gemm.hpp"
-#include "cpu/fast/conv_winograd.hpp"
+#include "kernels/conv_gemm.hpp"
+#include "kernels/conv_winograd.hpp"
 #include "runtime/parallel.hpp"
 #include "ops/conv.hpp"
 #include "onednn/onednn_common.hpp"

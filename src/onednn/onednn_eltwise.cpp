@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cmath>
 
-#include "cpu/fast/simd.hpp"
+#include "kernels/simd.hpp"
 #include "runtime/parallel.hpp"
 #include "onednn/onednn_common.hpp"
 

@@ -1,7 +1,7 @@
 // The activations dsinfer's fused operators apply after their main computation (the
 // `activation`, `activation_alpha`, `activation_beta` attributes; docs/OPTIMIZER.md), shared by
-// the reference kernels (scalar form below), the fast kernels (apply_activation in
-// src/cpu/fast/fast_fused.cpp) and the oneDNN epilogue (src/onednn/onednn_backend.cpp).
+// the reference kernels (scalar form below), the vectorized form (apply_activation_f32 in
+// src/kernels/activation_f32.cpp) and the oneDNN epilogue (src/onednn/onednn_backend.cpp).
 #pragma once
 
 #include <algorithm>

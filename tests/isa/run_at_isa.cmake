@@ -3,7 +3,7 @@
 # Catch2 executables do the same themselves (tests/unit/main.cpp, DSINFER_TEST_ISA).
 #   cmake -DISA=baseline|avx2|avx512 -P run_at_isa.cmake -- COMMAND ARG...
 # The host's level comes from /proc/cpuinfo's flags, with the definitions of
-# src/cpu/fast/fast_simd.cpp: avx2 = avx2 + fma; avx512 = avx2 + avx512f/bw/dq/vl. A level the
+# src/kernels/simd.cpp: avx2 = avx2 + fma; avx512 = avx2 + avx512f/bw/dq/vl. A level the
 # CPU lacks prints "SKIPPED (ISA): ..." (the entries' SKIP_REGULAR_EXPRESSION) and exits 0;
 # otherwise the command runs with DSINFER_MAX_CPU_ISA=ISA and its exit status is ours.
 cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/fast/conv_gemm.hpp"
+#include "kernels/conv_gemm.hpp"
 
 namespace dsinfer::test {
 

@@ -13,7 +13,7 @@
 #include <cstdlib>
 
 #ifndef DSINFER_TEST_NO_ENGINE
-#include "cpu/fast/simd.hpp"
+#include "kernels/simd.hpp"
 
 namespace {
 

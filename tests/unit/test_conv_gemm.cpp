@@ -1,4 +1,4 @@
-// Convolution as im2col + packed GEMM on blocked activations (src/cpu/fast/conv_gemm.cpp) against
+// Convolution as im2col + packed GEMM on blocked activations (src/kernels/conv_gemm.cpp) against
 // a double-precision direct convolution: channel blocks of 8 (AVX2's nChw8c) and 16 (AVX-512's
 // nChw16c; the kernel's code is the same on any CPU), windows 3x3, 5x5 and 1x3, strides 1 and 2,
 // symmetric and one-sided pads, bias, a residual (separate, and the output itself), ReLU and
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
-#include "cpu/fast/conv_gemm.hpp"
+#include "kernels/conv_gemm.hpp"
 #include "runtime/parallel.hpp"
 #include "unit/blocked_conv_reference.hpp"
 

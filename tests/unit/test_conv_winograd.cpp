@@ -1,5 +1,5 @@
 // Winograd F(4x4, 3x3) convolution on blocked layouts
-// (src/cpu/fast/conv_winograd.cpp) against a double-precision direct convolution: channel blocks of
+// (src/kernels/conv_winograd.cpp) against a double-precision direct convolution: channel blocks of
 // 8 (AVX2's nChw8c) and 16 (AVX-512's nChw16c; on a CPU without AVX-512 its portable code runs),
 // maps that are and are not multiples of the tile (7x7, 5x9, 1x1), pads 1, 0 and one-sided, bias,
 // a residual (separate, and the output itself), ReLU and activations applied afterwards, tiles in
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
-#include "cpu/fast/conv_winograd.hpp"
+#include "kernels/conv_winograd.hpp"
 #include "runtime/parallel.hpp"
 #include "unit/blocked_conv_reference.hpp"
 

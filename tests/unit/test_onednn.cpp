@@ -1,5 +1,5 @@
 // The oneDNN backend (src/onednn), its layout negotiation (src/core/executor_compile.cpp) and dsinfer's
-// packed-B GEMM (src/cpu/fast/sgemm.cpp, fast_matmul.cpp) against the reference kernels.
+// packed-B GEMM (src/kernels/sgemm.cpp, src/cpu/fast/fast_matmul.cpp) against the reference kernels.
 //
 // Every case builds a small ONNX model (model_builder.hpp), runs it on the default backends
 // {"onednn", "cpu"} and on {"reference"}, compares every output within the tolerance stated

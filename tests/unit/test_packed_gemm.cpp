@@ -1,4 +1,4 @@
-// dsinfer's packed-B f32 GEMM (src/cpu/fast/sgemm.cpp) against a double-precision reference,
+// dsinfer's packed-B f32 GEMM (src/kernels/sgemm.cpp) against a double-precision reference,
 // for every micro-kernel family this CPU runs (baseline 6x8, AVX2 6x16, AVX-512 12x32): edge
 // tiles (rows not a multiple of the tile height, columns not a multiple of the panel width, K
 // crossing the 192/256 blocks, M crossing the 96/144/192-row blocks), transposed packing, lda
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/fast/sgemm.hpp"
+#include "kernels/sgemm.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/dsinfer.hpp"
 

@@ -1,5 +1,6 @@
 // Shared pieces of dsinfer's fast CPU kernels (src/cpu/fast): the fallback-wrapping kernel
-// base, chunk sizes for parallel loops, and loop plans of the elementwise and data-movement ops.
+// base and loop plans of the elementwise and data-movement ops (the vector loops and the chunk
+// sizes of parallel loops are the kernels room's: src/kernels/simd.hpp).
 //
 // Every fast kernel wraps the kernel the next backend would have chosen for its node (the
 // reference kernel; KernelCreateContext::create_fallback). prepare is the fallback's, so
@@ -18,20 +19,13 @@
 #include <cstring>
 #include <memory>
 
-#include "cpu/fast/simd.hpp"
+#include "kernels/simd.hpp"
 #include "ops/kernel_utils.hpp"
 #include "runtime/parallel.hpp"
 
 namespace dsinfer::detail::fast {
 
 using Factory = StatusOr<std::unique_ptr<Kernel>>;
-
-/// Elements per thread chunk of memory-bound loops (a tensor below it stays on one thread).
-inline constexpr std::int64_t kGrain = 32768;
-/// Elements per chunk of loops that spend tens of cycles per element (exp, erf, pow, ...).
-inline constexpr std::int64_t kGrainHeavy = 8192;
-/// Bytes per chunk of copies.
-inline constexpr std::int64_t kGrainBytes = 128 * 1024;
 
 /// Base of the fast kernels: prepare and the slow cases are the fallback kernel's.
 class FastKernel : public Kernel {

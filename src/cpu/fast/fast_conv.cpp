@@ -19,10 +19,10 @@
 #include <new>
 #include <vector>
 
-#include "cpu/fast/conv_winograd.hpp"
+#include "kernels/conv_winograd.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
-#include "cpu/fast/simd.hpp"
+#include "kernels/simd.hpp"
 #include "dsinfer/ops.hpp"
 #include "ops/activation.hpp"
 #include "ops/conv.hpp"

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "cpu/fast/conv_gemm.hpp"
+#include "kernels/conv_gemm.hpp"
 
 namespace dsinfer::detail {
 

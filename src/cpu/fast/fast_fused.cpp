@@ -1,8 +1,6 @@
 // Fast kernels of dsinfer's fused operators (docs/OPTIMIZER.md): SkipLayerNormalization and
-// Gelu (ai.onnx-20 and com.dsinfer), float32; plus apply_activation_f32 for the GEMM epilogues.
-// Other dtypes and forms run the reference kernel (fallback).
-#include "cpu/fast/fast_fused.hpp"
-
+// Gelu (ai.onnx-20 and com.dsinfer), float32. Other dtypes and forms run the reference kernel
+// (fallback). The GEMM epilogues' activation is src/kernels/activation_f32.cpp.
 #include <cmath>
 
 #include "cpu/fast/fast_common.hpp"
@@ -11,30 +9,6 @@
 #include "dsinfer/ops.hpp"
 
 namespace dsinfer::detail {
-
-void apply_activation_f32(float* y, std::int64_t n, const ActivationSpec& act) noexcept {
-    using fast::Unary;
-    Unary u = Unary::count;
-    switch (act.kind) {
-        case Activation::none: return;
-        case Activation::relu: u = Unary::relu; break;
-        case Activation::sigmoid: u = Unary::sigmoid; break;
-        case Activation::tanh: u = Unary::tanh; break;
-        case Activation::gelu: u = Unary::gelu; break;
-        case Activation::gelu_tanh: u = Unary::gelu_tanh; break;
-        default: break;
-    }
-    if (u != Unary::count) {
-        const auto fn = fast::simd().unary[static_cast<int>(u)];
-        parallel_for(n, fast::kGrainHeavy, [&](std::int64_t b, std::int64_t e) {
-            fn(y + b, y + b, e - b);
-        });
-        return;
-    }
-    parallel_for(n, fast::kGrainHeavy, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) y[i] = apply_activation(y[i], act);
-    });
-}
 
 namespace fast {
 namespace {

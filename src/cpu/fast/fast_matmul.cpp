@@ -14,9 +14,9 @@
 #include <algorithm>
 
 #include "ops/activation.hpp"
-#include "cpu/fast/fast_fused.hpp"
+#include "kernels/activation_f32.hpp"
 #include "cpu/fast/groups.hpp"
-#include "cpu/fast/sgemm.hpp"
+#include "kernels/sgemm.hpp"
 #include "ops/kernel_utils.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/ops.hpp"

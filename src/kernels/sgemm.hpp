@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "cpu/fast/simd.hpp"
+#include "kernels/simd.hpp"
 
 namespace dsinfer::detail {
 

@@ -1,5 +1,5 @@
 // Winograd F(4x4, 3x3) convolution on blocked activations (see conv_winograd.hpp).
-#include "cpu/fast/conv_winograd.hpp"
+#include "kernels/conv_winograd.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -12,8 +12,8 @@
 #include <omp.h>
 #endif
 
-#include "cpu/fast/fast_fused.hpp"
-#include "cpu/fast/simd.hpp"
+#include "kernels/activation_f32.hpp"
+#include "kernels/simd.hpp"
 #include "runtime/parallel.hpp"
 
 // Vector-typed values crossing functions trip -Wpsabi; it says nothing about this code.
@@ -43,7 +43,7 @@ constexpr int64_t kM = 4, kA = kM + 2, kPoints = kA * kA;
 #pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
 #endif
 namespace avx512 {
-#include "cpu/fast/conv_winograd_kernels.inc"
+#include "kernels/conv_winograd_kernels.inc"
 }  // namespace avx512
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -56,7 +56,7 @@ namespace avx512 {
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #endif
 namespace avx2 {
-#include "cpu/fast/conv_winograd_kernels.inc"
+#include "kernels/conv_winograd_kernels.inc"
 }  // namespace avx2
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -67,7 +67,7 @@ namespace avx2 {
 #endif
 
 namespace baseline {
-#include "cpu/fast/conv_winograd_kernels.inc"
+#include "kernels/conv_winograd_kernels.inc"
 }  // namespace baseline
 
 /// Bytes of transformed tiles (input and output) one thread's chunk may hold: the 36 GEMMs of

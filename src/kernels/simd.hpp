@@ -1,6 +1,7 @@
-// Vectorized float32 loops of dsinfer's fast CPU kernels, with run-time ISA dispatch.
+// Vectorized float32 loops of dsinfer's CPU compute library (src/kernels/: the "cpu" backend's
+// kernels and the oneDNN backend use them), with run-time ISA dispatch.
 //
-// simd_ops.inc holds the loops once, written with GCC vector extensions; fast_simd.cpp compiles
+// simd_ops.inc holds the loops once, written with GCC vector extensions; simd.cpp compiles
 // it three times under `#pragma GCC target` (AVX-512, AVX2+FMA+F16C, and the baseline the
 // build targets) and simd() hands out the table for the best ISA this CPU has. The build never
 // assumes the build machine's CPU (no -march=native). The environment variable
@@ -78,6 +79,13 @@ struct SimdOps {
     void (*transpose32)(const std::uint32_t* src, std::int64_t src_ld, std::uint32_t* dst,
                         std::int64_t dst_ld, std::int64_t rows, std::int64_t cols) noexcept = nullptr;
 };
+
+/// Elements per thread chunk of memory-bound loops (a tensor below it stays on one thread).
+inline constexpr std::int64_t kGrain = 32768;
+/// Elements per chunk of loops that spend tens of cycles per element (exp, erf, pow, ...).
+inline constexpr std::int64_t kGrainHeavy = 8192;
+/// Bytes per chunk of copies.
+inline constexpr std::int64_t kGrainBytes = 128 * 1024;
 
 /// The best ISA level this CPU (and OS) supports, uncapped.
 Isa host_isa() noexcept;

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "ops/activation.hpp"
-#include "cpu/fast/conv_gemm.hpp"
-#include "cpu/fast/sgemm.hpp"
+#include "kernels/conv_gemm.hpp"
+#include "kernels/sgemm.hpp"
 
 namespace dsinfer::detail {
 

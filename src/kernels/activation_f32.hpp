@@ -1,4 +1,5 @@
-// Fast pieces of dsinfer's fused operators shared with other backends (src/cpu/fast/fast_fused.cpp).
+// The fused activation of dsinfer's GEMM and convolution epilogues, float32, shared by the "cpu"
+// and oneDNN backends (src/kernels/activation_f32.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Convolution as im2col + packed GEMM on blocked activations (see conv_gemm.hpp).
-#include "cpu/fast/conv_gemm.hpp"
+#include "kernels/conv_gemm.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include <omp.h>
 #endif
 
-#include "cpu/fast/fast_fused.hpp"
+#include "kernels/activation_f32.hpp"
 #include "runtime/parallel.hpp"
 
 namespace dsinfer::detail {

@@ -15,7 +15,7 @@
 // Row blocks are of equal height. With too few panels, threads take whole row tiles instead
 // and pack their own rows. Either way the tiles and K blocks, and so each element's arithmetic,
 // do not depend on the split. A is packed in the caller's workspace when it is large enough.
-#include "cpu/fast/sgemm.hpp"
+#include "kernels/sgemm.hpp"
 
 #include <algorithm>
 #include <array>
@@ -86,7 +86,7 @@ namespace avx512 {
 #define SG_MC 144
 #define SG_FMA(a, b, c) ((V)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define SG_SPLAT(p) ((V)_mm512_set1_ps(*(p)))
-#include "cpu/fast/sgemm_kernels.inc"
+#include "kernels/sgemm_kernels.inc"
 }  // namespace avx512
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -106,7 +106,7 @@ namespace avx2 {
 #define SG_FMA(a, b, c) ((V)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #define SG_SPLAT(p) ((V)_mm256_broadcast_ss(p))
 #define SG_PACK_AVX2 1
-#include "cpu/fast/sgemm_kernels.inc"
+#include "kernels/sgemm_kernels.inc"
 }  // namespace avx2
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -126,7 +126,7 @@ inline auto splat4(const float* p) noexcept {
 #define SG_MC 96
 #define SG_FMA(a, b, c) ((c) + (a) * (b))
 #define SG_SPLAT(p) splat4(p)
-#include "cpu/fast/sgemm_kernels.inc"
+#include "kernels/sgemm_kernels.inc"
 }  // namespace baseline
 
 const Family& family(fast::Isa isa) noexcept {

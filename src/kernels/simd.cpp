@@ -1,13 +1,12 @@
-// Compiles simd_ops.inc once per ISA level and picks the table for this CPU at run time.
+// Compiles simd_ops.inc once per ISA level and picks the table for this CPU at run time (the
+// public dsinfer::cpu_kernel_isa() and the cap's check are the CPU room's: src/cpu/cpu_isa.cpp).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
-#include "cpu/fast/simd.hpp"
-#include "core/cpu_isa.hpp"
+#include "kernels/simd.hpp"
 #include "dsinfer/dtype.hpp"
-#include "dsinfer/engine.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DSINFER_FAST_X86 1
@@ -33,7 +32,7 @@ namespace dsinfer::detail::fast {
 namespace avx512 {
 #define DSINFER_SIMD_W 64
 #define DSINFER_SIMD_LEVEL 2
-#include "cpu/fast/simd_ops.inc"
+#include "kernels/simd_ops.inc"
 #undef DSINFER_SIMD_W
 #undef DSINFER_SIMD_LEVEL
 }  // namespace avx512
@@ -50,7 +49,7 @@ namespace avx512 {
 namespace avx2 {
 #define DSINFER_SIMD_W 32
 #define DSINFER_SIMD_LEVEL 1
-#include "cpu/fast/simd_ops.inc"
+#include "kernels/simd_ops.inc"
 #undef DSINFER_SIMD_W
 #undef DSINFER_SIMD_LEVEL
 }  // namespace avx2
@@ -63,7 +62,7 @@ namespace avx2 {
 namespace baseline {
 #define DSINFER_SIMD_W 16
 #define DSINFER_SIMD_LEVEL 0
-#include "cpu/fast/simd_ops.inc"
+#include "kernels/simd_ops.inc"
 #undef DSINFER_SIMD_W
 #undef DSINFER_SIMD_LEVEL
 }  // namespace baseline
@@ -141,15 +140,3 @@ const SimdOps& simd() noexcept { return tables().ops; }
 }  // namespace dsinfer::detail::fast
 
 #pragma GCC diagnostic pop
-
-const char* dsinfer::cpu_kernel_isa() noexcept {
-    return detail::fast::isa_name(detail::fast::active_isa());
-}
-
-dsinfer::Status dsinfer::detail::check_cpu_isa_cap() noexcept {
-    const char* cap = std::getenv("DSINFER_MAX_CPU_ISA");
-    fast::Isa isa{};
-    if (cap == nullptr || fast::parse_isa(cap, isa)) return Status::ok();
-    return Status::error(ErrorCode::invalid_argument, "environment variable DSINFER_MAX_CPU_ISA='",
-                         cap, "': want baseline, avx2 or avx512 (or unset it)");
-}

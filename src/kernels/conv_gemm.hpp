@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "ops/activation.hpp"
-#include "cpu/fast/sgemm.hpp"
+#include "kernels/sgemm.hpp"
 
 namespace dsinfer::detail {
 
