@@ -15,3 +15,4 @@
 #include "dsinfer/memory_pool.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/weight_store.hpp"

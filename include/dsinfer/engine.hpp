@@ -40,6 +40,7 @@
 #include "dsinfer/passes.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/weight_store.hpp"
 
 namespace dsinfer {
 
@@ -154,8 +155,9 @@ struct MemoryPlanStats {
 };
 
 /// Where the model's constants (weights) live, as the engine holds them now
-/// (InferenceEngine::weight_memory()). Bytes are those of the forms held, resident or mapped
-/// from the model file (a mapped weight's pages become resident as kernels read them).
+/// (InferenceEngine::weight_memory(): a summary of its WeightStore's forms). Bytes are those of
+/// the forms held, resident or mapped from the model file (a mapped weight's pages become
+/// resident as kernels read them).
 struct WeightMemoryStats {
     std::uint64_t graph_bytes = 0;     ///< constants the compiled graph still holds with data
     std::uint64_t released_bytes = 0;  ///< constants freed after compile (their kernels hold them)
@@ -247,6 +249,10 @@ public:
     /// and any held twice (e.g. packed beside the original). Lazily packed weights appear after
     /// the first run of a shape class.
     WeightMemoryStats weight_memory() const;
+    /// The store that owns the model's constants and every form kernels made of them
+    /// (dsinfer/weight_store.hpp): enumerate them (WeightStore::forms), or drop derived copies
+    /// (rebuilt when next needed).
+    std::shared_ptr<WeightStore> weight_store() const;
     /// The pool activations and outputs come from (EngineOptions::memory_pool, or the
     /// process-wide default_memory_pool()).
     std::shared_ptr<MemoryPool> memory_pool() const;

@@ -64,6 +64,7 @@
 #include "dsinfer/graph.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/weight_store.hpp"
 
 namespace dsinfer {
 
@@ -128,6 +129,13 @@ public:
     virtual Device device() const noexcept { return {}; }
     /// EngineOptions::precision is tf32: float32 GEMMs may use tf32 tensor cores.
     virtual bool allow_tf32() const noexcept { return false; }
+    /// The engine's weight store (dsinfer/weight_store.hpp): where a kernel gets the forms of
+    /// its constant inputs (packed, reordered, transformed) instead of making private copies,
+    /// so that each form exists once and the engine can report, drop and rebuild it. Outside
+    /// an engine: a new store of the kernel's own.
+    virtual std::shared_ptr<WeightStore> weight_store() const {
+        return std::make_shared<WeightStore>();
+    }
 
 private:
     const Node& node_;
@@ -391,20 +399,6 @@ struct LayoutSupport {
     bool uniform = false;                 ///< offered slots must all be blocked or all plain
 };
 
-/// One resident form of a constant input that a kernel holds itself (for the engine's weight
-/// memory report, InferenceEngine::weight_memory()).
-struct ConstantForm {
-    enum class Kind : int {
-        stored,   ///< the constant as the graph stores it (kept by the kernel, or rebuilt)
-        packed,   ///< the same values in another layout (reordered, packed for a GEMM)
-        derived,  ///< a transform of the values (e.g. Winograd's G g G^T): not the same numbers
-    };
-    int input = 0;           ///< the node's input index
-    Kind kind = Kind::packed;
-    const void* data = nullptr;  ///< identifies the buffer (forms sharing one are counted once)
-    std::uint64_t bytes = 0;
-};
-
 class Kernel {
 public:
     virtual ~Kernel() = default;
@@ -427,12 +421,10 @@ public:
     /// Bit i set: this kernel copied what it needs of constant input i at creation (e.g. packed
     /// weights) and, from then on, reads only that input's dtype and shape (at prepare and run).
     /// When every reader of an initializer says so, the executor frees its data after compile
-    /// (the graph keeps its dtype and shape), so that packed weights are not held twice.
+    /// (the graph keeps its dtype and shape) and the weight store lets go of its stored form, so
+    /// that packed weights are not held twice. A kernel that needs the stored form later holds
+    /// WeightStore::constant() (then it stays resident, and reported).
     virtual std::uint64_t released_constant_inputs() const noexcept { return 0; }
-    /// The forms of constant inputs this kernel holds at the moment of the call (packed copies,
-    /// transforms, a stored copy it kept or rebuilt): appended to `out`. For reports, never on
-    /// the run path. Default: none.
-    virtual void constant_forms(std::vector<ConstantForm>& /*out*/) const {}
     /// Device kernels only. Bit i set: input i must be a host tensor (its values are read in
     /// prepare or on the host in run, e.g. Reshape's shape); the executor copies it to the host
     /// when it was produced on the device. Every other input of a device kernel is handed over

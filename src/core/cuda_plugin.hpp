@@ -25,7 +25,7 @@
 
 namespace dsinfer::detail {
 
-inline constexpr std::uint32_t kCudaPluginAbi = 2;  // 2: KernelKey::input_dtypes, transient_shape
+inline constexpr std::uint32_t kCudaPluginAbi = 3;  // 2: KernelKey::input_dtypes, transient_shape; 3: KernelCreateContext::weight_store
 /// The plugin's one exported symbol: `extern "C" const CudaPluginTable* dsinfer_cuda_plugin_v1()`.
 inline constexpr const char* kCudaPluginEntry = "dsinfer_cuda_plugin_v1";
 

@@ -423,5 +423,8 @@ int InferenceEngine::blocked_layout_nodes() const noexcept {
 }
 NodePlacement InferenceEngine::node_placement() const { return impl_->compiled->placement(); }
 WeightMemoryStats InferenceEngine::weight_memory() const { return impl_->compiled->weight_memory(); }
+std::shared_ptr<WeightStore> InferenceEngine::weight_store() const {
+    return impl_->compiled->weight_store();
+}
 
 }  // namespace dsinfer

@@ -79,6 +79,9 @@ struct CompileOptions {
     bool allow_tf32 = false;
     /// EngineOptions::cuda_graphs: capture a whole run per shape class and replay it.
     bool cuda_graphs = true;
+    /// The engine's weight store (KernelCreateContext::weight_store); null = a new one for this
+    /// graph. Subgraphs share their parent's.
+    std::shared_ptr<WeightStore> weights;
 };
 
 /// The arena placement of one shape bucket, or of one exact input shape (built from a
@@ -147,7 +150,10 @@ public:
     /// Bytes of initializer data freed after compile because the kernels reading them keep
     /// their own (packed) copies (Kernel::released_constant_inputs).
     std::uint64_t released_constant_bytes() const noexcept { return released_constant_bytes_; }
-    /// The constants as held now (InferenceEngine::weight_memory()), subgraphs included.
+    /// The store that owns the constants and their forms (shared with subgraphs).
+    const std::shared_ptr<WeightStore>& weight_store() const noexcept { return weights_; }
+    /// The constants as held now (InferenceEngine::weight_memory()), subgraphs included
+    /// (they share the store).
     WeightMemoryStats weight_memory() const;
     /// Name -> id of every value defined in this graph (captures included).
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
@@ -289,6 +295,7 @@ private:
     mutable GraphCache graphs_;
     mutable TransferCounters transfers_;
     std::shared_ptr<MemoryPool> pool_;
+    std::shared_ptr<WeightStore> weights_;  ///< owns the constants and their forms
     Allocator* allocator_ = nullptr;  // pool_.get()
     bool bind_outputs_to_pool_ = false;  // a caller's pool: outputs keep it alive
     std::vector<CompiledNode> nodes_;

@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <map>
 #include <new>
 #include <optional>
 #include <span>
@@ -72,6 +71,7 @@ public:
         return options_.device_runtime ? options_.device_runtime->device() : Device{};
     }
     bool allow_tf32() const noexcept override { return options_.allow_tf32; }
+    std::shared_ptr<WeightStore> weight_store() const override { return options_.weights; }
 
 private:
     bool fallback_ = false;
@@ -93,6 +93,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     cg->graph_ = std::move(graph);
     cg->parent_ = parent;
     cg->pool_ = options.memory_pool ? options.memory_pool : default_memory_pool();
+    cg->weights_ = options.weights ? options.weights : std::make_shared<WeightStore>();
     cg->allocator_ = cg->pool_.get();
     cg->bind_outputs_to_pool_ = parent == nullptr && cg->pool_ != default_memory_pool();
     cg->plan_memory_ = parent == nullptr && options.plan_memory;
@@ -146,7 +147,13 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
         DSINFER_CHECK(v.kind == ValueKind::tensor, ErrorCode::unsupported, "graph output '",
                       v.name, "' is a sequence/optional/map value; only tensors are supported");
     }
-    DSINFER_RETURN_IF_ERROR(cg->compile_nodes(options, depth));
+    // The store owns every constant from here on (kernels key their forms by them).
+    for (const Value& v : g.values)
+        if (v.initializer && v.initializer->raw_data() != nullptr)
+            cg->weights_->add_constant(v.name, *v.initializer);
+    CompileOptions with_store = options;
+    with_store.weights = cg->weights_;
+    DSINFER_RETURN_IF_ERROR(cg->compile_nodes(with_store, depth));
     for (auto& pd : cg->probe_data_) pd = {};
     cg->shape_fixed_ = {};
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
@@ -192,6 +199,7 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
             auto& init = g.values[v].initializer;
             if (!init || init->raw_data() == nullptr) continue;
             released_constant_bytes_ += init->num_bytes();
+            weights_->release_constant(weights_->source(*init));
             // No data, but not a null tensor: readers see its dtype and shape.
             init = Tensor::wrap(nullptr, init->dtype(), init->shape(), init->device(),
                                 std::make_shared<char>(0));
@@ -732,53 +740,20 @@ NodePlacement CompiledGraph::placement() const {
 
 WeightMemoryStats CompiledGraph::weight_memory() const {
     WeightMemoryStats s;
-    s.released_bytes = released_constant_bytes_;
-    const Graph& g = *graph_;
-    // Per constant: the distinct buffers that hold its numbers (the graph's data, kernels'
-    // stored and packed copies). Buffers are counted once however many kernels share them.
-    std::map<ValueId, std::vector<const void*>> same;
-    std::vector<const void*> counted;
-    auto first_sight = [&counted](const void* p) {
-        if (std::find(counted.begin(), counted.end(), p) != counted.end()) return false;
-        counted.push_back(p);
-        return true;
+    // The store counts each buffer once however many kernels share it; subgraphs share it.
+    for (const WeightForm& f : weights_->forms()) {
+        if (f.kind == WeightKind::derived) s.derived_bytes += f.bytes;
+        else if (f.kind == WeightKind::stored && f.owned && f.layout == "onnx") s.graph_bytes += f.bytes;
+        else s.packed_bytes += f.bytes;  // packed copies, and stored copies kernels keep
+    }
+    s.held_twice = weights_->held_twice();
+    auto released = [](const CompiledGraph& cg, auto& self) -> std::uint64_t {
+        std::uint64_t bytes = cg.released_constant_bytes_;
+        for (const CompiledNode& n : cg.nodes_)
+            for (const auto& sub : n.subgraphs) bytes += self(*sub, self);
+        return bytes;
     };
-    for (std::size_t v = 0; v < g.values.size(); ++v) {
-        const auto& init = g.values[v].initializer;
-        if (!init || init->raw_data() == nullptr) continue;
-        s.graph_bytes += init->num_bytes();
-        (void)first_sight(init->raw_data());
-        same[static_cast<ValueId>(v)].push_back(init->raw_data());
-    }
-    std::vector<ConstantForm> forms;
-    for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
-        const Node& n = g.nodes[ni];
-        forms.clear();
-        nodes_[ni].kernel->constant_forms(forms);
-        for (const ConstantForm& f : forms) {
-            if (f.data == nullptr || f.input < 0 || static_cast<std::size_t>(f.input) >= n.inputs.size() ||
-                n.inputs[static_cast<std::size_t>(f.input)] == kNoValue)
-                continue;
-            const bool fresh = first_sight(f.data);
-            if (f.kind == ConstantForm::Kind::derived) {
-                if (fresh) s.derived_bytes += f.bytes;
-                continue;
-            }
-            if (fresh) s.packed_bytes += f.bytes;
-            auto& bufs = same[n.inputs[static_cast<std::size_t>(f.input)]];
-            if (std::find(bufs.begin(), bufs.end(), f.data) == bufs.end()) bufs.push_back(f.data);
-        }
-        for (const auto& sub : nodes_[ni].subgraphs) {
-            const WeightMemoryStats inner = sub->weight_memory();
-            s.graph_bytes += inner.graph_bytes;
-            s.released_bytes += inner.released_bytes;
-            s.packed_bytes += inner.packed_bytes;
-            s.derived_bytes += inner.derived_bytes;
-            s.held_twice.insert(s.held_twice.end(), inner.held_twice.begin(), inner.held_twice.end());
-        }
-    }
-    for (const auto& [v, bufs] : same)
-        if (bufs.size() > 1) s.held_twice.push_back(g.value(v).name);
+    s.released_bytes = released(*this, released);
     return s;
 }
 

@@ -144,6 +144,44 @@ void count_primitive_build(bool piece) noexcept {
     (piece ? piece_builds : exact_builds).fetch_add(1, std::memory_order_relaxed);
 }
 
+std::string store_layout(const dnnl::memory::desc& md) {
+    const dnnl_memory_desc_t& d = md.data;
+    std::string k = "onednn:";
+    auto put = [&k](std::int64_t v) {
+        k += std::to_string(v);
+        k += ',';
+    };
+    put(d.ndims);
+    put(static_cast<std::int64_t>(d.data_type));
+    put(static_cast<std::int64_t>(d.format_kind));
+    put(d.offset0);
+    for (int i = 0; i < d.ndims; ++i) {
+        put(d.dims[i]);
+        put(d.padded_dims[i]);
+        put(d.padded_offsets[i]);
+    }
+    if (d.format_kind == dnnl_blocked) {
+        const auto& b = d.format_desc.blocking;
+        for (int i = 0; i < d.ndims; ++i) put(b.strides[i]);
+        put(b.inner_nblks);
+        for (int i = 0; i < b.inner_nblks; ++i) {
+            put(b.inner_blks[i]);
+            put(b.inner_idxs[i]);
+        }
+    }
+    put(static_cast<std::int64_t>(d.extra.flags));
+    put(d.extra.compensation_mask);
+    k += std::to_string(d.extra.scale_adjust);
+    return k;
+}
+
+WeightPacker::WeightPacker(std::shared_ptr<WeightStore> store, const Tensor& weights,
+                           bool drop_original)
+    : store_(std::move(store)), drop_original_(drop_original) {
+    source_ = store_->source(weights);
+    w_ = store_->constant(source_);
+}
+
 std::optional<dnnl::memory::desc> WeightPacker::first_layout() const {
     std::lock_guard<std::mutex> lock(mu_);
     if (packed_.empty()) return std::nullopt;
@@ -155,74 +193,86 @@ std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& 
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [md, mem] : packed_)
         if (md == want) return mem;
-    const bool held = w_.raw_data() != nullptr;
+    const bool held = w_ != nullptr && w_->raw_data() != nullptr;
     if (held && want == have) {
         // The primitive reads the stored layout (e.g. oneDNN's sgemm-based f32 matmul without
         // AVX-512): use the weights in place instead of holding a second copy. The memory
         // object aliases w_, which this packer keeps alive.
-        auto same = std::make_shared<dnnl::memory>(have, cpu_engine(), const_cast<void*>(w_.raw_data()));
+        auto same = std::make_shared<dnnl::memory>(have, cpu_engine(), const_cast<void*>(w_->raw_data()));
         packed_.emplace_back(want, same);
         aliased_ = true;
         return same;
     }
-    auto out = std::make_shared<dnnl::memory>(want, cpu_engine());
-    // From the stored weights, or (once they are gone) from the first packed copy, or from the
-    // owner's own copy (drop_original).
-    if (!held && packed_.empty() && plain_.is_null()) {
-        if (!restore_) throw std::runtime_error("weights dropped before they were packed");
-        StatusOr<Tensor> t = restore_();
-        if (!t.is_ok()) throw std::runtime_error(t.status().message());
-        plain_ = std::move(t).value();
-    }
-    dnnl::memory src = held               ? wrap(have, w_.raw_data())
-                       : packed_.empty() ? wrap(have, plain_.raw_data())
-                                         : *packed_.front().second;
-    auto& s = thread_stream();
-    dnnl::reorder(src, *out).execute(s, src, *out);
-    s.wait();
-    packed_.emplace_back(want, out);
-    if (held && drop_original_ && !aliased_) w_ = Tensor();
-    if (restore_) plain_ = Tensor();  // rebuilt on demand
-    return out;
+    StatusOr<std::shared_ptr<const dnnl::memory>> form = store_->get<dnnl::memory>(
+        source_, WeightKind::packed, store_layout(have) + "->" + store_layout(want), "onednn",
+        [&]() -> StatusOr<WeightBuild<dnnl::memory>> {
+            auto out = std::make_shared<dnnl::memory>(want, cpu_engine());
+            // From the stored weights, or (once they are gone) from the first packed copy, or
+            // from the owner's own copy (drop_original).
+            if (!held && packed_.empty() && plain_ == nullptr) {
+                if (!restore_) throw std::runtime_error("weights dropped before they were packed");
+                StatusOr<Tensor> t = restore_();
+                if (!t.is_ok()) throw std::runtime_error(t.status().message());
+                plain_ = std::make_shared<const Tensor>(std::move(t).value());
+            }
+            dnnl::memory src = held               ? wrap(have, w_->raw_data())
+                               : packed_.empty() ? wrap(have, plain_->raw_data())
+                                                 : *packed_.front().second;
+            auto& s = thread_stream();
+            dnnl::reorder(src, *out).execute(s, src, *out);
+            s.wait();
+            return WeightBuild<dnnl::memory>{out, want.get_size()};
+        });
+    if (!form.is_ok()) throw std::runtime_error(form.status().message());
+    packed_.emplace_back(want, form.value());
+    if (held && drop_original_ && !aliased_) w_ = nullptr;
+    if (restore_) plain_ = nullptr;  // rebuilt on demand
+    return form.value();
 }
 
 void WeightPacker::drop_original(std::function<StatusOr<Tensor>()> restore) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!drop_original_ || aliased_) return;
-    w_ = Tensor();
-    plain_ = Tensor();
+    w_ = nullptr;
+    plain_ = nullptr;
     restore_ = std::move(restore);
 }
 
-void WeightPacker::forms(int input, std::vector<ConstantForm>& out) const {
+StatusOr<std::shared_ptr<const Tensor>> WeightPacker::plain(const dnnl::memory::desc& have) const {
     std::lock_guard<std::mutex> lock(mu_);
-    using Kind = ConstantForm::Kind;
-    if (w_.raw_data() != nullptr) out.push_back({input, Kind::stored, w_.raw_data(), w_.num_bytes()});
-    if (plain_.raw_data() != nullptr)
-        out.push_back({input, Kind::stored, plain_.raw_data(), plain_.num_bytes()});
-    for (const auto& [md, mem] : packed_) {
-        const void* p = mem->get_data_handle();
-        if (p != w_.raw_data()) out.push_back({input, Kind::packed, p, md.get_size()});
-    }
-}
-
-StatusOr<Tensor> WeightPacker::plain(const dnnl::memory::desc& have) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (w_.raw_data() != nullptr) return w_;
-    if (!plain_.is_null()) return plain_;
-    if (packed_.empty() && restore_) {
-        DSINFER_ASSIGN_OR_RETURN(plain_, restore_());
+    if (w_ != nullptr && w_->raw_data() != nullptr) return w_;
+    if (plain_ != nullptr) return plain_;
+    // Still resident elsewhere (another kernel holds the stored form)?
+    if (auto stored = store_->constant(source_); stored && stored->raw_data() != nullptr) {
+        plain_ = std::move(stored);
         return plain_;
     }
-    if (packed_.empty()) return Status(ErrorCode::internal, "weights dropped before they were packed");
-    DSINFER_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(DType::f32,
-                                                        Shape{static_cast<std::int64_t>(have.get_size() / sizeof(float))}));
-    dnnl::memory src = *packed_.front().second;
-    dnnl::memory dst = wrap(have, t.raw_data());
-    auto& s = thread_stream();
-    dnnl::reorder(src, dst).execute(s, src, dst);
-    s.wait();
-    plain_ = std::move(t);
+    if (packed_.empty() && !restore_)
+        return Status(ErrorCode::internal, "weights dropped before they were packed");
+    // Rebuilt in the stored layout: a stored form the store reports while this packer holds it.
+    DSINFER_ASSIGN_OR_RETURN(
+        plain_, store_->get<Tensor>(
+                    source_, WeightKind::stored, "onnx", "",
+                    [&]() -> StatusOr<WeightBuild<Tensor>> {
+                        Tensor t;
+                        if (packed_.empty()) {
+                            DSINFER_ASSIGN_OR_RETURN(t, restore_());
+                        } else {
+                            DSINFER_ASSIGN_OR_RETURN(
+                                t, Tensor::allocate(DType::f32,
+                                                    Shape{static_cast<std::int64_t>(
+                                                        have.get_size() / sizeof(float))}));
+                            dnnl::memory src = *packed_.front().second;
+                            dnnl::memory dst = wrap(have, t.raw_data());
+                            auto& s = thread_stream();
+                            dnnl::reorder(src, dst).execute(s, src, dst);
+                            s.wait();
+                        }
+                        const std::uint64_t bytes = t.num_bytes();
+                        return WeightBuild<Tensor>{std::make_shared<const Tensor>(std::move(t)),
+                                                   bytes};
+                    },
+                    /*own=*/false));
     return plain_;
 }
 
@@ -380,14 +430,14 @@ Status FallbackKernel::run_fallback_with_weights(RunContext& ctx, const WeightPa
                                                  const char* what, std::uint64_t blocked_in,
                                                  std::uint64_t blocked_out) const noexcept {
     try {
-        StatusOr<Tensor> w = packer.plain(stored);
+        StatusOr<std::shared_ptr<const Tensor>> w = packer.plain(stored);
         if (!w.is_ok()) return w.status();
         std::vector<TensorView> ins, outs;
         for (int i = 0; i < ctx.num_inputs(); ++i)
             ins.push_back(ctx.has_input(i) ? ctx.input(i) : TensorView{});
         for (int i = 0; i < ctx.num_outputs(); ++i)
             outs.push_back(ctx.has_output(i) ? ctx.output(i) : TensorView{});
-        ins[1].raw = const_cast<void*>(w.value().raw_data());
+        ins[1].raw = const_cast<void*>(w.value()->raw_data());
         RunContext with_weights(ctx.node(), std::move(ins), std::move(outs), ctx.workspace(),
                                 ctx.workspace_bytes(), cpu_allocator(), ctx.control());
         with_weights.set_frame(ctx.frame());

@@ -300,11 +300,6 @@ protected:
                                       std::uint64_t blocked_in, std::uint64_t blocked_out);
 
 public:
-    /// The fallback's constant forms (a lazily packing fallback may hold some).
-    void constant_forms(std::vector<ConstantForm>& out) const override {
-        fallback_->constant_forms(out);
-    }
-
 private:
     std::unique_ptr<Kernel> fallback_;
     bool fast_fallback_ = false;
@@ -321,43 +316,54 @@ StatusOr<std::unique_ptr<Kernel>> make_onednn_kernel(const KernelCreateContext& 
 }
 
 /// A constant weight tensor reordered into the layouts primitives ask for: once per distinct
-/// layout (in practice once per kernel), shared by every shape class and concurrent run.
+/// layout, in the engine's weight store (layout "onednn:<view of the stored tensor>->onednn:
+/// <primitive's layout>", target "onednn": the view says which matrix the bytes are, e.g. B or
+/// B^T of one stored tensor), so every shape class, concurrent run and node reading the same
+/// weights the same way shares one copy.
 ///
-/// With `drop_original`, the stored weights are let go as soon as a first packed copy exists
-/// (a distinct buffer; not when a primitive reads the stored layout in place): a kernel that
-/// declared them released (Kernel::released_constant_inputs) then holds its weights once, packed.
-/// Later layouts are reordered from that copy, and plain() rebuilds the stored layout on demand
-/// for a fallback kernel.
+/// With `drop_original`, the packer lets go of the stored weights (the store's stored form) as
+/// soon as a first packed copy exists (a distinct buffer; not when a primitive reads the stored
+/// layout in place): a kernel that declared them released (Kernel::released_constant_inputs)
+/// then holds its weights once, packed. Later layouts are reordered from that copy, and plain()
+/// rebuilds the stored layout on demand for a fallback kernel (a stored form the store reports
+/// while it is held).
 class WeightPacker {
 public:
-    explicit WeightPacker(Tensor weights, bool drop_original = false)
-        : w_(std::move(weights)), drop_original_(drop_original) {}
+    WeightPacker(std::shared_ptr<WeightStore> store, const Tensor& weights,
+                 bool drop_original = false);
     /// The weights (read through `have`, a view of the stored tensor) in layout `want`.
     std::shared_ptr<const dnnl::memory> get(const dnnl::memory::desc& have,
                                             const dnnl::memory::desc& want) const;
-    /// The weights in the stored layout `have`: the stored tensor while it is held, else a copy
-    /// reordered back from the first packed one, or rebuilt by drop_original's `restore` when
-    /// there is none (made once and kept; a rebuilt one only until the next get()).
-    StatusOr<Tensor> plain(const dnnl::memory::desc& have) const;
+    /// The weights in the stored layout `have`: the stored tensor while it is resident, else a
+    /// copy reordered back from the first packed one, or rebuilt by drop_original's `restore`
+    /// when there is none (made once and kept; a rebuilt one only until the next get()).
+    StatusOr<std::shared_ptr<const Tensor>> plain(const dnnl::memory::desc& have) const;
     /// For a caller that now holds the weights in a form of its own (dsinfer's packed GEMM):
     /// lets go of the stored tensor (when this packer may, and no packed entry reads it in
     /// place); `restore` rebuilds it, in the stored layout, when plain() or get() needs it.
     void drop_original(std::function<StatusOr<Tensor>()> restore) const;
-    /// The forms held now, as constant input `input` of the node (Kernel::constant_forms).
-    void forms(int input, std::vector<ConstantForm>& out) const;
     /// The layout of the first form get() made (the one to ask for again rather than add a
     /// copy), or nullopt before any.
     std::optional<dnnl::memory::desc> first_layout() const;
+    WeightStore& store() const noexcept { return *store_; }
+    WeightStore::Source source() const noexcept { return source_; }
 
 private:
-    mutable Tensor w_;
+    std::shared_ptr<WeightStore> store_;
+    WeightStore::Source source_;
     bool drop_original_;
+    mutable std::shared_ptr<const Tensor> w_;  ///< the store's stored form, until dropped
     mutable bool aliased_ = false;  ///< a packed entry reads w_ in place: w_ must stay
-    mutable Tensor plain_;          ///< plain() after the original was dropped
+    mutable std::shared_ptr<const Tensor> plain_;  ///< plain() after the original was dropped
     mutable std::function<StatusOr<Tensor>()> restore_;  ///< see drop_original
     mutable std::mutex mu_;
     mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<const dnnl::memory>>> packed_;
 };
+
+/// The weight store's layout name of a oneDNN memory descriptor: every field that decides
+/// where each element lives (dims, data type, padding, blocking), so equal names mean equal
+/// bytes for the same weights.
+std::string store_layout(const dnnl::memory::desc& md);
 
 /// A compiled primitive and how to bind its arguments to a node's tensors.
 struct BoundPrimitive {

@@ -18,6 +18,7 @@
 
 #include "kernels/conv_gemm.hpp"
 #include "kernels/conv_winograd.hpp"
+#include "kernels/weight_forms.hpp"
 #include "runtime/parallel.hpp"
 #include "ops/conv.hpp"
 #include "onednn/onednn_common.hpp"
@@ -42,32 +43,17 @@ struct ConvPrim {
 
 class OnednnConvKernel final : public FallbackKernel {
 public:
-    OnednnConvKernel(std::unique_ptr<Kernel> fallback, bool transpose, ConvAttrs attrs, Tensor w,
+    OnednnConvKernel(std::unique_ptr<Kernel> fallback, bool transpose, ConvAttrs attrs,
+                     std::shared_ptr<WeightStore> store, const Tensor& w,
                      std::optional<Tensor> bias, Epilogue epilogue, bool own_weights)
         : FallbackKernel(std::move(fallback)), transpose_(transpose), a_(std::move(attrs)),
           w_shape_(w.shape()), bias_(std::move(bias)), epilogue_(epilogue),
-          own_weights_(own_weights), packer_(std::move(w), own_weights) {}
+          own_weights_(own_weights), packer_(std::move(store), w, own_weights) {}
 
     /// The node's own kernel holds its weights once: packed, the original let go after the
     /// first pack (WeightPacker). As another kernel's fallback it keeps them as they are.
     std::uint64_t released_constant_inputs() const noexcept override {
         return own_weights_ ? std::uint64_t{1} << 1 : 0;
-    }
-
-    void constant_forms(std::vector<ConstantForm>& out) const override {
-        FallbackKernel::constant_forms(out);
-        packer_.forms(1, out);
-        std::lock_guard<std::mutex> lock(gemm_mu_);
-        if (gemm_w_) out.push_back({1, ConstantForm::Kind::packed, gemm_w_->data.get(), gemm_w_->bytes()});
-        if (wino_) {
-            std::uint64_t bytes = 0;
-            for (const PackedB& u : wino_->u) bytes += u.bytes();
-            if (!wino_->u.empty())
-                out.push_back({1, ConstantForm::Kind::derived, wino_->u.front().data.get(), bytes});
-            // The stored weights it keeps for non-finite chunks (shared with the packer's).
-            out.push_back({1, ConstantForm::Kind::stored, wino_->oihw.get(),
-                           static_cast<std::uint64_t>(w_shape_.num_elements()) * sizeof(float)});
-        }
     }
 
     Status prepare(PrepareContext& ctx) const override {
@@ -336,13 +322,15 @@ private:
         return Status::ok();
     }
 
-    /// The weights packed for conv_gemm (once; the same for every shape class). The stored
-    /// ones are let go then (the node's own kernel), rebuilt from this copy on demand.
+    /// The weights packed for conv_gemm (the weight store's form: once per weights and ISA,
+    /// the same for every shape class). The stored ones are let go then (the node's own
+    /// kernel), rebuilt from this copy on demand.
     StatusOr<std::shared_ptr<const PackedB>> gemm_weights(const ConvGemmShape& g) const {
         std::lock_guard<std::mutex> lock(gemm_mu_);
         if (gemm_w_) return gemm_w_;
-        DSINFER_ASSIGN_OR_RETURN(Tensor w, packer_.plain(user_md()));
-        auto packed = std::make_shared<const PackedB>(pack_conv_gemm_weights(w.data<float>(), g));
+        DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> w, packer_.plain(user_md()));
+        DSINFER_ASSIGN_OR_RETURN(auto packed, conv_gemm_form(packer_.store(), packer_.source(),
+                                                             w->data<float>(), g));
         gemm_w_ = packed;
         const Shape shape = w_shape_;
         packer_.drop_original([packed, g, shape]() -> StatusOr<Tensor> {
@@ -353,16 +341,15 @@ private:
         return gemm_w_;
     }
 
-    /// The weights transformed for Winograd (once; the same for every shape class). The stored
-    /// ones stay: the transform has no exact inverse, and the im2col GEMM (a shape class with
-    /// few tiles), a oneDNN shape class or the fallback needs them bitwise.
+    /// The weights transformed for Winograd (the weight store's form: once per weights and
+    /// ISA, shared with the "cpu" Conv on the same weights). The stored ones stay: the
+    /// transform has no exact inverse, and the im2col GEMM (a shape class with few tiles), a
+    /// oneDNN shape class or the fallback needs them bitwise.
     StatusOr<std::shared_ptr<const WinogradWeights>> winograd_weights(const ConvGemmShape& g) const {
         std::lock_guard<std::mutex> lock(gemm_mu_);
         if (wino_) return wino_;
-        DSINFER_ASSIGN_OR_RETURN(Tensor w, packer_.plain(user_md()));
-        auto held = std::make_shared<const Tensor>(std::move(w));  // shares the stored weights
-        wino_ = std::make_shared<const WinogradWeights>(
-            pack_winograd_weights(std::shared_ptr<const float>(held, held->data<float>()), g));
+        DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> w, packer_.plain(user_md()));
+        DSINFER_ASSIGN_OR_RETURN(wino_, winograd_form(packer_.store(), packer_.source(), w, g));
         return wino_;
     }
 
@@ -408,8 +395,9 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
             return Status::error(ErrorCode::unsupported, "f32 residual only");
         e.sum = true;
     }
-    return make_kernel<OnednnConvKernel>(std::move(fallback), Transpose, std::move(a), *w,
-                                         std::move(bias), e, !ctx.creating_fallback());
+    return make_kernel<OnednnConvKernel>(std::move(fallback), Transpose, std::move(a),
+                                         ctx.weight_store(), *w, std::move(bias), e,
+                                         !ctx.creating_fallback());
 }
 
 }  // namespace

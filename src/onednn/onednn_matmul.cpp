@@ -52,6 +52,7 @@ public:
         bool trans_a = false, trans_b = false;
         float alpha = 1.f, beta = 1.f;
         std::optional<Tensor> b_const;     // constant B as given (plain); moved to the packer
+        std::shared_ptr<WeightStore> store;  // the engine's (KernelCreateContext::weight_store)
         bool own_weights = false;          // the node's own kernel: holds B once (packed)
         std::optional<Tensor> bias_const;  // constant C as [N], prescaled by beta
         bool runtime_bias = false;         // C is a run-time [N]/[1,N] with beta == 1
@@ -62,7 +63,8 @@ public:
         : FallbackKernel(std::move(fallback)), cfg_(std::move(cfg)) {
         if (cfg_.b_const) {
             b_shape_ = cfg_.b_const->shape();
-            packer_ = std::make_unique<WeightPacker>(std::move(*cfg_.b_const), cfg_.own_weights);
+            packer_ = std::make_unique<WeightPacker>(std::move(cfg_.store), *cfg_.b_const,
+                                                     cfg_.own_weights);
             cfg_.b_const.reset();  // the packer holds B (and lets it go once packed)
         }
     }
@@ -73,11 +75,6 @@ public:
     /// for shape classes oneDNN cannot take.
     std::uint64_t released_constant_inputs() const noexcept override {
         return packer_ && cfg_.own_weights ? std::uint64_t{1} << 1 : 0;
-    }
-
-    void constant_forms(std::vector<ConstantForm>& out) const override {
-        FallbackKernel::constant_forms(out);
-        if (packer_) packer_->forms(1, out);
     }
 
     Status prepare(PrepareContext& ctx) const override {
@@ -383,6 +380,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
         if (leave_to_packed_gemm(ctx))
             return Status::error(ErrorCode::unsupported, "constant B: dsinfer's packed GEMM");
         cfg.b_const = *b;
+        cfg.store = ctx.weight_store();
         cfg.own_weights = !ctx.creating_fallback();
     }
     return make_onednn_kernel<OnednnMatMulKernel>(ctx, std::move(fallback), std::move(cfg));
@@ -421,6 +419,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     if (const Tensor* b = ctx.constant_input(1);
         b != nullptr && b->dtype() == DType::f32 && b->num_dims() == 2 && b->num_elements() > 0) {
         cfg.b_const = *b;
+        cfg.store = ctx.weight_store();
         cfg.own_weights = !ctx.creating_fallback();
     }
     if (ctx.has_input(2) && cfg.beta != 0.f) {

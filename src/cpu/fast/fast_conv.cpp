@@ -1,10 +1,10 @@
 // The "cpu" backend's Conv and FusedConv on plain NCHW float32 (see fast_conv.hpp).
 //
-// Weights: the kernel keeps the stored OIHW weights (shared with the graph's initializer, not
-// copied): the im2col GEMM reads them as its A, the fallback and Winograd's non-finite tiles
-// read them too, so nothing is released. A shape class that picks Winograd transforms them
-// once (on its first prepare; the same transform serves every such class) and the transform
-// is reported as a derived form (Kernel::constant_forms). As another kernel's fallback
+// Weights: the kernel keeps the stored OIHW weights (the weight store's stored form, shared
+// with the graph's initializer, not copied): the im2col GEMM reads them as its A, the fallback
+// and Winograd's non-finite tiles read them too, so nothing is released. A shape class that
+// picks Winograd asks the store for the transform (winograd_form: made once per weights and
+// ISA, on the first such prepare), a derived form in the store's report. As another kernel's fallback
 // (oneDNN's, which packs the weights its own way) the factory declines, so the reference
 // kernel is that fallback and no weights are held twice.
 //
@@ -24,6 +24,7 @@
 #include "cpu/fast/groups.hpp"
 #include "kernels/simd.hpp"
 #include "dsinfer/ops.hpp"
+#include "kernels/weight_forms.hpp"
 #include "ops/activation.hpp"
 #include "ops/conv.hpp"
 #include "ops/window.hpp"
@@ -77,16 +78,11 @@ struct ConvConfig {
 
 class FastConvKernel final : public fast::FastKernel {
 public:
-    FastConvKernel(std::unique_ptr<Kernel> fallback, ConvConfig cfg, Tensor w)
-        : FastKernel(std::move(fallback)), cfg_(std::move(cfg)), w_(std::move(w)) {}
-
-    void constant_forms(std::vector<ConstantForm>& out) const override {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!wino_ || wino_->u.empty()) return;
-        std::uint64_t bytes = 0;
-        for (const PackedB& u : wino_->u) bytes += u.bytes();
-        out.push_back({1, ConstantForm::Kind::derived, wino_->u.front().data.get(), bytes});
-    }
+    FastConvKernel(std::unique_ptr<Kernel> fallback, ConvConfig cfg,
+                   std::shared_ptr<WeightStore> store, WeightStore::Source source,
+                   std::shared_ptr<const Tensor> w)
+        : FastKernel(std::move(fallback)), cfg_(std::move(cfg)), store_(std::move(store)),
+          source_(source), w_(std::move(w)) {}
 
     /// The fallback's checks and output shape; then, for a shape class one of dsinfer's paths
     /// takes, only that path's workspace.
@@ -99,12 +95,7 @@ public:
         const FastConvPath path = fast_conv_choose(s);
         const int64_t threads = max_threads();
         if (path == FastConvPath::winograd) {
-            try {
-                winograd_weights(s);
-            } catch (const std::bad_alloc&) {
-                return Status(ErrorCode::resource_exhausted,
-                              "out of memory for the Winograd transform of the weights");
-            }
+            DSINFER_RETURN_IF_ERROR(winograd_weights(s));
             ctx.set_workspace(conv_winograd_nchw_workspace_bytes(s, threads));
         } else if (path == FastConvPath::gemm) {
             ctx.set_workspace(conv_gemm_nchw_workspace_bytes(s, threads));
@@ -143,7 +134,7 @@ public:
         const bool ok = path == FastConvPath::winograd
                             ? conv_winograd_nchw(s, x, *wino, bias, z, y, cfg_.act,
                                                  ctx.workspace(), ctx.workspace_bytes())
-                            : conv_gemm_nchw(s, x, w_.data<float>(), bias, z, y, cfg_.act,
+                            : conv_gemm_nchw(s, x, w_->data<float>(), bias, z, y, cfg_.act,
                                              ctx.workspace(), ctx.workspace_bytes());
         if (!ok)
             return Status(ErrorCode::resource_exhausted, "out of memory for the convolution's buffers");
@@ -154,7 +145,7 @@ private:
     /// The geometry of X -> Y (both validated by the fallback's prepare), or false for what
     /// dsinfer's paths do not take (not 2-D, channels not W's).
     bool geometry(const Shape& x, const Shape& y, ConvGemmShape& s) const noexcept {
-        const Shape& w = w_.shape();
+        const Shape& w = w_->shape();
         if (x.rank() != 4 || y.rank() != 4 || x[1] != w[1] || y[1] != w[0] || y[0] != x[0])
             return false;
         s = ConvGemmShape{.n = x[0], .c = x[1], .h = x[2], .w = x[3], .oc = y[1], .oh = y[2],
@@ -173,17 +164,20 @@ private:
         return true;
     }
 
-    /// The Winograd transform of the weights, made once (under the lock).
-    void winograd_weights(const ConvGemmShape& s) const {
+    /// The Winograd transform of the weights: the weight store's (made once per weights and
+    /// ISA; a oneDNN Conv on the same weights shares it), kept here from the first prepare.
+    Status winograd_weights(const ConvGemmShape& s) const {
         std::lock_guard<std::mutex> lock(mu_);
-        if (wino_) return;
-        auto held = std::make_shared<const Tensor>(w_);  // shares the stored weights
-        wino_ = std::make_shared<const WinogradWeights>(
-            pack_winograd_weights(std::shared_ptr<const float>(held, held->data<float>()), s));
+        if (wino_) return Status::ok();
+        const std::shared_ptr<const Tensor> w = w_;
+        DSINFER_ASSIGN_OR_RETURN(wino_, winograd_form(*store_, source_, w, s));
+        return Status::ok();
     }
 
     ConvConfig cfg_;
-    Tensor w_;
+    std::shared_ptr<WeightStore> store_;
+    WeightStore::Source source_;
+    std::shared_ptr<const Tensor> w_;  ///< the store's stored form (the graph's OIHW weights)
     mutable std::mutex mu_;
     mutable std::shared_ptr<const WinogradWeights> wino_;
 };
@@ -211,7 +205,12 @@ fast::Factory make_fast_conv(const KernelCreateContext& ctx) {
     if (cfg.fused) {
         DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(n));
     }
-    return make_kernel<FastConvKernel>(std::move(fallback), std::move(cfg), *w);
+    std::shared_ptr<WeightStore> store = ctx.weight_store();
+    const WeightStore::Source source = store->source(*w);
+    std::shared_ptr<const Tensor> stored = store->constant(source);
+    if (!stored) return Status::error(ErrorCode::internal, "fast Conv: weights not in the store");
+    return make_kernel<FastConvKernel>(std::move(fallback), std::move(cfg), std::move(store),
+                                       source, std::move(stored));
 }
 
 }  // namespace

@@ -3,10 +3,11 @@
 // alpha and activation applied as C is stored. Other forms (run-time B, transA, a C that is not a
 // constant row vector, other dtypes) go to the next kernel.
 //
-// Weights: when this kernel is the node's own kernel it packs B at creation and declares input
-// 1 released (Kernel::released_constant_inputs), so the executor frees the original and the
-// weights are held once, packed. As another kernel's fallback (oneDNN's, which holds the
-// weights packed its own way) it declines, so the reference kernel is the fallback: it reads B
+// Weights: when this kernel is the node's own kernel it asks the engine's weight store for B
+// packed (built at creation, once per weights, orientation and ISA: nodes sharing a weight
+// share the copy) and declares input 1 released (Kernel::released_constant_inputs), so the
+// executor frees the original and the weights are held once, packed. As another kernel's
+// fallback (oneDNN's, which holds the weights packed its own way) it declines, so the reference kernel is the fallback: it reads B
 // from the run's input (the owner restores it there for the rare shape classes it cannot
 // take), where a copy here, eager or packed on the first run, would hold every weight matrix
 // twice, and packing in run() would allocate there.
@@ -18,6 +19,7 @@
 #include "cpu/fast/groups.hpp"
 #include "kernels/sgemm.hpp"
 #include "ops/kernel_utils.hpp"
+#include "kernels/weight_forms.hpp"
 #include "runtime/parallel.hpp"
 #include "dsinfer/ops.hpp"
 
@@ -37,13 +39,9 @@ struct PackedGemmConfig {
 
 class PackedMatMulKernel final : public Kernel {
 public:
-    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, const Tensor& b, PackedGemmConfig cfg)
-        : fallback_(std::move(fallback)), cfg_(std::move(cfg)),
-          packed_(pack_b(b.data<float>(), cfg_.k, cfg_.n, cfg_.transposed)) {}
-
-    void constant_forms(std::vector<ConstantForm>& out) const override {
-        out.push_back({1, ConstantForm::Kind::packed, packed_.data.get(), packed_.bytes()});
-    }
+    PackedMatMulKernel(std::unique_ptr<Kernel> fallback, std::shared_ptr<const PackedB> packed,
+                       PackedGemmConfig cfg)
+        : fallback_(std::move(fallback)), cfg_(std::move(cfg)), packed_(std::move(packed)) {}
 
     /// The fallback's checks and workspace, and room for the GEMM's packed A (the larger of the
     /// two: only one of them runs).
@@ -54,7 +52,7 @@ public:
             return Status::ok();
         const int64_t m = a.num_elements() / std::max<int64_t>(cfg_.k, 1);
         ctx.set_workspace(std::max(ctx.workspace_bytes(), sgemm_workspace_bytes(m, cfg_.k, cfg_.n,
-                                                                                packed_.isa,
+                                                                                packed_->isa,
                                                                                 max_threads())));
         return Status::ok();
     }
@@ -73,7 +71,7 @@ public:
             return Status::error(ErrorCode::internal, "packed MatMul got A of shape ",
                                  a.shape.to_string(), " for K = ", cfg_.k);
         }
-        const PackedB* b = &packed_;
+        const PackedB* b = packed_.get();
         // Rows of C: A's leading dims folded (rank-1 A is one row).
         const int64_t m = a.num_elements() / cfg_.k;
         if (m == 0) return Status::ok();
@@ -92,7 +90,7 @@ public:
 private:
     std::unique_ptr<Kernel> fallback_;
     PackedGemmConfig cfg_;
-    PackedB packed_;
+    std::shared_ptr<const PackedB> packed_;  ///< the weight store's form (shared by readers)
 };
 
 bool f32_value(const KernelCreateContext& ctx, int i) {
@@ -112,7 +110,12 @@ StatusOr<std::unique_ptr<Kernel>> finish(const KernelCreateContext& ctx, const T
     if (ctx.creating_fallback())
         return Status::error(ErrorCode::unsupported, "packed GEMM: not as another kernel's fallback");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<PackedMatMulKernel>(std::move(fallback), b, std::move(cfg));
+    // B packed for this ISA's micro-kernels, once per (weights, orientation, ISA) in the
+    // engine's weight store: nodes reading the same weights share one copy.
+    const std::shared_ptr<WeightStore> store = ctx.weight_store();
+    DSINFER_ASSIGN_OR_RETURN(auto packed, packed_b_form(*store, store->source(b), b.data<float>(),
+                                                        cfg.k, cfg.n, cfg.transposed));
+    return make_kernel<PackedMatMulKernel>(std::move(fallback), std::move(packed), std::move(cfg));
 }
 
 /// MatMul, and FusedMatMul (com.dsinfer: a constant bias [N] and an activation).

@@ -1,0 +1,48 @@
+// The weight-store forms of dsinfer's own compute kernels (weight_forms.hpp).
+#include "kernels/weight_forms.hpp"
+
+namespace dsinfer::detail {
+
+StatusOr<std::shared_ptr<const PackedB>> packed_b_form(WeightStore& store, WeightStore::Source source,
+                                                       const float* b, std::int64_t k,
+                                                       std::int64_t n, bool transposed) {
+    const fast::Isa isa = sgemm_isa();
+    return store.get<PackedB>(source, WeightKind::packed,
+                              transposed ? "sgemm.packed_b.trans" : "sgemm.packed_b",
+                              fast::isa_name(isa), [&]() -> StatusOr<WeightBuild<PackedB>> {
+                                  auto p = std::make_shared<const PackedB>(
+                                      pack_b(b, k, n, transposed, isa));
+                                  return WeightBuild<PackedB>{p, p->bytes()};
+                              });
+}
+
+StatusOr<std::shared_ptr<const PackedB>> conv_gemm_form(WeightStore& store, WeightStore::Source source,
+                                                        const float* oihw, const ConvGemmShape& s) {
+    return store.get<PackedB>(source, WeightKind::packed, "conv_gemm.packed_w",
+                              fast::isa_name(sgemm_isa()), [&]() -> StatusOr<WeightBuild<PackedB>> {
+                                  if (oihw == nullptr)
+                                      return Status(ErrorCode::internal,
+                                                    "conv weights gone before they were packed");
+                                  auto p = std::make_shared<const PackedB>(
+                                      pack_conv_gemm_weights(oihw, s));
+                                  return WeightBuild<PackedB>{p, p->bytes()};
+                              });
+}
+
+StatusOr<std::shared_ptr<const WinogradWeights>> winograd_form(
+    WeightStore& store, WeightStore::Source source, const std::shared_ptr<const Tensor>& oihw,
+    const ConvGemmShape& s) {
+    return store.get<WinogradWeights>(
+        source, WeightKind::derived, "winograd_f4x3.u", fast::isa_name(sgemm_isa()),
+        [&]() -> StatusOr<WeightBuild<WinogradWeights>> {
+            if (!oihw || oihw->raw_data() == nullptr)
+                return Status(ErrorCode::internal, "conv weights gone before their Winograd transform");
+            auto w = std::make_shared<const WinogradWeights>(pack_winograd_weights(
+                std::shared_ptr<const float>(oihw, oihw->data<float>()), s));
+            std::uint64_t bytes = 0;
+            for (const PackedB& u : w->u) bytes += u.bytes();
+            return WeightBuild<WinogradWeights>{w, bytes};
+        });
+}
+
+}  // namespace dsinfer::detail

@@ -1,0 +1,42 @@
+// The weight-store forms of dsinfer's own compute kernels (include/dsinfer/weight_store.hpp):
+// one layout name and one builder per form, so that the cpu and oneDNN backends that run these
+// kernels on the same weights share one copy. Layout names say what the buffer holds; the
+// target is the ISA level whose micro-kernels the packing is for (fast::isa_name).
+//
+//   "sgemm.packed_b" / "sgemm.packed_b.trans"  packed  B [K, N] (or B stored [N, K]) for sgemm_packed
+//   "conv_gemm.packed_w"                       packed  OIHW conv weights for conv_gemm_* (K = c*kh*kw)
+//   "winograd_f4x3.u"                          derived Winograd F(4x4, 3x3) transform G g G^T
+//
+// Internal (namespace dsinfer::detail).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"
+#include "dsinfer/weight_store.hpp"
+#include "kernels/conv_gemm.hpp"
+#include "kernels/conv_winograd.hpp"
+#include "kernels/sgemm.hpp"
+
+namespace dsinfer::detail {
+
+/// B (the constant `b`, k x n; stored [n, k] when `transposed`) packed for sgemm_packed at
+/// the active ISA.
+StatusOr<std::shared_ptr<const PackedB>> packed_b_form(WeightStore& store, WeightStore::Source source,
+                                                       const float* b, std::int64_t k,
+                                                       std::int64_t n, bool transposed);
+
+/// OIHW convolution weights packed for conv_gemm_blocked / conv_gemm_nchw's GEMM at geometry
+/// `s` (only its weight dims c, oc, kh, kw matter). `oihw` is read only when it is built.
+StatusOr<std::shared_ptr<const PackedB>> conv_gemm_form(WeightStore& store, WeightStore::Source source,
+                                                        const float* oihw, const ConvGemmShape& s);
+
+/// The Winograd transform of 3x3 weights `oihw` (the stored form, which the transform keeps
+/// for its non-finite chunks) at geometry `s` (c and oc matter).
+StatusOr<std::shared_ptr<const WinogradWeights>> winograd_form(
+    WeightStore& store, WeightStore::Source source, const std::shared_ptr<const Tensor>& oihw,
+    const ConvGemmShape& s);
+
+}  // namespace dsinfer::detail
