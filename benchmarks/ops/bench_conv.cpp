@@ -9,10 +9,11 @@
 //
 // BM_ConvNchw: ResNet-50's convolutions (every distinct layer: the 7x7 stem, 1x1, 3x3 stride 1
 // and 2; pads k/2, bias, ReLU) on plain NCHW, as the "cpu" backend's Conv runs them without
-// oneDNN (src/cpu/fast/fast_conv.cpp): impl 0 = fast_conv_choose's pick, 1 = Winograd's NCHW
-// entry (3x3 stride 1 only), 2 = im2col + packed GEMM on NCHW, 3 = the reference kernel (a
-// one-node engine on backends {"reference"}: single-threaded Eigen). Args: n, c, oc, hw (input),
-// k, stride, impl, threads; GFLOP/s counts the direct form's flops.
+// oneDNN (src/cpu/fast/fast_conv.cpp): impl 0 = choose_conv_algo's pick on NCHW
+// (src/kernels/conv_dispatch.hpp), 1 = Winograd's NCHW entry (3x3 stride 1 only), 2 = im2col +
+// packed GEMM on NCHW, 3 = the reference kernel (a one-node engine on backends {"reference"}:
+// single-threaded Eigen). Args: n, c, oc, hw (input), k, stride, impl, threads; GFLOP/s counts
+// the direct form's flops.
 // The machine is shared: compare rows of one run, with interleaved repetitions and
 // medians, e.g.
 //   bench_conv --benchmark_repetitions=7 --benchmark_enable_random_interleaving=true
@@ -161,8 +162,8 @@ void BM_ConvNchw(benchmark::State& state) {
     const auto bias = uniform(oc, 3, 0.1f);
     std::vector<float> y(static_cast<std::size_t>(n * oc * s.oh * s.ow));
     const ActivationSpec relu{Activation::relu};
-    const FastConvPath pick = fast_conv_choose(s);
-    const bool winograd = impl == 1 || (impl == 0 && pick == FastConvPath::winograd);
+    const ConvAlgo pick = choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
+    const bool winograd = impl == 1 || (impl == 0 && pick == ConvAlgo::winograd_f4x3);
     if (impl <= 2 && winograd) {
         if (!conv_winograd_supported(s)) {
             state.SkipWithError("not a Winograd geometry");

@@ -138,22 +138,6 @@ bool run_blocked(const ConvGemmShape& s, const float* x, const PackedB& w, const
 
 }  // namespace
 
-bool conv_gemm_preferred(const ConvGemmShape& s) noexcept {
-    // 1x1: oneDNN's direct kernel is a GEMM already. Output maps of at most 8x8 pixels: oneDNN's
-    // kernel blocks along the output row (7 pixels at ResNet-50's last stage) and runs at ~2/3 of
-    // the packed GEMM's rate. Strided windows into maps of at most 14x14 (ResNet-50's 28 -> 14,
-    // 256 channels): 14.8 -> 13.4 ms at batch 8 (medians of 7). At 56 -> 28 (128 channels) the
-    // im2col traffic ate the gain (15.9 against oneDNN's 15.0 ms), so oneDNN keeps those.
-    if (s.kh * s.kw <= 1) return false;
-    const int64_t out = s.oh * s.ow;
-    const bool strided = s.sh > 1 || s.sw > 1;
-    // On AVX-512 (channel blocks of 16) oneDNN's direct kernel beats the GEMM on stride-1
-    // windows: ResNet-50's 512 channels at 7x7, batch 1, 2 threads: 0.66 ms against 0.80
-    // (bench_conv, medians of 5 interleaved repetitions; docs/PLATFORM.md).
-    if (s.block >= 16 && !strided) return false;
-    return out <= 64 || (strided && out <= 196);
-}
-
 PackedB pack_conv_gemm_weights(const float* w, const ConvGemmShape& s) {
     // [oc][c][ky][kx] -> [oc][ky][kx][c], then packed as a transposed B ([N, K]).
     const int64_t k = k_of(s), win = s.kh * s.kw;

@@ -2,7 +2,8 @@
 // channel layout (nChw{B}c: [N][C/B][H][W][B]) that the oneDNN backend negotiates between its
 // kernels. oneDNN's direct convolution is slow where the output map is small (ResNet-50's 3x3
 // 512-channel convolutions at 7x7: about 2/3 of the GEMM's rate) and on some strided windows;
-// there its Conv kernel runs this instead (onednn_conv.cpp; conv_gemm_preferred picks).
+// there its Conv kernel runs this instead (onednn_conv.cpp; choose_conv_algo, conv_dispatch.hpp,
+// picks).
 //
 // GEMM form: one row per output pixel (n, oy, ox), K ordered (ky, kx, c), one column per output
 // channel: Y = im2col(X) . W' + bias, W' the weights packed once as B (pack_b, transposed from
@@ -31,10 +32,6 @@ struct ConvGemmShape {
     std::int64_t block = 8;                   ///< channel block; divides c and oc
     std::int64_t dh = 1, dw = 1;              ///< dilations (the NCHW entry only; else 1)
 };
-
-/// True when the GEMM form beats oneDNN's direct convolution for this geometry on this CPU
-/// (measured: docs/OPTIMIZER.md).
-bool conv_gemm_preferred(const ConvGemmShape& s) noexcept;
 
 /// Packs OIHW weights [oc][c][kh][kw] (float32) as the GEMM's B.
 PackedB pack_conv_gemm_weights(const float* w, const ConvGemmShape& s);

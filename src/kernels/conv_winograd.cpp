@@ -129,14 +129,6 @@ bool conv_winograd_supported(const ConvGemmShape& s) noexcept {
            s.oc % s.block == 0 && s.oh > 0 && s.ow > 0 && s.n > 0;
 }
 
-bool conv_winograd_preferred(const ConvGemmShape& s) noexcept {
-    // The 36 transformed weight matrices (4x the direct form's) are read once per chunk of
-    // tiles: with few tiles the convolution is bound by reading them. ResNet-50 batch 1, 512
-    // channels at 7x7 (4 tiles): 4.3 ms against 1.7 for the im2col GEMM; 256 channels at 14x14
-    // (16 tiles): 1.0 against 1.7 (bench_conv, 2 threads).
-    return conv_winograd_supported(s) && tiles_of(s) >= 16;
-}
-
 WinogradWeights pack_winograd_weights(std::shared_ptr<const float> weights, const ConvGemmShape& s) {
     // G (6 x 3) of F(4x4, 3x3) at the points 0, +-1, +-2; U = G g G^T in double.
     static const double g[6][3] = {{1. / 4, 0, 0},          {-1. / 6, -1. / 6, -1. / 6},

@@ -48,10 +48,6 @@ struct WinogradWeights {
 /// (the caller's check), dilation 1, non-negative pads, channels in whole blocks of 8 or 16.
 bool conv_winograd_supported(const ConvGemmShape& s) noexcept;
 
-/// True when Winograd is the form to use on this CPU (supported, and enough tiles to pay for
-/// reading the transformed weights; measured: docs/OPTIMIZER.md).
-bool conv_winograd_preferred(const ConvGemmShape& s) noexcept;
-
 /// Transforms and packs OIHW weights [oc][c][3][3], keeping `w` (WinogradWeights::oihw).
 WinogradWeights pack_winograd_weights(std::shared_ptr<const float> w, const ConvGemmShape& s);
 

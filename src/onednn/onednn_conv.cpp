@@ -7,15 +7,17 @@
 // backend's blocked layout between oneDNN kernels (layout negotiation, kernel.hpp): Conv offers
 // a blocked input when its channels fit the block and a blocked output when its output channels
 // do. Output shapes and validation come from the fallback kernel's prepare.
-// Where oneDNN's direct convolution is slow (small output maps, strided windows:
-// conv_gemm_preferred) and both sides are blocked, the kernel runs dsinfer's im2col + packed GEMM
-// instead (src/cpu/fast/conv_gemm.hpp), on weights it packs once for that GEMM; the stored
-// weights then go too (rebuilt from the GEMM's copy if a fallback or another shape class asks).
-// 3x3 stride-1 windows with enough output tiles, both sides blocked, run dsinfer's Winograd
-// F(4x4, 3x3) (src/cpu/fast/conv_winograd.hpp; conv_winograd_preferred, checked first) on
-// weights transformed once; the stored weights stay for the other paths.
+// Both sides blocked, the algorithm is choose_conv_algo's on the blocked layout
+// (src/kernels/conv_dispatch.hpp: the cost rule and its measurements). Where oneDNN's direct
+// convolution is slow (small output maps, strided windows), the kernel runs dsinfer's im2col +
+// packed GEMM instead (src/kernels/conv_gemm.hpp), on weights it packs once for that GEMM; the
+// stored weights then go too (rebuilt from the GEMM's copy if a fallback or another shape class
+// asks). 3x3 stride-1 windows with enough output tiles run dsinfer's Winograd F(4x4, 3x3)
+// (src/kernels/conv_winograd.hpp) on weights transformed once; the stored weights stay for the
+// other paths.
 #include <algorithm>
 
+#include "kernels/conv_dispatch.hpp"
 #include "kernels/conv_gemm.hpp"
 #include "kernels/conv_winograd.hpp"
 #include "kernels/weight_forms.hpp"
@@ -271,10 +273,13 @@ private:
             g.ph = pl[0];
             g.pw = pl[1];
             g.block = channel_block();
-            // Dense (group 1) weights over whole channel blocks on both sides.
-            const bool whole = g.c == w_shape_[1] && g.oc == w_shape_[0] &&
-                               g.c % g.block == 0 && g.oc % g.block == 0;
-            if (whole && conv_winograd_preferred(g)) {
+            // dsinfer's blocked kernels take dense (group 1) weights; whole channel blocks on
+            // both sides are the dispatcher's condition.
+            const bool dense = g.c == w_shape_[1] && g.oc == w_shape_[0];
+            const ConvAlgo algo = choose_conv_algo(
+                g, ConvLayout::blocked,
+                dense ? kConvAlgosAll : conv_algo_bit(ConvAlgo::onednn_direct));
+            if (algo == ConvAlgo::winograd_f4x3) {
                 DSINFER_ASSIGN_OR_RETURN(c.winograd_weights, winograd_weights(g));
                 c.geometry = g;
                 c.winograd = true;
@@ -282,7 +287,7 @@ private:
                 c.usable = true;
                 return Status::ok();
             }
-            if (whole && conv_gemm_preferred(g)) {
+            if (algo == ConvAlgo::im2col_gemm) {
                 DSINFER_ASSIGN_OR_RETURN(c.gemm_weights, gemm_weights(g));
                 c.geometry = g;
                 c.gemm = true;

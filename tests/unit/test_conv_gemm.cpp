@@ -160,25 +160,3 @@ TEST_CASE("conv GEMM weights unpack to the OIHW tensor they were packed from", "
         CHECK(back == w);
     }
 }
-
-TEST_CASE("conv GEMM is preferred for windows on small output maps and strided ones into 14x14 "
-          "(stride-1 ones only with blocks of 8)",
-          "[fast][conv]") {
-    CHECK(dsinfer::detail::conv_gemm_preferred(shape(8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 8)));
-    CHECK(dsinfer::detail::conv_gemm_preferred(
-        shape(8, 512, 14, 14, 512, 3, 3, 2, 1, 1, 1, 1, 8)));  // 14 -> 7
-    CHECK(dsinfer::detail::conv_gemm_preferred(
-        shape(8, 256, 28, 28, 256, 3, 3, 2, 1, 1, 1, 1, 8)));  // 28 -> 14
-    CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(
-        shape(8, 128, 56, 56, 128, 3, 3, 2, 1, 1, 1, 1, 8)));  // 56 -> 28
-    CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(
-        shape(8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 8)));
-    CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(
-        shape(8, 2048, 7, 7, 512, 1, 1, 1, 0, 0, 0, 0, 8)));  // 1x1
-    // Blocks of 16 (AVX-512): oneDNN's direct kernel keeps stride-1 windows, the GEMM strided
-    // ones into small maps.
-    CHECK_FALSE(dsinfer::detail::conv_gemm_preferred(
-        shape(1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 16)));
-    CHECK(dsinfer::detail::conv_gemm_preferred(
-        shape(1, 512, 14, 14, 512, 3, 3, 2, 1, 1, 1, 1, 16)));  // 14 -> 7
-}

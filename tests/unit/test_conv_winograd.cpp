@@ -215,26 +215,21 @@ TEST_CASE("Winograd convolution is bitwise the same for any thread count and wit
     }
 }
 
-TEST_CASE("Winograd convolution takes 3x3 stride-1 windows with enough tiles",
+TEST_CASE("Winograd convolution takes 3x3 stride-1 windows over whole channel blocks",
           "[fast][conv][winograd]") {
+    // Which geometries it is chosen for is the dispatcher's (test_conv_dispatch.cpp).
     const ConvGemmShape s = shape(8, 64, 56, 56, 64, 1, 1, 1, 1, 8);
     CHECK(dsinfer::detail::conv_winograd_supported(s));
-    CHECK(dsinfer::detail::conv_winograd_preferred(s));
     ConvGemmShape strided = s;
     strided.sh = strided.sw = 2;
     strided.oh = strided.ow = 28;
     CHECK_FALSE(dsinfer::detail::conv_winograd_supported(strided));
-    CHECK_FALSE(dsinfer::detail::conv_winograd_preferred(strided));
     ConvGemmShape five = s;
     five.kh = five.kw = 5;
     CHECK_FALSE(dsinfer::detail::conv_winograd_supported(five));
     ConvGemmShape odd = s;
     odd.c = 60;  // not a whole number of channel blocks
     CHECK_FALSE(dsinfer::detail::conv_winograd_supported(odd));
-    // ResNet-50's last stage: 16 tiles of 4x4 at batch 1 and 14x14, 4 at 7x7 (the GEMM form).
-    CHECK(dsinfer::detail::conv_winograd_preferred(shape(1, 256, 14, 14, 256, 1, 1, 1, 1, 8)));
-    CHECK(dsinfer::detail::conv_winograd_preferred(shape(8, 512, 7, 7, 512, 1, 1, 1, 1, 8)));
-    CHECK_FALSE(dsinfer::detail::conv_winograd_preferred(shape(1, 512, 7, 7, 512, 1, 1, 1, 1, 8)));
     // Weights of another geometry are refused, not read past their end.
     std::vector<float> w(static_cast<std::size_t>(16 * 16 * 9), 0.f);
     const ConvGemmShape small = shape(1, 16, 8, 8, 16, 1, 1, 1, 1, 8);

@@ -28,7 +28,7 @@
 
 using namespace dsinfer;
 using namespace dsinfer::test;
-using dsinfer::detail::FastConvPath;
+using dsinfer::detail::ConvAlgo;
 using std::int64_t;
 
 namespace {
@@ -43,7 +43,7 @@ struct ConvCase {
     float act_alpha = 0.f, act_beta = 0.f;
     bool fused = false;
     bool specials = false;  // NaN and infinities in X
-    FastConvPath want = FastConvPath::gemm;
+    ConvAlgo want = ConvAlgo::im2col_gemm;
 };
 
 int64_t out_dim(const ConvCase& t, int i) {
@@ -191,7 +191,7 @@ TEST_CASE("cpu Conv/FusedConv on NCHW match the reference kernels", "[fast]") {
         ConvCase t;  // 3x3 stride 1, channels in whole blocks, >= 16 tiles: Winograd
         t.c = 2 * blk;
         t.oc = 4 * blk;
-        t.want = FastConvPath::winograd;
+        t.want = ConvAlgo::winograd_f4x3;
         add("3x3 s1 b1 14x14 winograd", t);
         t.n = 8;
         t.h = 9;
@@ -205,7 +205,7 @@ TEST_CASE("cpu Conv/FusedConv on NCHW match the reference kernels", "[fast]") {
         add("3x3 s1 b1 7x7 (4 tiles) winograd", t);
         t.h = 5;  // 2 tiles: the GEMM
         t.w = 4;
-        t.want = FastConvPath::gemm;
+        t.want = ConvAlgo::im2col_gemm;
         add("3x3 s1 b1 5x4 (2 tiles) gemm", t);
     }
     {
@@ -251,7 +251,7 @@ TEST_CASE("cpu Conv/FusedConv on NCHW match the reference kernels", "[fast]") {
         t.n = 8;
         t.residual = 1;
         t.act = "Relu";
-        t.want = FastConvPath::winograd;
+        t.want = ConvAlgo::winograd_f4x3;
         add("FusedConv winograd Z Relu", t);
         t.residual = 2;
         add("FusedConv winograd Z in place Relu", t);
@@ -259,7 +259,7 @@ TEST_CASE("cpu Conv/FusedConv on NCHW match the reference kernels", "[fast]") {
         t.act_alpha = 0.1f;
         add_with_specials("FusedConv winograd Z LeakyRelu", t);
         t.strides = {2, 2};
-        t.want = FastConvPath::gemm;
+        t.want = ConvAlgo::im2col_gemm;
         t.act = "Sigmoid";
         add("FusedConv gemm s2 Z Sigmoid", t);
         t.residual = 2;

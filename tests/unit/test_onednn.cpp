@@ -1141,7 +1141,7 @@ TEST_CASE("oneDNN Conv on small maps runs the im2col GEMM with a fused residual 
           "reference",
           "[onednn]") {
     // Windows on output maps of at most 8x8 run on dsinfer's im2col + packed GEMM inside the
-    // oneDNN kernel (conv_gemm_preferred; stride-1 ones only with blocks of 8, below AVX-512)
+    // oneDNN kernel (choose_conv_algo; stride-1 ones only with blocks of 8, below AVX-512)
     // when both sides are blocked: here conv2 (7x7, with the
     // residual Add and Relu fused into it at level 3) and conv3 (stride 2, 7x7 -> 4x4); conv1's
     // row-major 3-channel input keeps it on oneDNN. One engine, several batch sizes (shape
@@ -1193,7 +1193,7 @@ TEST_CASE("oneDNN Conv runs 3x3 stride-1 windows with enough tiles on Winograd a
           "reference",
           "[onednn][winograd]") {
     // conv2 (3x3, stride 1, 8x8 map, residual Add and Relu fused at level 3) has 4 output tiles
-    // of 4x4 per image: Winograd F(4x4, 3x3) (conv_winograd_preferred: at least 16 tiles) from
+    // of 4x4 per image: Winograd F(4x4, 3x3) (choose_conv_algo: at least 16 tiles) from
     // batch 4, the im2col GEMM below it. One kernel serves both: the GEMM lets the stored
     // weights go and the Winograd transform then reads them back from the GEMM's copy, or
     // Winograd transforms them first. Both orders, against the reference kernels.

@@ -35,7 +35,7 @@ namespace {
 
 using std::int64_t;
 
-std::array<std::atomic<std::uint64_t>, 3> g_path_runs{};
+std::array<std::atomic<std::uint64_t>, kNumConvAlgos> g_path_runs{};
 
 }  // namespace
 
@@ -43,29 +43,8 @@ std::int64_t fast_conv_block() noexcept {
     return fast::active_isa() == fast::Isa::avx512 ? 16 : 8;
 }
 
-FastConvPath fast_conv_choose(const ConvGemmShape& s) noexcept {
-    // Cost rule. Winograd F(4x4, 3x3) for every geometry it computes (3x3, stride 1, dilation
-    // 1, channels in whole blocks) with at least 4 output tiles of 4x4; the im2col GEMM for
-    // every other group-1 convolution; the reference kernel for empty shapes (and, at the
-    // factory, groups, run-time weights, other ranks and dtypes).
-    // Measured (bench_conv BM_ConvNchw, ResNet-50's 3x3 stride-1 layers, AVX-512, 1 thread,
-    // medians of 3 interleaved repetitions, ms, Winograd's NCHW entry against the im2col GEMM):
-    // batch 8: 64 ch at 56x56 7.2 / 18.8, 128 at 28x28 4.7 / 16.4, 256 at 14x14 4.9 / 14.5,
-    // 512 at 7x7 6.9 / 15.5; batch 1: 0.68 / 3.16, 0.50 / 2.04, 0.61 / 2.16, and 512 at 7x7
-    // (4 tiles) 1.67 / 2.78. Unlike the blocked kernels (where oneDNN's direct kernel sits in
-    // between and Winograd waits for 16 tiles), on NCHW the GEMM is the only other fast path,
-    // and Winograd wins down to ResNet-50's smallest map. Below 4 tiles (maps of at most 8x8
-    // at batch 1: not measured) the GEMM keeps them. The GEMM beats the single-threaded
-    // reference kernel everywhere it was measured (docs/PLATFORM.md).
-    if (s.n <= 0 || s.oc <= 0 || s.oh <= 0 || s.ow <= 0 || s.c <= 0 || s.kh * s.kw <= 0)
-        return FastConvPath::fallback;
-    const int64_t tiles = s.n * ((s.oh + 3) / 4) * ((s.ow + 3) / 4);
-    if (conv_winograd_supported(s) && tiles >= 4) return FastConvPath::winograd;
-    return FastConvPath::gemm;
-}
-
-std::uint64_t fast_conv_path_runs(FastConvPath path) noexcept {
-    return g_path_runs[static_cast<std::size_t>(path)].load(std::memory_order_relaxed);
+std::uint64_t fast_conv_path_runs(ConvAlgo algo) noexcept {
+    return g_path_runs[static_cast<std::size_t>(algo)].load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -92,12 +71,12 @@ public:
             return Status::ok();
         ConvGemmShape s;
         if (!geometry(ctx.input(0).shape(), ctx.output_spec(0).shape, s)) return Status::ok();
-        const FastConvPath path = fast_conv_choose(s);
+        const ConvAlgo path = choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
         const int64_t threads = max_threads();
-        if (path == FastConvPath::winograd) {
+        if (path == ConvAlgo::winograd_f4x3) {
             DSINFER_RETURN_IF_ERROR(winograd_weights(s));
             ctx.set_workspace(conv_winograd_nchw_workspace_bytes(s, threads));
-        } else if (path == FastConvPath::gemm) {
+        } else if (path == ConvAlgo::im2col_gemm) {
             ctx.set_workspace(conv_gemm_nchw_workspace_bytes(s, threads));
         }
         return Status::ok();
@@ -108,14 +87,14 @@ public:
         const TensorView& yv = ctx.output(0);
         ConvGemmShape s;
         if (xv.dtype != DType::f32 || !geometry(xv.shape, yv.shape, s)) return fallback_run(ctx);
-        FastConvPath path = fast_conv_choose(s);
+        ConvAlgo path = choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
         std::shared_ptr<const WinogradWeights> wino;
-        if (path == FastConvPath::winograd) {
+        if (path == ConvAlgo::winograd_f4x3) {
             std::lock_guard<std::mutex> lock(mu_);
             wino = wino_;
-            if (!wino) path = FastConvPath::gemm;  // prepare transforms them; never expected
+            if (!wino) path = ConvAlgo::im2col_gemm;  // prepare transforms them; never expected
         }
-        if (path == FastConvPath::fallback) return fallback_run(ctx);
+        if (path == ConvAlgo::reference) return fallback_run(ctx);
         const float* bias = nullptr;
         if (ctx.num_inputs() > 2 && ctx.has_input(2)) {
             const TensorView& b = ctx.input(2);
@@ -131,7 +110,7 @@ public:
         g_path_runs[static_cast<std::size_t>(path)].fetch_add(1, std::memory_order_relaxed);
         const float* x = xv.data<float>();
         float* y = yv.data<float>();
-        const bool ok = path == FastConvPath::winograd
+        const bool ok = path == ConvAlgo::winograd_f4x3
                             ? conv_winograd_nchw(s, x, *wino, bias, z, y, cfg_.act,
                                                  ctx.workspace(), ctx.workspace_bytes())
                             : conv_gemm_nchw(s, x, w_->data<float>(), bias, z, y, cfg_.act,

@@ -1,6 +1,7 @@
 // The "cpu" backend's Conv and FusedConv (src/cpu/fast/fast_conv.cpp): float32, 2-D, plain
 // NCHW, group 1, constant weights. Per shape class it picks one of dsinfer's own convolutions
-// (fast_conv_choose: the cost rule and the measurements behind it are stated there):
+// (choose_conv_algo on the NCHW layout, src/kernels/conv_dispatch.hpp: the cost rule and the
+// measurements behind it are stated there):
 // Winograd F(4x4, 3x3) (conv_winograd_nchw), im2col + packed GEMM (conv_gemm_nchw; a 1x1
 // stride-1 window needs no im2col), or the fallback (the reference kernel). A build without
 // oneDNN runs its convolutions here; with oneDNN the "onednn" Conv comes first and this kernel
@@ -11,20 +12,14 @@
 
 #include <cstdint>
 
-#include "kernels/conv_gemm.hpp"
+#include "kernels/conv_dispatch.hpp"
 
 namespace dsinfer::detail {
-
-enum class FastConvPath : int { fallback = 0, gemm = 1, winograd = 2 };
-
-/// The path for geometry `s` (group 1; `s.block` the Winograd channel block of this CPU:
-/// fast_conv_block()).
-FastConvPath fast_conv_choose(const ConvGemmShape& s) noexcept;
 
 /// The channel block the NCHW Winograd entry uses at the active ISA: 16 on AVX-512, else 8.
 std::int64_t fast_conv_block() noexcept;
 
-/// Testing hook: how many times the "cpu" Conv kernel has run each path in this process.
-std::uint64_t fast_conv_path_runs(FastConvPath path) noexcept;
+/// Testing hook: how many times the "cpu" Conv kernel has run each algorithm in this process.
+std::uint64_t fast_conv_path_runs(ConvAlgo algo) noexcept;
 
 }  // namespace dsinfer::detail
