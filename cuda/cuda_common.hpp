@@ -3,8 +3,8 @@
 // Purpose: error mapping (a CUDA error becomes a typed Status: out of memory ->
 // resource_exhausted, sticky errors -> device_lost and the device is marked lost), device
 // buffers for constants a kernel uploads at creation, the run's stream, launch helpers and the
-// CudaKernel base class, whose prepare() is the reference kernel's (one set of shape semantics
-// for every backend).
+// CudaKernel base class (a FallbackKernelBase, src/ops/fallback_kernel.hpp), whose prepare() is
+// the reference kernel's (one set of shape semantics for every backend).
 //
 // Threading: kernels are const after creation and run concurrently on different streams; a
 // kernel's constants (DeviceBuffer) are written once at creation. Library handles (cuBLASLt,
@@ -24,6 +24,7 @@
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "ops/fallback_kernel.hpp"
 
 namespace dsinfer::cuda {
 
@@ -99,34 +100,24 @@ private:
     std::size_t n_ = 0;
 };
 
-/// Base of CUDA kernels: prepare() is the reference kernel's (created with
-/// KernelCreateContext::create_fallback(), which on a CUDA engine yields the reference CPU
-/// kernel): output dtypes/shapes and validation are shared with the CPU; the CPU workspace it
-/// asks for is dropped (a CUDA kernel that needs device scratch overrides prepare, calls
-/// CudaKernel::prepare, then set_workspace). Inputs reach prepare as meta tensors (no data)
-/// unless host_inputs() names them.
-class CudaKernel : public Kernel {
+/// Base of CUDA kernels: prepare() is the fallback's, which on a CUDA engine is the reference
+/// CPU kernel (KernelCreateContext::create_fallback()): output dtypes/shapes and validation are
+/// shared with the CPU; the CPU workspace it asks for is dropped (a CUDA kernel that needs
+/// device scratch overrides prepare, calls CudaKernel::prepare, then set_workspace). Inputs
+/// reach prepare as meta tensors (no data) unless host_inputs() names them: the reference
+/// kernel's host_inputs() are not inherited, a CUDA kernel lists its own. Factories create them
+/// with make_with_fallback<K>(ctx, args...) (the reference kernel first, then K(it, args...)).
+class CudaKernel : public detail::FallbackKernelBase {
 public:
-    explicit CudaKernel(std::unique_ptr<Kernel> reference) : reference_(std::move(reference)) {}
+    using FallbackKernelBase::FallbackKernelBase;
     Status prepare(PrepareContext& ctx) const override {
-        Status st = reference_->prepare(ctx);
+        Status st = prepare_fallback(ctx);
         ctx.set_workspace(0);
         return st;
     }
-    /// The reference kernel's host_inputs() are not inherited: a CUDA kernel lists its own.
-    const Kernel& reference() const noexcept { return *reference_; }
-
-private:
-    std::unique_ptr<Kernel> reference_;
 };
 
-/// Creates `K(reference, args...)` after creating the reference kernel (the fallback).
-template <class K, class... Args>
-StatusOr<std::unique_ptr<Kernel>> with_reference(const KernelCreateContext& ctx, Args&&... args) {
-    auto ref = ctx.create_fallback();
-    if (!ref.is_ok()) return ref.status();
-    return std::unique_ptr<Kernel>(new K(std::move(ref).value(), std::forward<Args>(args)...));
-}
+using detail::make_with_fallback;
 
 // ---- per-group registration (one per source file family) ------------------------------------
 void register_gemm_kernels(KernelRegistry& r);         // kernels/gemm.cpp (cuBLASLt)

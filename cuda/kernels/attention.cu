@@ -486,8 +486,8 @@ StatusOr<std::unique_ptr<Kernel>> make_mha(const KernelCreateContext& ctx) {
         return Status::error(ErrorCode::unsupported, "CUDA MultiHeadAttention: head sizes ",
                              wq / heads, "/", wv / heads, " (Q/V) above ", kMaxHead,
                              " are not supported");
-    return with_reference<MultiHeadAttentionCuda>(ctx, heads, n.has_attr("scale"), scale,
-                                                  causal != 0);
+    return make_with_fallback<MultiHeadAttentionCuda>(ctx, heads, n.has_attr("scale"), scale,
+                                                      causal != 0);
 }
 
 }  // namespace

@@ -748,8 +748,8 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_common(const KernelCreateContext& ct
         DSINFER_ASSIGN_OR_RETURN(b, DeviceBuffer::upload(*bt));
         released |= std::uint64_t{1} << 2;
     }
-    return with_reference<ConvKernel>(ctx, std::move(a), ctx.device().index, ctx.allow_tf32(),
-                                      std::move(w), std::move(b), released);
+    return make_with_fallback<ConvKernel>(ctx, std::move(a), ctx.device().index, ctx.allow_tf32(),
+                                          std::move(w), std::move(b), released);
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
@@ -1031,7 +1031,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     }
     if (ctx.num_outputs() < 1 || !ctx.has_output(0))
         return Status::error(ErrorCode::unsupported, "pooling without output Y");
-    return with_reference<PoolKernel>(ctx, std::move(a), ctx.device().index);
+    return make_with_fallback<PoolKernel>(ctx, std::move(a), ctx.device().index);
 }
 
 }  // namespace

@@ -791,7 +791,7 @@ private:
 template <class Op>
 StatusOr<std::unique_ptr<Kernel>> make_unary_op(const KernelCreateContext& ctx, Op op) {
     DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 0, Op::kInts ? kFloatInt : kFloat));
-    return with_reference<UnaryKernel<Op>>(ctx, op);
+    return make_with_fallback<UnaryKernel<Op>>(ctx, op);
 }
 
 template <class Op>
@@ -879,7 +879,7 @@ StatusOr<std::unique_ptr<Kernel>> make_clip(const KernelCreateContext& ctx) {
                                                "min", -std::numeric_limits<float>::infinity()));
         DSINFER_ASSIGN_OR_RETURN(float hi, ctx.node().attr_or<float>(
                                                "max", std::numeric_limits<float>::infinity()));
-        return with_reference<ClipKernel>(ctx, true, lo, hi, std::uint64_t{0});
+        return make_with_fallback<ClipKernel>(ctx, true, lo, hi, std::uint64_t{0});
     }
     std::uint64_t host = 0;
     for (int i = 1; i <= 2; ++i) {
@@ -887,7 +887,7 @@ StatusOr<std::unique_ptr<Kernel>> make_clip(const KernelCreateContext& ctx) {
         DSINFER_RETURN_IF_ERROR(need_dtype(ctx, i, kFloat));
         host |= std::uint64_t{1} << i;
     }
-    return with_reference<ClipKernel>(ctx, false, 0.f, 0.f, host);
+    return make_with_fallback<ClipKernel>(ctx, false, 0.f, 0.f, host);
 }
 
 /// Identity: a device copy (any non-string tensor type).
@@ -903,7 +903,7 @@ public:
 
 StatusOr<std::unique_ptr<Kernel>> make_identity(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 0, kNonString));
-    return with_reference<IdentityKernel>(ctx);
+    return make_with_fallback<IdentityKernel>(ctx);
 }
 
 template <class Op>
@@ -931,7 +931,7 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
         DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 0, Op::kInts ? kFloatInt : kFloat));
         DSINFER_RETURN_IF_ERROR(need_same_dtypes(ctx, 1));  // Pow: mixed exponent -> CPU
     }
-    return with_reference<BinaryKernel<Op>>(ctx);
+    return make_with_fallback<BinaryKernel<Op>>(ctx);
 }
 
 /// Max / Min / Sum / Mean over 1+ inputs with broadcasting: the first pair into the output,
@@ -985,7 +985,7 @@ StatusOr<std::unique_ptr<Kernel>> make_variadic(const KernelCreateContext& ctx) 
         DSINFER_RETURN_IF_ERROR(need_same_dtypes(ctx, 1));
     }
     const char* name = kMean ? "Mean" : std::is_same_v<Op, AddF> ? "Sum" : Op::kName;
-    return with_reference<VariadicKernel<Op, kMean>>(ctx, name);
+    return make_with_fallback<VariadicKernel<Op, kMean>>(ctx, name);
 }
 
 /// Where(cond, X, Y) with broadcasting; X/Y of any non-string type (moved by element size).
@@ -1017,7 +1017,7 @@ StatusOr<std::unique_ptr<Kernel>> make_where(const KernelCreateContext& ctx) {
         DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 1, kNonString));
         DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 2, DTypeSet{*ctx.input_value(1)->dtype}));
     }
-    return with_reference<WhereKernel>(ctx);
+    return make_with_fallback<WhereKernel>(ctx);
 }
 
 /// Cast / CastLike between f32, f16, bf16, f64, i32, i64, i8, u8 and bool.
@@ -1048,13 +1048,13 @@ StatusOr<std::unique_ptr<Kernel>> make_cast(const KernelCreateContext& ctx) {
     if (!to || !kCastTypes.contains(*to))
         return Status::error(ErrorCode::unsupported, "CUDA Cast to ",
                              onnx_dtype_name(static_cast<int>(a->i)), " is not supported");
-    return with_reference<CastKernel>(ctx);
+    return make_with_fallback<CastKernel>(ctx);
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_cast_like(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 0, kCastTypes));
     DSINFER_RETURN_IF_ERROR(need_dtype(ctx, 1, kCastTypes));
-    return with_reference<CastKernel>(ctx);
+    return make_with_fallback<CastKernel>(ctx);
 }
 
 }  // namespace

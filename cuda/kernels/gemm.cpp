@@ -807,7 +807,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
         cfg.act = to_epilogue(act);
     }
     DSINFER_ASSIGN_OR_RETURN(Constants consts, upload_constants(ctx, {0, 1, 2}));
-    return with_reference<LtGemmKernel>(ctx, cfg, std::move(consts));
+    return make_with_fallback<LtGemmKernel>(ctx, cfg, std::move(consts));
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
@@ -828,7 +828,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         cfg.act = to_epilogue(act);
     }
     DSINFER_ASSIGN_OR_RETURN(Constants consts, upload_constants(ctx, {0, 1, 2}));
-    return with_reference<LtGemmKernel>(ctx, cfg, std::move(consts));
+    return make_with_fallback<LtGemmKernel>(ctx, cfg, std::move(consts));
 }
 
 /// True when input i is absent, or a constant whose bytes are all zero.
@@ -875,7 +875,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&
     Config cfg = base_config(ctx, OpKind::matmul_integer);
     cfg.int_k = k;
     cfg.int_n = n;
-    return with_reference<LtGemmKernel>(ctx, cfg, std::move(consts));
+    return make_with_fallback<LtGemmKernel>(ctx, cfg, std::move(consts));
 }
 
 }  // namespace

@@ -557,8 +557,8 @@ StatusOr<std::unique_ptr<Kernel>> make_layer_norm(const KernelCreateContext& ctx
         DSINFER_ASSIGN_OR_RETURN(bufs[i], upload_as_float(*c));
         released |= std::uint64_t{1} << i;
     }
-    return with_reference<LayerNormCuda>(ctx, axis, eps, sd, std::move(bufs[1]),
-                                         std::move(bufs[2]), released);
+    return make_with_fallback<LayerNormCuda>(ctx, axis, eps, sd, std::move(bufs[1]),
+                                             std::move(bufs[2]), released);
 }
 
 /// SkipLayerNormalization (com.dsinfer): float32, float16 and bfloat16 (all inputs of one type,
@@ -632,8 +632,8 @@ StatusOr<std::unique_ptr<Kernel>> make_skip_layer_norm(const KernelCreateContext
         DSINFER_ASSIGN_OR_RETURN(bufs[i], upload_as_float(*c));
         released |= std::uint64_t{1} << i;
     }
-    return with_reference<SkipLayerNormCuda>(ctx, eps, std::move(bufs[2]), std::move(bufs[3]),
-                                             std::move(bufs[4]), released);
+    return make_with_fallback<SkipLayerNormCuda>(ctx, eps, std::move(bufs[2]), std::move(bufs[3]),
+                                                 std::move(bufs[4]), released);
 }
 
 // ---- Softmax / LogSoftmax ---------------------------------------------------------------------
@@ -828,7 +828,7 @@ template <bool Log>
 StatusOr<std::unique_ptr<Kernel>> make_softmax(const KernelCreateContext& ctx) {
     const bool coerce = ctx.opset() < 13;
     DSINFER_ASSIGN_OR_RETURN(int64_t axis, ctx.node().attr_or<int64_t>("axis", coerce ? 1 : -1));
-    return with_reference<SoftmaxCuda>(ctx, Log, axis, coerce);
+    return make_with_fallback<SoftmaxCuda>(ctx, Log, axis, coerce);
 }
 
 // ---- BatchNormalization (inference) ----------------------------------------------------------
@@ -980,7 +980,7 @@ StatusOr<std::unique_ptr<Kernel>> make_batch_norm(const KernelCreateContext& ctx
             channels = c;
         }
     }
-    return with_reference<BatchNormCuda>(ctx, eps, std::move(coeffs), channels);
+    return make_with_fallback<BatchNormCuda>(ctx, eps, std::move(coeffs), channels);
 }
 
 }  // namespace

@@ -688,7 +688,7 @@ Factory make_gather(const KernelCreateContext& ctx) {
         }
         c = ci;
     }
-    return with_reference<GatherKernel>(ctx, axis, c);
+    return make_with_fallback<GatherKernel>(ctx, axis, c);
 }
 
 // =================================================================================================
@@ -736,7 +736,7 @@ Factory make_transpose(const KernelCreateContext& ctx) {
     }
     if (perm.size() > static_cast<std::size_t>(kR))
         return Status::error(ErrorCode::unsupported, "Transpose of rank ", perm.size());
-    return with_reference<TransposeKernel>(ctx, std::move(perm));
+    return make_with_fallback<TransposeKernel>(ctx, std::move(perm));
 }
 
 // =================================================================================================
@@ -788,7 +788,7 @@ private:
 Factory make_concat(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(const std::int64_t axis,
                              detail::concat_axis(ctx.node(), ctx.opset()));
-    return with_reference<ConcatKernel>(ctx, axis);
+    return make_with_fallback<ConcatKernel>(ctx, axis);
 }
 
 class SplitKernel final : public CudaKernel {
@@ -839,7 +839,7 @@ Factory make_split(const KernelCreateContext& ctx) {
             return Status::error(ErrorCode::invalid_model, "Split output ", i, " is omitted");
     // Opset 1 and 13+: optional 'split' input, read by the reference prepare on the host.
     const std::uint64_t host = ctx.has_input(1) ? 2u : 0u;
-    return with_reference<SplitKernel>(ctx, axis, host);
+    return make_with_fallback<SplitKernel>(ctx, axis, host);
 }
 
 // =================================================================================================
@@ -936,9 +936,9 @@ Factory make_slice(const KernelCreateContext& ctx) {
         std::uint64_t host = 0;
         for (int i = 1; i < 5; ++i)
             if (ctx.has_input(i)) host |= std::uint64_t{1} << i;
-        return with_reference<SliceKernel>(ctx, true, host, std::vector<std::int64_t>{},
-                                           std::vector<std::int64_t>{},
-                                           std::vector<std::int64_t>{});
+        return make_with_fallback<SliceKernel>(ctx, true, host, std::vector<std::int64_t>{},
+                                               std::vector<std::int64_t>{},
+                                               std::vector<std::int64_t>{});
     }
     const Node& n = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(auto starts, n.attr<std::vector<std::int64_t>>("starts"));
@@ -948,8 +948,8 @@ Factory make_slice(const KernelCreateContext& ctx) {
     if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()))
         return Status::error(ErrorCode::invalid_model,
                              "attributes 'starts', 'ends' and 'axes' differ in length");
-    return with_reference<SliceKernel>(ctx, false, std::uint64_t{0}, std::move(starts),
-                                       std::move(ends), std::move(axes));
+    return make_with_fallback<SliceKernel>(ctx, false, std::uint64_t{0}, std::move(starts),
+                                           std::move(ends), std::move(axes));
 }
 
 // =================================================================================================
@@ -982,15 +982,15 @@ private:
 Factory make_reshape(const KernelCreateContext& ctx) {
     // Opset 5+: the shape is input 1 (read by the reference prepare on the host).
     const std::uint64_t host = ctx.opset() >= 5 && ctx.has_input(1) ? 2u : 0u;
-    return with_reference<CopyKernel>(ctx, host);
+    return make_with_fallback<CopyKernel>(ctx, host);
 }
 Factory make_flatten(const KernelCreateContext& ctx) {
-    return with_reference<CopyKernel>(ctx, std::uint64_t{0});
+    return make_with_fallback<CopyKernel>(ctx, std::uint64_t{0});
 }
 Factory make_squeeze_like(const KernelCreateContext& ctx) {
     // Opset 13+: axes are input 1.
     const std::uint64_t host = ctx.opset() >= 13 && ctx.has_input(1) ? 2u : 0u;
-    return with_reference<CopyKernel>(ctx, host);
+    return make_with_fallback<CopyKernel>(ctx, host);
 }
 
 class ExpandKernel final : public CudaKernel {
@@ -1024,7 +1024,9 @@ public:
     }
 };
 
-Factory make_expand(const KernelCreateContext& ctx) { return with_reference<ExpandKernel>(ctx); }
+Factory make_expand(const KernelCreateContext& ctx) {
+    return make_with_fallback<ExpandKernel>(ctx);
+}
 
 // =================================================================================================
 // Pad (constant mode)
@@ -1280,7 +1282,7 @@ Factory make_pad(const KernelCreateContext& ctx) {
         for (int i = 1; i < 4; ++i)
             if (ctx.has_input(i)) host |= std::uint64_t{1} << i;
     }
-    return with_reference<PadKernel>(ctx, ctx.opset(), host, std::move(pads), value);
+    return make_with_fallback<PadKernel>(ctx, ctx.opset(), host, std::move(pads), value);
 }
 
 // =================================================================================================
@@ -1679,8 +1681,8 @@ Factory make_reduce(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(detail::ReduceAttrs a,
                              detail::parse_reduce_attrs(ctx, OP == RedOp::sum));
     const std::uint64_t host = a.axes_from_input && ctx.has_input(1) ? 2u : 0u;
-    return with_reference<ReduceKernel<OP>>(ctx, a.noop_with_empty_axes, a.axes_from_input, host,
-                                            std::move(a.axes));
+    return make_with_fallback<ReduceKernel<OP>>(ctx, a.noop_with_empty_axes, a.axes_from_input,
+                                                host, std::move(a.axes));
 }
 
 }  // namespace

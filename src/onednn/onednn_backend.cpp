@@ -471,7 +471,7 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
         // The state prepare set is this kernel's, not the fallback's.
         const void* state = ctx.prepared_state();
         ctx.set_prepared_state(nullptr);
-        const Status st = fallback_->run(ctx);
+        const Status st = fallback().run(ctx);
         ctx.set_prepared_state(state);
         return st;
     }
@@ -514,7 +514,7 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
         RunContext plain(ctx.node(), ins, outs, ctx.workspace(), base, cpu_allocator(),
                          ctx.control());
         plain.set_frame(ctx.frame());
-        DSINFER_RETURN_IF_ERROR(fallback_->run(plain));
+        DSINFER_RETURN_IF_ERROR(fallback().run(plain));
         for (std::size_t i = 0; i < outs.size(); ++i)
             if (out_blocked[i] != nullptr) convert(out_shapes[i], outs[i].raw, out_blocked[i], false);
         return Status::ok();

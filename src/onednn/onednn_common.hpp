@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
+#include "ops/fallback_kernel.hpp"
 #include "ops/kernel_utils.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
@@ -252,9 +253,12 @@ StatusOr<std::shared_ptr<const V>> cached_build(const PrimitiveCache<V>& cache,
     });
 }
 
-/// Base for oneDNN kernels that own the kernel the next backend would use for the node:
-/// prepare() of the fallback validates inputs and defines outputs (one set of semantics), and
-/// run-time shapes oneDNN cannot take are delegated to it.
+/// Base for oneDNN kernels, which own the kernel the next backend would use for the node
+/// (FallbackKernelBase, src/ops/fallback_kernel.hpp): prepare() of the fallback validates inputs
+/// and defines outputs (one set of semantics), and run-time shapes oneDNN cannot take are
+/// delegated to it. What is oneDNN's own: running the fallback on row-major copies of the slots
+/// negotiation made blocked (run_fallback), or with weights the kernel released
+/// (run_fallback_with_weights), and whether the fallback is dsinfer's "cpu" kernel.
 ///
 /// Transient shapes (PrepareContext::transient_shape: shapes inside their bucket, seen about
 /// once): a kernel builds no primitive for the exact shapes, whatever is cached (the path is a
@@ -267,9 +271,9 @@ StatusOr<std::shared_ptr<const V>> cached_build(const PrimitiveCache<V>& cache,
 /// (fast_fallback()), or the reference kernel on an output of at most kReferenceTransient
 /// elements. Everything else builds as before. Prepare's choice is its state
 /// (PrepareContext::set_state), which run() follows.
-class FallbackKernel : public Kernel {
+class FallbackKernel : public FallbackKernelBase {
 public:
-    explicit FallbackKernel(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
+    using FallbackKernelBase::FallbackKernelBase;
 
     /// Set by the factory (make_onednn_kernel): the fallback is dsinfer's "cpu" kernel (the
     /// "cpu" backend implements the op below this one), else the reference kernel.
@@ -280,12 +284,10 @@ public:
     static constexpr std::int64_t kReferenceTransient = std::int64_t{1} << 16;
 
 protected:
-    /// fallback->prepare(ctx): validation + output shapes; returns its workspace bytes.
-    Status prepare_fallback(PrepareContext& ctx) const { return fallback_->prepare(ctx); }
-    /// Runs the fallback. Inputs/outputs that negotiation made blocked (bits of the masks) are
-    /// converted to row-major copies at the end of the workspace first (and outputs back after),
-    /// since the fallback only knows row-major tensors; prepare reserved the space with
-    /// relayout_bytes().
+    /// Runs the fallback, without this kernel's prepared state (unlike fallback_run). Inputs and
+    /// outputs that negotiation made blocked (bits of the masks) are converted to row-major
+    /// copies at the end of the workspace first (and outputs back after), since the fallback only
+    /// knows row-major tensors; prepare reserved the space with relayout_bytes().
     Status run_fallback(RunContext& ctx, std::uint64_t blocked_in = 0,
                         std::uint64_t blocked_out = 0) const noexcept;
     /// run_fallback with constant input 1 read from the weights `packer` holds in the stored
@@ -299,14 +301,15 @@ protected:
     static std::size_t relayout_bytes(const std::vector<Shape>& in, const std::vector<Shape>& out,
                                       std::uint64_t blocked_in, std::uint64_t blocked_out);
 
-public:
 private:
-    std::unique_ptr<Kernel> fallback_;
     bool fast_fallback_ = false;
 };
 
-/// make_kernel for FallbackKernel subclasses: also records whether the fallback is dsinfer's
-/// "cpu" kernel (that backend implements the node's op below this one).
+/// make_kernel for FallbackKernel subclasses, over the fallback the factory created first
+/// (ctx.create_fallback(), before it reads the attributes the fallback validates, so a bad node
+/// fails with the fallback's error; make_with_fallback where nothing is read): also records
+/// whether the fallback is dsinfer's "cpu" kernel (that backend implements the node's op below
+/// this one).
 template <class K, class... Args>
 StatusOr<std::unique_ptr<Kernel>> make_onednn_kernel(const KernelCreateContext& ctx,
                                                      Args&&... args) {

@@ -106,7 +106,6 @@ public:
     LayoutSupport layout_support(const Graph&, const Node&) const override {
         return {kBlockedLayout, 1, 1, true};
     }
-    Status prepare(PrepareContext& ctx) const override { return prepare_fallback(ctx); }
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         const auto* px = static_cast<const float*>(x.raw);
@@ -122,8 +121,7 @@ StatusOr<std::unique_ptr<Kernel>> make_relu(const KernelCreateContext& ctx) {
     const Value* x = ctx.input_value(0);
     if (x == nullptr || !x->dtype || *x->dtype != DType::f32)
         return Status::error(ErrorCode::unsupported, "f32 only");
-    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    return make_kernel<ReluKernel>(std::move(fallback));
+    return make_with_fallback<ReluKernel>(ctx);
 }
 
 template <class F>

@@ -86,8 +86,10 @@ public:
 void register_fast_cast_kernels(KernelRegistry& r) {
     const DTypeSet types{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
                          DType::i64, DType::u8,  DType::boolean};
-    r.add({"Cast", "", 1, kMaxOpset, DeviceKind::cpu, types}, &fast_factory<CastFast>, kPriorityCpu, "cpu");
-    r.add({"CastLike", "", 15, kMaxOpset, DeviceKind::cpu, types}, &fast_factory<CastFast>, kPriorityCpu, "cpu");
+    r.add({"Cast", "", 1, kMaxOpset, DeviceKind::cpu, types}, &make_with_fallback<CastFast>,
+          kPriorityCpu, "cpu");
+    r.add({"CastLike", "", 15, kMaxOpset, DeviceKind::cpu, types}, &make_with_fallback<CastFast>,
+          kPriorityCpu, "cpu");
 }
 
 }  // namespace dsinfer::detail::fast

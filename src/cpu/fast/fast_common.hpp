@@ -1,6 +1,7 @@
 // Shared pieces of dsinfer's fast CPU kernels (src/cpu/fast): the fallback-wrapping kernel
-// base and loop plans of the elementwise and data-movement ops (the vector loops and the chunk
-// sizes of parallel loops are the kernels room's: src/kernels/simd.hpp).
+// base (FastKernel, the backends' one base: src/ops/fallback_kernel.hpp) and loop plans of the
+// elementwise and data-movement ops (the vector loops and the chunk sizes of parallel loops are
+// the kernels room's: src/kernels/simd.hpp).
 //
 // Every fast kernel wraps the kernel the next backend would have chosen for its node (the
 // reference kernel; KernelCreateContext::create_fallback). prepare is the fallback's, so
@@ -20,6 +21,7 @@
 #include <memory>
 
 #include "kernels/simd.hpp"
+#include "ops/fallback_kernel.hpp"
 #include "ops/kernel_utils.hpp"
 #include "runtime/parallel.hpp"
 
@@ -27,31 +29,15 @@ namespace dsinfer::detail::fast {
 
 using Factory = StatusOr<std::unique_ptr<Kernel>>;
 
-/// Base of the fast kernels: prepare and the slow cases are the fallback kernel's.
-class FastKernel : public Kernel {
+/// Base of the fast kernels: prepare and the slow cases (fallback_run) are the fallback
+/// kernel's, as FallbackKernelBase has them; nothing is added. (A class rather than an alias:
+/// subclasses outside namespace fast name it as FastKernel in their initializers.) Factories
+/// create them with make_with_fallback<K>(ctx, args...), or, when they read attributes the
+/// fallback validates, with ctx.create_fallback() first and make_kernel<K> after.
+class FastKernel : public FallbackKernelBase {
 public:
-    explicit FastKernel(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
-    Status prepare(PrepareContext& ctx) const override { return fallback_->prepare(ctx); }
-
-protected:
-    Status fallback_run(RunContext& ctx) const noexcept { return fallback_->run(ctx); }
-
-private:
-    std::unique_ptr<Kernel> fallback_;
+    using FallbackKernelBase::FallbackKernelBase;
 };
-
-/// Creates the fallback kernel first (so a bad node fails with the reference's error), then
-/// K(fallback, args...).
-template <class K, class... Args>
-Factory make_fast(const KernelCreateContext& ctx, Args&&... args) {
-    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
-    return make_kernel<K>(std::move(fb), std::forward<Args>(args)...);
-}
-/// The factory of a fast kernel without parameters.
-template <class K>
-Factory fast_factory(const KernelCreateContext& ctx) {
-    return make_fast<K>(ctx);
-}
 
 /// memcpy split across threads in kGrainBytes chunks.
 inline void parallel_copy(void* dst, const void* src, std::size_t bytes) noexcept {

@@ -69,7 +69,7 @@ private:
 
 template <Unary Op>
 Factory make_unary(const KernelCreateContext& ctx) {
-    return make_fast<UnaryFast>(ctx, Op);
+    return make_with_fallback<UnaryFast>(ctx, Op);
 }
 
 class NotFast final : public FastKernel {
@@ -287,7 +287,7 @@ Factory make_binary(const KernelCreateContext& ctx) {
     // Opset < 7 broadcasting (the 'broadcast'/'axis' attributes) stays with the reference.
     if (ctx.opset() < 7 && Op != Bin::max && Op != Bin::min)
         return Status::error(ErrorCode::unsupported, "legacy broadcasting is not accelerated");
-    return make_fast<BinaryFast>(ctx, Op);
+    return make_with_fallback<BinaryFast>(ctx, Op);
 }
 
 // ---- Where --------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ void register_fast_elementwise_kernels(KernelRegistry& r) {
     add("Tanh", 1, floats, &make_unary<Unary::tanh>);
     add("Sigmoid", 1, floats, &make_unary<Unary::sigmoid>);
     add("Erf", 9, floats, &make_unary<Unary::erf>);
-    add("Not", 1, DTypeSet{DType::boolean}, &fast_factory<NotFast>);
+    add("Not", 1, DTypeSet{DType::boolean}, &make_with_fallback<NotFast>);
 
     const DTypeSet arith{DType::f32, DType::i32, DType::i64};
     add("Add", 1, arith, &make_binary<Bin::add>);
@@ -375,7 +375,7 @@ void register_fast_elementwise_kernels(KernelRegistry& r) {
     add("And", 1, boolean, &make_binary<Bin::land>);
     add("Or", 1, boolean, &make_binary<Bin::lor>);
     add("Xor", 1, boolean, &make_binary<Bin::lxor>);
-    add("Where", 9, DTypeSet::all(), &fast_factory<WhereFast>);
+    add("Where", 9, DTypeSet::all(), &make_with_fallback<WhereFast>);
 }
 
 }  // namespace dsinfer::detail::fast

@@ -34,7 +34,8 @@ private:
 Factory make_gelu(const KernelCreateContext& ctx) {
     auto approx = ctx.node().attr_or<std::string>("approximate", "none");
     if (!approx.is_ok()) return ctx.create_fallback();  // the reference reports the error
-    return make_fast<GeluFast>(ctx, approx.value() == "tanh" ? Unary::gelu_tanh : Unary::gelu);
+    return make_with_fallback<GeluFast>(ctx,
+                                        approx.value() == "tanh" ? Unary::gelu_tanh : Unary::gelu);
 }
 
 /// SkipLayerNormalization over rows of the last dim: the sum is written to Y (and to the sum

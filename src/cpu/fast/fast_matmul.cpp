@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "ops/activation.hpp"
+#include "ops/fallback_kernel.hpp"
 #include "kernels/activation_f32.hpp"
 #include "cpu/fast/groups.hpp"
 #include "kernels/sgemm.hpp"
@@ -37,16 +38,18 @@ struct PackedGemmConfig {
     ActivationSpec act;
 };
 
-class PackedMatMulKernel final : public Kernel {
+class PackedMatMulKernel final : public FallbackKernelBase {
 public:
     PackedMatMulKernel(std::unique_ptr<Kernel> fallback, std::shared_ptr<const PackedB> packed,
                        PackedGemmConfig cfg)
-        : fallback_(std::move(fallback)), cfg_(std::move(cfg)), packed_(std::move(packed)) {}
+        : FallbackKernelBase(std::move(fallback)),
+          cfg_(std::move(cfg)),
+          packed_(std::move(packed)) {}
 
     /// The fallback's checks and workspace, and room for the GEMM's packed A (the larger of the
     /// two: only one of them runs).
     Status prepare(PrepareContext& ctx) const override {
-        DSINFER_RETURN_IF_ERROR(fallback_->prepare(ctx));
+        DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
         const Shape& a = ctx.input(0).shape();
         if (ctx.input(0).dtype() != DType::f32 || a.rank() < 1 || a[a.rank() - 1] != cfg_.k)
             return Status::ok();
@@ -88,7 +91,6 @@ public:
     }
 
 private:
-    std::unique_ptr<Kernel> fallback_;
     PackedGemmConfig cfg_;
     std::shared_ptr<const PackedB> packed_;  ///< the weight store's form (shared by readers)
 };

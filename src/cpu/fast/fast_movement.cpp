@@ -595,7 +595,7 @@ Factory make_pad(const KernelCreateContext& ctx) {
     if (ctx.opset() < 11 || mode != "constant")
         return Status::error(ErrorCode::unsupported, "Pad mode '", mode, "' at opset ",
                              ctx.opset(), " is not accelerated");
-    return make_fast<PadFast>(ctx);
+    return make_with_fallback<PadFast>(ctx);
 }
 
 }  // namespace
@@ -608,13 +608,13 @@ void register_fast_movement_kernels(KernelRegistry& r) {
         r.add({op, "", from, kMaxOpset, DeviceKind::cpu, types}, f, kPriorityCpu, "cpu");
     };
     for (const char* op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-        add(op, 1, &fast_factory<CopyFast>);
+        add(op, 1, &make_with_fallback<CopyFast>);
     add("Transpose", 1, &make_transpose);
     add("Gather", 1, &make_gather);
     add("Concat", 1, &make_join<true>);
     add("Split", 1, &make_join<false>);
     add("Slice", 1, &make_slice);
-    add("Expand", 8, &fast_factory<ExpandFast>);
+    add("Expand", 8, &make_with_fallback<ExpandFast>);
     add("Pad", 1, &make_pad);
 }
 
