@@ -17,7 +17,7 @@ namespace detail::onednn {
 
 namespace {
 
-/// DSINFER_MAX_CPU_ISA caps oneDNN's JIT kernels as it caps dsinfer's own (cpu/fast/simd.hpp):
+/// DSINFER_MAX_CPU_ISA caps oneDNN's JIT kernels as it caps dsinfer's own (kernels/simd.hpp):
 /// avx2 -> oneDNN's avx2 (no AVX2-VNNI, no AVX-512), baseline -> SSE4.1, oneDNN's lowest JIT
 /// level. oneDNN fixes its ISA the first time it reads it, so this runs before anything else
 /// of oneDNN (cpu_engine, channel_block). A cap oneDNN refuses (ONEDNN_MAX_CPU_ISA already
