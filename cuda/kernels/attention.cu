@@ -31,7 +31,7 @@
 
 #include "ops/attention.hpp"
 #include "cuda_common.hpp"
-#include "kernels/io_types.cuh"
+#include "io_types.cuh"  // this directory (not src/kernels/)
 #include "dsinfer/ops.hpp"
 
 namespace dsinfer::cuda {

@@ -49,7 +49,7 @@
 #include "cublaslt_loader.hpp"
 #include "cuda_common.hpp"
 #include "dsinfer/ops.hpp"
-#include "kernels/gemm_epilogue.hpp"
+#include "gemm_epilogue.hpp"  // this directory (not src/kernels/)
 
 namespace dsinfer::cuda {
 namespace {

@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_common.hpp"
-#include "kernels/gemm_epilogue.hpp"
+#include "gemm_epilogue.hpp"  // this directory (not src/kernels/)
 
 namespace dsinfer::cuda {
 namespace {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "cuda_common.hpp"
-#include "kernels/io_types.cuh"
+#include "io_types.cuh"  // this directory (not src/kernels/)
 #include "dsinfer/ops.hpp"
 
 namespace dsinfer::cuda {
