@@ -226,15 +226,22 @@ Status InferenceEngine::Impl::bind_inputs(const std::vector<NamedTensor>& given,
         inputs.size() > kInline ? std::span<const Tensor*>(bound_heap)
                                 : std::span<const Tensor*>(bound_inline.data(), inputs.size());
     std::vector<std::string> unknown, duplicate;
-    for (const auto& nt : given) {
-        auto it = input_index.find(nt.name);
-        if (it == input_index.end()) {
-            unknown.push_back(nt.name);
-        } else if (bound[it->second] != nullptr) {
-            duplicate.push_back(nt.name);
-        } else {
-            bound[it->second] = &nt.tensor;
+    for (std::size_t gi = 0; gi < given.size(); ++gi) {
+        const NamedTensor& nt = given[gi];
+        // Inputs given in declaration order need no lookup.
+        std::size_t index = gi;
+        if (gi >= inputs.size() || nt.name != inputs[gi].name) {
+            auto it = input_index.find(nt.name);
+            if (it == input_index.end()) {
+                unknown.push_back(nt.name);
+                continue;
+            }
+            index = it->second;
         }
+        if (bound[index] != nullptr)
+            duplicate.push_back(nt.name);
+        else
+            bound[index] = &nt.tensor;
     }
     std::vector<std::string> missing;
     for (std::size_t i = 0; i < bound.size(); ++i)

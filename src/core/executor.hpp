@@ -22,6 +22,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -84,9 +85,17 @@ struct CompileOptions {
     std::shared_ptr<WeightStore> weights;
 };
 
+/// A number no other plan or prepared shape of this process carries (a run scratch's program,
+/// NodeScratch::Program, remembers those it was built for).
+inline std::uint64_t next_plan_serial() noexcept {
+    static std::atomic<std::uint64_t> next{0};
+    return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 /// The arena placement of one shape bucket, or of one exact input shape (built from a
 /// recorded run, or for a bucket from the sizes every node's prepare gives at its edges).
 struct ExecutionPlan {
+    std::uint64_t serial = next_plan_serial();
     std::vector<std::int64_t> value_offset;  ///< per ValueId: arena offset, -1 = not planned
     std::vector<std::size_t> value_bytes;    ///< per ValueId: bytes recorded (run-time must fit)
     std::vector<ValueId> inplace_input;      ///< per ValueId: the input it shares a block with
@@ -104,6 +113,7 @@ struct ExecutionPlan {
 /// What prepare said for one exact input shape, kept so that later runs of that shape call
 /// prepare only for nodes whose result the shape does not fix (CompiledNode::stable_prepare).
 struct PreparedShape {
+    std::uint64_t serial = next_plan_serial();
     /// Per output of every node (CompiledNode::spec_begin).
     std::vector<PrepareContext::OutputSpec> output_specs;
     /// Per node: the kernel state its prepare set (stable nodes), and its workspace bytes.
@@ -218,10 +228,14 @@ private:
     /// once as many runs as ever ran concurrently have finished.
     std::unique_ptr<RunScratch> acquire_scratch() const;
     void release_scratch(std::unique_ptr<RunScratch> s) const noexcept;
-    /// Drops a run's tensors from the scratch (its capacity stays).
-    void clear_run_values(RunScratch& s) const noexcept;
+    /// Drops a run's tensors from the scratch (its capacity stays); after a completed run only
+    /// those no node released.
+    void clear_run_values(RunScratch& s, bool completed) const noexcept;
     /// Whether a whole run can be captured as a CUDA graph (after compile).
     bool decide_graphable() const;
+    /// A planned host run's program (NodeScratch::Program) for mem's plan, prepared results and
+    /// arena, in the scratch's storage (sized on its first host run: no allocation).
+    void build_program(NodeScratch& s, const RunMemory& mem) const noexcept;
     /// Runs the nodes in order on a set-up frame (the body of execute()).
     Status run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev, NodeScratch& scratch,
                      const RunControl& control, std::int64_t* error_slots) const;
@@ -259,8 +273,6 @@ private:
     /// `at_edges` false: the same at the inputs' own dims (a shape's own plan).
     StatusOr<bool> measure_bucket(const std::vector<Tensor>& inputs, Recording& rec,
                                   bool at_edges) const;
-    /// Whether a symbolic input dim lies off its bucket edge (the shape is inside its bucket).
-    bool off_bucket_edges(const std::vector<Tensor>& inputs) const noexcept;
     /// Runs node ni's kernel on small inputs that carry data (shape-like values, at most 1024
     /// elements per output) and returns its outputs, or an empty vector when it cannot.
     /// Out of memory is an error; any other failure only means "not computed".
@@ -269,14 +281,17 @@ private:
     /// Records, in a recording, that value `id` (output 0 of node ni) may share the block of
     /// the input it overwrites in place.
     void note_inplace(Recording& rec, std::size_t ni, ValueId id, DType dtype, const Shape& shape,
-                      const std::vector<Tensor>& inputs) const;
-    /// The exact key (marker 1) and the bucket key (marker 0) of a run's inputs.
-    void exact_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const;
-    void bucket_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const;
-    /// The buffer of value `id`, an output of node ni: its arena slot when planned (and it
-    /// fits), else a pool allocation. Records its size when the run records.
-    StatusOr<Tensor> output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni, ValueId id, DType dtype,
-                                   const Shape& shape, const std::vector<Tensor>& inputs) const;
+                      std::span<const Tensor* const> inputs) const;
+    /// The exact key (marker 1) and the bucket key (marker 0) of a run's inputs, each when
+    /// asked for, in one pass; returns whether a symbolic input dim lies off its bucket edge
+    /// (the shape is inside its bucket; false without buckets).
+    bool shape_keys(const std::vector<Tensor>& inputs, std::vector<std::int64_t>* key,
+                    std::vector<std::int64_t>* bucket) const;
+    /// The buffer of value `id`, an output of node ni, into `out`: its arena slot when planned
+    /// (and it fits), else a pool allocation. Records its size when the run records.
+    Status output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni, ValueId id, DType dtype,
+                         const Shape& shape, std::span<const Tensor* const> inputs,
+                         Tensor& out) const;
 
     std::shared_ptr<Graph> graph_;
     const CompiledGraph* parent_ = nullptr;

@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,63 @@ struct CompiledGraph::Recording {
 /// The per-node vectors of run_nodes, kept between runs (RunScratch) so that a planned run
 /// does not allocate them.
 struct CompiledGraph::NodeScratch {
-    std::vector<Tensor> node_inputs, prepare_inputs, out_tensors, dynamic;
+    /// node_inputs: the inputs staged for a device run (copies); host runs read the frame.
+    std::vector<Tensor> node_inputs, prepare_inputs, dynamic;
+    /// Per input of the node being run: its tensor (in the frame, or in node_inputs).
+    std::vector<const Tensor*> inputs;
     std::vector<TensorView> in_views, out_views;
+    /// Host runs: every node's input views, nodes one after the other (node ni's from
+    /// views_begin[ni]); those of constants (and absent inputs) are written once, when the
+    /// frame's initializer handles are in place, and flagged in view_fixed.
+    std::vector<TensorView> node_views;
+    std::vector<std::uint32_t> views_begin;
+    std::vector<char> view_fixed;
+    bool views_ready = false;
+    /// What the node's prepare said when it was called (not replayed): its output specs and
+    /// the state it set (kept until the node ran).
+    std::vector<PrepareContext::OutputSpec> specs;
+    std::shared_ptr<const void> state;
+    Tensor workspace;  // a workspace outside the arena (unplanned runs), until the node ran
+    Tensor none;       // an absent optional input (stays null)
+
+    /// A planned host run whose plan, prepared results and arena are those of the previous
+    /// run of this scratch runs from a program: the nodes whose prepare is replayed and whose
+    /// outputs and workspace all have slots of their own in the arena ("fixed" nodes) take
+    /// their output views, workspace and the views of inputs another fixed node produced from
+    /// here, written once; only graph inputs and values of other nodes are read from the
+    /// frame, and a fixed node's output gets a frame tensor only when another node reads it
+    /// from there. Built on the second run in a row of a shape class (a loop of changing
+    /// shapes never builds one), in vectors sized on the scratch's first host run.
+    struct Program {
+        /// One node as the program runs it.
+        struct Step {
+            bool fixed = false;
+            std::uint32_t num_in = 0, num_out = 0;
+            std::uint32_t views = 0;  // its input views: in_views[views, views + num_in)
+            std::uint32_t outs = 0;   // its output views: out_views[outs, outs + num_out)
+            std::uint32_t reads = 0, reads_end = 0;  // its inputs read from the frame
+            std::uint32_t drops = 0, drops_end = 0;  // the frame tensors it releases
+            bool out_tensor = false;                  // some output gets a frame tensor
+            const void* state = nullptr;
+            void* workspace = nullptr;
+            std::size_t workspace_bytes = 0;
+        };
+        bool valid = false;
+        std::uint64_t plan = 0, prepared = 0;  // the serials it was built for
+        const unsigned char* base = nullptr;   // and the arena
+        std::uint64_t seen_plan = 0, seen_prepared = 0;  // the previous planned run's
+        std::vector<Step> steps;                         // per node
+        std::vector<TensorView> in_views;                // per node's inputs (views_begin)
+        std::vector<std::pair<std::uint32_t, ValueId>> reads;  // (input view, value)
+        std::vector<ValueId> drops;
+        std::vector<TensorView> out_views;  // per node's outputs
+        std::vector<char> out_tensor;       // per output: the frame gets its tensor
+        // Used while building: per node its first output, per value its output slot (if a
+        // fixed node's) and whether it holds a frame tensor during a run.
+        std::vector<std::uint32_t> outs_begin, value_out;
+        std::vector<char> has_tensor;
+    };
+    Program program;
 };
 
 /// Everything a run of this graph needs besides its memory plan: the frame (initializer
@@ -57,8 +113,12 @@ struct CompiledGraph::RunScratch {
     Frame frame;
     NodeScratch nodes;
     std::vector<std::int64_t> key, bucket;
-    /// Storage for the control block of the run's arena handle (one shared_ptr per run,
-    /// whose last reference goes when the run's tensors do): no heap allocation for it.
+    /// The values a run sets (graph inputs, captured outer values, node outputs), cleared
+    /// after a failed run; and those a completed run leaves set (no node releases them: graph
+    /// inputs and outputs nobody reads last), cleared after it.
+    std::vector<ValueId> run_values, kept_values;
+    /// Storage for the control block of the run's arena handle (one shared_ptr per run, held
+    /// by its RunMemory; host arena tensors do not own it): no heap allocation for it.
     alignas(std::max_align_t) unsigned char arena_ctrl[192];
     bool arena_ctrl_used = false;
 };
@@ -181,10 +241,11 @@ inline std::size_t tensor_bytes(DType dtype, const Shape& shape) {
 
 /// The input output 0 of an in-place capable node may share: the first with its dtype and
 /// shape (for binary ops, the operand oneDNN takes as src0), or -1.
-inline int inplace_slot(char rule, const std::vector<Tensor>& inputs, DType dtype, const Shape& shape) {
+inline int inplace_slot(char rule, std::span<const Tensor* const> inputs, DType dtype,
+                        const Shape& shape) {
     auto fits = [&](std::size_t k) {
-        return k < inputs.size() && !inputs[k].is_null() && inputs[k].dtype() == dtype &&
-               inputs[k].shape() == shape;
+        return k < inputs.size() && !inputs[k]->is_null() && inputs[k]->dtype() == dtype &&
+               inputs[k]->shape() == shape;
     };
     if (rule >= 2) return fits(static_cast<std::size_t>(rule - 2)) ? rule - 2 : -1;
     for (std::size_t k = 0; k < inputs.size(); ++k)

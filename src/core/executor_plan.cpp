@@ -38,33 +38,40 @@ std::int64_t CompiledGraph::bucket_edge(std::int64_t v) const noexcept {
     return p;
 }
 
-// Plan keys (into `key`, whose capacity is kept): a marker (1 exact, 0 bucket), then per input
+// Plan keys (into vectors whose capacity is kept): a marker (1 exact, 0 bucket), then per input
 // its dtype, rank and dims; a bucket key has each symbolic dim's bucket edge instead.
-void CompiledGraph::exact_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const {
-    key.clear();
-    key.push_back(1);
-    for (const Tensor& t : inputs) {
-        key.push_back(static_cast<std::int64_t>(t.dtype()));
-        key.push_back(t.num_dims());
-        for (int d = 0; d < t.num_dims(); ++d) key.push_back(t.shape()[d]);
+bool CompiledGraph::shape_keys(const std::vector<Tensor>& inputs, std::vector<std::int64_t>* key,
+                               std::vector<std::int64_t>* bucket) const {
+    if (key != nullptr) {
+        key->clear();
+        key->push_back(1);
     }
-}
-
-void CompiledGraph::bucket_key(const std::vector<Tensor>& inputs, std::vector<std::int64_t>& key) const {
-    key.clear();
-    key.push_back(0);
+    if (bucket != nullptr) {
+        bucket->clear();
+        bucket->push_back(0);
+    }
+    bool off_edges = false;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const Tensor& t = inputs[i];
-        const std::vector<char>& sym = input_symbolic_[i];
-        key.push_back(static_cast<std::int64_t>(t.dtype()));
-        key.push_back(t.num_dims());
+        const std::vector<char>* sym = i < input_symbolic_.size() ? &input_symbolic_[i] : nullptr;
+        for (std::vector<std::int64_t>* k : {key, bucket}) {
+            if (k == nullptr) continue;
+            k->push_back(static_cast<std::int64_t>(t.dtype()));
+            k->push_back(t.num_dims());
+        }
         for (int d = 0; d < t.num_dims(); ++d) {
+            const std::int64_t dim = t.shape()[d];
+            if (key != nullptr) key->push_back(dim);
             // A declared static dim keeps its value (a run with another fails in a kernel).
-            const bool symbolic = sym.empty() || static_cast<std::size_t>(d) >= sym.size() ||
-                                  sym[static_cast<std::size_t>(d)] != 0;
-            key.push_back(symbolic ? bucket_edge(t.shape()[d]) : t.shape()[d]);
+            const bool symbolic = sym == nullptr || sym->empty() ||
+                                  static_cast<std::size_t>(d) >= sym->size() ||
+                                  (*sym)[static_cast<std::size_t>(d)] != 0;
+            const std::int64_t edge = buckets_ && symbolic ? bucket_edge(dim) : dim;
+            off_edges = off_edges || edge != dim;
+            if (bucket != nullptr) bucket->push_back(edge);
         }
     }
+    return off_edges;
 }
 
 std::shared_ptr<const ExecutionPlan> CompiledGraph::find_plan(
@@ -173,19 +180,6 @@ MemoryPlanStats CompiledGraph::memory_plan_stats() const {
     return s;
 }
 
-bool CompiledGraph::off_bucket_edges(const std::vector<Tensor>& inputs) const noexcept {
-    for (std::size_t i = 0; i < inputs.size() && i < input_symbolic_.size(); ++i) {
-        const Tensor& t = inputs[i];
-        const std::vector<char>& sym = input_symbolic_[i];
-        for (int d = 0; d < t.num_dims(); ++d) {
-            const bool symbolic = sym.empty() || static_cast<std::size_t>(d) >= sym.size() ||
-                                  sym[static_cast<std::size_t>(d)] != 0;
-            if (symbolic && bucket_edge(t.shape()[d]) != t.shape()[d]) return true;
-        }
-    }
-    return false;
-}
-
 StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, Recording& rec,
                                              bool at_edges) const {
     const Graph& g = *graph_;
@@ -213,6 +207,7 @@ StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, 
         vals[static_cast<std::size_t>(g.inputs[i])] = meta_tensor(t.dtype(), shape.value());
     }
     std::vector<Tensor> ins;
+    std::vector<const Tensor*> node_in_ptrs;
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
         const Node& n = g.nodes[ni];
         const CompiledNode& cn = nodes_[ni];
@@ -233,6 +228,8 @@ StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, 
             ins.push_back(t);
         }
         const std::vector<Tensor> node_ins = ins;
+        node_in_ptrs.clear();
+        for (const Tensor& t : node_ins) node_in_ptrs.push_back(&t);
         // With transient shapes, the edges themselves run with a full prepare, the shapes inside
         // the bucket with a transient one (PrepareContext::transient_shape): the workspace
         // serves both. A shape's own plan takes the prepare its runs take.
@@ -265,7 +262,8 @@ StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, 
             const auto v = static_cast<std::size_t>(id);
             if (plannable_[v] && spec.dtype != DType::string) {
                 rec.value_bytes[v] = tensor_bytes(spec.dtype, spec.shape);
-                if (rec.value_bytes[v] > 0) note_inplace(rec, ni, id, spec.dtype, spec.shape, node_ins);
+                if (rec.value_bytes[v] > 0)
+                    note_inplace(rec, ni, id, spec.dtype, spec.shape, node_in_ptrs);
             }
             vals[v] = meta_tensor(spec.dtype, spec.shape);
         }
@@ -283,7 +281,7 @@ StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, 
 }
 
 void CompiledGraph::note_inplace(Recording& rec, std::size_t ni, ValueId id, DType dtype,
-                                 const Shape& shape, const std::vector<Tensor>& inputs) const {
+                                 const Shape& shape, std::span<const Tensor* const> inputs) const {
     const Node& n = graph_->nodes[ni];
     const auto v = static_cast<std::size_t>(id);
     if (!inplace_op_[ni] || n.outputs[0] != id) return;

@@ -51,6 +51,55 @@ struct ArenaCtrlAllocator {
     bool operator==(const ArenaCtrlAllocator<U>& o) const noexcept { return storage == o.storage; }
 };
 
+/// A tensor at `at` in a run's host arena. It does not own the arena: the run holds the arena
+/// (RunMemory::arena) past the last use of its tensors, and none leaves the run (graph outputs
+/// and values subgraphs read are never planned; a dynamic output or graph output found in the
+/// arena is copied out), so placing a value costs no reference count.
+Tensor arena_tensor(unsigned char* at, DType dtype, const Shape& shape, Device device) {
+    return Tensor::wrap(at, dtype, shape, device,
+                        std::shared_ptr<void>(std::shared_ptr<void>(), at));
+}
+
+/// Where each node's items (inputs, outputs: `count`) start when all nodes' are stored one
+/// after the other; the last entry is their total.
+template <class Count>
+void node_offsets(const Graph& g, std::vector<std::uint32_t>& begin, Count count) {
+    begin.assign(g.nodes.size() + 1, 0);
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
+        begin[ni + 1] = begin[ni] + static_cast<std::uint32_t>(count(g.nodes[ni]));
+}
+
+/// Calls node n's prepare on `inputs` (device tensors as meta tensors: dtype and shape; the
+/// vector `ins` lends its capacity); its output specs go to `specs`, the state it set to
+/// `state`, its workspace bytes to `wb`. An exception from an application's kernel is a Status
+/// (the caller names the node).
+[[gnu::noinline]] Status prepare_node(const Node& n, const Kernel& kernel, bool transient,
+                                      std::span<const Tensor* const> inputs,
+                                      std::vector<Tensor>& ins,
+                                      std::vector<PrepareContext::OutputSpec>& specs,
+                                      std::shared_ptr<const void>& state, std::size_t& wb) {
+    ins.clear();
+    for (const Tensor* t : inputs) {
+        if (!t->is_null() && t->device().kind != DeviceKind::cpu)
+            ins.push_back(Tensor::wrap(nullptr, t->dtype(), t->shape(), t->device(),
+                                       std::make_shared<char>(0)));
+        else
+            ins.push_back(*t);
+    }
+    PrepareContext ctx(n, std::move(ins), /*inferring=*/false);
+    ctx.set_transient_shape(transient);
+    Status st = guarded_kernel_call("prepare", [&] { return kernel.prepare(ctx); });
+    ins = std::move(ctx.mutable_inputs());  // its capacity serves the next node
+    ins.clear();
+    if (!st.is_ok()) return st;
+    specs.resize(n.outputs.size());
+    for (std::size_t i = 0; i < n.outputs.size(); ++i)
+        specs[i] = ctx.output_spec(static_cast<int>(i));
+    state = ctx.state();
+    wb = ctx.workspace_bytes();
+    return Status::ok();
+}
+
 }  // namespace
 
 CompiledGraph::~CompiledGraph() = default;
@@ -74,18 +123,36 @@ std::unique_ptr<CompiledGraph::RunScratch> CompiledGraph::acquire_scratch() cons
     const Graph& g = *graph_;
     s->frame.graph = this;
     s->frame.values.resize(g.values.size());
-    for (std::size_t v = 0; v < g.values.size(); ++v)
-        if (g.values[v].initializer) s->frame.values[v] = *g.values[v].initializer;
+    // What a run sets: the graph's inputs, the captured outer values and the nodes' outputs
+    // (initializers aside); what a completed run leaves set: those no node releases.
+    std::vector<char> set(g.values.size(), 0);
+    for (ValueId id : g.inputs) set[static_cast<std::size_t>(id)] = 1;
+    for (const Capture& c : captures_) set[static_cast<std::size_t>(c.id)] = 1;
+    for (const Node& n : g.nodes)
+        for (ValueId id : n.outputs)
+            if (id != kNoValue) set[static_cast<std::size_t>(id)] = 1;
+    for (const CompiledNode& cn : nodes_)
+        for (ValueId id : cn.release_after)
+            if (set[static_cast<std::size_t>(id)] != 0) set[static_cast<std::size_t>(id)] = 2;
+    for (std::size_t v = 0; v < g.values.size(); ++v) {
+        if (g.values[v].initializer) {
+            s->frame.values[v] = *g.values[v].initializer;
+            continue;
+        }
+        if (set[v] != 0) s->run_values.push_back(static_cast<ValueId>(v));
+        if (set[v] == 1) s->kept_values.push_back(static_cast<ValueId>(v));
+    }
     return s;
 }
 
-void CompiledGraph::clear_run_values(RunScratch& s) const noexcept {
+void CompiledGraph::clear_run_values(RunScratch& s, bool completed) const noexcept {
     // Drop the run's tensors (initializer handles stay: they are the same every run; a graph
-    // input with an initializer gets its initializer back).
+    // input with an initializer gets its initializer back). A completed run released every
+    // value some node reads last.
     const Graph& g = *graph_;
     Frame& f = s.frame;
-    for (std::size_t v = 0; v < f.values.size(); ++v)
-        if (!g.values[v].initializer && !f.values[v].is_null()) f.values[v] = Tensor();
+    for (const ValueId id : completed ? s.kept_values : s.run_values)
+        if (Tensor& t = f.values[static_cast<std::size_t>(id)]; !t.is_null()) t = Tensor();
     for (ValueId id : g.inputs)
         if (const auto& init = g.values[static_cast<std::size_t>(id)].initializer)
             f.values[static_cast<std::size_t>(id)] = *init;
@@ -94,12 +161,14 @@ void CompiledGraph::clear_run_values(RunScratch& s) const noexcept {
     NodeScratch& n = s.nodes;
     n.node_inputs.clear();
     n.prepare_inputs.clear();
-    n.out_tensors.clear();
-    n.dynamic.clear();
+    for (Tensor& t : n.dynamic)  // null but after a failed node (their slots are kept)
+        if (!t.is_null()) t = Tensor();
+    n.state.reset();
+    n.workspace = Tensor();
 }
 
 void CompiledGraph::release_scratch(std::unique_ptr<RunScratch> s) const noexcept {
-    clear_run_values(*s);
+    // The run cleared its frame (execute's RunValuesGuard) before giving the scratch back.
     std::lock_guard<std::mutex> lock(scratch_.mu);
     scratch_.free.push_back(std::move(s));  // capacity reserved in acquire_scratch
 }
@@ -181,12 +250,16 @@ Status CompiledGraph::check_device_errors(DeviceScope* dev, const std::int64_t* 
     return Status::ok();
 }
 
-StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni,
-                                              ValueId id, DType dtype, const Shape& shape,
-                                              const std::vector<Tensor>& inputs) const {
+Status CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, std::size_t ni, ValueId id,
+                                    DType dtype, const Shape& shape,
+                                    std::span<const Tensor* const> inputs, Tensor& out) const {
     const auto v = static_cast<std::size_t>(id);
     const bool on_dev = nodes_[ni].on_device && dev != nullptr;
-    if (!plannable_[v] || dtype == DType::string) return allocate_on(dev, on_dev, dtype, shape);
+    auto allocate = [&]() -> Status {
+        DSINFER_ASSIGN_OR_RETURN(out, allocate_on(dev, on_dev, dtype, shape));
+        return Status::ok();
+    };
+    if (!plannable_[v] || dtype == DType::string) return allocate();
     const std::size_t bytes = tensor_bytes(dtype, shape);
     const Node& n = graph_->nodes[ni];
     if (mem.rec != nullptr && bytes > 0) {
@@ -207,16 +280,121 @@ StatusOr<Tensor> CompiledGraph::output_tensor(RunMemory& mem, DeviceScope* dev, 
             if (const ValueId in = p.inplace_input[v]; in != kNoValue) {
                 bool aliased = false;
                 for (std::size_t k = 0; k < inputs.size(); ++k)
-                    aliased = aliased || (n.inputs[k] == in && inputs[k].raw_data() == at);
+                    aliased = aliased || (n.inputs[k] == in && inputs[k]->raw_data() == at);
                 const int k0 = inplace_slot(inplace_op_[ni], inputs, dtype, shape);
                 ok = !aliased || (k0 >= 0 && n.inputs[static_cast<std::size_t>(k0)] == in);
             }
-            if (ok)
-                return on_dev ? Tensor::wrap(at, dtype, shape, dev->device(), mem.device_arena)
-                              : Tensor::wrap(at, dtype, shape, allocator_->device(), mem.arena);
+            if (ok) {
+                out = on_dev ? Tensor::wrap(at, dtype, shape, dev->device(), mem.device_arena)
+                             : arena_tensor(at, dtype, shape, allocator_->device());
+                return Status::ok();
+            }
         }
     }
-    return allocate_on(dev, on_dev, dtype, shape);
+    return allocate();
+}
+
+void CompiledGraph::build_program(NodeScratch& s, const RunMemory& mem) const noexcept {
+    const Graph& g = *graph_;
+    NodeScratch::Program& p = s.program;
+    const ExecutionPlan& plan = *mem.plan;
+    const PreparedShape& ps = *mem.prepared;
+    const Device host = allocator_->device();
+    // The storage was sized when the scratch first ran (run_nodes): nothing here allocates.
+    std::copy(s.node_views.begin(), s.node_views.end(), p.in_views.begin());
+    std::fill(p.out_tensor.begin(), p.out_tensor.end(), 0);
+    std::fill(p.value_out.begin(), p.value_out.end(), UINT32_MAX);
+    std::fill(p.has_tensor.begin(), p.has_tensor.end(), 1);
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        const CompiledNode& cn = nodes_[ni];
+        NodeScratch::Program::Step& st = p.steps[ni];
+        st = NodeScratch::Program::Step{};
+        st.num_in = static_cast<std::uint32_t>(n.inputs.size());
+        st.num_out = static_cast<std::uint32_t>(n.outputs.size());
+        st.views = s.views_begin[ni];
+        st.outs = p.outs_begin[ni];
+        if (!cn.stable_prepare || cn.on_device) continue;
+        // Fixed: every output has a slot of its own in the arena and fits it, and so does the
+        // workspace.
+        const PrepareContext::OutputSpec* specs = ps.output_specs.data() + cn.spec_begin;
+        bool fixed = true;
+        for (std::size_t i = 0; i < n.outputs.size() && fixed; ++i) {
+            const ValueId id = n.outputs[i];
+            p.out_views[st.outs + i] = TensorView{};
+            if (id == kNoValue) continue;
+            const auto v = static_cast<std::size_t>(id);
+            const PrepareContext::OutputSpec& spec = specs[i];
+            fixed = spec.set && !spec.dynamic && spec.dtype != DType::string &&
+                    plan.value_offset[v] >= 0 && plan.inplace_input[v] == kNoValue &&
+                    plan.value_on_device[v] == 0;
+            if (!fixed) break;
+            const std::size_t bytes = tensor_bytes(spec.dtype, spec.shape);
+            fixed = bytes > 0 && bytes <= plan.value_bytes[v];
+            if (fixed)
+                p.out_views[st.outs + i] =
+                    TensorView{mem.base + plan.value_offset[v], spec.dtype, spec.shape, host};
+        }
+        const std::size_t wb = ps.workspace_bytes[ni];
+        if (fixed && wb > 0) {
+            fixed = plan.workspace_offset[ni] >= 0 && wb <= plan.workspace_bytes[ni];
+            if (fixed) st.workspace = mem.base + plan.workspace_offset[ni];
+        }
+        if (!fixed) continue;
+        st.fixed = true;
+        st.workspace_bytes = wb;
+        st.state = ps.node_states[ni].get();
+        for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+            if (n.outputs[i] == kNoValue) continue;
+            const auto v = static_cast<std::size_t>(n.outputs[i]);
+            p.value_out[v] = st.outs + static_cast<std::uint32_t>(i);
+            p.has_tensor[v] = 0;
+        }
+    }
+    // Inputs: a fixed node reads another fixed node's output from its view here, anything
+    // else from the frame; any other node reading a fixed node's output needs its tensor.
+    p.reads.clear();
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        NodeScratch::Program::Step& st = p.steps[ni];
+        st.reads = static_cast<std::uint32_t>(p.reads.size());
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+            const ValueId id = n.inputs[k];
+            if (id == kNoValue) continue;
+            const auto v = static_cast<std::size_t>(id);
+            const std::uint32_t slot = p.value_out[v];
+            if (!st.fixed) {
+                if (slot != UINT32_MAX && p.out_tensor[slot] == 0) {
+                    p.out_tensor[slot] = 1;
+                    p.has_tensor[v] = 1;
+                }
+                continue;
+            }
+            if (slot != UINT32_MAX) {
+                p.in_views[st.views + k] = p.out_views[slot];
+            } else if (s.view_fixed[st.views + k] == 0) {
+                p.reads.emplace_back(st.views + static_cast<std::uint32_t>(k), id);
+            }
+        }
+        st.reads_end = static_cast<std::uint32_t>(p.reads.size());
+    }
+    // What a fixed node releases: the values it reads last that hold a frame tensor.
+    p.drops.clear();
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        NodeScratch::Program::Step& st = p.steps[ni];
+        st.drops = static_cast<std::uint32_t>(p.drops.size());
+        if (st.fixed) {
+            for (std::uint32_t i = 0; i < st.num_out; ++i)
+                st.out_tensor = st.out_tensor || p.out_tensor[st.outs + i] != 0;
+            for (ValueId id : nodes_[ni].release_after)
+                if (p.has_tensor[static_cast<std::size_t>(id)] != 0) p.drops.push_back(id);
+        }
+        st.drops_end = static_cast<std::uint32_t>(p.drops.size());
+    }
+    p.plan = plan.serial;
+    p.prepared = ps.serial;
+    p.base = mem.base;
+    p.valid = true;
 }
 
 Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
@@ -224,102 +402,245 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                                 std::int64_t* error_slots) const {
     const Graph& g = *graph_;
     std::vector<Tensor>& node_inputs = scratch.node_inputs;
-    std::vector<Tensor>& prepare_inputs = scratch.prepare_inputs;
+    std::vector<const Tensor*>& inputs = scratch.inputs;
     std::vector<TensorView>& in_views = scratch.in_views;
     std::vector<TensorView>& out_views = scratch.out_views;
-    std::vector<Tensor>& out_tensors = scratch.out_tensors;
     std::vector<Tensor>& dynamic = scratch.dynamic;
     // Profiling covers the top-level graph only (subgraphs run inside their node's time).
     std::vector<double>* node_ms =
         frame.parent == nullptr && (dev == nullptr || !dev->retain) ? control.node_ms : nullptr;
     if (node_ms != nullptr) node_ms->resize(g.nodes.size(), 0.0);
-    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const testing::KernelRunHook hook = testing::kernel_run_hook.load(std::memory_order_relaxed);
+    const Device host = allocator_->device();
+    if (dev == nullptr && !scratch.views_ready) {
+        // The views of the constants the nodes read are the same every run of this frame (its
+        // initializer handles stay); graph inputs with an initializer are not constants.
+        std::vector<char> is_input(g.values.size(), 0);
+        for (ValueId id : g.inputs) is_input[static_cast<std::size_t>(id)] = 1;
+        node_offsets(g, scratch.views_begin, [](const Node& n) { return n.inputs.size(); });
+        scratch.node_views.assign(scratch.views_begin.back(), TensorView{});
+        scratch.view_fixed.assign(scratch.views_begin.back(), 0);
+        for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+            const Node& n = g.nodes[ni];
+            for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+                const ValueId id = n.inputs[k];
+                const std::size_t at = scratch.views_begin[ni] + k;
+                if (id == kNoValue) {
+                    scratch.view_fixed[at] = 1;
+                    continue;
+                }
+                const auto v = static_cast<std::size_t>(id);
+                if (!g.values[v].initializer || is_input[v] != 0 || frame.values[v].is_null())
+                    continue;
+                scratch.node_views[at] = frame.values[v].view();
+                scratch.view_fixed[at] = 1;
+            }
+        }
+        if (plan_memory_) {
+            // The planned-run program's storage, once (build_program allocates nothing).
+            NodeScratch::Program& p = scratch.program;
+            p.steps.assign(g.nodes.size(), NodeScratch::Program::Step{});
+            p.in_views.assign(scratch.node_views.size(), TensorView{});
+            p.reads.reserve(scratch.node_views.size());
+            std::size_t releases = 0;
+            for (const CompiledNode& cn : nodes_) releases += cn.release_after.size();
+            p.drops.reserve(releases);
+            node_offsets(g, p.outs_begin, [](const Node& n) { return n.outputs.size(); });
+            p.out_views.assign(p.outs_begin.back(), TensorView{});
+            p.out_tensor.assign(p.outs_begin.back(), 0);
+            p.value_out.assign(g.values.size(), UINT32_MAX);
+            p.has_tensor.assign(g.values.size(), 1);
+            std::size_t widest = 0;
+            for (const Node& n : g.nodes) widest = std::max(widest, n.outputs.size());
+            if (out_views.size() < widest) out_views.resize(widest);
+            if (dynamic.size() < widest) dynamic.resize(widest);
+        }
+        scratch.views_ready = true;
+    }
+    // A planned host run: its program when the previous run of this scratch had the same plan,
+    // prepared results and arena (built now on the second run in a row of a shape class).
+    NodeScratch::Program* prog = nullptr;
+    if (dev == nullptr && plan_memory_ && mem.plan != nullptr && mem.prepared != nullptr &&
+        mem.base != nullptr && mem.rec == nullptr) {
+        NodeScratch::Program& p = scratch.program;
+        const std::uint64_t plan_serial = mem.plan->serial, prepared_serial = mem.prepared->serial;
+        if (p.valid && p.plan == plan_serial && p.prepared == prepared_serial &&
+            p.base == mem.base) {
+            prog = &p;
+        } else if (p.seen_plan == plan_serial && p.seen_prepared == prepared_serial) {
+            build_program(scratch, mem);
+            prog = &p;
+        }
+        p.seen_plan = plan_serial;
+        p.seen_prepared = prepared_serial;
+    }
+    auto add_node_time = [&](std::size_t ni, std::chrono::steady_clock::time_point t0) {
+        const auto elapsed = std::chrono::steady_clock::now() - t0;
+        (*node_ms)[ni] += std::chrono::duration<double, std::milli>(elapsed).count();
+    };
+    const std::size_t num_nodes = g.nodes.size();
+    for (std::size_t ni = 0; ni < num_nodes; ++ni) {
         DSINFER_RETURN_IF_ERROR(control.check());
         const auto t_node = node_ms != nullptr ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::time_point{};
         const Node& n = g.nodes[ni];
         const CompiledNode& cn = nodes_[ni];
-        const bool on_dev = cn.on_device && dev != nullptr;
-        // A planned run of a stable node reads what the recording run's prepare said.
-        const bool replay_prepare = mem.prepared != nullptr && cn.stable_prepare && !on_dev;
-        node_inputs.clear();
-        prepare_inputs.clear();
-        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-            const ValueId id = n.inputs[k];
-            if (id == kNoValue) {
-                node_inputs.emplace_back();
-                if (!replay_prepare) prepare_inputs.emplace_back();
-                continue;
+        if (prog != nullptr && prog->steps[ni].fixed) {
+            // A fixed node of the program: only inputs no fixed node produced are read from the
+            // frame; its outputs' views are the program's (a frame tensor only for a value
+            // another node reads from there).
+            const NodeScratch::Program::Step& step = prog->steps[ni];
+            for (std::uint32_t r = step.reads; r < step.reads_end; ++r) {
+                const auto [slot, id] = prog->reads[r];
+                const Tensor& t = frame.values[static_cast<std::size_t>(id)];
+                if (t.is_null())
+                    return Status::error(ErrorCode::internal, node_context(n), "input '",
+                                         g.value(id).name, "' has no value at run time");
+                prog->in_views[slot] = t.view();
             }
-            if (frame.values[static_cast<std::size_t>(id)].is_null())
-                return Status::error(ErrorCode::internal, node_context(n), "input '",
-                                     g.value(id).name, "' has no value at run time");
-            if (dev == nullptr) {
-                node_inputs.push_back(frame.values[static_cast<std::size_t>(id)]);
-            } else {
+            for (std::uint32_t i = 0; i < step.num_out; ++i) {
+                const TensorView& ov = prog->out_views[step.outs + i];
+                out_views[i] = ov;
+                if (step.out_tensor && prog->out_tensor[step.outs + i] != 0)
+                    frame.values[static_cast<std::size_t>(n.outputs[i])] = arena_tensor(
+                        static_cast<unsigned char*>(ov.raw), ov.dtype, ov.shape, host);
+            }
+            Status st;
+            {
+                RunContext rctx(n,
+                                std::span<const TensorView>(prog->in_views.data() + step.views,
+                                                            step.num_in),
+                                std::span<TensorView>(out_views.data(), step.num_out),
+                                std::span<Tensor>(dynamic.data(), step.num_out), step.workspace,
+                                step.workspace_bytes, *allocator_, control);
+                rctx.set_frame(&frame);
+                rctx.set_prepared_state(step.state);
+                if (hook != nullptr) hook(n, true);
+                st = cn.kernel->run(rctx);
+                if (hook != nullptr) hook(n, false);
+            }
+            for (std::uint32_t i = 0; i < step.num_out; ++i)  // none declared dynamic
+                if (!dynamic[i].is_null()) dynamic[i] = Tensor();
+            if (!st.is_ok()) return st.with_context(node_context(n));
+            for (std::uint32_t r = step.drops; r < step.drops_end; ++r) {
+                Tensor& t = frame.values[static_cast<std::size_t>(prog->drops[r])];
+                if (!t.is_null()) t = Tensor();
+            }
+            if (node_ms != nullptr) add_node_time(ni, t_node);
+            continue;
+        }
+        const bool on_dev = cn.on_device && dev != nullptr;
+        const std::size_t num_in = n.inputs.size();
+        const std::size_t num_out = n.outputs.size();
+        if (out_views.size() < num_out) out_views.resize(num_out);
+        if (dynamic.size() < num_out) dynamic.resize(num_out);
+        const TensorView* views;                  // the node's input views
+        const PrepareContext::OutputSpec* specs;  // its output specs
+        std::size_t wb;                           // its workspace
+        void* workspace_data = nullptr;
+        const void* state;  // its prepared state
+        bool any_dynamic = false;
+        // The node's inputs: on the host, the frame's tensors themselves (no copy); on a
+        // GPU engine, each where the node's kernel wants it (staged copies in node_inputs).
+        // Their views: on the host, per node (constants' written once); on a GPU engine,
+        // in_views, rewritten per node.
+        if (inputs.size() < num_in) inputs.resize(num_in);
+        if (dev == nullptr) {
+            const std::uint32_t vb = scratch.views_begin[ni];
+            TensorView* in = scratch.node_views.data() + vb;
+            const char* fixed = scratch.view_fixed.data() + vb;
+            for (std::size_t k = 0; k < num_in; ++k) {
+                const ValueId id = n.inputs[k];
+                if (id == kNoValue) {
+                    inputs[k] = &scratch.none;
+                    continue;
+                }
+                const Tensor& t = frame.values[static_cast<std::size_t>(id)];
+                inputs[k] = &t;
+                if (fixed[k] != 0) continue;
+                if (t.is_null())
+                    return Status::error(ErrorCode::internal, node_context(n), "input '",
+                                         g.value(id).name, "' has no value at run time");
+                in[k] = t.view();
+            }
+            views = in;
+        } else {
+            node_inputs.clear();
+            for (std::size_t k = 0; k < num_in; ++k) {
+                const ValueId id = n.inputs[k];
+                if (id == kNoValue) {
+                    node_inputs.emplace_back();
+                    continue;
+                }
+                if (frame.values[static_cast<std::size_t>(id)].is_null())
+                    return Status::error(ErrorCode::internal, node_context(n), "input '",
+                                         g.value(id).name, "' has no value at run time");
                 auto t = stage_input(frame, dev, ni, k);
                 if (!t.is_ok()) return t.status().with_context(node_context(n));
                 node_inputs.push_back(std::move(t).value());
             }
-            if (replay_prepare) continue;
-            // A device kernel's prepare sees device inputs as meta tensors (dtype and shape).
-            const Tensor& staged = node_inputs.back();
-            if (staged.device().kind != DeviceKind::cpu)
-                prepare_inputs.push_back(Tensor::wrap(nullptr, staged.dtype(), staged.shape(),
-                                                      staged.device(), std::make_shared<char>(0)));
-            else
-                prepare_inputs.push_back(staged);
+            if (in_views.size() < num_in) in_views.resize(num_in);
+            for (std::size_t k = 0; k < num_in; ++k) {
+                inputs[k] = &node_inputs[k];
+                in_views[k] = node_inputs[k].is_null() ? TensorView{} : node_inputs[k].view();
+            }
+            views = in_views.data();
         }
-        std::optional<PrepareContext> pctx;
-        const PrepareContext::OutputSpec* specs = nullptr;
-        const int num_outputs = static_cast<int>(n.outputs.size());
-        std::size_t wb = 0;
-        const void* state = nullptr;
-        if (replay_prepare) {
+        const std::span<const Tensor* const> node_in(inputs.data(), num_in);
+        // Output specs, workspace and kernel state: on a planned run of a stable node, what
+        // the recording run's prepare said; else from prepare now.
+        if (mem.prepared != nullptr && cn.stable_prepare && !on_dev) {
             specs = mem.prepared->output_specs.data() + cn.spec_begin;
             wb = mem.prepared->workspace_bytes[ni];
             state = mem.prepared->node_states[ni].get();
         } else {
-            pctx.emplace(n, std::move(prepare_inputs), /*inferring=*/false);
-            pctx->set_transient_shape(mem.transient);
-            Status st = guarded_kernel_call("prepare", [&] { return cn.kernel->prepare(*pctx); });
-            // Its capacity serves the next node.
-            prepare_inputs = std::move(pctx->mutable_inputs());
+            Status st = prepare_node(n, *cn.kernel, mem.transient, node_in,
+                                     scratch.prepare_inputs, scratch.specs, scratch.state, wb);
             if (!st.is_ok()) return st.with_context(node_context(n));
-            wb = pctx->workspace_bytes();
-            state = pctx->state().get();
+            specs = scratch.specs.data();
+            state = scratch.state.get();
             if (mem.record_prepared != nullptr && cn.stable_prepare && !on_dev) {
                 PreparedShape& ps = *mem.record_prepared;
-                for (int i = 0; i < num_outputs; ++i)
-                    ps.output_specs[cn.spec_begin + static_cast<std::uint32_t>(i)] = pctx->output_spec(i);
-                ps.node_states[ni] = pctx->state();
+                for (std::size_t i = 0; i < num_out; ++i)
+                    ps.output_specs[cn.spec_begin + static_cast<std::uint32_t>(i)] = specs[i];
+                ps.node_states[ni] = scratch.state;
                 ps.workspace_bytes[ni] = wb;
             }
         }
-        auto spec_of = [&](int i) -> const PrepareContext::OutputSpec& {
-            return specs != nullptr ? specs[i] : pctx->output_spec(i);
-        };
-        auto has_output = [&](int i) { return n.outputs[static_cast<std::size_t>(i)] != kNoValue; };
-
-        out_views.assign(n.outputs.size(), TensorView{});
-        out_tensors.resize(n.outputs.size());
-        dynamic.resize(n.outputs.size());
-        for (int i = 0; i < num_outputs; ++i) {
-            if (!has_output(i)) continue;
-            const auto& spec = spec_of(i);
-            if (spec.dynamic) continue;
+        // Outputs go straight into their frame slots (a failed run drops them with the
+        // rest); dynamic ones are allocated by the kernel.
+        for (std::size_t i = 0; i < num_out; ++i) {
+            const ValueId id = n.outputs[i];
+            const PrepareContext::OutputSpec& spec = specs[i];
+            if (id == kNoValue || spec.dynamic) {
+                any_dynamic = any_dynamic || id != kNoValue;
+                out_views[i] = TensorView{};
+                continue;
+            }
             if (!spec.set)  // the node lists more outputs than the operator produces
                 return Status::error(ErrorCode::invalid_model, node_context(n), "output ", i,
-                                     " ('", g.value(n.outputs[static_cast<std::size_t>(i)]).name,
-                                     "') is not an output of ", n.op_type);
-            auto t = output_tensor(mem, dev, ni, n.outputs[static_cast<std::size_t>(i)], spec.dtype,
-                                   spec.shape, node_inputs);
-            if (!t.is_ok()) return t.status().with_context(node_context(n));
-            out_tensors[static_cast<std::size_t>(i)] = std::move(t).value();
-            out_views[static_cast<std::size_t>(i)] = out_tensors[static_cast<std::size_t>(i)].view();
+                                     " ('", g.value(id).name, "') is not an output of ",
+                                     n.op_type);
+            Tensor& dst = frame.values[static_cast<std::size_t>(id)];
+            // A planned host run: the value's slot in the arena when it has one of its own
+            // (not shared in place) and the output fits; anything else goes through
+            // output_tensor.
+            const auto v = static_cast<std::size_t>(id);
+            if (!on_dev && mem.base != nullptr && mem.plan->value_offset[v] >= 0 &&
+                mem.plan->inplace_input[v] == kNoValue && mem.plan->value_on_device[v] == 0 &&
+                spec.dtype != DType::string) {
+                const std::size_t bytes = tensor_bytes(spec.dtype, spec.shape);
+                if (bytes > 0 && bytes <= mem.plan->value_bytes[v]) {
+                    unsigned char* at = mem.base + mem.plan->value_offset[v];
+                    dst = arena_tensor(at, spec.dtype, spec.shape, host);
+                    out_views[i] = TensorView{at, spec.dtype, spec.shape, host};
+                    continue;
+                }
+            }
+            Status st = output_tensor(mem, dev, ni, id, spec.dtype, spec.shape, node_in, dst);
+            if (!st.is_ok()) return st.with_context(node_context(n));
+            out_views[i] = dst.view();
         }
-        Tensor workspace;
-        void* workspace_data = nullptr;
         if (wb > 0) {
             if (mem.rec != nullptr) mem.rec->workspace_bytes[ni] = wb;
             unsigned char* base = on_dev ? mem.device_base : mem.base;
@@ -329,36 +650,42 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             } else {
                 auto w = allocate_on(dev, on_dev, DType::u8, Shape{static_cast<std::int64_t>(wb)});
                 if (!w.is_ok()) return w.status().with_context(node_context(n));
-                workspace = std::move(w).value();
-                workspace_data = workspace.raw_data();
+                scratch.workspace = std::move(w).value();
+                workspace_data = scratch.workspace.raw_data();
             }
         }
-        in_views.clear();
-        for (const Tensor& t : node_inputs) in_views.push_back(t.is_null() ? TensorView{} : t.view());
         Allocator& node_alloc = on_dev ? static_cast<Allocator&>(*dev) : *allocator_;
-        RunContext rctx(n, std::span<const TensorView>(in_views), std::span<TensorView>(out_views),
-                        std::span<Tensor>(dynamic), workspace_data, wb, node_alloc, control);
-        rctx.set_frame(&frame);
-        rctx.set_prepared_state(state);
-        if (on_dev) {
-            rctx.set_stream(dev->stream);
-            if (error_slots != nullptr) rctx.set_device_error_slots(error_slots + 4 * ni);
+        Status st;
+        {
+            RunContext rctx(n, std::span<const TensorView>(views, num_in),
+                            std::span<TensorView>(out_views.data(), num_out),
+                            std::span<Tensor>(dynamic.data(), num_out), workspace_data, wb,
+                            node_alloc, control);
+            rctx.set_frame(&frame);
+            rctx.set_prepared_state(state);
+            if (on_dev) {
+                rctx.set_stream(dev->stream);
+                if (error_slots != nullptr) rctx.set_device_error_slots(error_slots + 4 * ni);
+            }
+            if (hook != nullptr) hook(n, true);
+            st = cn.kernel->run(rctx);
+            if (hook != nullptr) hook(n, false);
         }
-        const testing::KernelRunHook hook = testing::kernel_run_hook.load(std::memory_order_relaxed);
-        if (hook != nullptr) hook(n, true);
-        Status st = cn.kernel->run(rctx);
-        if (hook != nullptr) hook(n, false);
+        if (!scratch.workspace.is_null()) scratch.workspace = Tensor();
+        if (scratch.state) scratch.state.reset();
         if (!st.is_ok()) {
-            for (Tensor& t : dynamic) t = Tensor();
+            for (std::size_t i = 0; i < num_out; ++i) dynamic[i] = Tensor();
             return st.with_context(node_context(n));
         }
-        for (int i = 0; i < num_outputs; ++i) {
-            if (!has_output(i)) continue;
-            const auto vo = static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(i)]);
-            Tensor& dst = frame.values[vo];
-            if (dev != nullptr) frame.other[vo] = Tensor();
-            if (spec_of(i).dynamic) {
-                dst = std::move(rctx.dynamic_output(i));
+        if (any_dynamic || dev != nullptr) {
+            for (std::size_t i = 0; i < num_out; ++i) {
+                const ValueId id = n.outputs[i];
+                if (id == kNoValue) continue;
+                const auto vo = static_cast<std::size_t>(id);
+                if (dev != nullptr) frame.other[vo] = Tensor();
+                if (!specs[i].dynamic) continue;
+                Tensor& dst = frame.values[vo];
+                dst = std::move(dynamic[i]);
                 if (dst.is_null())
                     return Status::error(ErrorCode::internal, node_context(n),
                                          "kernel did not produce dynamic output ", i);
@@ -373,22 +700,19 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                     if (!c.is_ok()) return c.status().with_context(node_context(n));
                     dst = std::move(c).value();
                 }
-            } else {
-                dst = std::move(out_tensors[static_cast<std::size_t>(i)]);
             }
         }
-        for (Tensor& t : dynamic) t = Tensor();
-        for (Tensor& t : node_inputs) t = Tensor();
-        prepare_inputs.clear();
+        for (std::size_t i = 0; i < num_out; ++i)
+            if (!dynamic[i].is_null()) dynamic[i] = Tensor();
+        if (dev != nullptr) node_inputs.clear();
         for (ValueId id : cn.release_after) {
-            frame.values[static_cast<std::size_t>(id)] = Tensor();
+            Tensor& t = frame.values[static_cast<std::size_t>(id)];
+            if (!t.is_null()) t = Tensor();
             if (dev != nullptr) frame.other[static_cast<std::size_t>(id)] = Tensor();
         }
         if (node_ms != nullptr) {
             if (on_dev) DSINFER_RETURN_IF_ERROR(dev->rt->synchronize(dev->stream));
-            (*node_ms)[ni] += std::chrono::duration<double, std::milli>(
-                                  std::chrono::steady_clock::now() - t_node)
-                                  .count();
+            add_node_time(ni, t_node);
         }
     }
     return Status::ok();
@@ -424,19 +748,28 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         r.workspace_bytes.assign(g.nodes.size(), 0);
         r.value_device.assign(g.values.size(), 0);
     };
-    // A shape inside its bucket (a symbolic dim off its bucket edge).
-    const bool off_edges = buckets_ && off_bucket_edges(inputs);
+    // The shape keys, and whether the shape lies inside its bucket (a symbolic dim off its
+    // bucket edge).
+    std::vector<std::int64_t>& bkey = scratch.bucket;
+    const bool try_bucket =
+        plan_memory_ && buckets_ && bucketable_.load(std::memory_order_relaxed);
+    const bool off_edges =
+        (plan_memory_ || buckets_) &&
+        shape_keys(inputs, plan_memory_ ? &key : nullptr, try_bucket ? &bkey : nullptr);
     if (plan_memory_) {
-        exact_key(inputs, key);
         // The shape's own plan (it came back, or the graph plans per exact shape), else the
         // bucket's (measured at its edges on the bucket's first run). A shape inside the bucket
         // that comes back gets a plan of its own, measured at its dims (tight memory for shapes
-        // that repeat; the bucket's for those seen once, as in a decode loop).
-        plan = find_plan(key);
-        if (!plan && buckets_ && bucketable_.load(std::memory_order_relaxed)) {
-            std::vector<std::int64_t>& bkey = scratch.bucket;
-            bucket_key(inputs, bkey);
-            std::shared_ptr<const ExecutionPlan> bucket = find_plan(bkey);
+        // that repeat; the bucket's for those seen once, as in a decode loop). One lock for the
+        // lookups: the shape's plan, else its bucket's, and the shape's prepare results.
+        std::shared_ptr<const ExecutionPlan> bucket;
+        {
+            std::lock_guard<std::mutex> lock(plans_.mu);
+            plan = lru_find(plans_.lru, key);
+            if (!plan && try_bucket) bucket = lru_find(plans_.lru, bkey);
+            if (plan || (bucket && !bucket->exact_only)) prepared = lru_find(plans_.prepared, key);
+        }
+        if (!plan && try_bucket) {
             auto measure = [&](bool at_edges, const std::vector<std::int64_t>& k)
                 -> StatusOr<std::shared_ptr<const ExecutionPlan>> {
                 Recording m;
@@ -447,10 +780,11 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
             };
             if (!bucket) {
                 DSINFER_ASSIGN_OR_RETURN(bucket, measure(true, bkey));
+                if (!bucket->exact_only) prepared = find_prepared(key);
             }
             if (!bucket->exact_only) {
                 plan = bucket;
-                if (off_edges && (prepared = find_prepared(key)) != nullptr) {
+                if (off_edges && prepared != nullptr) {
                     DSINFER_ASSIGN_OR_RETURN(auto own, measure(false, key));
                     if (own) plan = std::move(own);
                 }
@@ -489,7 +823,8 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     struct RunValuesGuard {
         const CompiledGraph* cg;
         RunScratch* s;
-        ~RunValuesGuard() { cg->clear_run_values(*s); }
+        bool completed = false;
+        ~RunValuesGuard() { cg->clear_run_values(*s, completed); }
     } values_guard{this, &scratch};
     if (dev != nullptr) frame.other.resize(g.values.size());
     for (std::size_t i = 0; i < inputs.size(); ++i)
@@ -503,7 +838,7 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     // Memory: this shape class's plan and one arena per side for it, or a recording that makes
     // the plan.
     RunMemory mem;
-    Recording rec;
+    std::unique_ptr<Recording> rec;  // a recording run's only
     // A planned run of a shape whose prepare results are not kept yet records them.
     std::shared_ptr<PreparedShape> fresh;
     auto start_prepared = [&](PreparedShape& ps) {
@@ -520,9 +855,10 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     if (plan_memory_) {
         if (!plan) {
             cached_before_recording = pool_->stats().bytes_cached;
-            start_recording(rec);
-            start_prepared(rec.prepared);
-            mem.rec = &rec;
+            rec = std::make_unique<Recording>();
+            start_recording(*rec);
+            start_prepared(rec->prepared);
+            mem.rec = rec.get();
         } else {
             if (prepared) {
                 mem.prepared = prepared.get();
@@ -561,8 +897,18 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     outputs.clear();
     outputs.reserve(g.outputs.size());
     std::vector<std::pair<const void*, void*>> unstage;  // pinned block -> output, after the sync
-    for (ValueId id : g.outputs) {
-        Tensor t = frame.values[static_cast<std::size_t>(id)];
+    for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+        const ValueId id = g.outputs[o];
+        // On the host the run's own tensor moves out (the frame drops it anyway); an
+        // initializer's handle and an output named twice are copied.
+        Tensor& slot = frame.values[static_cast<std::size_t>(id)];
+        bool move = dev == nullptr && !g.values[static_cast<std::size_t>(id)].initializer;
+        for (std::size_t q = o + 1; q < g.outputs.size() && move; ++q) move = g.outputs[q] != id;
+        Tensor t;
+        if (move)
+            t = std::move(slot);
+        else
+            t = slot;
         if (!t.is_null() && t.device().kind != DeviceKind::cpu) {
             // Results go back to the host: every copy queued (through pinned blocks, so they are
             // asynchronous), then one synchronization.
@@ -595,8 +941,8 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
     }
     if (fresh) keep_prepared(key, std::move(fresh));
     if (mem.rec != nullptr) {
-        build_plan(key, rec);
-        keep_prepared(key, std::make_shared<PreparedShape>(std::move(rec.prepared)));
+        build_plan(key, *rec);
+        keep_prepared(key, std::make_shared<PreparedShape>(std::move(rec->prepared)));
         // The recording run's per-tensor blocks (many size classes; BERT-base b8: 27.6 MiB for
         // an 18 MiB plan) would idle in the pool's cache next to the arena that replaces them:
         // give back what this run added to the cache.
@@ -604,6 +950,7 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
                                                                    pool_->trim(cached_before_recording) > 0)
             release_free_heap_pages();
     }
+    values_guard.completed = true;
     return Status::ok();
 }
 
