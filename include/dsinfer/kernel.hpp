@@ -43,10 +43,10 @@
 // read-only accessors of KernelCreateContext, PrepareContext (input, has_data, set_output,
 // set_output_dynamic, set_workspace, set_state) and RunContext (input, output, workspace,
 // control, allocate_output, set_output_tensor, prepared_state), and a KernelRegistry
-// (dsinfer/kernel_registry.hpp) passed as EngineOptions::custom_kernels. Members marked
-// "Executor side" are the executor's (and backend wrappers that run another kernel on their
-// own contexts); the subgraph runner and the run-path test hook are in namespace
-// dsinfer::detail (dsinfer/detail/kernel_internals.hpp), not part of this API.
+// (dsinfer/kernel_registry.hpp) passed as EngineOptions::custom_kernels. The executor's side
+// of the contexts (handing inputs back, the frame, stream, prepared state and dynamic outputs
+// it sets), the subgraph runner and the run-path test hook are in namespace dsinfer::detail
+// (dsinfer/detail/kernel_internals.hpp: ContextAccess, SubgraphRunner), not part of this API.
 #pragma once
 
 #include <array>
@@ -70,6 +70,7 @@ namespace dsinfer {
 
 namespace detail {
 class SubgraphRunner;  // dsinfer/detail/kernel_internals.hpp
+struct ContextAccess;  // dsinfer/detail/kernel_internals.hpp: the executor's side of the contexts
 }  // namespace detail
 
 /// Given to a KernelFactory once per node at load. Made by the executor (the constructor and
@@ -221,28 +222,24 @@ public:
     /// Bytes of scratch memory run() needs (64-byte aligned).
     void set_workspace(std::size_t bytes) noexcept { workspace_bytes_ = bytes; }
 
-    // Executor side (and wrappers that prepare another kernel on their own context): not
-    // needed to write a kernel.
-    const OutputSpec& output_spec(int i) const noexcept {
-        return outputs_[static_cast<std::size_t>(i)];
-    }
-    std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
-    std::vector<Tensor>& mutable_inputs() noexcept { return inputs_; }
-    /// The inputs whose has_data() prepare asked (bit i; bit 63 also stands for every input
-    /// past 62). The executor skips prepare on planned runs only for nodes that asked about
-    /// no input whose values can change within a shape class (docs/ARCHITECTURE.md).
-    std::uint64_t data_queried() const noexcept { return data_queried_; }
-
     /// Kernel state derived in prepare for these input shapes (a oneDNN primitive, a tiling),
     /// handed to run() as RunContext::prepared_state(). For a node whose prepare is stable
     /// (fixed by the input-shape class) the executor keeps it in the class's plan and calls
     /// prepare only once per plan. A kernel that sets a state must not pass its RunContext
     /// to another kernel that reads one (its fallback sees the same context).
     void set_state(std::shared_ptr<const void> state) noexcept { state_ = std::move(state); }
-    const std::shared_ptr<const void>& state() const noexcept { return state_; }
-    void set_transient_shape(bool transient) noexcept { transient_shape_ = transient; }
+
+    /// What was set so far (a kernel that wraps another reads what the other's prepare set).
+    const OutputSpec& output_spec(int i) const noexcept {
+        return outputs_[static_cast<std::size_t>(i)];
+    }
+    std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
 
 private:
+    // The executor's side (inputs handed back, which inputs' data prepare asked about, the
+    // state, the transient flag): detail::ContextAccess.
+    friend struct detail::ContextAccess;
+
     const Node* node_;
     std::vector<Tensor> inputs_;
     static constexpr std::size_t kInlineOutputs = 4;
@@ -355,19 +352,16 @@ public:
         return Status::ok();
     }
 
-    // Executor side (and wrappers that run another kernel on their own context): not needed
-    // to write a kernel.
     /// The executing frame, passed to detail::SubgraphRunner::run so bodies can read outer
-    /// names.
+    /// names (dsinfer's control-flow kernels; a kernel that runs another on a context of its
+    /// own hands it on through detail::ContextAccess::set_frame).
     const void* frame() const noexcept { return frame_; }
-    void set_frame(const void* frame) noexcept { frame_ = frame; }
-    void set_stream(void* stream) noexcept { stream_ = stream; }
-    void set_prepared_state(const void* state) noexcept { prepared_state_ = state; }
-    void set_device_error_slots(std::int64_t* slots) noexcept { device_error_ = slots; }
-    /// The tensor allocated by allocate_output/set_output_tensor (or null).
-    Tensor& dynamic_output(int i) noexcept { return dynamic_[static_cast<std::size_t>(i)]; }
 
 private:
+    // The executor's side (frame, stream, prepared state, device error slots, dynamic
+    // outputs): detail::ContextAccess.
+    friend struct detail::ContextAccess;
+
     const Node* node_;
     std::vector<TensorView> owned_inputs_;
     std::vector<TensorView> owned_outputs_;

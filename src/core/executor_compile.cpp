@@ -402,7 +402,7 @@ Status CompiledGraph::infer_node(std::size_t ni) {
         if (nodes_[ni].on_device || !nodes_[ni].subgraphs.empty()) return f;
         for (int i = 0; i < c.num_outputs(); ++i)
             if (c.has_output(i) && (!c.output_spec(i).set || c.output_spec(i).dynamic)) return f;
-        const std::uint64_t asked = c.data_queried();
+        const std::uint64_t asked = ContextAccess::data_queried(c);
         bool asked_run_data = (asked >> 63) != 0;
         for (std::size_t k = 0; k < n.inputs.size(); ++k) {
             const ValueId id = n.inputs[k];
@@ -520,7 +520,7 @@ StatusOr<std::vector<Tensor>> CompiledGraph::compute_small(std::size_t ni,
     RunControl control;
     RunContext rctx(n, in_views, out_views, ws.value().raw_data(), ctx.workspace_bytes(),
                     *allocator_, control);
-    rctx.set_prepared_state(ctx.state().get());
+    ContextAccess::set_prepared_state(rctx, ContextAccess::state(ctx).get());
     if (const Status st = nodes_[ni].kernel->run(rctx); !st.is_ok()) {
         if (st.code() == ErrorCode::resource_exhausted)
             return Status(st.code(), node_context(n) + st.message());

@@ -234,9 +234,9 @@ StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, 
         // the bucket with a transient one (PrepareContext::transient_shape): the workspace
         // serves both. A shape's own plan takes the prepare its runs take.
         PrepareContext transient(n, node_ins, /*inferring=*/false);
-        transient.set_transient_shape(true);
+        ContextAccess::set_transient_shape(transient, true);
         PrepareContext ctx(n, std::move(ins), /*inferring=*/false);
-        ctx.set_transient_shape(!at_edges && transient_shapes_);
+        ContextAccess::set_transient_shape(ctx, !at_edges && transient_shapes_);
         const bool both = at_edges && transient_shapes_;
         for (PrepareContext* c : {&ctx, &transient}) {
             if (c == &transient && !both) break;
@@ -252,7 +252,7 @@ StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, 
             if (st.code() == ErrorCode::resource_exhausted) return st.with_context(node_context(n));
             if (!st.is_ok()) return false;
         }
-        ins = std::move(ctx.mutable_inputs());
+        ins = std::move(ContextAccess::inputs(ctx));
         rec.workspace_bytes[ni] = std::max(ctx.workspace_bytes(), both ? transient.workspace_bytes() : 0);
         for (int i = 0; i < ctx.num_outputs(); ++i) {
             if (!ctx.has_output(i)) continue;

@@ -87,15 +87,15 @@ void node_offsets(const Graph& g, std::vector<std::uint32_t>& begin, Count count
             ins.push_back(*t);
     }
     PrepareContext ctx(n, std::move(ins), /*inferring=*/false);
-    ctx.set_transient_shape(transient);
+    ContextAccess::set_transient_shape(ctx, transient);
     Status st = guarded_kernel_call("prepare", [&] { return kernel.prepare(ctx); });
-    ins = std::move(ctx.mutable_inputs());  // its capacity serves the next node
+    ins = std::move(ContextAccess::inputs(ctx));  // its capacity serves the next node
     ins.clear();
     if (!st.is_ok()) return st;
     specs.resize(n.outputs.size());
     for (std::size_t i = 0; i < n.outputs.size(); ++i)
         specs[i] = ctx.output_spec(static_cast<int>(i));
-    state = ctx.state();
+    state = ContextAccess::state(ctx);
     wb = ctx.workspace_bytes();
     return Status::ok();
 }
@@ -513,8 +513,8 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                                 std::span<TensorView>(out_views.data(), step.num_out),
                                 std::span<Tensor>(dynamic.data(), step.num_out), step.workspace,
                                 step.workspace_bytes, *allocator_, control);
-                rctx.set_frame(&frame);
-                rctx.set_prepared_state(step.state);
+                ContextAccess::set_frame(rctx, &frame);
+                ContextAccess::set_prepared_state(rctx, step.state);
                 if (hook != nullptr) hook(n, true);
                 st = cn.kernel->run(rctx);
                 if (hook != nullptr) hook(n, false);
@@ -661,11 +661,11 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                             std::span<TensorView>(out_views.data(), num_out),
                             std::span<Tensor>(dynamic.data(), num_out), workspace_data, wb,
                             node_alloc, control);
-            rctx.set_frame(&frame);
-            rctx.set_prepared_state(state);
+            ContextAccess::set_frame(rctx, &frame);
+            ContextAccess::set_prepared_state(rctx, state);
             if (on_dev) {
-                rctx.set_stream(dev->stream);
-                if (error_slots != nullptr) rctx.set_device_error_slots(error_slots + 4 * ni);
+                ContextAccess::set_stream(rctx, dev->stream);
+                if (error_slots != nullptr) ContextAccess::set_device_error_slots(rctx, error_slots + 4 * ni);
             }
             if (hook != nullptr) hook(n, true);
             st = cn.kernel->run(rctx);

@@ -440,7 +440,7 @@ Status FallbackKernel::run_fallback_with_weights(RunContext& ctx, const WeightPa
         ins[1].raw = const_cast<void*>(w.value()->raw_data());
         RunContext with_weights(ctx.node(), std::move(ins), std::move(outs), ctx.workspace(),
                                 ctx.workspace_bytes(), cpu_allocator(), ctx.control());
-        with_weights.set_frame(ctx.frame());
+        ContextAccess::set_frame(with_weights, ctx.frame());
         return run_fallback(with_weights, blocked_in, blocked_out);
     } catch (const dnnl::error& e) {
         return from_error(e, what);
@@ -470,9 +470,9 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
     if (blocked_in == 0 && blocked_out == 0) {
         // The state prepare set is this kernel's, not the fallback's.
         const void* state = ctx.prepared_state();
-        ctx.set_prepared_state(nullptr);
+        ContextAccess::set_prepared_state(ctx, nullptr);
         const Status st = fallback().run(ctx);
-        ctx.set_prepared_state(state);
+        ContextAccess::set_prepared_state(ctx, state);
         return st;
     }
     try {
@@ -513,7 +513,7 @@ Status FallbackKernel::run_fallback(RunContext& ctx, std::uint64_t blocked_in,
         }
         RunContext plain(ctx.node(), ins, outs, ctx.workspace(), base, cpu_allocator(),
                          ctx.control());
-        plain.set_frame(ctx.frame());
+        ContextAccess::set_frame(plain, ctx.frame());
         DSINFER_RETURN_IF_ERROR(fallback().run(plain));
         for (std::size_t i = 0; i < outs.size(); ++i)
             if (out_blocked[i] != nullptr) convert(out_shapes[i], outs[i].raw, out_blocked[i], false);

@@ -147,7 +147,7 @@ MadeKernel make_kernel_for(const Graph& g, std::size_t ni, const std::vector<std
 Tensor prepare_and_run(const Kernel& k, const Node& n, const std::vector<Tensor>& inputs,
                        bool transient) {
     PrepareContext pc(n, inputs, /*inferring=*/false);
-    pc.set_transient_shape(transient);
+    dsinfer::detail::ContextAccess::set_transient_shape(pc, transient);
     const Status st = k.prepare(pc);
     INFO(st.to_string());
     REQUIRE(st.is_ok());
@@ -159,7 +159,7 @@ Tensor prepare_and_run(const Kernel& k, const Node& n, const std::vector<Tensor>
     for (const Tensor& t : inputs) ins.push_back(t.view());
     RunControl control;
     RunContext rc(n, ins, outs, aligned_ws, pc.workspace_bytes(), cpu_allocator(), control);
-    rc.set_prepared_state(pc.state().get());
+    dsinfer::detail::ContextAccess::set_prepared_state(rc, dsinfer::detail::ContextAccess::state(pc).get());
     const Status rs = k.run(rc);
     INFO(rs.to_string());
     REQUIRE(rs.is_ok());

@@ -1,8 +1,8 @@
 // dsinfer/detail/kernel_internals.hpp — the executor's side of the kernel API.
 //
 // Purpose: what the executor and dsinfer's own control-flow kernels use, and an application
-// writing a kernel does not: the subgraph runner (If/Loop/Scan bodies) and the run-path test
-// hook. Not a stable interface: it may change with the executor. An application includes
+// writing a kernel does not: the subgraph runner (If/Loop/Scan bodies), the executor's side of
+// the kernel contexts (ContextAccess) and the run-path test hook. Not a stable interface: it may change with the executor. An application includes
 // dsinfer/kernel.hpp and dsinfer/kernel_registry.hpp only.
 //
 // kernel.hpp includes this header (the control-flow kernels and the executor still reach it
@@ -10,6 +10,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dsinfer/graph.hpp"
@@ -32,6 +34,39 @@ public:
     /// `outputs` (shared buffers, safe to keep).
     virtual Status run(const std::vector<Tensor>& inputs, const void* outer_frame,
                        const RunControl& control, std::vector<Tensor>& outputs) const = 0;
+};
+
+/// The executor's side of PrepareContext and RunContext (and of dsinfer's own kernels that
+/// prepare or run another kernel on a context of their own): what an application's kernel
+/// never needs, so it is not part of the contexts' public interface.
+struct ContextAccess {
+    // PrepareContext
+    /// The inputs, to take back after prepare (no copy).
+    static std::vector<Tensor>& inputs(PrepareContext& c) noexcept { return c.inputs_; }
+    /// The inputs whose has_data() prepare asked (bit i; bit 63 also stands for every input
+    /// past 62). The executor skips prepare on planned runs only for nodes that asked about
+    /// no input whose values can change within a shape class (docs/ARCHITECTURE.md).
+    static std::uint64_t data_queried(const PrepareContext& c) noexcept { return c.data_queried_; }
+    /// What prepare passed to set_state.
+    static const std::shared_ptr<const void>& state(const PrepareContext& c) noexcept {
+        return c.state_;
+    }
+    static void set_transient_shape(PrepareContext& c, bool transient) noexcept {
+        c.transient_shape_ = transient;
+    }
+    // RunContext
+    static void set_frame(RunContext& c, const void* frame) noexcept { c.frame_ = frame; }
+    static void set_stream(RunContext& c, void* stream) noexcept { c.stream_ = stream; }
+    static void set_prepared_state(RunContext& c, const void* state) noexcept {
+        c.prepared_state_ = state;
+    }
+    static void set_device_error_slots(RunContext& c, std::int64_t* slots) noexcept {
+        c.device_error_ = slots;
+    }
+    /// The tensor allocated by allocate_output/set_output_tensor (or null).
+    static Tensor& dynamic_output(RunContext& c, int i) noexcept {
+        return c.dynamic_[static_cast<std::size_t>(i)];
+    }
 };
 
 /// TESTING HOOK (tests/fault/: allocations on the run path): when set, the executor calls it

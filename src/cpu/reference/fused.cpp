@@ -37,8 +37,8 @@ public:
         DSINFER_CHECK(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16,
                       ErrorCode::unsupported, op_,
                       " supports float32, float16 and bfloat16, got ", dtype_name(dt));
-        std::vector<Tensor> in(ctx.mutable_inputs().begin(),
-                               ctx.mutable_inputs().begin() +
+        std::vector<Tensor> in(detail::ContextAccess::inputs(ctx).begin(),
+                               detail::ContextAccess::inputs(ctx).begin() +
                                    std::min(inner_inputs_, ctx.num_inputs()));
         PrepareContext ic(ctx.node(), std::move(in), ctx.inferring() && !ctx.probing(),
                           ctx.probing());
