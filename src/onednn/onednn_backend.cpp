@@ -223,7 +223,12 @@ std::shared_ptr<const dnnl::memory> WeightPacker::get(const dnnl::memory::desc& 
             s.wait();
             return WeightBuild<dnnl::memory>{out, want.get_size()};
         });
-    if (!form.is_ok()) throw std::runtime_error(form.status().message());
+    if (!form.is_ok()) {
+        // Out of memory stays out of memory (the callers' guards make it resource_exhausted;
+        // any other exception would read as "primitive unavailable" and hide the failure).
+        if (form.status().code() == ErrorCode::resource_exhausted) throw std::bad_alloc();
+        throw std::runtime_error(std::string(form.status().message()));
+    }
     packed_.emplace_back(want, form.value());
     if (held && drop_original_ && !aliased_) w_ = nullptr;
     if (restore_) plain_ = nullptr;  // rebuilt on demand
