@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "ops/concat.hpp"
+#include "ops/pad.hpp"
 #include "ops/reduce.hpp"
 #include "ops/slice_ranges.hpp"
 #include "cuda_common.hpp"
@@ -1202,24 +1203,14 @@ public:
                 DSINFER_RETURN_IF_ERROR(check_host_ints(*axes, "axes"));
             }
         }
-        const std::int64_t np = pads ? pads->num_elements() : static_cast<std::int64_t>(attr_pads_.size());
-        const std::int64_t na = axes ? axes->num_elements() : r;
-        if (np != 2 * na)
-            return Status::error(ErrorCode::invalid_argument, "pads has ", np,
-                                 " entries; expected ", 2 * na);
-        std::array<bool, kR> seen{};
-        for (std::int64_t i = 0; i < na; ++i) {
-            std::int64_t a = axes ? host_int(*axes, i) : i;
-            if (a < -r || a >= r)
-                return Status::error(ErrorCode::invalid_argument, "axes entry ", a,
-                                     " is outside [", -r, ", ", r, ")");
-            if (a < 0) a += r;
-            const auto au = static_cast<std::size_t>(a);
-            if (seen[au])
-                return Status::error(ErrorCode::invalid_argument, "axes contains axis ", a, " twice");
-            seen[au] = true;
-            begin[au] = pads ? host_int(*pads, i) : attr_pads_[static_cast<std::size_t>(i)];
-        }
+        std::array<std::int64_t, kR> end{};
+        DSINFER_RETURN_IF_ERROR(detail::pad_extents(
+            r, pads ? pads->num_elements() : static_cast<std::int64_t>(attr_pads_.size()),
+            [&](std::int64_t i) {
+                return pads ? host_int(*pads, i) : attr_pads_[static_cast<std::size_t>(i)];
+            },
+            axes ? axes->num_elements() : r,
+            [&](std::int64_t i) { return axes ? host_int(*axes, i) : i; }, begin, end));
         if (y.num_elements() == 0) return Status::ok();
         if (y.shape.rank() != r) return Status(ErrorCode::internal, "Pad: output rank differs");
         // The padding value as es bytes.
@@ -1266,23 +1257,15 @@ private:
 };
 
 Factory make_pad(const KernelCreateContext& ctx) {
-    const Node& n = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(std::string m, n.attr_or<std::string>("mode", std::string("constant")));
-    if (m != "constant")
-        return Status::error(ErrorCode::unsupported, "Pad mode '", m,
-                             "' is not supported on CUDA (constant only)");
-    std::vector<std::int64_t> pads;
-    float value = 0.0f;
+    DSINFER_ASSIGN_OR_RETURN(detail::PadAttrs a, detail::read_pad_attrs(ctx.node(), ctx.opset()));
+    if (a.mode != detail::PadMode::constant)
+        return Status::error(ErrorCode::unsupported,
+                             "Pad modes other than 'constant' are not supported on CUDA");
     std::uint64_t host = 0;
-    if (ctx.opset() < 11) {
-        DSINFER_ASSIGN_OR_RETURN(pads, n.attr<std::vector<std::int64_t>>(
-                                           ctx.opset() < 2 ? "paddings" : "pads"));
-        DSINFER_ASSIGN_OR_RETURN(value, n.attr_or<float>("value", 0.0f));
-    } else {
+    if (ctx.opset() >= 11)
         for (int i = 1; i < 4; ++i)
             if (ctx.has_input(i)) host |= std::uint64_t{1} << i;
-    }
-    return make_with_fallback<PadKernel>(ctx, ctx.opset(), host, std::move(pads), value);
+    return make_with_fallback<PadKernel>(ctx, ctx.opset(), host, std::move(a.pads), a.value);
 }
 
 // =================================================================================================

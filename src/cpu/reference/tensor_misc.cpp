@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/kernel_utils.hpp"
+#include "ops/pad.hpp"
 #include "cpu/reference/groups.hpp"
 #include "cpu/reference/tensor_common.hpp"
 
@@ -24,7 +25,6 @@ using Factory = StatusOr<std::unique_ptr<Kernel>>;
 
 // ---- Pad / CenterCropPad --------------------------------------------------------------------
 
-enum class PadMode { constant, reflect, edge, wrap };
 
 /// Source coordinate for output coordinate `c` (already shifted by the begin pad) along a dim of
 /// size n; -1 means "padding value".
@@ -102,31 +102,15 @@ public:
                     std::array<std::int64_t, kMaxRank>& begin, Shape& out) const {
         const int r = in.rank();
         std::array<std::int64_t, kMaxRank> end{};
-        begin.fill(0);
         const std::int64_t np = pads ? pads->num_elements()
                                      : static_cast<std::int64_t>(attr_pads_.size());
-        auto pad_at = [&](std::int64_t i) {
-            return pads ? int_at(*pads, i) : attr_pads_[static_cast<std::size_t>(i)];
-        };
-        const std::int64_t na = axes ? axes->num_elements() : r;
-        if (np != 2 * na)
-            return Status::error(ErrorCode::invalid_argument, "pads has ", np,
-                                 " entries; expected ", 2 * na);
-        std::array<bool, kMaxRank> seen{};
-        for (std::int64_t i = 0; i < na; ++i) {
-            std::int64_t a = axes ? int_at(*axes, i) : i;
-            if (a < -r || a >= r)
-                return Status::error(ErrorCode::invalid_argument, "axes entry ", a,
-                                     " is outside [", -r, ", ", r, ")");
-            if (a < 0) a += r;
-            const auto au = static_cast<std::size_t>(a);
-            if (seen[au])
-                return Status::error(ErrorCode::invalid_argument, "axes contains axis ", a,
-                                     " twice");
-            seen[au] = true;
-            begin[au] = pad_at(i);
-            end[au] = pad_at(i + na);
-        }
+        DSINFER_RETURN_IF_ERROR(pad_extents(
+            r, np,
+            [&](std::int64_t i) {
+                return pads ? int_at(*pads, i) : attr_pads_[static_cast<std::size_t>(i)];
+            },
+            axes ? axes->num_elements() : r,
+            [&](std::int64_t i) { return axes ? int_at(*axes, i) : i; }, begin, end));
         out = Shape{};
         for (int d = 0; d < r; ++d) {
             const auto du = static_cast<std::size_t>(d);
@@ -210,23 +194,8 @@ private:
 };
 
 Factory make_pad(const KernelCreateContext& ctx) {
-    const Node& n = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(std::string m, n.attr_or<std::string>("mode", std::string("constant")));
-    PadMode mode = PadMode::constant;
-    if (m == "reflect") mode = PadMode::reflect;
-    else if (m == "edge") mode = PadMode::edge;
-    else if (m == "wrap") mode = PadMode::wrap;
-    else if (m != "constant")
-        return Status::error(ErrorCode::invalid_model, "attribute 'mode' '", m,
-                             "' is not constant, reflect, edge or wrap");
-    std::vector<std::int64_t> pads;
-    float value = 0.0f;
-    if (ctx.opset() < 11) {
-        DSINFER_ASSIGN_OR_RETURN(pads, n.attr<std::vector<std::int64_t>>(
-                                           ctx.opset() < 2 ? "paddings" : "pads"));
-        DSINFER_ASSIGN_OR_RETURN(value, n.attr_or<float>("value", 0.0f));
-    }
-    return make_kernel<PadKernel>(ctx.opset(), mode, std::move(pads), value);
+    DSINFER_ASSIGN_OR_RETURN(PadAttrs a, read_pad_attrs(ctx.node(), ctx.opset()));
+    return make_kernel<PadKernel>(ctx.opset(), a.mode, std::move(a.pads), a.value);
 }
 
 class CenterCropPadKernel final : public Kernel {
