@@ -1,5 +1,6 @@
-// The weight store (include/dsinfer/weight_store.hpp): entries keyed by (constant, kind, layout,
-// target), each holding its form strongly while the store owns it and weakly always, so that a
+// The weight store (include/dsinfer/weight_store.hpp): entries in a hash map keyed by (constant,
+// kind, layout, target) (a model's thousands of constants register and look up in constant
+// time), each holding its form strongly while the store owns it and weakly always, so that a
 // form kernels still hold after a drop or a release is found again and reported.
 #include "dsinfer/weight_store.hpp"
 
@@ -24,6 +25,7 @@ namespace {
 constexpr std::string_view kStoredLayout = "onnx";
 
 struct Entry {
+    std::uint64_t seq = 0;  ///< registration order (forms() lists in it)
     std::uint64_t source = 0;
     WeightKind kind = WeightKind::stored;
     std::string layout, target;
@@ -33,49 +35,58 @@ struct Entry {
     std::weak_ptr<const void> weak;      ///< the form while anyone holds it
 };
 
+/// The map key of (source, kind, layout, target).
+std::string entry_key(std::uint64_t source, WeightKind kind, std::string_view layout,
+                      std::string_view target) {
+    std::string k = std::to_string(source);
+    k += static_cast<char>('0' + static_cast<int>(kind));
+    k += layout;
+    k += '\x1f';
+    k += target;
+    return k;
+}
+
 }  // namespace
 
 struct WeightStore::Impl {
     mutable std::mutex mu;
-    std::uint64_t next_id = 1;
-    std::unordered_map<std::uint64_t, std::string> names;      ///< source id -> name
-    std::unordered_map<const void*, std::uint64_t> by_data;    ///< stored data -> source id
-    std::vector<Entry> entries;
+    std::uint64_t next_id = 1, next_seq = 1;
+    std::unordered_map<std::uint64_t, std::string> names;    ///< source id -> name
+    std::unordered_map<const void*, std::uint64_t> by_data;  ///< stored data -> source id
+    std::unordered_map<std::string, Entry> entries;          ///< by entry_key
 
     Entry* find(std::uint64_t source, WeightKind kind, std::string_view layout,
                 std::string_view target) {
-        for (Entry& e : entries)
-            if (e.source == source && e.kind == kind && e.layout == layout && e.target == target)
-                return &e;
-        return nullptr;
+        auto it = entries.find(entry_key(source, kind, layout, target));
+        return it == entries.end() ? nullptr : &it->second;
     }
-    /// Forgets entries nobody holds any more (their buffers are gone).
+    Entry* stored(std::uint64_t source) { return find(source, WeightKind::stored, kStoredLayout, {}); }
+    /// Forgets entries nobody holds any more (their buffers are gone), and the data addresses
+    /// of constants whose stored form went (the address may be reused). Linear.
     void prune() {
-        entries.erase(std::remove_if(entries.begin(), entries.end(),
-                                     [](const Entry& e) { return !e.strong && e.weak.expired(); }),
-                      entries.end());
-        for (auto it = by_data.begin(); it != by_data.end();) {
-            const std::uint64_t id = it->second;
-            const bool live = std::any_of(entries.begin(), entries.end(), [id](const Entry& e) {
-                return e.source == id && e.kind == WeightKind::stored && e.layout == kStoredLayout;
-            });
-            it = live ? std::next(it) : by_data.erase(it);
-        }
+        for (auto it = entries.begin(); it != entries.end();)
+            it = !it->second.strong && it->second.weak.expired() ? entries.erase(it) : std::next(it);
+        for (auto it = by_data.begin(); it != by_data.end();)
+            it = stored(it->second) != nullptr ? std::next(it) : by_data.erase(it);
     }
     Source add(std::string name, const Tensor& t) {
         const void* data = t.raw_data();
         if (data != nullptr) {
-            prune();
             if (auto it = by_data.find(data); it != by_data.end()) {
-                std::string& known = names[it->second];
-                if (known.empty()) known = std::move(name);
-                return Source{it->second};
+                const Entry* e = stored(it->second);
+                if (e != nullptr && !e->weak.expired()) {
+                    std::string& known = names[it->second];
+                    if (known.empty()) known = std::move(name);
+                    return Source{it->second};
+                }
+                by_data.erase(it);  // that constant is gone; the address was reused
             }
         }
         const std::uint64_t id = next_id++;
         names[id] = std::move(name);
         if (data != nullptr) by_data[data] = id;
         Entry e;
+        e.seq = next_seq++;
         e.source = id;
         e.kind = WeightKind::stored;
         e.layout = std::string(kStoredLayout);
@@ -83,7 +94,7 @@ struct WeightStore::Impl {
         e.bytes = t.num_bytes();
         e.strong = std::make_shared<const Tensor>(t);
         e.weak = e.strong;
-        entries.push_back(std::move(e));
+        entries.emplace(entry_key(id, WeightKind::stored, kStoredLayout, {}), std::move(e));
         return Source{id};
     }
 };
@@ -98,7 +109,7 @@ WeightStore::Source WeightStore::add_constant(std::string name, const Tensor& t)
 
 void WeightStore::release_constant(Source source) {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (Entry* e = impl_->find(source.id, WeightKind::stored, kStoredLayout, {})) e->strong.reset();
+    if (Entry* e = impl_->stored(source.id)) e->strong.reset();
     impl_->prune();
 }
 
@@ -109,11 +120,8 @@ WeightStore::Source WeightStore::source(const Tensor& t) {
 
 std::shared_ptr<const Tensor> WeightStore::constant(Source source) const {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    for (const Entry& e : impl_->entries)
-        if (e.source == source.id && e.kind == WeightKind::stored && e.layout == kStoredLayout &&
-            e.target.empty())
-            return std::static_pointer_cast<const Tensor>(e.weak.lock());
-    return nullptr;
+    const Entry* e = impl_->stored(source.id);
+    return e != nullptr ? std::static_pointer_cast<const Tensor>(e->weak.lock()) : nullptr;
 }
 
 StatusOr<std::shared_ptr<const void>> WeightStore::get_erased(
@@ -145,12 +153,9 @@ StatusOr<std::shared_ptr<const void>> WeightStore::get_erased(
     if (!made.value)
         return Status::error(ErrorCode::internal, "weight store: the builder of form '", layout,
                              "' returned nothing");
-    // The entry may have been pruned by a release or drop since find (not under this lock:
-    // find again).
-    e = impl_->find(source.id, kind, layout, target);
     if (e == nullptr) {
-        impl_->entries.emplace_back();
-        e = &impl_->entries.back();
+        e = &impl_->entries[entry_key(source.id, kind, layout, target)];
+        e->seq = impl_->next_seq++;
         e->source = source.id;
         e->kind = kind;
         e->layout = std::string(layout);
@@ -165,8 +170,13 @@ StatusOr<std::shared_ptr<const void>> WeightStore::get_erased(
 
 std::vector<WeightForm> WeightStore::forms() const {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    std::vector<const Entry*> order;
+    for (const auto& [key, e] : impl_->entries) order.push_back(&e);
+    std::sort(order.begin(), order.end(),
+              [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
     std::vector<WeightForm> out;
-    for (const Entry& e : impl_->entries) {
+    for (const Entry* ep : order) {
+        const Entry& e = *ep;
         const long uses = e.weak.use_count();
         if (uses == 0) continue;
         WeightForm f;
@@ -197,9 +207,14 @@ WeightBytes WeightStore::bytes() const {
 
 std::vector<std::string> WeightStore::held_twice() const {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    std::vector<const Entry*> sorted;
+    for (const auto& [key, e] : impl_->entries) sorted.push_back(&e);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
     std::unordered_map<std::uint64_t, int> same;
     std::vector<std::uint64_t> order;
-    for (const Entry& e : impl_->entries) {
+    for (const Entry* ep : sorted) {
+        const Entry& e = *ep;
         if (e.kind == WeightKind::derived || e.weak.expired() || e.bytes == 0) continue;
         if (same[e.source]++ == 1) order.push_back(e.source);
     }
@@ -216,7 +231,7 @@ std::vector<std::string> WeightStore::held_twice() const {
 std::uint64_t WeightStore::drop(std::string_view layout_prefix) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     std::uint64_t freed = 0;
-    for (Entry& e : impl_->entries) {
+    for (auto& [key, e] : impl_->entries) {
         if (e.kind == WeightKind::stored || !e.strong) continue;
         if (e.layout.compare(0, layout_prefix.size(), layout_prefix) != 0) continue;
         const bool last = e.strong.use_count() == 1;
