@@ -7,6 +7,12 @@
 // made for). The store builds a form once and hands the same buffer to every kernel that asks
 // for the same key, so two nodes reading one weight share one packed copy.
 //
+// Devices. A GPU engine's copies of constants are forms too: the plain copy is the stored form
+// with the device as target ("onnx", "cuda:0"), shared by the executor and the device kernels
+// that read the constant as it is (detail::device_constant_form, src/core/device_runtime.hpp);
+// a device kernel's own layouts and tables are packed or derived forms for that target
+// ("cuda.gemm.b_transposed", ...). A device target is memory of its own (is_device_target).
+//
 // Ownership. The store holds the forms it owns; kernels hold shared references to what they
 // use. `drop` lets go of the store's references: a form no kernel holds is freed at once, the
 // others when their last holder lets go (the store still reports them, as not owned). A later
@@ -49,11 +55,17 @@ struct WeightForm {
     std::string tensor;  ///< the constant's name in the graph ("" for one no graph named)
     WeightKind kind = WeightKind::stored;
     std::string layout;  ///< "onnx" for the stored form, else the kernel family's layout name
-    std::string target;  ///< ISA level ("avx512", "avx2", "baseline") or device; "" = any
+    std::string target;  ///< ISA level ("avx512", "avx2", "baseline") or device ("cuda:0"); "" = any
     std::uint64_t bytes = 0;
     bool owned = false;  ///< the store holds it (else only kernels do: it goes with them)
     long holders = 0;    ///< references to it besides the store's (kernels, plans)
 };
+
+/// Whether a form's target names a device (Device::to_string: "cuda:0") rather than an ISA
+/// level: the form's bytes are that device's memory.
+inline bool is_device_target(std::string_view target) noexcept {
+    return target.find(':') != std::string_view::npos;
+}
 
 /// Resident bytes by kind (WeightStore::bytes()).
 struct WeightBytes {
@@ -119,11 +131,13 @@ public:
     std::vector<WeightForm> forms() const;
     /// Resident bytes by kind.
     WeightBytes bytes() const;
-    /// The names of constants resident more than once as the same numbers (stored and packed
-    /// forms: distinct buffers); derived forms do not count.
+    /// The names of constants resident more than once as the same numbers in one memory
+    /// (stored and packed forms: distinct buffers on the host, or on one device); derived
+    /// forms do not count.
     std::vector<std::string> held_twice() const;
-    /// Lets go of the store's references to the packed and derived forms whose layout starts
-    /// with `layout_prefix` ("" = all). Returns the bytes freed now (forms no kernel held).
+    /// Lets go of the store's references to the packed and derived forms, and the device
+    /// copies of stored forms, whose layout starts with `layout_prefix` ("" = all). Returns
+    /// the bytes freed now (forms no kernel held).
     std::uint64_t drop(std::string_view layout_prefix = {});
 
 private:

@@ -15,6 +15,9 @@
 // back to the shared pool only after the run's stream has been synchronized (RunScope), so
 // concurrent runs on other streams never receive memory that pending work still uses.
 //
+// Constants on the device: one copy per constant and device, a form in the engine's WeightStore
+// (device_constant_form below) that the executor and the device kernels share.
+//
 // Threading: all methods are thread-safe.
 #pragma once
 
@@ -27,6 +30,8 @@
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/memory_pool.hpp"
 #include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"
+#include "dsinfer/weight_store.hpp"
 
 namespace dsinfer::detail {
 
@@ -63,5 +68,34 @@ public:
     virtual StatusOr<std::shared_ptr<void>> end_capture(void* stream) noexcept = 0;
     virtual Status replay(void* graph_exec, void* stream) noexcept = 0;
 };
+
+/// The device copy of constant `source` (whose stored form is `host`, with data) on `rt`'s
+/// device: the store's form (stored, layout "onnx", target the device's string, "cuda:0"), made
+/// once from the device pool and shared by every graph and kernel that asks for it. The copy
+/// is complete when this returns (synchronized on a stream of its own), so any stream may read
+/// it at once. Out of device memory is resource_exhausted.
+inline StatusOr<std::shared_ptr<const Tensor>> device_constant_form(WeightStore& store,
+                                                                    WeightStore::Source source,
+                                                                    const Tensor& host,
+                                                                    DeviceRuntime& rt) {
+    // The builder runs under the store's lock: it uses the device only, never the store.
+    return store.get<Tensor>(
+        source, WeightKind::stored, "onnx", rt.device().to_string(),
+        [&]() -> StatusOr<WeightBuild<Tensor>> {
+            const std::size_t bytes = host.num_bytes();
+            if (bytes > 0 && host.raw_data() == nullptr)
+                return Status(ErrorCode::internal, "device copy of a constant without data");
+            DSINFER_RETURN_IF_ERROR(rt.activate());
+            DSINFER_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(host.dtype(), host.shape(), *rt.pool()));
+            if (bytes > 0) {
+                DSINFER_ASSIGN_OR_RETURN(void* stream, rt.acquire_stream());
+                Status st = rt.copy_to_device(t.raw_data(), host.raw_data(), bytes, stream);
+                if (st.is_ok()) st = rt.synchronize(stream);
+                rt.release_stream(stream);
+                DSINFER_RETURN_IF_ERROR(st);
+            }
+            return WeightBuild<Tensor>{std::make_shared<const Tensor>(std::move(t)), bytes};
+        });
+}
 
 }  // namespace dsinfer::detail

@@ -212,7 +212,9 @@ private:
     /// layout. Runs after shape inference, before lifetimes.
     Status negotiate_layouts();
     void plan_lifetimes();
-    /// GPU engines: device copies of the constants device kernels read (not released to them).
+    /// GPU engines: device copies of the constants device kernels read (not released to them),
+    /// the weight store's forms for this device (shared with other graphs and with device
+    /// kernels that keep the same copy).
     Status upload_constants();
     struct DeviceScope;
     /// Input k of node ni where the node's kernel wants it (host or device), copying it across
@@ -297,6 +299,9 @@ private:
     const CompiledGraph* parent_ = nullptr;
     std::shared_ptr<DeviceRuntime> device_;  // GPU engines
     std::vector<Tensor> device_constants_;   // per value: device copy of an initializer
+    /// Per value: the weight store's form device_constants_ shares its buffer with (held here,
+    /// so the store reports this graph among its holders; device_constant_form).
+    std::vector<std::shared_ptr<const Tensor>> device_forms_;
     std::size_t device_nodes_ = 0;
     bool reports_device_errors_ = false;  // some device kernel reports through error slots
     bool graphable_ = false;              // runs may be captured as CUDA graphs

@@ -698,32 +698,40 @@ void CompiledGraph::plan_lifetimes() {
 Status CompiledGraph::upload_constants() {
     const Graph& g = *graph_;
     device_constants_.assign(g.values.size(), Tensor());
+    device_forms_.assign(g.values.size(), nullptr);
     DSINFER_RETURN_IF_ERROR(device_->activate());
-    DSINFER_ASSIGN_OR_RETURN(void* stream, device_->acquire_stream());
-    Status st;
-    for (std::size_t ni = 0; ni < g.nodes.size() && st.is_ok(); ++ni) {
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
         const CompiledNode& cn = nodes_[ni];
         if (!cn.on_device) continue;
         const Node& n = g.nodes[ni];
-        for (std::size_t k = 0; k < n.inputs.size() && st.is_ok(); ++k) {
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
             if (n.inputs[k] == kNoValue || (k < 64 && ((cn.host_inputs >> k) & 1u) != 0)) continue;
             const auto v = static_cast<std::size_t>(n.inputs[k]);
             const auto& init = g.values[v].initializer;
             if (!init || !device_constants_[v].is_null() || init->dtype() == DType::string) continue;
-            if (init->raw_data() == nullptr && init->num_bytes() > 0) continue;  // released to its kernels
-            auto t = Tensor::allocate(init->dtype(), init->shape(), *device_->pool());
-            if (!t.is_ok()) {
-                st = t.status().with_context(node_context(n));
-                break;
+            if (init->raw_data() == nullptr && init->num_bytes() > 0) {
+                // Released to its kernels (each reads its own copy): runs hand them a view on
+                // the device without data, so nothing is copied from the missing host data.
+                device_constants_[v] = Tensor::wrap(nullptr, init->dtype(), init->shape(),
+                                                    device_->device(), std::make_shared<char>(0));
+                continue;
             }
-            st = device_->copy_to_device(t.value().raw_data(), init->raw_data(), init->num_bytes(), stream);
-            device_constants_[v] = std::move(t).value();
+            if (init->raw_data() == nullptr) {
+                // Empty and without data: nothing to copy, nothing the store could key it by.
+                auto t = Tensor::allocate(init->dtype(), init->shape(), *device_->pool());
+                if (!t.is_ok()) return t.status().with_context(node_context(n));
+                device_constants_[v] = std::move(t).value();
+                continue;
+            }
+            // The store's device copy: made once, shared with every graph and device kernel
+            // that reads this constant on this device.
+            auto form = device_constant_form(*weights_, weights_->source(*init), *init, *device_);
+            if (!form.is_ok()) return form.status().with_context(node_context(n));
+            device_forms_[v] = std::move(form).value();
+            device_constants_[v] = *device_forms_[v];
         }
     }
-    const Status sync = device_->synchronize(stream);
-    device_->release_stream(stream);
-    DSINFER_RETURN_IF_ERROR(st);
-    return sync;
+    return Status::ok();
 }
 
 NodePlacement CompiledGraph::placement() const {
@@ -742,6 +750,7 @@ WeightMemoryStats CompiledGraph::weight_memory() const {
     WeightMemoryStats s;
     // The store counts each buffer once however many kernels share it; subgraphs share it.
     for (const WeightForm& f : weights_->forms()) {
+        if (is_device_target(f.target)) continue;  // host memory only: device copies are in forms()
         if (f.kind == WeightKind::derived) s.derived_bytes += f.bytes;
         else if (f.kind == WeightKind::stored && f.owned && f.layout == "onnx") s.graph_bytes += f.bytes;
         else s.packed_bytes += f.bytes;  // packed copies, and stored copies kernels keep

@@ -1,13 +1,16 @@
 // The weight store (include/dsinfer/weight_store.hpp): entries in a hash map keyed by (constant,
 // kind, layout, target) (a model's thousands of constants register and look up in constant
 // time), each holding its form strongly while the store owns it and weakly always, so that a
-// form kernels still hold after a drop or a release is found again and reported.
+// form kernels still hold after a drop or a release is found again and reported. A target that
+// names a device (is_device_target) is memory of its own: a device copy of a stored form is
+// dropped like a packed one, and counts as held twice only beside another copy on that device.
 #include "dsinfer/weight_store.hpp"
 
 #include <algorithm>
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace dsinfer {
 
@@ -211,12 +214,16 @@ std::vector<std::string> WeightStore::held_twice() const {
     for (const auto& [key, e] : impl_->entries) sorted.push_back(&e);
     std::sort(sorted.begin(), sorted.end(),
               [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
-    std::unordered_map<std::uint64_t, int> same;
+    // Counted per memory: the host (every ISA target) and each device.
+    std::unordered_map<std::string, int> same;
+    std::unordered_set<std::uint64_t> listed;
     std::vector<std::uint64_t> order;
     for (const Entry* ep : sorted) {
         const Entry& e = *ep;
         if (e.kind == WeightKind::derived || e.weak.expired() || e.bytes == 0) continue;
-        if (same[e.source]++ == 1) order.push_back(e.source);
+        std::string where = std::to_string(e.source);
+        if (is_device_target(e.target)) where += '@' + e.target;
+        if (same[where]++ == 1 && listed.insert(e.source).second) order.push_back(e.source);
     }
     std::vector<std::string> out;
     for (std::uint64_t id : order) {
@@ -232,7 +239,9 @@ std::uint64_t WeightStore::drop(std::string_view layout_prefix) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     std::uint64_t freed = 0;
     for (auto& [key, e] : impl_->entries) {
-        if (e.kind == WeightKind::stored || !e.strong) continue;
+        // The stored form itself goes only by release_constant; its device copies are
+        // rebuilt from it like any other form.
+        if ((e.kind == WeightKind::stored && !is_device_target(e.target)) || !e.strong) continue;
         if (e.layout.compare(0, layout_prefix.size(), layout_prefix) != 0) continue;
         const bool last = e.strong.use_count() == 1;
         e.strong.reset();
