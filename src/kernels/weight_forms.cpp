@@ -1,6 +1,8 @@
 // The weight-store forms of dsinfer's own compute kernels (weight_forms.hpp).
 #include "kernels/weight_forms.hpp"
 
+#include "kernels/qgemm.hpp"
+
 namespace dsinfer::detail {
 
 StatusOr<std::shared_ptr<const PackedB>> packed_b_form(WeightStore& store, WeightStore::Source source,
@@ -43,6 +45,21 @@ StatusOr<std::shared_ptr<const WinogradWeights>> winograd_form(
             for (const PackedB& u : w->u) bytes += u.bytes();
             return WeightBuild<WinogradWeights>{w, bytes};
         });
+}
+
+StatusOr<std::shared_ptr<const PackedQB>> packed_qb_form(WeightStore& store,
+                                                         WeightStore::Source source,
+                                                         const void* b, bool b_unsigned,
+                                                         std::int64_t k, std::int64_t n,
+                                                         bool transposed) {
+    const QIsa isa = qgemm_isa();
+    return store.get<PackedQB>(source, WeightKind::packed,
+                               transposed ? "qgemm.packed_b.trans" : "qgemm.packed_b",
+                               qisa_name(isa), [&]() -> StatusOr<WeightBuild<PackedQB>> {
+                                   auto p = std::make_shared<const PackedQB>(
+                                       pack_qb(b, b_unsigned, k, n, transposed, isa));
+                                   return WeightBuild<PackedQB>{p, p->bytes()};
+                               });
 }
 
 }  // namespace dsinfer::detail

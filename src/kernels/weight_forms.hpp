@@ -6,6 +6,8 @@
 //   "sgemm.packed_b" / "sgemm.packed_b.trans"  packed  B [K, N] (or B stored [N, K]) for sgemm_packed
 //   "conv_gemm.packed_w"                       packed  OIHW conv weights for conv_gemm_* (K = c*kh*kw)
 //   "winograd_f4x3.u"                          derived Winograd F(4x4, 3x3) transform G g G^T
+//   "qgemm.packed_b" / "qgemm.packed_b.trans"  packed  s8/u8 B [K, N] (or stored [N, K]) for qgemm_packed,
+//                                              with its column sums (target: qisa_name, e.g. "avx512_vnni")
 //
 // Internal (namespace dsinfer::detail).
 #pragma once
@@ -38,5 +40,15 @@ StatusOr<std::shared_ptr<const PackedB>> conv_gemm_form(WeightStore& store, Weig
 StatusOr<std::shared_ptr<const WinogradWeights>> winograd_form(
     WeightStore& store, WeightStore::Source source, const std::shared_ptr<const Tensor>& oihw,
     const ConvGemmShape& s);
+
+struct PackedQB;  // kernels/qgemm.hpp
+
+/// The 8-bit constant `b` (k x n, s8, or u8 when `b_unsigned`; stored [n, k] when
+/// `transposed`) packed for qgemm_packed at qgemm_isa().
+StatusOr<std::shared_ptr<const PackedQB>> packed_qb_form(WeightStore& store,
+                                                         WeightStore::Source source,
+                                                         const void* b, bool b_unsigned,
+                                                         std::int64_t k, std::int64_t n,
+                                                         bool transposed);
 
 }  // namespace dsinfer::detail

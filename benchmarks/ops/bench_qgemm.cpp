@@ -1,0 +1,145 @@
+// dsinfer's packed-B INT8 GEMM (src/kernels/qgemm.hpp) against dsinfer's packed f32 GEMM
+// (sgemm_packed) and oneDNN's u8 x s8 -> s32 matmul on the same shapes, in the same run: the
+// Linear shapes of BERT-base (M = 128: batch 1, sequence 128; M = 1024: batch 8; N, K of 768 /
+// 3072), the MLP of tools/make_models.py at batch 64 (1024 -> 4096 -> 4096 -> 1024), and
+// ResNet-like im2col products (3x3 64 -> 64 at 56x56: 3136 x 576 x 64; 3x3 256 -> 256 at 14x14,
+// batch 8: 1568 x 2304 x 256). B is constant, stored [N, K] (Linear weights), packed once
+// outside the timing; each dsinfer run gets its workspace, as the engine runs it.
+//
+// Args: m, k, n, impl, threads. impl 0 = qgemm, s32 out (MatMulInteger); 1 = qgemm dequantized
+// to f32 with per-column scales and bias (MatMulIntegerToFloat / DynamicQuantizeMatMul);
+// 2 = qgemm requantized to u8 (QLinearMatMul); 3 = sgemm_packed (f32, the FP32 baseline);
+// 4 = oneDNN matmul u8 x s8 -> s32 with B reordered once to the layout it picks.
+// The GOPS counter counts 2 operations per multiply-add over CPU time at 1 thread, over wall
+// time at 2. Compare rows of one run, with interleaved repetitions and medians, e.g.
+//   bench_qgemm --benchmark_filter='threads:2' --benchmark_repetitions=3
+//               --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_data.hpp"
+#include "dsinfer/config.hpp"
+#include "kernels/qgemm.hpp"
+#include "kernels/sgemm.hpp"
+#include "runtime/parallel.hpp"
+
+#if DSINFER_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace {
+
+using std::int64_t;
+
+std::vector<std::uint8_t> bytes(int64_t n, unsigned seed) {
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
+    std::minstd_rand gen(seed);
+    for (auto& x : v) x = static_cast<std::uint8_t>(gen() >> 7);
+    return v;
+}
+
+void BM_Qgemm(benchmark::State& state) {
+    const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+    const int64_t impl = state.range(3);
+    dsinfer::detail::ThreadBudget budget(static_cast<int>(state.range(4)));
+    namespace d = dsinfer::detail;
+    if (impl <= 2) {
+        const auto a = bytes(m * k, 1);
+        const auto bt = bytes(n * k, 2);  // [N, K], s8
+        const d::PackedQB packed = d::pack_qb(bt.data(), false, k, n, true);
+        const auto scales = dsinfer::bench::uniform(n, 3, 0.01f);
+        const auto bias = dsinfer::bench::uniform(n, 4, 1.f);
+        d::QGemmParams p;
+        p.a_zero = 128;
+        p.out = impl == 0 ? d::QGemmOutput::s32 : impl == 1 ? d::QGemmOutput::f32 : d::QGemmOutput::u8;
+        p.a_scale = 0.02f;
+        p.b_scales = scales.data();
+        p.bias = bias.data();
+        p.y_scale = 0.5f;
+        p.y_zero = 128;
+        std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));  // big enough for any out
+        std::vector<unsigned char> ws(d::qgemm_workspace_bytes(m, packed, d::max_threads()));
+        state.SetLabel(std::string("qgemm ") + d::qisa_name(packed.isa) +
+                       (impl == 0 ? " s32" : impl == 1 ? " f32" : " u8"));
+        for (auto _ : state) {
+            d::qgemm_packed(m, a.data(), k, packed, c.data(), n, p, ws.data(), ws.size());
+            benchmark::ClobberMemory();
+        }
+    } else if (impl == 3) {
+        const auto a = dsinfer::bench::uniform(m * k, 1, 1.f);
+        const auto bt = dsinfer::bench::uniform(n * k, 2, 0.05f);
+        const auto packed = d::pack_b(bt.data(), k, n, true);
+        std::vector<float> c(static_cast<std::size_t>(m * n));
+        std::vector<unsigned char> ws(
+            d::sgemm_workspace_bytes(m, k, n, packed.isa, d::max_threads()));
+        state.SetLabel(std::string("sgemm ") + d::fast::isa_name(packed.isa));
+        for (auto _ : state) {
+            d::sgemm_packed(m, a.data(), k, packed, c.data(), n, nullptr, 1.f,
+                            d::GemmActivation::none, ws.data(), ws.size());
+            benchmark::ClobberMemory();
+        }
+    } else {
+#if DSINFER_WITH_ONEDNN
+        using dnnl::memory;
+        auto a = bytes(m * k, 1);
+        auto bt = bytes(n * k, 2);
+        std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));
+        dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+        dnnl::stream strm(eng);
+        const memory::desc a_md({m, k}, memory::data_type::u8, memory::format_tag::ab);
+        const memory::desc b_plain({k, n}, memory::data_type::s8, memory::format_tag::ba);
+        const memory::desc b_any({k, n}, memory::data_type::s8, memory::format_tag::any);
+        const memory::desc c_md({m, n}, memory::data_type::s32, memory::format_tag::ab);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), eng);
+        const dnnl::matmul prim(pd);
+        memory am(a_md, eng, a.data());
+        memory bm(b_plain, eng, bt.data());
+        memory cm(c_md, eng, c.data());
+        if (pd.weights_desc() != b_plain) {
+            memory reordered(pd.weights_desc(), eng);
+            dnnl::reorder(bm, reordered).execute(strm, bm, reordered);
+            strm.wait();
+            bm = reordered;
+        }
+        state.SetLabel(std::string("onednn u8s8 ") + pd.impl_info_str());
+        for (auto _ : state) {
+            prim.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+            strm.wait();
+        }
+#else
+        state.SkipWithError("built without oneDNN");
+        return;
+#endif
+    }
+    state.counters["GOPS"] = benchmark::Counter(
+        2.0 * static_cast<double>(m * k * n) * static_cast<double>(state.iterations()) * 1e-9,
+        benchmark::Counter::kIsRate);
+}
+
+template <int64_t Threads>
+void shapes(benchmark::internal::Benchmark* b) {
+    const int64_t mkn[][3] = {{128, 768, 768},   {128, 768, 3072},  {128, 3072, 768},
+                              {1024, 768, 768},  {1024, 768, 3072}, {1024, 3072, 768},
+                              {64, 1024, 4096},  {64, 4096, 4096},  {64, 4096, 1024},
+                              {3136, 576, 64},   {1568, 2304, 256}};
+    for (const auto& s : mkn)
+        for (int64_t impl : {0, 1, 2, 3, 4}) b->Args({s[0], s[1], s[2], impl, Threads});
+}
+
+BENCHMARK(BM_Qgemm)
+    ->ArgNames({"m", "k", "n", "impl", "threads"})
+    ->Apply(shapes<1>)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Qgemm)
+    ->ArgNames({"m", "k", "n", "impl", "threads"})
+    ->Apply(shapes<2>)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

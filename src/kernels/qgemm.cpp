@@ -1,0 +1,531 @@
+// Packed-B INT8 GEMM (see qgemm.hpp). The loops live in qgemm_kernels.inc, compiled here once
+// per family. Blocking follows sgemm.cpp: K in blocks of KC, so that a KC x NR slice of a B
+// panel stays in L1 while the micro-kernel walks the row tiles of an A block; A in blocks of
+// MC rows, packed (all of K) once per call, so that one K block of it stays in L2 while the
+// panels stream past. AVX-512 VNNI: KC 768 rows (a 24 KiB slice of B and 9 KiB of A per tile
+// in a 48 KiB L1: BERT's K = 768 is one block), MC 192; the 16-bit avx2 layout halves KC.
+//
+// Threads: as in sgemm_packed, the row tiles of a row block are packed and then its column
+// panels computed in guided chunks, both taken from shared counters by whichever threads are
+// running; with few panels, threads take whole row tiles and pack their own rows. The s32
+// partial sums of K blocks before the last go to a per-thread buffer (the output may be 8-bit),
+// and every epilogue runs once per element on its final s32, so results do not depend on the
+// split.
+#include "kernels/qgemm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "runtime/parallel.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DSINFER_QGEMM_X86 1
+#include <immintrin.h>
+#else
+#define DSINFER_QGEMM_X86 0
+#endif
+
+// As in sgemm.cpp: GCC 12's own headers trip -Wmaybe-uninitialized, vector-typed values
+// crossing the per-ISA functions trip -Wpsabi.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The f32 epilogue is y = float(c) * scale, then + bias: two roundings, on every family alike
+// (and so QuantizeLinear of it is the same on all of them). GNU C++ contracts a * b + c into an
+// FMA where the target has one (-ffp-contract=fast is its default even in ISO mode).
+#pragma GCC optimize("fp-contract=off")
+
+namespace dsinfer::detail {
+namespace {
+
+using std::int64_t;
+
+/// What every tile of one qgemm_packed call shares.
+struct RunCtx {
+    const PackedQB* b;
+    const QGemmParams* p;
+    void* c;
+    int64_t ldc;
+    std::size_t out_bytes;         ///< bytes per element of C
+    int64_t k;                     ///< real K (the zero-point terms)
+    std::int32_t za;               ///< A's zero point as packed (s8 A: + 128)
+    std::int32_t zb;               ///< B's per-tensor zero point as packed (u8 B: - 128)
+    std::int32_t b_shift;          ///< 128 for u8 B, else 0
+    const std::int32_t* zb_col;    ///< per-column zero points (unshifted), or null
+    const std::int32_t* colsum;    ///< b->colsum
+    bool zero_terms;               ///< some zero-point term is not 0
+    float scale;                   ///< a_scale * b_scale (per tensor)
+    float y_scale;
+    float q_lo, q_hi;              ///< u8/s8 range minus y_zero
+};
+
+/// Where one tile's result goes (see store_tile in qgemm_kernels.inc).
+struct TileStore {
+    const RunCtx* ctx;
+    bool first, last;             ///< the K block is the first / the last
+    std::uint32_t* slot;          ///< the tile's partial sums (MR x NR), or null (one K block)
+    int64_t col;                  ///< first column of C
+    int64_t row0;                 ///< first row of C
+    int64_t arow0;                ///< first row in the packed A block (its row sums)
+    const std::int32_t* rowsum;   ///< the packed A block's row sums, or null
+};
+
+/// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
+struct Family {
+    QIsa isa;
+    int64_t mr, nr, kc, mc, group;
+    void (*pack_tiles)(const std::uint8_t* a, int64_t lda, int64_t rows, int64_t k, bool a_signed,
+                       std::uint32_t* dst, std::int32_t* rowsum, int64_t t0, int64_t t1) noexcept;
+    void (*run_panels)(int64_t row0, int64_t rows, int64_t p0, int64_t p1,
+                       const std::uint32_t* apacked, const std::int32_t* rowsum, const RunCtx& r,
+                       std::uint32_t* acc) noexcept;
+};
+
+/// How many panels ahead the tiles prefetch B.
+constexpr int64_t kPrefetchPanels = 2;
+
+#if DSINFER_QGEMM_X86
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"))), apply_to = function)
+#endif
+namespace avx512_vnni {
+#define QG_W 16
+#define QG_MR 12
+#define QG_KC 768
+#define QG_MC 192
+#define QG_WIDE 0
+#define QG_DOT(acc, a, b) ((VU)_mm512_dpbusd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b)))
+#define QG_ISA QIsa::avx512_vnni
+#include "kernels/qgemm_kernels.inc"
+}  // namespace avx512_vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avxvnni")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx2,fma,avxvnni"))), apply_to = function)
+#endif
+namespace avx_vnni {
+#define QG_W 8
+#define QG_MR 6
+#define QG_KC 1024
+#define QG_MC 192
+#define QG_WIDE 0
+#define QG_DOT(acc, a, b) ((VU)_mm256_dpbusd_avx_epi32((__m256i)(acc), (__m256i)(a), (__m256i)(b)))
+#define QG_ISA QIsa::avx_vnni
+#include "kernels/qgemm_kernels.inc"
+}  // namespace avx_vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#endif
+namespace avx2 {
+#define QG_W 8
+#define QG_MR 6
+#define QG_KC 512
+#define QG_MC 192
+#define QG_WIDE 1
+// vpmaddwd: u16 x s16 pairs (each product at most 255 * 128 in magnitude) summed exactly in s32.
+#define QG_DOT(acc, a, b) ((acc) + (VU)_mm256_madd_epi16((__m256i)(a), (__m256i)(b)))
+#define QG_ISA QIsa::avx2
+#include "kernels/qgemm_kernels.inc"
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+#endif
+
+namespace baseline {
+typedef std::uint32_t VU4 __attribute__((vector_size(16)));
+/// vpmaddwd's arithmetic in portable vector code: a holds (u16 lo, u16 hi) pairs, b (s16 lo,
+/// s16 hi) pairs; acc + a.lo * b.lo + a.hi * b.hi per lane, in wrapping 32-bit arithmetic.
+inline VU4 dot2(VU4 acc, VU4 a, VU4 b) noexcept {
+    typedef std::int32_t VI4 __attribute__((vector_size(16)));
+    const VU4 alo = a & 0xffffu, ahi = a >> 16;
+    const VU4 blo = (VU4)(((VI4)(b << 16)) >> 16), bhi = (VU4)(((VI4)b) >> 16);
+    return acc + alo * blo + ahi * bhi;
+}
+#define QG_W 4
+#define QG_MR 4
+#define QG_KC 512
+#define QG_MC 96
+#define QG_WIDE 1
+#define QG_DOT(acc, a, b) dot2(acc, a, b)
+#define QG_ISA QIsa::baseline
+#include "kernels/qgemm_kernels.inc"
+}  // namespace baseline
+
+const Family& family(QIsa isa) noexcept {
+#if DSINFER_QGEMM_X86
+    if (isa == QIsa::avx512_vnni) return avx512_vnni::kFamily;
+    if (isa == QIsa::avx_vnni) return avx_vnni::kFamily;
+    if (isa == QIsa::avx2) return avx2::kFamily;
+#endif
+    (void)isa;
+    return baseline::kFamily;
+}
+
+/// Bit i set: this CPU (and OS) runs family QIsa(i).
+unsigned detect_families() noexcept {
+    unsigned mask = 1u << static_cast<int>(QIsa::baseline);
+#if DSINFER_QGEMM_X86
+    const fast::Isa host = fast::host_isa();
+    if (static_cast<int>(host) >= static_cast<int>(fast::Isa::avx2)) {
+        mask |= 1u << static_cast<int>(QIsa::avx2);
+        if (__builtin_cpu_supports("avxvnni")) mask |= 1u << static_cast<int>(QIsa::avx_vnni);
+    }
+    if (host == fast::Isa::avx512 && __builtin_cpu_supports("avx512vnni"))
+        mask |= 1u << static_cast<int>(QIsa::avx512_vnni);
+#endif
+    return mask;
+}
+
+unsigned host_families() noexcept {
+    static const unsigned mask = detect_families();
+    return mask;
+}
+
+/// The widest family this CPU runs at or below `isa`.
+QIsa supported_at_most(QIsa isa) noexcept {
+    for (int i = static_cast<int>(isa); i > 0; --i)
+        if ((host_families() >> i & 1u) != 0) return static_cast<QIsa>(i);
+    return QIsa::baseline;
+}
+
+template <class T>
+struct AlignedDelete {
+    void operator()(T* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+};
+
+template <class T>
+T* aligned_new(std::size_t count) {
+    return static_cast<T*>(
+        ::operator new[](std::max<std::size_t>(count, 1) * sizeof(T), std::align_val_t{64}));
+}
+
+/// A buffer of at least `bytes` kept per thread and per use (0: packed A, 1: partial sums)
+/// between calls, or null when it cannot be allocated.
+unsigned char* thread_buffer(int use, std::size_t bytes) noexcept {
+    thread_local std::unique_ptr<unsigned char[], AlignedDelete<unsigned char>> buf[2];
+    thread_local std::size_t size[2] = {0, 0};
+    if (size[use] < bytes) {
+        buf[use].reset();
+        size[use] = 0;
+        try {
+            buf[use].reset(aligned_new<unsigned char>(bytes));
+        } catch (const std::bad_alloc&) {
+            return nullptr;
+        }
+        size[use] = bytes;
+    }
+    return buf[use].get();
+}
+
+inline void cpu_relax() noexcept {
+#if DSINFER_QGEMM_X86
+    _mm_pause();
+#endif
+}
+
+/// How qgemm_packed splits one product (the same for its workspace query).
+struct Split {
+    bool by_tiles = false;   ///< threads take whole row tiles (too few column panels)
+    int64_t block_rows = 0;  ///< rows per row block (a multiple of the tile height, <= mc)
+    int64_t team = 1;        ///< threads
+    int64_t min_panels = 1, max_chunk = 1;  ///< panel chunks (not by tiles)
+    int64_t a_buffers = 0;   ///< A-packing buffers: one per thread by tiles, else one shared
+    std::size_t a_bytes = 0;    ///< bytes of one A buffer (packed lanes, then row sums)
+    std::size_t acc_bytes = 0;  ///< bytes of one thread's partial-sum buffer (0: one K block)
+};
+
+std::size_t round64(std::size_t bytes) noexcept { return (bytes + 63) / 64 * 64; }
+
+Split split_for(const Family& f, int64_t m, const PackedQB& b, int64_t threads) noexcept {
+    Split s;
+    const int64_t panels = b.panels, tiles = (m + f.mr - 1) / f.mr;
+    s.by_tiles = panels <= 8 * threads && tiles >= 2 * threads;
+    int64_t acc_panels = panels;
+    if (s.by_tiles) {
+        s.block_rows = std::min(f.mc, tiles * f.mr);
+        s.team = threads;
+        s.a_buffers = threads;
+    } else {
+        const int64_t blocks = (m + f.mc - 1) / f.mc;
+        s.block_rows = ((m + blocks - 1) / blocks + f.mr - 1) / f.mr * f.mr;
+        // Chunks of at least ~4 M multiply-adds (an int8 multiply-add costs about a quarter of
+        // an f32 one), at most 1/8 of a thread's share, guided as the panels run out.
+        const int64_t macs_per_panel = s.block_rows * b.kp * f.nr;
+        s.min_panels = std::max<int64_t>(1, (int64_t{1} << 22) / macs_per_panel);
+        s.max_chunk = std::max(s.min_panels, (panels + 8 * threads - 1) / (8 * threads));
+        s.team = std::min(threads, (panels + s.min_panels - 1) / s.min_panels);
+        s.a_buffers = 1;
+        acc_panels = std::min(panels, s.max_chunk);
+    }
+    const int64_t rows_pad = (s.block_rows + f.mr - 1) / f.mr * f.mr;
+    s.a_bytes = round64(static_cast<std::size_t>(b.kp / f.group * rows_pad) * 4) +
+                round64(static_cast<std::size_t>(rows_pad) * 4);
+    if (b.kp > f.kc)
+        s.acc_bytes = round64(static_cast<std::size_t>(acc_panels * rows_pad * f.nr) * 4);
+    return s;
+}
+
+std::size_t layout_bytes(const Split& s) noexcept {
+    return static_cast<std::size_t>(s.a_buffers) * s.a_bytes +
+           static_cast<std::size_t>(s.team) * s.acc_bytes;
+}
+
+}  // namespace
+
+const char* qisa_name(QIsa isa) noexcept {
+    switch (isa) {
+        case QIsa::baseline: return "baseline";
+        case QIsa::avx2: return "avx2";
+        case QIsa::avx_vnni: return "avx_vnni";
+        case QIsa::avx512_vnni: return "avx512_vnni";
+    }
+    return "?";
+}
+
+QIsa qgemm_host_isa() noexcept { return supported_at_most(QIsa::avx512_vnni); }
+
+bool qgemm_supported(QIsa isa) noexcept {
+    return (host_families() >> static_cast<int>(isa) & 1u) != 0;
+}
+
+QIsa qgemm_isa() noexcept {
+    switch (fast::active_isa()) {
+        case fast::Isa::baseline: return QIsa::baseline;
+        case fast::Isa::avx2: return supported_at_most(QIsa::avx_vnni);
+        case fast::Isa::avx512: return qgemm_host_isa();
+    }
+    return QIsa::baseline;
+}
+
+PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool transposed,
+                 QIsa isa) {
+    if (static_cast<int>(isa) > static_cast<int>(qgemm_isa())) isa = qgemm_isa();
+    isa = supported_at_most(isa);  // e.g. avx_vnni on an AVX-512 VNNI CPU without AVX-VNNI
+    const Family& f = family(isa);
+    PackedQB out;
+    out.k = k;
+    out.n = n;
+    out.kp = std::max<int64_t>(4, (k + 3) / 4 * 4);  // K = 0: one zero group (sums of 0)
+    out.nr = f.nr;
+    out.kc = f.kc;
+    out.group = f.group;
+    out.isa = isa;
+    out.b_unsigned = b_unsigned;
+    out.panels = (n + f.nr - 1) / f.nr;
+    const int64_t kp = out.kp, nr = f.nr, panels = out.panels, g = f.group;
+    const auto lanes = static_cast<std::size_t>(kp / g * panels * nr);
+    auto* lane = aligned_new<std::uint32_t>(lanes);
+    out.data = std::shared_ptr<std::int8_t>(reinterpret_cast<std::int8_t*>(lane),
+                                            [](std::int8_t* p) {
+                                                AlignedDelete<std::uint32_t>{}(
+                                                    reinterpret_cast<std::uint32_t*>(p));
+                                            });
+    auto* sums = aligned_new<std::int32_t>(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
+    out.colsum = std::shared_ptr<std::int32_t>(sums, AlignedDelete<std::int32_t>{});
+    const auto* src = static_cast<const std::uint8_t*>(bsrc);
+    const std::uint8_t flip = b_unsigned ? 0x80 : 0x00;
+    // B as stored, as a signed value (u8 shifted by -128); 0 past K.
+    auto at = [&](int64_t kk, int64_t j) -> std::int32_t {
+        if (kk >= k) return 0;
+        const std::uint8_t v = transposed ? src[j * k + kk] : src[kk * n + j];
+        return static_cast<std::int8_t>(v ^ flip);
+    };
+    // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
+    // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
+    parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t pi = p0; pi < p1; ++pi) {
+            const int64_t col = pi * nr, w = std::min(nr, n - col);
+            for (int64_t j = 0; j < w; ++j) {
+                std::uint32_t s = 0;
+                for (int64_t kk = 0; kk < k; ++kk) s += static_cast<std::uint32_t>(at(kk, col + j));
+                sums[col + j] = static_cast<std::int32_t>(s);
+            }
+            for (int64_t kb = 0; kb < kp; kb += f.kc) {
+                const int64_t kc = std::min(f.kc, kp - kb);
+                std::uint32_t* dst = lane + (kb / g) * panels * nr + pi * (kc / g) * nr;
+                for (int64_t gg = 0; gg < kc / g; ++gg)
+                    for (int64_t j = 0; j < nr; ++j) {
+                        std::uint32_t x = 0;
+                        if (j < w)
+                            for (int64_t q = 0; q < g; ++q) {
+                                const auto v = static_cast<std::uint32_t>(at(kb + gg * g + q, col + j));
+                                x |= (g == 4 ? v & 0xffu : v & 0xffffu) << (q * (32 / g));
+                            }
+                        dst[gg * nr + j] = x;
+                    }
+            }
+        }
+    });
+    return out;
+}
+
+std::size_t qgemm_workspace_bytes(int64_t m, const PackedQB& b, int64_t threads) noexcept {
+    if (m <= 0 || b.n <= 0) return 0;
+    return layout_bytes(split_for(family(b.isa), m, b, std::max<int64_t>(threads, 1))) +
+           64;  // alignment slack
+}
+
+bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void* c, int64_t ldc,
+                  const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
+    if (m <= 0 || b.n <= 0) return true;
+    const Family& f = family(b.isa);
+    RunCtx r{};
+    r.b = &b;
+    r.p = &p;
+    r.c = c;
+    r.ldc = ldc;
+    r.out_bytes = p.out == QGemmOutput::s32 || p.out == QGemmOutput::f32 ? 4 : 1;
+    r.k = b.k;
+    r.za = p.a_zero + (p.a_signed ? 128 : 0);
+    r.b_shift = b.b_unsigned ? 128 : 0;
+    r.zb = p.b_zero - r.b_shift;
+    r.zb_col = p.b_zeros;
+    r.colsum = b.colsum.get();
+    bool zb_nonzero = p.b_zeros == nullptr ? r.zb != 0 : false;
+    if (p.b_zeros != nullptr)
+        for (int64_t j = 0; j < b.n && !zb_nonzero; ++j) zb_nonzero = p.b_zeros[j] != r.b_shift;
+    r.zero_terms = r.za != 0 || zb_nonzero;
+    r.scale = p.a_scale * p.b_scale;
+    r.y_scale = p.y_scale;
+    const float lo = p.out == QGemmOutput::u8 ? 0.f : -128.f;
+    const float hi = p.out == QGemmOutput::u8 ? 255.f : 127.f;
+    r.q_lo = lo - static_cast<float>(p.y_zero);
+    r.q_hi = hi - static_cast<float>(p.y_zero);
+    const auto* a8 = static_cast<const std::uint8_t*>(a);
+    const int64_t threads = max_threads();
+    const Split split = split_for(f, m, b, threads);
+    auto* ws = static_cast<unsigned char*>(workspace);
+    if (ws != nullptr) {
+        const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
+        if (workspace_bytes < skip || workspace_bytes - skip < layout_bytes(split)) ws = nullptr;
+        else ws += skip;
+    }
+    const int64_t rows_pad = (split.block_rows + f.mr - 1) / f.mr * f.mr;
+    const std::size_t lane_bytes = round64(static_cast<std::size_t>(b.kp / f.group * rows_pad) * 4);
+    auto a_buffer = [&](int64_t index) -> unsigned char* {
+        if (ws != nullptr) return ws + static_cast<std::size_t>(index) * split.a_bytes;
+        return thread_buffer(0, split.a_bytes);
+    };
+    auto acc_buffer = [&](int64_t index, bool& ok) -> std::uint32_t* {
+        if (split.acc_bytes == 0) return nullptr;
+        unsigned char* p8 =
+            ws != nullptr ? ws + static_cast<std::size_t>(split.a_buffers) * split.a_bytes +
+                                static_cast<std::size_t>(index) * split.acc_bytes
+                          : thread_buffer(1, split.acc_bytes);
+        if (p8 == nullptr) ok = false;
+        return reinterpret_cast<std::uint32_t*>(p8);
+    };
+    const bool need_rowsum = zb_nonzero;
+    std::atomic<bool> failed{false};
+    if (split.by_tiles) {
+        const int64_t tiles = (m + f.mr - 1) / f.mr;
+        auto work = [&](int64_t index, int64_t t0, int64_t t1) {
+            const int64_t r1 = std::min(m, t1 * f.mr);
+            unsigned char* buf = a_buffer(index);
+            bool ok = buf != nullptr;
+            std::uint32_t* acc = acc_buffer(index, ok);
+            if (!ok) {
+                failed.store(true, std::memory_order_relaxed);
+                return;
+            }
+            auto* ap = reinterpret_cast<std::uint32_t*>(buf);
+            auto* rowsum = need_rowsum ? reinterpret_cast<std::int32_t*>(buf + lane_bytes) : nullptr;
+            for (int64_t r0 = t0 * f.mr; r0 < r1; r0 += f.mc) {
+                const int64_t rows = std::min(f.mc, r1 - r0);
+                f.pack_tiles(a8 + r0 * lda, lda, rows, b.k, p.a_signed, ap, rowsum, 0, f.mc / f.mr);
+                f.run_panels(r0, rows, 0, b.panels, ap, rowsum, r, acc);
+            }
+        };
+#if defined(_OPENMP)
+        if (split.team > 1) {
+#pragma omp parallel num_threads(static_cast<int>(split.team))
+            {
+                const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+                if (tiles * t / nt < tiles * (t + 1) / nt)
+                    work(t, tiles * t / nt, tiles * (t + 1) / nt);
+            }
+            return !failed.load();
+        }
+#endif
+        work(0, 0, tiles);
+        return !failed.load();
+    }
+    unsigned char* buf = a_buffer(0);
+    if (buf == nullptr) return false;
+    auto* ap = reinterpret_cast<std::uint32_t*>(buf);
+    auto* rowsum = need_rowsum ? reinterpret_cast<std::int32_t*>(buf + lane_bytes) : nullptr;
+    const int64_t team = split.team;
+    for (int64_t r0 = 0; r0 < m; r0 += split.block_rows) {
+        const int64_t rows = std::min(split.block_rows, m - r0);
+        const int64_t block_tiles = (rows + f.mr - 1) / f.mr;
+        std::atomic<int64_t> next_tile{0}, packed{0}, next_panel{0};
+        auto take = [&](int64_t& p0, int64_t& p1) {
+            int64_t cur = next_panel.load(std::memory_order_relaxed);
+            for (;;) {
+                const int64_t left = b.panels - cur;
+                if (left <= 0) return false;
+                const int64_t cnt = std::min(
+                    left, std::clamp(left / (2 * team), split.min_panels, split.max_chunk));
+                if (next_panel.compare_exchange_weak(cur, cur + cnt, std::memory_order_relaxed)) {
+                    p0 = cur;
+                    p1 = cur + cnt;
+                    return true;
+                }
+            }
+        };
+        auto work = [&](int64_t index) {
+            for (int64_t t; (t = next_tile.fetch_add(1, std::memory_order_relaxed)) < block_tiles;) {
+                f.pack_tiles(a8 + r0 * lda, lda, rows, b.k, p.a_signed, ap, rowsum, t, t + 1);
+                packed.fetch_add(1, std::memory_order_release);
+            }
+            while (packed.load(std::memory_order_acquire) < block_tiles) cpu_relax();
+            bool ok = true;
+            std::uint32_t* acc = acc_buffer(index, ok);
+            if (!ok) {
+                failed.store(true, std::memory_order_relaxed);
+                return;
+            }
+            for (int64_t p0, p1; take(p0, p1);) f.run_panels(r0, rows, p0, p1, ap, rowsum, r, acc);
+        };
+#if defined(_OPENMP)
+        if (team > 1) {
+#pragma omp parallel num_threads(static_cast<int>(team))
+            work(omp_get_thread_num());
+            if (failed.load()) return false;
+            continue;
+        }
+#endif
+        work(0);
+        if (failed.load()) return false;
+    }
+    return true;
+}
+
+}  // namespace dsinfer::detail
+
+#pragma GCC diagnostic pop

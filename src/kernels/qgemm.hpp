@@ -1,0 +1,133 @@
+// dsinfer's INT8 GEMM against a constant, pre-packed right-hand side: C[M,N] = sum_k
+// (A[m,k] - za) * (B[k,n] - zb[n]) with 8-bit A and B and 32-bit accumulation, for the
+// weights of MatMulInteger / QLinearMatMul / dynamically quantized Linear layers. The result
+// is stored as s32 (MatMulInteger), dequantized to f32 (scale_a * scale_b[n] * c + bias[n],
+// then an activation) or requantized to u8/s8 (QuantizeLinear of that f32 value), all fused
+// into the store of each register tile: C is written once.
+//
+// Operand types. The micro-kernels multiply unsigned 8-bit A by signed 8-bit B (vpdpbusd's
+// operand order). Other combinations are mapped onto it exactly, with the zero points:
+//   - s8 A: packing A stores a ^ 0x80 = a + 128 as u8, and the zero point becomes za + 128;
+//   - u8 B: pack_qb stores b ^ 0x80 = b - 128 as s8 (PackedQB::b_unsigned), and the zero point
+//     becomes zb - 128; the term -zb' * rowsum(A) then restores the 128 * rowsum(A) the shift
+//     removed.
+// With a' = A as packed and b' = B as packed (za', zb' the shifted zero points):
+//   C = sum a'b' - za' colsum(b')[n] - zb'[n] rowsum(a')[m] + K za' zb'[n]
+// colsum(b') is computed once by pack_qb; rowsum(a') while A is packed, only when some zb' is
+// not 0. All of this is in wrapping 32-bit arithmetic: C is exact whenever the true sum fits
+// in s32 (always for K <= 65,793), and otherwise equals it mod 2^32.
+//
+// ISA families (QIsa), picked like sgemm's: the best the CPU has, capped by fast::active_isa()
+// (so DSINFER_MAX_CPU_ISA=avx2 leaves AVX-VNNI and AVX2, =baseline the portable loop); tests
+// pass narrower ones to pack_qb to cover every path the host can run.
+//   avx512_vnni  tiles of 12 x 32: 24 zmm accumulators, vpdpbusd (4 products per lane).
+//   avx_vnni     tiles of 6 x 16: 12 ymm accumulators, VEX vpdpbusd (AVX-VNNI, e.g. Alder Lake).
+//   avx2         tiles of 6 x 16 with vpmaddwd on 16-bit operands. vpmaddubsw's u8 x s8 pair
+//                sum saturates at s16 (255 * 127 * 2 = 64,770 > 32,767), so it is not used:
+//                B is packed widened to s16 (pairs of K per 32-bit lane) and A widened to u16
+//                while it is packed; vpmaddwd's pair sums (at most 2 * 255 * 128 = 65,280) are
+//                exact in s32. Cost: packed B and packed A take twice the bytes, and each
+//                vpmaddwd does 16 multiply-adds where a ymm vpdpbusd does 32 (vpmaddubsw +
+//                vpmaddwd-by-ones + vpaddd would also do 32 in 3 instructions, inexactly).
+//   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
+// Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
+// rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
+// g = 4 bytes (VNNI) or 2 s16 (avx2, baseline): one 32-bit lane per column per group of K.
+//
+// Work is split like sgemm_packed's: row blocks, A packed per block by whichever threads run,
+// column panels taken in guided chunks (or whole row tiles per thread when there are few
+// panels). Integer results do not depend on the split; the f32 and requantized epilogues
+// compute each element from its exact s32 in a fixed order, so every output is bitwise the
+// same for any thread count.
+//
+// Thread safety: a PackedQB is immutable once built and may be shared by concurrent runs.
+// qgemm_packed allocates nothing when given a workspace of qgemm_workspace_bytes.
+//
+// Internal (namespace dsinfer::detail).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/simd.hpp"
+#include "ops/activation.hpp"
+
+namespace dsinfer::detail {
+
+/// The INT8 micro-kernel families, narrowest first.
+enum class QIsa : int { baseline = 0, avx2 = 1, avx_vnni = 2, avx512_vnni = 3 };
+
+/// "baseline", "avx2", "avx_vnni", "avx512_vnni".
+const char* qisa_name(QIsa isa) noexcept;
+/// The best family this CPU (and OS) runs, uncapped.
+QIsa qgemm_host_isa() noexcept;
+/// Whether this CPU runs `isa` (AVX-VNNI is not implied by AVX-512 VNNI: Ice Lake has only the
+/// latter).
+bool qgemm_supported(QIsa isa) noexcept;
+/// The family pack_qb uses by default: the widest the CPU runs under fast::active_isa()'s cap
+/// (avx512 allows every family, avx2 allows avx_vnni and avx2, baseline the portable one).
+QIsa qgemm_isa() noexcept;
+
+/// A packed constant B. Immutable after pack_qb; shared by concurrent runs.
+struct PackedQB {
+    std::int64_t k = 0, n = 0;
+    std::int64_t kp = 0;       ///< k rounded up to a multiple of 4, at least 4 (zero rows)
+    std::int64_t nr = 0;       ///< panel width (columns)
+    std::int64_t kc = 0;       ///< K block (rows of kp per block, a multiple of 4)
+    std::int64_t panels = 0;   ///< ceil(n / nr)
+    std::int64_t group = 4;    ///< rows of K per 32-bit lane: 4 (s8) or 2 (s16)
+    bool b_unsigned = false;   ///< B was u8: stored as b - 128 (zero points shift by -128)
+    QIsa isa = QIsa::baseline; ///< the micro-kernel family the layout is for
+    std::shared_ptr<std::int8_t> data;     ///< panels * nr * kp lanes of 32 bits / group, 64-aligned
+    std::shared_ptr<std::int32_t> colsum;  ///< n sums over K of the stored (shifted) B
+    /// The bytes data and colsum hold.
+    std::uint64_t bytes() const noexcept {
+        return static_cast<std::uint64_t>(panels * nr * kp) * (group == 4 ? 1u : 2u) +
+               static_cast<std::uint64_t>(n) * 4u;
+    }
+};
+
+/// Packs B (k x n, s8, or u8 when `b_unsigned`; stored [n, k] row-major when `transposed`)
+/// for `isa` (capped at qgemm_isa(), then lowered to a family the CPU runs). Throws std::bad_alloc when memory runs out.
+PackedQB pack_qb(const void* b, bool b_unsigned, std::int64_t k, std::int64_t n, bool transposed,
+                 QIsa isa = qgemm_isa());
+
+/// What qgemm_packed stores.
+enum class QGemmOutput { s32, f32, u8, s8 };
+
+/// Zero points, scales and the epilogue of one product. Zero points are in the operands' own
+/// types (u8: 0..255, s8: -128..127); pointers are read during the call only.
+struct QGemmParams {
+    bool a_signed = false;              ///< A is s8 (else u8)
+    std::int32_t a_zero = 0;            ///< za, per tensor
+    std::int32_t b_zero = 0;            ///< zb, per tensor (when b_zeros is null)
+    const std::int32_t* b_zeros = nullptr;  ///< zb[n], per column, or null
+    QGemmOutput out = QGemmOutput::s32;
+    // f32, u8, s8: y = act(float(c) * (a_scale * b_scale[n]) + bias[n]), in that f32 order.
+    float a_scale = 1.f;
+    const float* b_scales = nullptr;    ///< scale_b[n] per column, or null: b_scale
+    float b_scale = 1.f;
+    const float* bias = nullptr;        ///< bias[n], or null
+    ActivationSpec act;                 ///< Relu vectorized; the others scalar (apply_activation)
+    // u8, s8: QuantizeLinear(y): saturate(round_half_even(y / y_scale) + y_zero); NaN -> y_zero.
+    float y_scale = 1.f;
+    std::int32_t y_zero = 0;
+};
+
+/// Bytes of workspace qgemm_packed uses for M rows against `b` on `threads` threads: the
+/// buffer(s) of packed A (a row block, all of K, plus its row sums) and, when K spans several
+/// blocks, one buffer per thread for the s32 partial sums of the tiles.
+std::size_t qgemm_workspace_bytes(std::int64_t m, const PackedQB& b, std::int64_t threads) noexcept;
+
+/// C[M, N] (leading dimension ldc, in elements of the output type) from A[M, K] (leading
+/// dimension lda, bytes) and the packed B, with `p`'s zero points and epilogue. Uses the
+/// calling thread's OpenMP budget. `workspace` of at least qgemm_workspace_bytes(m, b,
+/// max_threads()) makes the call allocation-free; when it is absent or smaller, buffers kept
+/// per thread between calls are used. Returns false (C partly written) when such a buffer
+/// cannot be allocated.
+bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQB& b, void* c,
+                  std::int64_t ldc, const QGemmParams& p, void* workspace = nullptr,
+                  std::size_t workspace_bytes = 0) noexcept;
+
+}  // namespace dsinfer::detail

@@ -1,0 +1,401 @@
+// dsinfer's packed-B INT8 GEMM (src/kernels/qgemm.cpp) against a naive 64-bit reference, for
+// every micro-kernel family this CPU runs (baseline, avx2 with 16-bit vpmaddwd, AVX-VNNI,
+// AVX-512 VNNI; the ones it lacks are named in a warning): odd shapes from 1 to 67 in M, N, K,
+// K across the packed blocks, M across the row blocks, BERT's 128 x 768 x 768; extreme values
+// (A = 255 against B = 127 / -128 everywhere, which saturates vpmaddubsw's 16-bit pair sums);
+// per-tensor and per-column zero points; u8 and s8 A and B; transposed packing; lda / ldc
+// strides; both work splits (column panels, row tiles) at 1 and 2 threads, with and without a
+// workspace; and every epilogue:
+//   s32  exact;
+//   f32  float(c) * (a_scale * b_scale[n]) + bias[n], then Relu / other activations, against
+//        the same expression in double: |got - want| <= 2^-21 * (|c * scale| + |bias|) (the two
+//        f32 roundings; the product of the scales is rounded in both);
+//   u8/s8 exact against ONNX QuantizeLinear (as src/cpu/reference/quant.cpp computes it:
+//        f32 division, round half to even, saturate, NaN -> zero point) of the f32 epilogue's
+//        value computed in f32 in the same order.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "kernels/qgemm.hpp"
+#include "ops/activation.hpp"
+#include "runtime/parallel.hpp"
+
+namespace {
+
+using dsinfer::detail::Activation;
+using dsinfer::detail::PackedQB;
+using dsinfer::detail::QGemmOutput;
+using dsinfer::detail::QGemmParams;
+using dsinfer::detail::QIsa;
+using std::int64_t;
+
+/// The families this run covers, narrowest first; warns once about the ones the CPU lacks.
+std::vector<QIsa> qisas() {
+    std::vector<QIsa> out;
+    std::ostringstream missing;
+    const QIsa cap = dsinfer::detail::qgemm_isa();
+    for (QIsa isa : {QIsa::baseline, QIsa::avx2, QIsa::avx_vnni, QIsa::avx512_vnni}) {
+        if (static_cast<int>(isa) <= static_cast<int>(cap) && dsinfer::detail::qgemm_supported(isa))
+            out.push_back(isa);
+        else missing << ' ' << dsinfer::detail::qisa_name(isa);
+    }
+    static bool warned = false;
+    if (!warned && !missing.str().empty()) {
+        warned = true;
+        WARN("qgemm families not tested here (this CPU / DSINFER_MAX_CPU_ISA lacks them):"
+             << missing.str());
+    }
+    return out;
+}
+
+struct Case {
+    int64_t m = 1, k = 1, n = 1;
+    bool a_signed = false, b_unsigned = false, transposed = false;
+    int32_t za = 0, zb = 0;
+    bool zb_per_column = false;
+    int64_t lda_pad = 0, ldc_pad = 0;
+    QGemmOutput out = QGemmOutput::s32;
+    bool scale_per_column = false, bias = false;
+    Activation act = Activation::none;
+    float y_scale = 1.f;
+    int32_t y_zero = 0;
+    bool workspace = true;
+    // fill: 0 random, 1 A = max and B = max, 2 A = max and B = min
+    int fill = 0;
+};
+
+/// QuantizeLinear of one f32 value (reference kernel's saturate_round).
+int32_t quantize(float y, float scale, int32_t zp, QGemmOutput out) {
+    const double lo = out == QGemmOutput::u8 ? 0 : -128, hi = out == QGemmOutput::u8 ? 255 : 127;
+    const double q = static_cast<double>(y / scale);
+    const double r = std::isnan(q) ? zp : std::nearbyint(q) + zp;
+    return static_cast<int32_t>(std::clamp(r, lo, hi));
+}
+
+/// Runs one case at one family and thread count and checks every element of C (and that C's
+/// padding columns are untouched).
+void check(const Case& t, QIsa isa, int threads) {
+    const int64_t m = t.m, k = t.k, n = t.n, lda = k + t.lda_pad, ldc = n + t.ldc_pad;
+    std::mt19937 rng(static_cast<unsigned>(m * 7919 + k * 131 + n * 17 + t.fill));
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::vector<uint8_t> a(static_cast<std::size_t>(m * lda)), b(static_cast<std::size_t>(k * n));
+    for (auto& v : a) v = static_cast<uint8_t>(byte(rng));
+    for (auto& v : b) v = static_cast<uint8_t>(byte(rng));
+    if (t.fill != 0) {
+        // A at its maximum (u8 255, s8 127) and B at its maximum or minimum.
+        std::fill(a.begin(), a.end(), static_cast<uint8_t>(t.a_signed ? 127 : 255));
+        const int bv = t.fill == 1 ? (t.b_unsigned ? 255 : 127) : (t.b_unsigned ? 0 : -128);
+        std::fill(b.begin(), b.end(), static_cast<uint8_t>(bv));
+    }
+    auto aval = [&](int64_t i, int64_t p) -> int64_t {
+        const uint8_t v = a[static_cast<std::size_t>(i * lda + p)];
+        return t.a_signed ? static_cast<int8_t>(v) : v;
+    };
+    auto bval = [&](int64_t p, int64_t j) -> int64_t {
+        const uint8_t v = b[static_cast<std::size_t>(t.transposed ? j * k + p : p * n + j)];
+        return t.b_unsigned ? v : static_cast<int8_t>(v);
+    };
+    std::vector<int32_t> zbs(static_cast<std::size_t>(n), t.zb);
+    if (t.zb_per_column)
+        for (int64_t j = 0; j < n; ++j)
+            zbs[static_cast<std::size_t>(j)] =
+                t.b_unsigned ? byte(rng) : byte(rng) - 128;
+    std::vector<float> bscale(static_cast<std::size_t>(n)), bias(static_cast<std::size_t>(n));
+    std::uniform_real_distribution<float> u(0.5f, 2.f), ub(-3.f, 3.f);
+    for (auto& s : bscale) s = u(rng) * (t.scale_per_column ? 1e-3f : 0.f) + 2e-3f;
+    for (auto& s : bias) s = ub(rng);
+
+    QGemmParams p;
+    p.a_signed = t.a_signed;
+    p.a_zero = t.za;
+    p.b_zero = t.zb;
+    p.b_zeros = t.zb_per_column ? zbs.data() : nullptr;
+    p.out = t.out;
+    p.a_scale = 0.05f;
+    p.b_scale = bscale[0];
+    p.b_scales = t.scale_per_column ? bscale.data() : nullptr;
+    p.bias = t.bias ? bias.data() : nullptr;
+    p.act.kind = t.act;
+    p.act.alpha = t.act == Activation::clip ? -1.f : 0.1f;
+    p.act.beta = 1.5f;
+    p.y_scale = t.y_scale;
+    p.y_zero = t.y_zero;
+
+    const PackedQB packed = dsinfer::detail::pack_qb(b.data(), t.b_unsigned, k, n, t.transposed, isa);
+    REQUIRE(packed.isa == isa);
+    dsinfer::detail::ThreadBudget budget(threads);
+    const std::size_t esize = t.out == QGemmOutput::s32 || t.out == QGemmOutput::f32 ? 4 : 1;
+    std::vector<unsigned char> c(static_cast<std::size_t>(m * ldc) * esize, 0xA5);
+    std::vector<unsigned char> ws;
+    if (t.workspace)
+        ws.resize(dsinfer::detail::qgemm_workspace_bytes(m, packed, dsinfer::detail::max_threads()));
+    REQUIRE(dsinfer::detail::qgemm_packed(m, a.data(), lda, packed, c.data(), ldc, p,
+                                          ws.empty() ? nullptr : ws.data(), ws.size()));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m && bad < 5; ++i) {
+        for (int64_t j = 0; j < ldc && bad < 5; ++j) {
+            const unsigned char* e = c.data() + static_cast<std::size_t>(i * ldc + j) * esize;
+            INFO("isa=" << dsinfer::detail::qisa_name(isa) << " threads=" << threads << " m=" << m
+                        << " k=" << k << " n=" << n << " i=" << i << " j=" << j
+                        << " a_signed=" << t.a_signed << " b_unsigned=" << t.b_unsigned
+                        << " transposed=" << t.transposed << " za=" << t.za << " zb=" << t.zb
+                        << " zb_per_column=" << t.zb_per_column
+                        << " out=" << static_cast<int>(t.out) << " fill=" << t.fill);
+            if (j >= n) {  // padding columns untouched
+                for (std::size_t q = 0; q < esize; ++q)
+                    if (e[q] != 0xA5) ++bad;
+                CHECK(bad == 0);
+                continue;
+            }
+            int64_t sum = 0;
+            const int64_t zb = zbs[static_cast<std::size_t>(j)];
+            for (int64_t q = 0; q < k; ++q) sum += (aval(i, q) - t.za) * (bval(q, j) - zb);
+            const auto want_c = static_cast<int32_t>(sum);
+            if (t.out == QGemmOutput::s32) {
+                int32_t got;
+                std::memcpy(&got, e, 4);
+                if (got != want_c) ++bad;
+                CHECK(got == want_c);
+                continue;
+            }
+            const float scale = p.b_scales != nullptr ? p.a_scale * p.b_scales[j] : p.a_scale * p.b_scale;
+            const float bj = p.bias != nullptr ? p.bias[j] : 0.f;
+            volatile float product = static_cast<float>(want_c) * scale;  // not fused
+            float y = product + bj;
+            y = dsinfer::detail::apply_activation(y, p.act);
+            if (t.out == QGemmOutput::f32) {
+                float got;
+                std::memcpy(&got, e, 4);
+                double want = static_cast<double>(want_c) * scale + bj;
+                const double tol = std::ldexp(std::fabs(static_cast<double>(want_c) * scale) +
+                                                  std::fabs(bj), -21);
+                if (t.act == Activation::relu) want = std::max(want, 0.0);
+                if (t.act == Activation::none || t.act == Activation::relu) {
+                    if (!(std::fabs(got - want) <= tol)) ++bad;
+                    CHECK(std::fabs(got - want) <= tol);
+                } else {  // the activation of the same f32 value, scalar
+                    if (got != y) ++bad;
+                    CHECK(got == y);
+                }
+                continue;
+            }
+            const int32_t want_q = quantize(y, t.y_scale, t.y_zero, t.out);
+            const int32_t got = t.out == QGemmOutput::u8 ? static_cast<int32_t>(e[0])
+                                                          : static_cast<int32_t>(static_cast<int8_t>(e[0]));
+            if (got != want_q) ++bad;
+            CHECK(got == want_q);
+        }
+    }
+}
+
+void check_all(const Case& t, std::vector<int> threads = {1}) {
+    for (QIsa isa : qisas())
+        for (int th : threads) check(t, isa, th);
+}
+
+}  // namespace
+
+TEST_CASE("qgemm s32 matches the reference on odd shapes from 1 to 67", "[fast][qgemm]") {
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> z(0, 255);
+    int cases = 0;
+    for (int64_t m : {1, 2, 3, 5, 7, 11, 12, 13, 25, 31, 67})
+        for (int64_t k : {1, 2, 3, 4, 5, 7, 9, 31, 64, 67})
+            for (int64_t n : {1, 3, 8, 15, 16, 17, 31, 33, 47, 63, 65, 67}) {
+                Case t;
+                t.m = m;
+                t.k = k;
+                t.n = n;
+                // Rotate through the operand types, zero points and packing.
+                t.a_signed = (cases & 1) != 0;
+                t.b_unsigned = (cases & 2) != 0;
+                t.transposed = (cases & 4) != 0;
+                t.zb_per_column = (cases % 5) == 0;
+                t.za = (cases % 3) == 0 ? 0 : t.a_signed ? z(rng) - 128 : z(rng);
+                t.zb = (cases % 7) == 0 ? 0 : t.b_unsigned ? z(rng) : z(rng) - 128;
+                t.lda_pad = (cases % 4) == 1 ? 3 : 0;
+                t.ldc_pad = (cases % 6) == 1 ? 5 : 0;
+                check_all(t);
+                ++cases;
+            }
+    CHECK(cases == 1320);
+}
+
+TEST_CASE("qgemm crosses K blocks and row blocks, both work splits, 1 and 2 threads",
+          "[fast][qgemm]") {
+    struct S { int64_t m, k, n; };
+    // K over the 512 / 768 / 1024-row blocks; M over the 96 / 192-row blocks; few panels
+    // (row tiles per thread) and many (panel chunks).
+    for (const S s : {S{50, 1537, 40}, S{300, 1025, 24}, S{37, 2049, 200}, S{200, 800, 130},
+                      S{401, 90, 70}, S{9, 3072, 96}}) {
+        for (bool ws : {true, false}) {
+            Case t;
+            t.m = s.m;
+            t.k = s.k;
+            t.n = s.n;
+            t.za = 3;
+            t.zb = -5;
+            t.workspace = ws;
+            check_all(t, {1, 2});
+            t.out = QGemmOutput::u8;
+            t.bias = true;
+            t.scale_per_column = true;
+            t.y_scale = 0.25f;
+            t.y_zero = 100;
+            check_all(t, {2});
+        }
+    }
+}
+
+TEST_CASE("qgemm at BERT-base's 128 x 768 x 768", "[fast][qgemm]") {
+    Case t;
+    t.m = 128;
+    t.k = 768;
+    t.n = 768;
+    t.transposed = true;
+    t.za = 131;
+    t.zb_per_column = true;
+    t.b_unsigned = false;
+    check_all(t, {1, 2});
+    t.out = QGemmOutput::f32;
+    t.bias = true;
+    t.scale_per_column = true;
+    t.act = Activation::relu;
+    check_all(t, {2});
+}
+
+TEST_CASE("qgemm is exact at extreme values (vpmaddubsw would saturate)", "[fast][qgemm]") {
+    for (int fill : {1, 2})
+        for (bool a_signed : {false, true})
+            for (bool b_unsigned : {false, true})
+                for (int64_t k : {4, 67, 768, 1030}) {
+                    Case t;
+                    t.m = 13;
+                    t.k = k;
+                    t.n = 35;
+                    t.fill = fill;
+                    t.a_signed = a_signed;
+                    t.b_unsigned = b_unsigned;
+                    check_all(t);
+                    // Zero points at both ends.
+                    t.za = a_signed ? -128 : 255;
+                    t.zb = b_unsigned ? 0 : 127;
+                    check_all(t);
+                    t.za = a_signed ? 127 : 0;
+                    t.zb = b_unsigned ? 255 : -128;
+                    check_all(t);
+                }
+}
+
+TEST_CASE("qgemm dequantizes to f32 with per-tensor and per-column scales, bias, activations",
+          "[fast][qgemm]") {
+    for (bool per_col : {false, true})
+        for (bool bias : {false, true})
+            for (Activation act : {Activation::none, Activation::relu, Activation::sigmoid,
+                                   Activation::clip, Activation::gelu}) {
+                Case t;
+                t.m = 29;
+                t.k = 75;
+                t.n = 45;
+                t.za = 7;
+                t.zb = 2;
+                t.zb_per_column = per_col;
+                t.out = QGemmOutput::f32;
+                t.scale_per_column = per_col;
+                t.bias = bias;
+                t.act = act;
+                check_all(t, {1, 2});
+            }
+}
+
+TEST_CASE("qgemm requantizes to u8 and s8 as QuantizeLinear does", "[fast][qgemm]") {
+    for (QGemmOutput out : {QGemmOutput::u8, QGemmOutput::s8})
+        for (bool per_col : {false, true})
+            for (Activation act : {Activation::none, Activation::relu, Activation::tanh})
+                for (float ys : {0.01f, 0.05f, 0.5f, 3.f}) {  // saturating and not
+                    Case t;
+                    t.m = 19;
+                    t.k = 130;
+                    t.n = 37;
+                    t.a_signed = per_col;
+                    t.za = per_col ? -3 : 128;
+                    t.zb = 1;
+                    t.out = out;
+                    t.scale_per_column = per_col;
+                    t.bias = true;
+                    t.act = act;
+                    t.y_scale = ys;
+                    t.y_zero = out == QGemmOutput::u8 ? 128 : -7;
+                    check_all(t, {1, 2});
+                }
+}
+
+TEST_CASE("qgemm requantization rounds half to even and maps NaN to the zero point",
+          "[fast][qgemm]") {
+    // 1 x 1 x n with A = 1 and B = j - 8: c = j - 8; scale 1, y_scale 2: y / 2 = -4, -3.5, ...
+    for (QIsa isa : qisas()) {
+        const int64_t n = 17;
+        std::vector<int8_t> b(static_cast<std::size_t>(n));
+        for (int64_t j = 0; j < n; ++j) b[static_cast<std::size_t>(j)] = static_cast<int8_t>(j - 8);
+        const uint8_t a[1] = {1};
+        const PackedQB packed = dsinfer::detail::pack_qb(b.data(), false, 1, n, false, isa);
+        QGemmParams p;
+        p.out = QGemmOutput::s8;
+        p.y_scale = 2.f;
+        p.y_zero = 0;
+        std::vector<int8_t> c(static_cast<std::size_t>(n));
+        REQUIRE(dsinfer::detail::qgemm_packed(1, a, 1, packed, c.data(), n, p));
+        for (int64_t j = 0; j < n; ++j)
+            CHECK(c[static_cast<std::size_t>(j)] ==
+                  static_cast<int8_t>(std::nearbyint((static_cast<float>(j) - 8.f) / 2.f)));
+        // A NaN bias: y = NaN quantizes to the zero point.
+        std::vector<float> bias(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
+        p.bias = bias.data();
+        p.y_zero = 9;
+        REQUIRE(dsinfer::detail::qgemm_packed(1, a, 1, packed, c.data(), n, p));
+        for (int64_t j = 0; j < n; ++j) CHECK(c[static_cast<std::size_t>(j)] == 9);
+    }
+}
+
+TEST_CASE("qgemm with K = 0 stores the epilogue of an empty sum", "[fast][qgemm]") {
+    for (QIsa isa : qisas()) {
+        const int8_t* none = nullptr;
+        const PackedQB packed = dsinfer::detail::pack_qb(none, false, 0, 5, false, isa);
+        const uint8_t a[3] = {1, 2, 3};
+        QGemmParams p;
+        p.a_zero = 4;
+        p.b_zero = 6;
+        p.out = QGemmOutput::f32;
+        const float bias[5] = {1, -2, 3, -4, 5};
+        p.bias = bias;
+        p.act.kind = Activation::relu;
+        float c[15];
+        REQUIRE(dsinfer::detail::qgemm_packed(3, a, 1, packed, c, 5, p));
+        for (int i = 0; i < 15; ++i) CHECK(c[i] == std::max(bias[i % 5], 0.f));
+    }
+}
+
+TEST_CASE("qgemm packs for the capped family; the workspace query covers the call",
+          "[fast][qgemm]") {
+    const std::vector<int8_t> b(64 * 40, 1);
+    const QIsa best = dsinfer::detail::qgemm_isa();
+    CHECK(dsinfer::detail::pack_qb(b.data(), false, 64, 40, false, QIsa::avx512_vnni).isa == best);
+    const PackedQB base = dsinfer::detail::pack_qb(b.data(), false, 64, 40, false, QIsa::baseline);
+    CHECK(base.isa == QIsa::baseline);
+    CHECK(base.kp == 64);
+    CHECK(base.colsum.get()[0] == 64);
+    for (QIsa isa : qisas()) {
+        const PackedQB pk = dsinfer::detail::pack_qb(b.data(), false, 64, 40, false, isa);
+        CHECK(pk.bytes() >= static_cast<std::uint64_t>(64 * 40));
+        CHECK(dsinfer::detail::qgemm_workspace_bytes(100, pk, 2) > 0);
+        CHECK(dsinfer::detail::qgemm_workspace_bytes(0, pk, 2) == 0);
+    }
+}
