@@ -1,13 +1,14 @@
 // cuda/cuda_common.hpp — what every dsinfer CUDA kernel uses (internal; never installed).
 //
 // Purpose: error mapping (a CUDA error becomes a typed Status: out of memory ->
-// resource_exhausted, sticky errors -> device_lost and the device is marked lost), device
-// buffers for constants a kernel uploads at creation, the run's stream, launch helpers and the
+// resource_exhausted, sticky errors -> device_lost and the device is marked lost), the device
+// forms of a kernel's constants (kept in the engine's weight store, shared with the executor
+// and other kernels: device_constant, device_form), the run's stream, launch helpers and the
 // CudaKernel base class (a FallbackKernelBase, src/ops/fallback_kernel.hpp), whose prepare() is
 // the reference kernel's (one set of shape semantics for every backend).
 //
 // Threading: kernels are const after creation and run concurrently on different streams; a
-// kernel's constants (DeviceBuffer) are written once at creation. Library handles (cuBLASLt,
+// kernel's constants (DeviceConstant) are written once, complete before any kernel reads them. Library handles (cuBLASLt,
 // cuDNN) are per thread and device (see the gemm/conv files).
 #pragma once
 
@@ -16,14 +17,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "dsinfer/backends/cuda.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/weight_store.hpp"
 #include "ops/fallback_kernel.hpp"
 
 namespace dsinfer::cuda {
@@ -65,7 +70,7 @@ inline unsigned grid_for(std::int64_t n, int threads) noexcept {
     return static_cast<unsigned>(b);
 }
 
-/// Device memory owned by a kernel (uploaded constants). Move-only; freed with cudaFree.
+/// Device memory of a constant's form (device_form). Move-only; freed with cudaFree.
 class DeviceBuffer {
 public:
     DeviceBuffer() = default;
@@ -86,8 +91,6 @@ public:
     static StatusOr<DeviceBuffer> allocate(std::size_t bytes);
     /// A device copy of `bytes` host bytes (synchronous).
     static StatusOr<DeviceBuffer> upload(const void* host, std::size_t bytes);
-    /// A device copy of a host tensor's data.
-    static StatusOr<DeviceBuffer> upload(const Tensor& t) { return upload(t.raw_data(), t.num_bytes()); }
 
     void* get() const noexcept { return p_; }
     template <class T> T* as() const noexcept { return static_cast<T*>(p_); }
@@ -99,6 +102,41 @@ private:
     void* p_ = nullptr;
     std::size_t n_ = 0;
 };
+
+/// A kernel's reference to a device form of a constant: keeps the weight store's form resident
+/// (the store counts the kernel among its holders) and gives its device address; empty = none.
+class DeviceConstant {
+public:
+    DeviceConstant() = default;
+    explicit DeviceConstant(std::shared_ptr<const Tensor> t) noexcept
+        : p_(t ? t->raw_data() : nullptr), form_(std::move(t)) {}
+    explicit DeviceConstant(std::shared_ptr<const DeviceBuffer> b) noexcept
+        : p_(b ? b->get() : nullptr), form_(std::move(b)) {}
+
+    const void* get() const noexcept { return p_; }
+    template <class T> const T* as() const noexcept { return static_cast<const T*>(p_); }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+
+private:
+    const void* p_ = nullptr;
+    std::shared_ptr<const void> form_;
+};
+
+/// The device copy of constant `t` (a constant input of the node being created) on the
+/// engine's device: the weight store's stored form for that device ("onnx", target
+/// ctx.device().to_string()), the same copy the executor makes of it
+/// (detail::device_constant_form), so the executor and every kernel reading `t` share one.
+/// Empty for a constant of no bytes.
+StatusOr<DeviceConstant> device_constant(const KernelCreateContext& ctx, WeightStore& store,
+                                         const Tensor& t);
+
+/// A device form of constant `t` computed on the host: `host` returns its bytes (called only
+/// when the store has no resident form (kind, layout) for the engine's device; it runs under
+/// the store's lock and must not call the store). A form computed from several constants keys
+/// on the first (`t`) and names the others in `layout`.
+StatusOr<DeviceConstant> device_form(const KernelCreateContext& ctx, WeightStore& store,
+                                     const Tensor& t, WeightKind kind, std::string_view layout,
+                                     const std::function<StatusOr<std::vector<unsigned char>>()>& host);
 
 /// Base of CUDA kernels: prepare() is the fallback's, which on a CUDA engine is the reference
 /// CPU kernel (KernelCreateContext::create_fallback()): output dtypes/shapes and validation are

@@ -100,6 +100,43 @@ void DeviceBuffer::reset() noexcept {
     n_ = 0;
 }
 
+namespace {
+/// The weight store's target of the engine's device (a CUDA kernel is made for device
+/// ctx.device().index; outside an engine that is device 0).
+std::string device_target(const KernelCreateContext& ctx) {
+    return Device{DeviceKind::cuda, ctx.device().index}.to_string();
+}
+}  // namespace
+
+StatusOr<DeviceConstant> device_constant(const KernelCreateContext& ctx, WeightStore& store,
+                                         const Tensor& t) {
+    if (t.num_bytes() == 0) return DeviceConstant{};
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<detail::DeviceRuntime> rt,
+                             detail::cuda_runtime(ctx.device().index));
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> form,
+                             detail::device_constant_form(store, store.source(t), t, *rt));
+    return DeviceConstant(std::move(form));
+}
+
+StatusOr<DeviceConstant> device_form(const KernelCreateContext& ctx, WeightStore& store,
+                                     const Tensor& t, WeightKind kind, std::string_view layout,
+                                     const std::function<StatusOr<std::vector<unsigned char>>()>& host) {
+    DSINFER_ASSIGN_OR_RETURN(
+        std::shared_ptr<const DeviceBuffer> form,
+        store.get<DeviceBuffer>(store.source(t), kind, layout, device_target(ctx),
+                                [&]() -> StatusOr<WeightBuild<DeviceBuffer>> {
+                                    // Under the store's lock: the host bytes, then a synchronous
+                                    // upload (complete before any stream can read the form).
+                                    DSINFER_ASSIGN_OR_RETURN(std::vector<unsigned char> bytes, host());
+                                    DSINFER_ASSIGN_OR_RETURN(DeviceBuffer b,
+                                                             DeviceBuffer::upload(bytes.data(), bytes.size()));
+                                    const std::uint64_t n = b.bytes();
+                                    return WeightBuild<DeviceBuffer>{
+                                        std::make_shared<const DeviceBuffer>(std::move(b)), n};
+                                }));
+    return DeviceConstant(std::move(form));
+}
+
 }  // namespace dsinfer::cuda
 
 namespace dsinfer::detail {

@@ -455,7 +455,7 @@ Status select_algos(cudnnHandle_t h, const ConvDescs& d, std::size_t cap, AlgoLi
 class ConvKernel final : public CudaKernel {
 public:
     ConvKernel(std::unique_ptr<Kernel> reference, CudaConvAttrs a, int device, bool allow_tf32,
-               DeviceBuffer w, DeviceBuffer b, std::uint64_t released)
+               DeviceConstant w, DeviceConstant b, std::uint64_t released)
         : CudaKernel(std::move(reference)),
           a_(std::move(a)),
           device_(device),
@@ -683,7 +683,7 @@ private:
     CudaConvAttrs a_;
     int device_;
     bool allow_tf32_;
-    DeviceBuffer w_, b_;
+    DeviceConstant w_, b_;  // the weight store's device copies (shared with the executor)
     std::uint64_t released_;
     mutable std::mutex mu_;
     mutable std::map<std::vector<int64_t>, AlgoList> cache_;
@@ -736,16 +736,17 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_common(const KernelCreateContext& ct
         if (e < 0 || e > INT_MAX)
             return Status::error(ErrorCode::unsupported, "pads out of cuDNN's range");
 
-    // Constant weights and bias live on the device from now on.
-    DeviceBuffer w, b;
+    // Constant weights and bias live on the device from now on: the weight store's copies.
+    DeviceConstant w, b;
     std::uint64_t released = 0;
+    const std::shared_ptr<WeightStore> store = ctx.weight_store();
     if (const Tensor* wt = ctx.constant_input(1); wt != nullptr && supported_type(wt->dtype())) {
-        DSINFER_ASSIGN_OR_RETURN(w, DeviceBuffer::upload(*wt));
+        DSINFER_ASSIGN_OR_RETURN(w, device_constant(ctx, *store, *wt));
         released |= std::uint64_t{1} << 1;
     }
     if (const Tensor* bt = ctx.constant_input(2);
         bt != nullptr && ctx.has_input(2) && supported_type(bt->dtype())) {
-        DSINFER_ASSIGN_OR_RETURN(b, DeviceBuffer::upload(*bt));
+        DSINFER_ASSIGN_OR_RETURN(b, device_constant(ctx, *store, *bt));
         released |= std::uint64_t{1} << 2;
     }
     return make_with_fallback<ConvKernel>(ctx, std::move(a), ctx.device().index, ctx.allow_tf32(),

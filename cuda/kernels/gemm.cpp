@@ -25,7 +25,9 @@
 // creation; N and K multiples of 4, else unsupported). The fused ops take f32, f16 and bf16
 // (bias and activation applied in float before the single rounding).
 //
-// State: constant inputs are uploaded at creation (released_constant_inputs); the heuristic's
+// State: constant inputs live on the device from creation, as forms in the engine's weight
+// store (the plain copy shared with the executor, "onnx"; int8 B transposed,
+// "cuda.gemm.b_transposed"; released_constant_inputs); the heuristic's
 // algorithm is cached per problem (shape, strides, alignment, epilogue, workspace) behind a
 // mutex; descriptors are rebuilt on the stack per call (the *Init functions; no allocation).
 // One cublasLtHandle_t per (thread, device). cuBLASLt is called through cublaslt() (loaded
@@ -269,9 +271,9 @@ struct Config {
     int64_t int_k = 0, int_n = 0;  ///< MatMulInteger: the constant B's [K, N]
 };
 
-/// Device copies of constant inputs (index = input slot; empty when not constant).
+/// Device forms of constant inputs (index = input slot; empty when not constant).
 struct Constants {
-    std::array<DeviceBuffer, 3> buf;
+    std::array<DeviceConstant, 3> buf;
     std::uint64_t released = 0;
 };
 
@@ -772,16 +774,17 @@ EpilogueActParams to_epilogue(const detail::ActivationSpec& s) {
 
 bool is_float_type(DType dt) { return dt == DType::f32 || dt == DType::f16 || dt == DType::bf16; }
 
-/// Uploads the constant float inputs among `slots` (of a float type) and marks them released.
+/// The device copies of the constant float inputs among `slots` (of a float type: the weight
+/// store's, shared with the executor and other kernels), marked released.
 StatusOr<Constants> upload_constants(const KernelCreateContext& ctx,
                                      std::initializer_list<int> slots) {
     Constants c;
+    std::shared_ptr<WeightStore> store;
     for (int i : slots) {
         const Tensor* t = ctx.constant_input(i);
         if (t == nullptr || !ctx.has_input(i) || !is_float_type(t->dtype())) continue;
-        if (t->num_bytes() > 0) {
-            DSINFER_ASSIGN_OR_RETURN(c.buf[static_cast<std::size_t>(i)], DeviceBuffer::upload(*t));
-        }
+        if (!store) store = ctx.weight_store();
+        DSINFER_ASSIGN_OR_RETURN(c.buf[static_cast<std::size_t>(i)], device_constant(ctx, *store, *t));
         c.released |= std::uint64_t{1} << i;
     }
     return c;
@@ -862,12 +865,17 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&
     Constants consts;
     if (b->num_bytes() > 0) {
         // B^T [N, K] row-major: cuBLASLt's int8 kernels want the "TN" form.
-        std::vector<std::int8_t> bt(static_cast<std::size_t>(k * n));
-        const auto* src = static_cast<const std::int8_t*>(b->raw_data());
-        for (int64_t p = 0; p < k; ++p)
-            for (int64_t j = 0; j < n; ++j)
-                bt[static_cast<std::size_t>(j * k + p)] = src[p * n + j];
-        DSINFER_ASSIGN_OR_RETURN(consts.buf[1], DeviceBuffer::upload(bt.data(), bt.size()));
+        DSINFER_ASSIGN_OR_RETURN(
+            consts.buf[1],
+            device_form(ctx, *ctx.weight_store(), *b, WeightKind::packed, "cuda.gemm.b_transposed",
+                        [&]() -> StatusOr<std::vector<unsigned char>> {
+                            std::vector<unsigned char> bt(static_cast<std::size_t>(k * n));
+                            const auto* src = static_cast<const unsigned char*>(b->raw_data());
+                            for (int64_t p = 0; p < k; ++p)
+                                for (int64_t j = 0; j < n; ++j)
+                                    bt[static_cast<std::size_t>(j * k + p)] = src[p * n + j];
+                            return bt;
+                        }));
     }
     consts.released = std::uint64_t{1} << 1;
     for (int i : {2, 3})

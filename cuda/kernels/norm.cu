@@ -16,9 +16,12 @@
 // LayerNorm statistics are two-pass (mean, then the mean of squared deviations), like the
 // reference. Softmax over a non-last axis (or the strided case) uses one thread per column.
 //
-// Constants (initializers) for Scale/B/Bias/BatchNorm parameters are converted to float and
-// uploaded at creation (the host copies are released); non-constant parameters are read from
-// the input tensors (any float storage type) at run.
+// Constants (initializers) for Scale/B/Bias/BatchNorm parameters are on the device as float
+// from creation (the host copies are released), as forms in the engine's weight store: a
+// float32 constant's plain copy ("onnx", shared with the executor and other kernels), a float
+// copy of a float16/bfloat16 one ("cuda.float32"), BatchNorm's coefficients from its four
+// parameters and epsilon ("cuda.batch_norm.ab(...)", derived). Non-constant parameters are read
+// from the input tensors (any float storage type) at run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -27,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "cuda_common.hpp"
@@ -106,11 +110,23 @@ std::vector<float> to_float_vector(const Tensor& t) {
     return v;
 }
 
-/// Host: uploads a float copy of a constant (empty buffer for an empty tensor).
-StatusOr<DeviceBuffer> upload_as_float(const Tensor& t) {
-    if (t.num_elements() == 0) return DeviceBuffer{};
-    const std::vector<float> v = to_float_vector(t);
-    return DeviceBuffer::upload(v.data(), v.size() * sizeof(float));
+/// The bytes of float values (a device form's host side).
+std::vector<unsigned char> float_bytes(const std::vector<float>& v) {
+    std::vector<unsigned char> b(v.size() * sizeof(float));
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+/// Host: the device copy of a constant as float (the weight store's: its plain copy when it is
+/// float32, else a float32 conversion; empty for an empty tensor).
+StatusOr<DeviceConstant> constant_as_float(const KernelCreateContext& ctx, WeightStore& store,
+                                           const Tensor& t) {
+    if (t.num_elements() == 0) return DeviceConstant{};
+    if (t.dtype() == DType::f32) return device_constant(ctx, store, t);
+    return device_form(ctx, store, t, WeightKind::packed, "cuda.float32",
+                       [&]() -> StatusOr<std::vector<unsigned char>> {
+                           return float_bytes(to_float_vector(t));
+                       });
 }
 
 bool aligned(const void* p, std::size_t a) noexcept {
@@ -472,7 +488,7 @@ Status launch_layer_norm(const LnArgs& a, cudaStream_t stream) {
 class LayerNormCuda final : public CudaKernel {
 public:
     LayerNormCuda(std::unique_ptr<Kernel> ref, int64_t axis, float eps, DType stash,
-                  DeviceBuffer scale, DeviceBuffer bias, std::uint64_t released)
+                  DeviceConstant scale, DeviceConstant bias, std::uint64_t released)
         : CudaKernel(std::move(ref)), axis_(axis), eps_(eps), stash_(stash),
           scale_(std::move(scale)), bias_(std::move(bias)), released_(released) {}
 
@@ -504,7 +520,7 @@ public:
     }
 
 private:
-    ParamDesc param(const RunContext& ctx, int i, const DeviceBuffer& uploaded, const Shape& xs,
+    ParamDesc param(const RunContext& ctx, int i, const DeviceConstant& uploaded, const Shape& xs,
                     int a) const noexcept {
         const TensorView& t = ctx.input(i);
         if ((released_ >> i) & 1u) return make_param(uploaded.get(), DType::f32, t.shape, xs, a);
@@ -514,7 +530,7 @@ private:
     int64_t axis_;
     float eps_;
     DType stash_;
-    DeviceBuffer scale_, bias_;
+    DeviceConstant scale_, bias_;
     std::uint64_t released_;
 };
 
@@ -549,12 +565,13 @@ StatusOr<std::unique_ptr<Kernel>> make_layer_norm(const KernelCreateContext& ctx
     }
     if (const auto dt = input_dtype(ctx, 0); !dt || !is_storage_float(*dt))
         return Status::error(ErrorCode::unsupported, "CUDA LayerNormalization: X type");
-    DeviceBuffer bufs[3];
+    DeviceConstant bufs[3];
     std::uint64_t released = 0;
+    const std::shared_ptr<WeightStore> store = ctx.weight_store();
     for (int i = 1; i <= 2; ++i) {
         const Tensor* c = ctx.constant_input(i);
         if (c == nullptr || !ctx.has_input(i) || c->num_elements() == 0) continue;
-        DSINFER_ASSIGN_OR_RETURN(bufs[i], upload_as_float(*c));
+        DSINFER_ASSIGN_OR_RETURN(bufs[i], constant_as_float(ctx, *store, *c));
         released |= std::uint64_t{1} << i;
     }
     return make_with_fallback<LayerNormCuda>(ctx, axis, eps, sd, std::move(bufs[1]),
@@ -565,8 +582,8 @@ StatusOr<std::unique_ptr<Kernel>> make_layer_norm(const KernelCreateContext& ctx
 /// like the reference); sums and statistics in float.
 class SkipLayerNormCuda final : public CudaKernel {
 public:
-    SkipLayerNormCuda(std::unique_ptr<Kernel> ref, float eps, DeviceBuffer gamma,
-                      DeviceBuffer beta, DeviceBuffer bias, std::uint64_t released)
+    SkipLayerNormCuda(std::unique_ptr<Kernel> ref, float eps, DeviceConstant gamma,
+                      DeviceConstant beta, DeviceConstant bias, std::uint64_t released)
         : CudaKernel(std::move(ref)), eps_(eps), gamma_(std::move(gamma)),
           beta_(std::move(beta)), bias_(std::move(bias)), released_(released) {}
 
@@ -596,7 +613,7 @@ public:
     }
 
 private:
-    ParamDesc param(const RunContext& ctx, int i, const DeviceBuffer& uploaded,
+    ParamDesc param(const RunContext& ctx, int i, const DeviceConstant& uploaded,
                     const Shape& xs) const noexcept {
         const TensorView& t = ctx.input(i);
         if ((released_ >> i) & 1u) return make_param(uploaded.get(), DType::f32, t.shape, xs, xs.rank() - 1);
@@ -604,7 +621,7 @@ private:
     }
 
     float eps_;
-    DeviceBuffer gamma_, beta_, bias_;
+    DeviceConstant gamma_, beta_, bias_;
     std::uint64_t released_;
 };
 
@@ -624,12 +641,13 @@ StatusOr<std::unique_ptr<Kernel>> make_skip_layer_norm(const KernelCreateContext
                                  "CUDA SkipLayerNormalization takes float32, float16 or bfloat16 "
                                  "inputs of one type (input ", i, ")");
     }
-    DeviceBuffer bufs[5];
+    DeviceConstant bufs[5];
     std::uint64_t released = 0;
+    const std::shared_ptr<WeightStore> store = ctx.weight_store();
     for (int i = 2; i < ctx.num_inputs() && i <= 4; ++i) {
         const Tensor* c = ctx.constant_input(i);
         if (c == nullptr || !ctx.has_input(i) || c->num_elements() == 0) continue;
-        DSINFER_ASSIGN_OR_RETURN(bufs[i], upload_as_float(*c));
+        DSINFER_ASSIGN_OR_RETURN(bufs[i], constant_as_float(ctx, *store, *c));
         released |= std::uint64_t{1} << i;
     }
     return make_with_fallback<SkipLayerNormCuda>(ctx, eps, std::move(bufs[2]), std::move(bufs[3]),
@@ -867,7 +885,7 @@ __global__ void bn_apply_kernel(const typename Io<S>::raw* x, typename Io<S>::ra
 class BatchNormCuda final : public CudaKernel {
 public:
     /// `coeffs`: 2*C floats (a then b) precomputed from constant parameters, or empty.
-    BatchNormCuda(std::unique_ptr<Kernel> ref, float eps, DeviceBuffer coeffs, int64_t channels)
+    BatchNormCuda(std::unique_ptr<Kernel> ref, float eps, DeviceConstant coeffs, int64_t channels)
         : CudaKernel(std::move(ref)), eps_(eps), coeffs_(std::move(coeffs)),
           channels_(channels) {}
 
@@ -929,7 +947,7 @@ public:
 
 private:
     float eps_;
-    DeviceBuffer coeffs_;
+    DeviceConstant coeffs_;
     int64_t channels_;
 };
 
@@ -959,24 +977,39 @@ StatusOr<std::unique_ptr<Kernel>> make_batch_norm(const KernelCreateContext& ctx
                                  " must be float32, float16 or bfloat16");
         if (ctx.constant_input(i) == nullptr) all_const = false;
     }
-    DeviceBuffer coeffs;
+    DeviceConstant coeffs;
     int64_t channels = 0;
     if (all_const) {
         const int64_t c = ctx.constant_input(1)->num_elements();
         bool same = c > 0;
         for (int i = 2; i <= 4; ++i) same = same && ctx.constant_input(i)->num_elements() == c;
         if (same) {
-            const std::vector<float> sc = to_float_vector(*ctx.constant_input(1));
-            const std::vector<float> bi = to_float_vector(*ctx.constant_input(2));
-            const std::vector<float> me = to_float_vector(*ctx.constant_input(3));
-            const std::vector<float> va = to_float_vector(*ctx.constant_input(4));
-            std::vector<float> ab(static_cast<std::size_t>(2 * c));
-            for (std::size_t i = 0; i < static_cast<std::size_t>(c); ++i) {
-                const double ai = double(sc[i]) / std::sqrt(double(va[i]) + double(eps));
-                ab[i] = static_cast<float>(ai);
-                ab[i + static_cast<std::size_t>(c)] = static_cast<float>(double(bi[i]) - double(me[i]) * ai);
-            }
-            DSINFER_ASSIGN_OR_RETURN(coeffs, DeviceBuffer::upload(ab.data(), ab.size() * sizeof(float)));
+            // One form of all four parameters and epsilon: keyed by the scale, the others and
+            // epsilon's bits named in the layout (nodes sharing only some of them differ).
+            const std::shared_ptr<WeightStore> store = ctx.weight_store();
+            std::uint32_t eps_bits = 0;
+            std::memcpy(&eps_bits, &eps, sizeof eps_bits);
+            std::string layout = "cuda.batch_norm.ab(";
+            for (int i = 2; i <= 4; ++i)
+                layout += std::to_string(store->source(*ctx.constant_input(i)).id) + ",";
+            layout += "eps=" + std::to_string(eps_bits) + ")";
+            DSINFER_ASSIGN_OR_RETURN(
+                coeffs,
+                device_form(ctx, *store, *ctx.constant_input(1), WeightKind::derived, layout,
+                            [&]() -> StatusOr<std::vector<unsigned char>> {
+                                const std::vector<float> sc = to_float_vector(*ctx.constant_input(1));
+                                const std::vector<float> bi = to_float_vector(*ctx.constant_input(2));
+                                const std::vector<float> me = to_float_vector(*ctx.constant_input(3));
+                                const std::vector<float> va = to_float_vector(*ctx.constant_input(4));
+                                std::vector<float> ab(static_cast<std::size_t>(2 * c));
+                                for (std::size_t i = 0; i < static_cast<std::size_t>(c); ++i) {
+                                    const double ai = double(sc[i]) / std::sqrt(double(va[i]) + double(eps));
+                                    ab[i] = static_cast<float>(ai);
+                                    ab[i + static_cast<std::size_t>(c)] =
+                                        static_cast<float>(double(bi[i]) - double(me[i]) * ai);
+                                }
+                                return float_bytes(ab);
+                            }));
             channels = c;
         }
     }
