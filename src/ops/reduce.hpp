@@ -27,25 +27,27 @@ struct ReduceAttrs {
 inline int reduce_axes_input_opset(bool reduce_sum) noexcept { return reduce_sum ? 13 : 18; }
 
 /// Reads and checks a reduction's attributes (invalid_model): keepdims and noop_with_empty_axes
-/// are 0 or 1, and axes comes as the attribute or the input the node's opset allows.
-inline StatusOr<ReduceAttrs> parse_reduce_attrs(const KernelCreateContext& ctx, bool reduce_sum) {
-    const Node& node = ctx.node();
+/// are 0 or 1, and axes comes as the attribute or the input the node's `opset` allows
+/// (`has_axes_input`: input 1 is given). For a node outside a kernel factory (the ops' shape
+/// rules, src/ops/op_info.cpp).
+inline StatusOr<ReduceAttrs> parse_reduce_attrs(const Node& node, std::int64_t opset,
+                                                bool has_axes_input, bool reduce_sum) {
     ReduceAttrs a;
     DSINFER_ASSIGN_OR_RETURN(const std::int64_t keepdims,
                              node.attr_or<std::int64_t>("keepdims", 1));
     DSINFER_ASSIGN_OR_RETURN(const std::int64_t noop,
                              node.attr_or<std::int64_t>("noop_with_empty_axes", 0));
-    a.axes_from_input = ctx.opset() >= reduce_axes_input_opset(reduce_sum);
+    a.axes_from_input = opset >= reduce_axes_input_opset(reduce_sum);
     if (a.axes_from_input) {
         if (node.has_attr("axes"))
             return Status::error(ErrorCode::invalid_model,
-                                 "attribute 'axes' is not allowed at opset ", ctx.opset(),
+                                 "attribute 'axes' is not allowed at opset ", opset,
                                  "; axes is an input");
     } else {
         DSINFER_ASSIGN_OR_RETURN(a.axes, node.attr_or<std::vector<std::int64_t>>("axes", {}));
-        if (ctx.num_inputs() > 1 && ctx.has_input(1))
+        if (has_axes_input)
             return Status::error(ErrorCode::invalid_model, "input 'axes' is not allowed at opset ",
-                                 ctx.opset(), "; use the 'axes' attribute");
+                                 opset, "; use the 'axes' attribute");
     }
     if (keepdims != 0 && keepdims != 1)
         return Status::error(ErrorCode::invalid_model, "attribute 'keepdims' must be 0 or 1, got ",
@@ -56,6 +58,12 @@ inline StatusOr<ReduceAttrs> parse_reduce_attrs(const KernelCreateContext& ctx, 
     a.keepdims = keepdims != 0;
     a.noop_with_empty_axes = noop != 0;
     return a;
+}
+
+/// parse_reduce_attrs() of a kernel factory's node.
+inline StatusOr<ReduceAttrs> parse_reduce_attrs(const KernelCreateContext& ctx, bool reduce_sum) {
+    return parse_reduce_attrs(ctx.node(), ctx.opset(), ctx.num_inputs() > 1 && ctx.has_input(1),
+                              reduce_sum);
 }
 
 /// Reads a 1-D int64 (or int32) axes tensor view into `out` (at most kMaxRank entries);

@@ -165,11 +165,13 @@ Status apply_everywhere(Graph& g, PassContext& ctx, std::string_view pass,
 
 namespace dsinfer::passes {
 
-/// Fills Value::dtype/shape of `g`'s values where `evaluator` can infer them
-/// (GraphEvaluator::infer_shapes; kernel_evaluator(): the executor's load-time inference over
-/// the reference kernels). Fusions that need equal shapes call it once; a graph it cannot infer
-/// keeps what it had (the real compile reports the error later), and so does every graph when
-/// `evaluator` is null. Out of memory throws std::bad_alloc (try_run_passes fails the
+/// Fills Value::dtype/shape of `g`'s values where the graph lacks them: first with the ops' own
+/// rules (detail::annotate_graph_shapes, src/ops/op_info.hpp: no kernel, so an offline tool with
+/// no evaluator gets them too); then, only when some node has no rule or left an output unknown
+/// and `evaluator` is given, with GraphEvaluator::infer_shapes (kernel_evaluator(): the
+/// executor's load-time inference over the reference kernels) for the rest. Fusions that need
+/// equal shapes call it once; a graph neither can infer keeps what it had (the real compile
+/// reports the error later). Out of memory throws std::bad_alloc (try_run_passes fails the
 /// optimization with resource_exhausted).
 void annotate_shapes(Graph& g, const GraphEvaluator* evaluator);
 
