@@ -109,6 +109,7 @@ struct CommonArgs {
     int threads = 0;                    ///< --threads (0 = the processors available)
     std::vector<std::string> backends;  ///< --backends (empty = the build's default)
     int opt_level = 3;                  ///< --opt-level
+    AlgoSearch algo_search = AlgoSearch::rule;  ///< --algo-search
     Usage usage;                        ///< for usage errors found after parsing
 
     EngineOptions engine_options() const {
@@ -116,6 +117,7 @@ struct CommonArgs {
         o.backends = backends;
         o.num_threads = threads;
         o.optimization_level = opt_level;
+        o.algo_search = algo_search;
         return o;
     }
 };
@@ -218,6 +220,16 @@ public:
                [&a](const std::string& s) { return parse_backends(s, a.backends); })
             ->group("Engine");
         integer("--opt-level", a.opt_level, 0, 3, "graph optimization level 0-3 (default 3)")
+            ->group("Engine");
+        option("--algo-search", "HOW",
+               "rule (default): the convolutions' fitted cost rule;\nmeasure: time the candidates "
+               "on this machine",
+               [&a](const std::string& s) {
+                   if (s == "rule") a.algo_search = AlgoSearch::rule;
+                   else if (s == "measure") a.algo_search = AlgoSearch::measure;
+                   else return "must be rule or measure, got '" + s + "'";
+                   return std::string();
+               })
             ->group("Engine");
     }
 

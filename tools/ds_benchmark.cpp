@@ -3,7 +3,8 @@
 //   ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]
 //                [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N] [--warmup N]
 //                [--iterations N] [--backends onednn,cpu|cpu|reference] [--seed N]
-//                [--min-time SECONDS] [--opt-level 0-3] [--profile] [--profile-nodes N] [--json]
+//                [--min-time SECONDS] [--opt-level 0-3] [--algo-search rule|measure] [--profile]
+//                [--profile-nodes N] [--json]
 //
 // Inputs are random and valid (tools/bench_inputs.hpp: the same shapes and values as the ONNX
 // Runtime peer harness, ../shared/peers/common.mjs). Timing: the load, the first run alone,
@@ -52,8 +53,8 @@ const char* const kSynopsis =
     "usage: ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
-    "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3] [--profile]\n"
-    "                    [--profile-nodes N] [--json]\n"
+    "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3]\n"
+    "                    [--algo-search rule|measure] [--profile] [--profile-nodes N] [--json]\n"
     "       ds-benchmark --help\n";
 
 const char* const kFooter =

@@ -705,14 +705,14 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_common(const KernelCreateContext& ct
     const Node& n = ctx.node();
     CudaConvAttrs a;
     {
-        DSINFER_ASSIGN_OR_RETURN(detail::ConvAttrs conv, detail::read_conv_attrs(n, false));
+        DSINFER_ASSIGN_OR_RETURN(detail::ConvAttrs conv, detail::parse_conv_attrs(ctx, false));
         static_cast<detail::ConvAttrs&>(a) = std::move(conv);
     }
     a.fused = fused;
     if (fused) {
         if (ctx.num_inputs() < 2 || ctx.num_inputs() > 4 || ctx.num_outputs() != 1)
             return Status::error(ErrorCode::unsupported, "FusedConv takes 2 to 4 inputs");
-        DSINFER_ASSIGN_OR_RETURN(a.act, detail::activation_from_attributes(n));
+        DSINFER_ASSIGN_OR_RETURN(a.act, detail::activation_from_attributes(ctx));
         if (!cudnn_activation(a.act))
             return Status::error(ErrorCode::unsupported,
                                  "the CUDA FusedConv does not fuse activation '",
@@ -1005,7 +1005,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     a.kind = K;
     if constexpr (K == PoolKind::max || K == PoolKind::average) {
         // Checked as the reference checks them (invalid_model); what cuDNN cannot take below.
-        DSINFER_ASSIGN_OR_RETURN(detail::PoolAttrs window, detail::parse_pool_attrs(n));
+        DSINFER_ASSIGN_OR_RETURN(detail::PoolAttrs window, detail::parse_pool_attrs(ctx));
         static_cast<detail::PoolAttrs&>(a) = std::move(window);
         const std::size_t nsp = a.kernel_shape.size();
         if (nsp < 1 || nsp > static_cast<std::size_t>(kMaxSpatial))

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "ops/activation.hpp"
+#include "ops/gemm.hpp"
 #include "cublaslt_loader.hpp"
 #include "cuda_common.hpp"
 #include "dsinfer/ops.hpp"
@@ -805,7 +806,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
             return Status::error(ErrorCode::invalid_model,
                                  "FusedMatMul takes 2 or 3 inputs (A, B, Bias) and one output");
         DSINFER_ASSIGN_OR_RETURN(detail::ActivationSpec act,
-                                 detail::activation_from_attributes(ctx.node()));
+                                 detail::activation_from_attributes(ctx));
         cfg.fused = true;
         cfg.act = to_epilogue(act);
     }
@@ -816,17 +817,16 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     Config cfg = base_config(ctx, OpKind::gemm);
     const Node& n = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(cfg.alpha, n.attr_or<float>("alpha", 1.0f));
-    DSINFER_ASSIGN_OR_RETURN(cfg.beta, n.attr_or<float>("beta", 1.0f));
-    DSINFER_ASSIGN_OR_RETURN(int64_t ta, n.attr_or<int64_t>("transA", 0));
-    DSINFER_ASSIGN_OR_RETURN(int64_t tb, n.attr_or<int64_t>("transB", 0));
-    cfg.ta = ta != 0;
-    cfg.tb = tb != 0;
+    DSINFER_ASSIGN_OR_RETURN(const detail::GemmAttrs ga, detail::parse_gemm_attrs(ctx));
+    cfg.alpha = ga.alpha;
+    cfg.beta = ga.beta;
+    cfg.ta = ga.trans_a;
+    cfg.tb = ga.trans_b;
     if (n.domain == kDsinferDomain) {
         if (ctx.num_inputs() < 2 || ctx.num_inputs() > 3 || ctx.num_outputs() != 1)
             return Status::error(ErrorCode::invalid_model,
                                  "FusedGemm takes 2 or 3 inputs (A, B, C) and one output");
-        DSINFER_ASSIGN_OR_RETURN(detail::ActivationSpec act, detail::activation_from_attributes(n));
+        DSINFER_ASSIGN_OR_RETURN(detail::ActivationSpec act, detail::activation_from_attributes(ctx));
         cfg.fused = true;
         cfg.act = to_epilogue(act);
     }

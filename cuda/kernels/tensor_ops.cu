@@ -787,9 +787,8 @@ private:
 };
 
 Factory make_concat(const KernelCreateContext& ctx) {
-    DSINFER_ASSIGN_OR_RETURN(const std::int64_t axis,
-                             detail::concat_axis(ctx.node(), ctx.opset()));
-    return make_with_fallback<ConcatKernel>(ctx, axis);
+    DSINFER_ASSIGN_OR_RETURN(const detail::ConcatAttrs a, detail::parse_concat_attrs(ctx));
+    return make_with_fallback<ConcatKernel>(ctx, a.axis);
 }
 
 class SplitKernel final : public CudaKernel {
@@ -1257,7 +1256,7 @@ private:
 };
 
 Factory make_pad(const KernelCreateContext& ctx) {
-    DSINFER_ASSIGN_OR_RETURN(detail::PadAttrs a, detail::read_pad_attrs(ctx.node(), ctx.opset()));
+    DSINFER_ASSIGN_OR_RETURN(detail::PadAttrs a, detail::parse_pad_attrs(ctx));
     if (a.mode != detail::PadMode::constant)
         return Status::error(ErrorCode::unsupported,
                              "Pad modes other than 'constant' are not supported on CUDA");

@@ -58,6 +58,19 @@ enum class Precision : std::uint8_t {
     bf16,  ///< as fp16 with bfloat16
 };
 
+/// How kernels with several algorithms for one shape pick one (EngineOptions::algo_search).
+enum class AlgoSearch : std::uint8_t {
+    /// A cost rule fitted to measurements on dsinfer's machines (docs/PLATFORM.md): nothing is
+    /// timed, the same shape always gets the same algorithm on every machine of an ISA level.
+    rule,
+    /// Each candidate is timed on the shape at its first prepare (zeros as data, the
+    /// engine's threads; the fastest of a few runs each) and the fastest runs from then on.
+    /// The answer is cached per process by geometry, layout and thread count, so a shape is
+    /// timed once; the first run of a new shape costs the timing (ResNet-50: see
+    /// docs/PLATFORM.md). Results may then differ in the last bits between machines.
+    measure,
+};
+
 struct EngineOptions {
     /// Where the model runs: "cpu" (default), "cuda" (device 0) or "cuda:N". On a CUDA device,
     /// every node the CUDA backend supports runs there and the rest run on the CPU backends
@@ -117,6 +130,9 @@ struct EngineOptions {
     /// this option. Shapes on bucket edges run the kernels they run without it. Default off:
     /// repeated shapes then get each backend's fastest kernels for their exact dims.
     bool transient_shapes = false;
+    /// The CPU convolutions' choice among im2col GEMM, Winograd F(4x4, 3x3) and oneDNN's
+    /// direct primitive: the fitted cost rule (default) or timing on this machine.
+    AlgoSearch algo_search = AlgoSearch::rule;
     /// The application's own kernels (dsinfer/kernel_registry.hpp, examples/custom_op/): for a
     /// node they match (op, domain, opset range, input dtype signature), they are tried before
     /// every built-in backend, in their own priority order, and node_providers() names the

@@ -58,6 +58,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dsinfer/allocator.hpp"
@@ -71,6 +72,13 @@ namespace dsinfer {
 namespace detail {
 class SubgraphRunner;  // dsinfer/detail/kernel_internals.hpp
 struct ContextAccess;  // dsinfer/detail/kernel_internals.hpp: the executor's side of the contexts
+/// One tag object per attribute struct type: KernelCreateContext::parsed_attributes' key.
+template <class A>
+inline constexpr char kAttributesTag = 0;
+/// The attribute structs parsed for one node, shared by the contexts of its fallback chain.
+struct ParsedAttributes {
+    std::vector<std::pair<const void*, std::shared_ptr<const void>>> entries;
+};
 }  // namespace detail
 
 /// Given to a KernelFactory once per node at load. Made by the executor (the constructor and
@@ -130,6 +138,10 @@ public:
     virtual Device device() const noexcept { return {}; }
     /// EngineOptions::precision is tf32: float32 GEMMs may use tf32 tensor cores.
     virtual bool allow_tf32() const noexcept { return false; }
+    /// EngineOptions::algo_search is measure: a kernel with several algorithms for one shape
+    /// (the CPU convolutions) times them on that shape at prepare and runs the fastest, instead
+    /// of following its cost rule.
+    virtual bool measure_algorithms() const noexcept { return false; }
     /// The engine's weight store (dsinfer/weight_store.hpp): where a kernel gets the forms of
     /// its constant inputs (packed, reordered, transformed) instead of making private copies,
     /// so that each form exists once and the engine can report, drop and rebuild it. Outside
@@ -138,11 +150,39 @@ public:
         return std::make_shared<WeightStore>();
     }
 
+    /// The node's attributes parsed into an `A` by `parse(*this)` (a StatusOr<A>), once per
+    /// node: every level of a fallback chain (oneDNN -> cpu -> reference) that asks for the
+    /// same `A` gets the struct the first one parsed, because the executor hands a kernel's
+    /// fallback contexts this context's cache (share_parsed_attributes). A failed parse is not
+    /// kept; it fails again the same way. The ops room's readers (src/ops/) wrap this, so
+    /// each op's attributes are parsed by one function, once.
+    template <class A, class Parse>
+    StatusOr<std::shared_ptr<const A>> parsed_attributes(Parse&& parse) const {
+        const void* tag = &detail::kAttributesTag<A>;
+        if (!parsed_) parsed_ = std::make_shared<detail::ParsedAttributes>();
+        for (const auto& [t, p] : parsed_->entries)
+            if (t == tag) return std::static_pointer_cast<const A>(p);
+        StatusOr<A> r = parse(*this);
+        if (!r.is_ok()) return r.status();
+        auto p = std::make_shared<const A>(std::move(r).value());
+        parsed_->entries.emplace_back(tag, p);
+        return p;
+    }
+
+protected:
+    /// Makes this context (a fallback's) share `other`'s parsed attributes: the executor's
+    /// side, for the contexts create_fallback makes.
+    void share_parsed_attributes(const KernelCreateContext& other) const {
+        if (!other.parsed_) other.parsed_ = std::make_shared<detail::ParsedAttributes>();
+        parsed_ = other.parsed_;
+    }
+
 private:
     const Node& node_;
     const Graph& graph_;
     std::int64_t opset_;
     std::vector<const Tensor*> constants_;
+    mutable std::shared_ptr<detail::ParsedAttributes> parsed_;
 };
 
 /// Given to Kernel::prepare.

@@ -183,6 +183,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         co.device_runtime = runtime;
         co.allow_tf32 = impl->options.precision == Precision::tf32;
         co.cuda_graphs = impl->options.cuda_graphs;
+        co.measure_algorithms = impl->options.algo_search == AlgoSearch::measure;
         co.registry = &impl->registry;
         // Kernels may create primitives and pack weights at load: they see the same budget.
         impl->run_threads = impl->options.num_threads > 0 ? impl->options.num_threads

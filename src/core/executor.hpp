@@ -78,6 +78,8 @@ struct CompileOptions {
     std::shared_ptr<DeviceRuntime> device_runtime;
     /// EngineOptions::precision == tf32 (KernelCreateContext::allow_tf32).
     bool allow_tf32 = false;
+    /// EngineOptions::algo_search == measure (KernelCreateContext::measure_algorithms).
+    bool measure_algorithms = false;
     /// EngineOptions::cuda_graphs: capture a whole run per shape class and replay it.
     bool cuda_graphs = true;
     /// The engine's weight store (KernelCreateContext::weight_store); null = a new one for this

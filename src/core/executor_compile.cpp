@@ -41,6 +41,7 @@ public:
             ExecCreateContext ctx(node(), graph(), opset(), std::move(constants), options_, self_,
                                   depth_, subgraphs_, lower_.subspan(i + 1));
             ctx.fallback_ = true;
+            ctx.share_parsed_attributes(*this);  // attributes parsed once down the chain
             auto k = lower_[i]->factory(ctx);
             if (k.is_ok() || k.status().code() != ErrorCode::unsupported) return k;
             last = k.status();
@@ -71,6 +72,7 @@ public:
         return options_.device_runtime ? options_.device_runtime->device() : Device{};
     }
     bool allow_tf32() const noexcept override { return options_.allow_tf32; }
+    bool measure_algorithms() const noexcept override { return options_.measure_algorithms; }
     std::shared_ptr<WeightStore> weight_store() const override { return options_.weights; }
 
 private:

@@ -4,6 +4,14 @@
 
 #include "kernels/conv_winograd.hpp"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <map>
+#include <mutex>
+
 namespace dsinfer::detail {
 
 namespace {
@@ -91,6 +99,93 @@ ConvAlgo choose_conv_algo(const ConvGemmShape& s, ConvLayout layout,
         return ConvAlgo::winograd_f4x3;
     if (can(candidates, ConvAlgo::im2col_gemm)) return ConvAlgo::im2col_gemm;
     return ConvAlgo::reference;
+}
+
+ConvAlgoSet conv_algos_applicable(const ConvGemmShape& s, ConvLayout layout,
+                                  ConvAlgoSet candidates) noexcept {
+    if (nothing_to_compute(s, layout)) return 0;
+    ConvAlgoSet out = 0;
+    if (can(candidates, ConvAlgo::winograd_f4x3) && conv_winograd_supported(s))
+        out |= conv_algo_bit(ConvAlgo::winograd_f4x3);
+    // conv_gemm_nchw takes every group-1 2-D geometry; conv_gemm_blocked whole channel blocks
+    // on both sides and dilation 1.
+    const bool gemm = layout == ConvLayout::nchw ||
+                      (s.block > 0 && s.c % s.block == 0 && s.oc % s.block == 0 && s.dh == 1 &&
+                       s.dw == 1);
+    if (can(candidates, ConvAlgo::im2col_gemm) && gemm) out |= conv_algo_bit(ConvAlgo::im2col_gemm);
+    // oneDNN's direct primitive: only the blocked caller (the oneDNN Conv kernel) offers it.
+    if (can(candidates, ConvAlgo::onednn_direct) && layout == ConvLayout::blocked)
+        out |= conv_algo_bit(ConvAlgo::onednn_direct);
+    return out;
+}
+
+namespace {
+
+using MeasureKey = std::array<int64_t, 19>;
+
+struct MeasureCache {
+    std::mutex mu;           ///< the map
+    std::mutex timing;       ///< one timing at a time in the process
+    std::map<MeasureKey, ConvAlgo> picks;
+    std::atomic<std::uint64_t> measured{0};
+};
+
+MeasureCache& measure_cache() {
+    static MeasureCache* cache = new MeasureCache();  // never destroyed: used at exit too
+    return *cache;
+}
+
+}  // namespace
+
+ConvAlgo measure_conv_algo(const ConvGemmShape& s, ConvLayout layout, ConvAlgoSet candidates,
+                           int threads, const std::function<bool(ConvAlgo)>& run) {
+    const ConvAlgo rule = choose_conv_algo(s, layout, candidates);
+    const ConvAlgoSet todo = conv_algos_applicable(s, layout, candidates);
+    if (todo == 0 || (todo & (todo - 1)) == 0) return rule;  // nothing to choose between
+    const MeasureKey key{s.n,  s.c,  s.h,  s.w,  s.oc, s.oh, s.ow,
+                         s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.block,
+                         s.dh, s.dw, static_cast<int64_t>(layout),
+                         static_cast<int64_t>(candidates), threads};
+    MeasureCache& cache = measure_cache();
+    {
+        std::lock_guard<std::mutex> lock(cache.mu);
+        if (auto it = cache.picks.find(key); it != cache.picks.end()) return it->second;
+    }
+    std::lock_guard<std::mutex> timing(cache.timing);
+    {
+        std::lock_guard<std::mutex> lock(cache.mu);  // timed while we waited?
+        if (auto it = cache.picks.find(key); it != cache.picks.end()) return it->second;
+    }
+    std::array<double, kNumConvAlgos> best;
+    best.fill(std::numeric_limits<double>::infinity());
+    std::array<bool, kNumConvAlgos> ok{};
+    for (int a = 0; a < kNumConvAlgos; ++a)
+        if ((todo & (1u << a)) != 0) ok[static_cast<std::size_t>(a)] = run(static_cast<ConvAlgo>(a));
+    for (int round = 0; round < kConvMeasureRounds; ++round) {
+        for (int a = 0; a < kNumConvAlgos; ++a) {
+            const auto i = static_cast<std::size_t>(a);
+            if (!ok[i]) continue;
+            const auto t0 = std::chrono::steady_clock::now();
+            ok[i] = run(static_cast<ConvAlgo>(a));
+            const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+            if (ok[i]) best[i] = std::min(best[i], dt.count());
+        }
+    }
+    ConvAlgo pick = rule;
+    double t = std::numeric_limits<double>::infinity();
+    for (int a = 0; a < kNumConvAlgos; ++a)
+        if (ok[static_cast<std::size_t>(a)] && best[static_cast<std::size_t>(a)] < t) {
+            t = best[static_cast<std::size_t>(a)];
+            pick = static_cast<ConvAlgo>(a);
+        }
+    cache.measured.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(cache.mu);
+    cache.picks.emplace(key, pick);
+    return pick;
+}
+
+std::uint64_t conv_algo_measurements() noexcept {
+    return measure_cache().measured.load(std::memory_order_relaxed);
 }
 
 }  // namespace dsinfer::detail

@@ -297,9 +297,9 @@ dnnl::primitive_attr Epilogue::attr() const {
     return a;
 }
 
-StatusOr<Epilogue> epilogue_from_attributes(const Node& node) {
+StatusOr<Epilogue> epilogue_from_attributes(const KernelCreateContext& ctx) {
     Epilogue e;
-    DSINFER_ASSIGN_OR_RETURN(e.act, activation_from_attributes(node));
+    DSINFER_ASSIGN_OR_RETURN(e.act, activation_from_attributes(ctx));
     using A = dnnl::algorithm;
     e.alpha = 0.f;
     e.beta = 0.f;

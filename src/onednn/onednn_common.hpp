@@ -124,7 +124,7 @@ struct Epilogue {
 
 /// Reads the optional fused-activation attributes of dsinfer's fused ops (ops/activation.hpp;
 /// invalid_model for unknown names).
-StatusOr<Epilogue> epilogue_from_attributes(const Node& node);
+StatusOr<Epilogue> epilogue_from_attributes(const KernelCreateContext& ctx);
 
 /// True when one of x[0, n) is NaN or an infinity (vectorized at dsinfer's CPU ISA, split across
 /// the thread budget when long). Kernels whose oneDNN primitive drops a NaN or mishandles an

@@ -16,6 +16,10 @@
 // (src/kernels/conv_winograd.hpp) on weights transformed once; the stored weights stay for the
 // other paths.
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
 
 #include "kernels/conv_dispatch.hpp"
 #include "kernels/conv_gemm.hpp"
@@ -47,10 +51,12 @@ class OnednnConvKernel final : public FallbackKernel {
 public:
     OnednnConvKernel(std::unique_ptr<Kernel> fallback, bool transpose, ConvAttrs attrs,
                      std::shared_ptr<WeightStore> store, const Tensor& w,
-                     std::optional<Tensor> bias, Epilogue epilogue, bool own_weights)
+                     std::optional<Tensor> bias, Epilogue epilogue, bool own_weights,
+                     bool measure)
         : FallbackKernel(std::move(fallback)), transpose_(transpose), a_(std::move(attrs)),
           w_shape_(w.shape()), bias_(std::move(bias)), epilogue_(epilogue),
-          own_weights_(own_weights), packer_(std::move(store), w, own_weights) {}
+          own_weights_(own_weights), measure_(measure),
+          packer_(std::move(store), w, own_weights) {}
 
     /// The node's own kernel holds its weights once: packed, the original let go after the
     /// first pack (WeightPacker). As another kernel's fallback it keeps them as they are.
@@ -90,39 +96,44 @@ public:
         if (!c.usable) return run_reference(ctx);
         if (residual_ && ctx.input(3).num_bytes() != ctx.output(0).num_bytes())
             return Status(ErrorCode::internal, "FusedConv residual size mismatch");
+        return compute(c, ctx.input(0).raw, residual_ ? ctx.input(3).raw : nullptr,
+                       ctx.output(0), ctx.workspace(), ctx.workspace_bytes());
+    }
+
+    /// One convolution of shape class `c`: X at `x`, FusedConv's residual at `z` (null: none),
+    /// Y at `y`, scratch `ws`.
+    Status compute(const ConvPrim& c, const void* x_raw, const void* z_raw, const TensorView& yv,
+                   void* ws, std::size_t ws_bytes) const noexcept {
         if (c.winograd || c.gemm) {  // dsinfer's own convolutions on the blocked layouts
-            const auto* x = static_cast<const float*>(ctx.input(0).raw);
-            const float* z = residual_ ? static_cast<const float*>(ctx.input(3).raw) : nullptr;
+            const auto* x = static_cast<const float*>(x_raw);
+            const auto* z = static_cast<const float*>(z_raw);
             const float* b = bias_ ? bias_->data<float>() : nullptr;
-            auto* y = static_cast<float*>(ctx.output(0).raw);
+            auto* y = static_cast<float*>(yv.raw);
             const bool done =
                 c.winograd ? conv_winograd_blocked(c.geometry, x, *c.winograd_weights, b, z, y,
-                                                   epilogue_.act, ctx.workspace(),
-                                                   ctx.workspace_bytes())
+                                                   epilogue_.act, ws, ws_bytes)
                            : conv_gemm_blocked(c.geometry, x, *c.gemm_weights, b, z, y,
-                                               epilogue_.act, ctx.workspace(),
-                                               ctx.workspace_bytes());
+                                               epilogue_.act, ws, ws_bytes);
             if (!done)
                 return Status(ErrorCode::resource_exhausted,
                               c.winograd ? "out of memory for the convolution's Winograd buffers"
                                          : "out of memory for the convolution's im2col buffers");
             return Status::ok();
         }
-        if (residual_) {
+        if (z_raw != nullptr && z_raw != yv.raw) {
             // FusedConv's Z (same shape and layout as Y) enters through the sum post-op.
-            const TensorView& z = ctx.input(3);
-            if (z.raw != ctx.output(0).raw) std::memcpy(ctx.output(0).raw, z.raw, z.num_bytes());
+            std::memcpy(yv.raw, z_raw, yv.num_bytes());
         }
         try {
             ExecArg args[kMaxExecArgs];
             int na = 0;
-            args[na++] = {DNNL_ARG_SRC, &c.src_md, ctx.input(0).raw};
+            args[na++] = {DNNL_ARG_SRC, &c.src_md, x_raw};
             args[na++] = {DNNL_ARG_WEIGHTS, &c.weights_md, c.weights->get_data_handle()};
             if (bias_) args[na++] = {DNNL_ARG_BIAS, &c.bias_md, bias_->raw_data()};
-            args[na++] = {DNNL_ARG_DST, &c.dst_md, ctx.output(0).raw};
-            if (c.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &c.scratch_md, ctx.workspace()};
+            args[na++] = {DNNL_ARG_DST, &c.dst_md, yv.raw};
+            if (c.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &c.scratch_md, ws};
             const Status st = execute(c.prim, args, na, transpose_ ? "deconvolution" : "convolution");
-            if (st.is_ok()) epilogue_.finish(ctx.output(0));  // an activation left out of attr()
+            if (st.is_ok()) epilogue_.finish(yv);  // an activation left out of attr()
             return st;
         } catch (const dnnl::error& e) {
             return from_error(e, "convolution");
@@ -276,9 +287,13 @@ private:
             // dsinfer's blocked kernels take dense (group 1) weights; whole channel blocks on
             // both sides are the dispatcher's condition.
             const bool dense = g.c == w_shape_[1] && g.oc == w_shape_[0];
-            const ConvAlgo algo = choose_conv_algo(
-                g, ConvLayout::blocked,
-                dense ? kConvAlgosAll : conv_algo_bit(ConvAlgo::onednn_direct));
+            const ConvAlgoSet candidates =
+                dense ? kConvAlgosAll : conv_algo_bit(ConvAlgo::onednn_direct);
+            ConvAlgo algo = choose_conv_algo(g, ConvLayout::blocked, candidates);
+            if (measure_) {
+                DSINFER_ASSIGN_OR_RETURN(algo, measure(g, candidates, x, y,
+                                                       DirectArgs{strides, dil, pl, pr}));
+            }
             if (algo == ConvAlgo::winograd_f4x3) {
                 DSINFER_ASSIGN_OR_RETURN(c.winograd_weights, winograd_weights(g));
                 c.geometry = g;
@@ -296,20 +311,40 @@ private:
                 return Status::ok();
             }
         }
-        c.src_md = act_md(x, blocked && blocked_in_);
-        c.dst_md = act_md(y, blocked && blocked_out_);
+        const dnnl::memory::desc chosen =
+            direct(x, y, blocked && blocked_in_, blocked && blocked_out_,
+                   DirectArgs{strides, dil, pl, pr}, c);
+        c.weights = packer_.get(user_md(), chosen);
+        c.weights_md = chosen;
+        c.usable = true;
+        return Status::ok();
+    }
+
+    struct DirectArgs {
+        const dims& strides;
+        const dims& dil;
+        const dims& pl;
+        const dims& pr;
+    };
+
+    /// oneDNN's direct (de)convolution primitive for X -> Y into `c` (all but its weights);
+    /// returns the weights' layout it asks for.
+    dnnl::memory::desc direct(const Shape& x, const Shape& y, bool blocked_in, bool blocked_out,
+                              const DirectArgs& geo, ConvPrim& c) const {
+        c.src_md = act_md(x, blocked_in);
+        c.dst_md = act_md(y, blocked_out);
         const auto src_any = c.src_md, dst_any = c.dst_md;
-        const dnnl::memory::desc w_user = user_md();
-        const dims wd = w_user.dims();
-        const dnnl::memory::desc w_any(wd, dt::f32, tag::any);
+        const dnnl::memory::desc w_any(user_md().dims(), dt::f32, tag::any);
         if (bias_) c.bias_md = dnnl::memory::desc({bias_->num_elements()}, dt::f32, tag::a);
         const auto attr = epilogue_.attr();
         dnnl::memory::desc chosen;
         auto make = [&]<class Prim>(dnnl::algorithm alg) {
             auto d = bias_ ? typename Prim::desc(dnnl::prop_kind::forward_inference, alg, src_any,
-                                                 w_any, c.bias_md, dst_any, strides, dil, pl, pr)
+                                                 w_any, c.bias_md, dst_any, geo.strides, geo.dil,
+                                                 geo.pl, geo.pr)
                            : typename Prim::desc(dnnl::prop_kind::forward_inference, alg, src_any,
-                                                 w_any, dst_any, strides, dil, pl, pr);
+                                                 w_any, dst_any, geo.strides, geo.dil, geo.pl,
+                                                 geo.pr);
             typename Prim::primitive_desc pd(d, attr, cpu_engine());
             c.prim = Prim(pd);
             chosen = pd.weights_desc();
@@ -321,10 +356,64 @@ private:
             make.template operator()<dnnl::deconvolution_forward>(
                 dnnl::algorithm::deconvolution_direct);
         c.scratch_bytes = c.scratch_md.get_size();
-        c.weights = packer_.get(w_user, chosen);
-        c.weights_md = chosen;
-        c.usable = true;
-        return Status::ok();
+        return chosen;
+    }
+
+    /// The fastest blocked-layout candidate for geometry `g` (measure_conv_algo), each timed
+    /// on zeros with weights of its own made for the timing only (the store's forms are made
+    /// for the winner alone, by build). The direct primitive is JIT-compiled for the timing
+    /// and again by build if it wins.
+    StatusOr<ConvAlgo> measure(const ConvGemmShape& g, ConvAlgoSet candidates, const Shape& x,
+                               const Shape& y, const DirectArgs& geo) const {
+        const ConvAlgoSet todo = conv_algos_applicable(g, ConvLayout::blocked, candidates);
+        if (todo == 0 || (todo & (todo - 1)) == 0)
+            return choose_conv_algo(g, ConvLayout::blocked, candidates);
+        DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> w, packer_.plain(user_md()));
+        const int64_t threads = max_threads();
+        ConvPrim d;  // oneDNN's, with its weights reordered here
+        std::optional<dnnl::memory> d_weights;
+        if ((todo & conv_algo_bit(ConvAlgo::onednn_direct)) != 0) {
+            d.weights_md = direct(x, y, true, true, geo, d);
+            d_weights.emplace(d.weights_md, cpu_engine());
+            dnnl::memory user(user_md(), cpu_engine(), const_cast<float*>(w->data<float>()));
+            dnnl::reorder(user, *d_weights).execute(thread_stream(), user, *d_weights);
+            thread_stream().wait();
+            d.weights = std::shared_ptr<const dnnl::memory>(&*d_weights, [](const dnnl::memory*) {});
+            d.usable = true;
+        }
+        ConvPrim own;  // dsinfer's: geometry and weights set per candidate below
+        own.geometry = g;
+        const std::size_t ws_bytes = std::max(
+            {d.scratch_bytes, conv_gemm_workspace_bytes(g, threads),
+             conv_winograd_workspace_bytes(g, threads)});
+        const std::size_t x_bytes = act_md(x, true).get_size(), y_bytes = act_md(y, true).get_size();
+        std::vector<unsigned char> buf(x_bytes + y_bytes + ws_bytes + 3 * 64, 0);
+        auto at = [&](std::size_t off) {
+            return buf.data() + (off + 63) / 64 * 64;
+        };
+        void* xp = at(0);
+        TensorView yv;
+        yv.raw = at(x_bytes + 64);
+        yv.shape = y;
+        void* ws = at(x_bytes + y_bytes + 128);
+        const float* wp = w->data<float>();
+        return measure_conv_algo(
+            g, ConvLayout::blocked, candidates, static_cast<int>(threads), [&](ConvAlgo a) {
+                ConvPrim* c = &own;
+                own.gemm = a == ConvAlgo::im2col_gemm;
+                own.winograd = a == ConvAlgo::winograd_f4x3;
+                if (a == ConvAlgo::onednn_direct) {
+                    c = &d;
+                } else if (own.gemm && !own.gemm_weights) {
+                    own.gemm_weights =
+                        std::make_shared<const PackedB>(pack_conv_gemm_weights(wp, g));
+                } else if (own.winograd && !own.winograd_weights) {
+                    own.winograd_weights = std::make_shared<const WinogradWeights>(
+                        pack_winograd_weights(std::shared_ptr<const float>(w, wp), g));
+                }
+                // The activation epilogue is part of the timing; the residual is not.
+                return compute(*c, xp, nullptr, yv, ws, ws_bytes).is_ok();
+            });
     }
 
     /// The weights packed for conv_gemm (the weight store's form: once per weights and ISA,
@@ -365,6 +454,7 @@ private:
     Epilogue epilogue_;
     bool residual_ = epilogue_.sum;
     bool own_weights_;
+    bool measure_;  ///< EngineOptions::algo_search == measure: time the blocked candidates
     bool blocked_in_ = false, blocked_out_ = false;
     std::uint64_t in_mask_ = 0, out_mask_ = 0;
     WeightPacker packer_;
@@ -391,9 +481,9 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
     }
     // The fallback validates the attributes (invalid_model) before we read them.
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node(), Transpose));
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, Transpose));
     if (a.group < 1) return Status::error(ErrorCode::unsupported, "group");
-    DSINFER_ASSIGN_OR_RETURN(Epilogue e, epilogue_from_attributes(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(Epilogue e, epilogue_from_attributes(ctx));
     if (ctx.has_input(3)) {  // FusedConv's residual: Y = act(conv + B + Z)
         const Value* z = ctx.input_value(3);
         if (Transpose || z == nullptr || !z->dtype || *z->dtype != DType::f32)
@@ -402,7 +492,7 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const KernelCreateContext& ctx) {
     }
     return make_kernel<OnednnConvKernel>(std::move(fallback), Transpose, std::move(a),
                                          ctx.weight_store(), *w, std::move(bias), e,
-                                         !ctx.creating_fallback());
+                                         !ctx.creating_fallback(), ctx.measure_algorithms());
 }
 
 }  // namespace

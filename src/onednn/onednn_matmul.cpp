@@ -23,6 +23,7 @@
 #include <numeric>
 
 #include "onednn/onednn_common.hpp"
+#include "ops/gemm.hpp"
 
 namespace dsinfer::detail::onednn {
 namespace {
@@ -365,7 +366,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
     OnednnMatMulKernel::Config cfg;
     if (ctx.node().domain == kDsinferDomain) {  // FusedMatMul: constant bias [N], activation
-        DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(ctx.node()));
+        DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(ctx));
         if (ctx.has_input(2)) {
             const Tensor* bias = ctx.constant_input(2);
             const Tensor* b = ctx.constant_input(1);
@@ -390,17 +391,13 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
 /// absent, scaled away, or a constant row vector.
 bool packed_gemm_form(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
-    const auto ta = n.attr_or<int64_t>("transA", 0);
-    const auto tb = n.attr_or<int64_t>("transB", 0);
-    const auto beta = n.attr_or<float>("beta", 1.f);
+    const auto ga = parse_gemm_attrs(ctx);
     // FusedGemm (com.dsinfer) has Gemm-13 semantics.
-    if (!ta.is_ok() || !tb.is_ok() || !beta.is_ok() || ta.value() != 0 ||
-        (n.domain.empty() && ctx.opset() < 7))
-        return false;
-    if (!ctx.has_input(2) || beta.value() == 0.f) return true;
+    if (!ga.is_ok() || ga.value().trans_a || (n.domain.empty() && ctx.opset() < 7)) return false;
+    if (!ctx.has_input(2) || ga.value().beta == 0.f) return true;
     const Tensor* b = ctx.constant_input(1);
     const Tensor* c = ctx.constant_input(2);
-    const int64_t n_cols = tb.value() != 0 ? b->shape()[0] : b->shape()[1];
+    const int64_t n_cols = ga.value().trans_b ? b->shape()[0] : b->shape()[1];
     return c != nullptr && c->dtype() == DType::f32 && c->num_elements() == n_cols &&
            (c->num_dims() == 1 || (c->num_dims() == 2 && c->shape()[0] == 1));
 }
@@ -410,12 +407,11 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
     OnednnMatMulKernel::Config cfg;
     cfg.gemm = true;
-    DSINFER_ASSIGN_OR_RETURN(cfg.alpha, n.attr_or<float>("alpha", 1.f));
-    DSINFER_ASSIGN_OR_RETURN(cfg.beta, n.attr_or<float>("beta", 1.f));
-    DSINFER_ASSIGN_OR_RETURN(const int64_t ta, n.attr_or<int64_t>("transA", 0));
-    DSINFER_ASSIGN_OR_RETURN(const int64_t tb, n.attr_or<int64_t>("transB", 0));
-    cfg.trans_a = ta != 0;
-    cfg.trans_b = tb != 0;
+    DSINFER_ASSIGN_OR_RETURN(const GemmAttrs ga, parse_gemm_attrs(ctx));
+    cfg.alpha = ga.alpha;
+    cfg.beta = ga.beta;
+    cfg.trans_a = ga.trans_a;
+    cfg.trans_b = ga.trans_b;
     if (const Tensor* b = ctx.constant_input(1);
         b != nullptr && b->dtype() == DType::f32 && b->num_dims() == 2 && b->num_elements() > 0) {
         cfg.b_const = *b;
@@ -451,7 +447,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
         if (cfg.alpha != 1.f) return Status::error(ErrorCode::unsupported, "alpha with bias");
     }
     if (n.domain == kDsinferDomain) {  // FusedGemm: the activation after Gemm
-        DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(n));
+        DSINFER_ASSIGN_OR_RETURN(cfg.epilogue, epilogue_from_attributes(ctx));
     }
     cfg.epilogue.output_scale = cfg.alpha;
     if (cfg.b_const && leave_to_packed_gemm(ctx) && packed_gemm_form(ctx))

@@ -104,7 +104,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
     PoolSpec a;
     if (!Global) {  // the fallback has checked them
-        DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(n));
+        DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(ctx));
         static_cast<PoolAttrs&>(a) = std::move(window);
     }
     a.max = Max;

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <numbers>
 #include <string>
 
 #include "dsinfer/graph.hpp"
+#include "dsinfer/kernel.hpp"
 #include "dsinfer/status.hpp"
 
 namespace dsinfer::detail {
@@ -63,6 +65,16 @@ inline StatusOr<ActivationSpec> activation_from_attributes(const Node& node) {
     return Status::error(ErrorCode::invalid_model, "unknown fused activation '", name,
                          "' (known: Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSwish, Gelu, "
                          "GeluTanh)");
+}
+
+/// activation_from_attributes once per node, shared by its fallback chain
+/// (KernelCreateContext::parsed_attributes).
+inline StatusOr<ActivationSpec> activation_from_attributes(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const ActivationSpec> a,
+                             ctx.parsed_attributes<ActivationSpec>([](const KernelCreateContext& c) {
+                                 return activation_from_attributes(c.node());
+                             }));
+    return *a;
 }
 
 /// The activation of one value, with the reference kernels' semantics (NaN propagates).

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "dsinfer/dtype.hpp"
 #include "dsinfer/graph.hpp"
+#include "dsinfer/kernel.hpp"
 #include "dsinfer/shape.hpp"
 #include "dsinfer/status.hpp"
 #include "ops/kernel_utils.hpp"
@@ -17,6 +19,25 @@ namespace dsinfer::detail {
 inline StatusOr<std::int64_t> concat_axis(const Node& n, int opset) {
     if (opset >= 4) return n.attr<std::int64_t>("axis");
     return n.attr_or<std::int64_t>("axis", 1);
+}
+
+/// Concat's attributes, parsed once per node (parse_concat_attrs).
+struct ConcatAttrs {
+    std::int64_t axis = 1;
+};
+
+/// concat_axis once per node, shared by its fallback chain
+/// (KernelCreateContext::parsed_attributes).
+inline StatusOr<ConcatAttrs> parse_concat_attrs(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const ConcatAttrs> a,
+                             ctx.parsed_attributes<ConcatAttrs>(
+                                 [](const KernelCreateContext& c) -> StatusOr<ConcatAttrs> {
+                                     DSINFER_ASSIGN_OR_RETURN(
+                                         const std::int64_t axis,
+                                         concat_axis(c.node(), static_cast<int>(c.opset())));
+                                     return ConcatAttrs{axis};
+                                 }));
+    return *a;
 }
 
 /// The output shape of joining `n` inputs (shape_of(i), dtype_of(i)) along `axis`: the inputs

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dsinfer/graph.hpp"
@@ -89,9 +90,9 @@ inline int conv_spatial_rank(const KernelCreateContext& ctx, const ConvAttrs& a,
 
 /// Reads and checks a convolution node's attributes at create (invalid_model): the checks of
 /// check_conv_attrs against the spatial rank known at load, output_shape's length, and the
-/// channel/group consistency of the declared X and W shapes.
-inline StatusOr<ConvAttrs> parse_conv_attrs(const KernelCreateContext& ctx, bool transpose,
-                                            int w_input = 1) {
+/// channel/group consistency of the declared X and W shapes. Uncached: parse_conv_attrs.
+inline StatusOr<ConvAttrs> read_checked_conv_attrs(const KernelCreateContext& ctx, bool transpose,
+                                                   int w_input) {
     DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, read_conv_attrs(ctx.node(), transpose));
     const int nsp = conv_spatial_rank(ctx, a, w_input);
     if (nsp == 0 || nsp > kMaxRank - 2)
@@ -122,6 +123,18 @@ inline StatusOr<ConvAttrs> parse_conv_attrs(const KernelCreateContext& ctx, bool
                                  " does not divide the ", c.value, " input channels");
     }
     return a;
+}
+
+/// read_checked_conv_attrs once per node: every kernel of the node's fallback chain (oneDNN,
+/// cpu, reference, CUDA) gets the struct the first one parsed
+/// (KernelCreateContext::parsed_attributes).
+inline StatusOr<ConvAttrs> parse_conv_attrs(const KernelCreateContext& ctx, bool transpose,
+                                            int w_input = 1) {
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const ConvAttrs> a,
+                             ctx.parsed_attributes<ConvAttrs>([&](const KernelCreateContext& c) {
+                                 return read_checked_conv_attrs(c, transpose, w_input);
+                             }));
+    return *a;
 }
 
 using ConvGeom = WindowGeom;

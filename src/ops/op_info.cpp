@@ -14,6 +14,7 @@
 #include "dsinfer/ops.hpp"
 #include "ops/concat.hpp"
 #include "ops/conv.hpp"
+#include "ops/gemm.hpp"
 #include "ops/kernel_utils.hpp"
 #include "ops/pad.hpp"
 #include "ops/reduce.hpp"
@@ -441,23 +442,23 @@ Status check_inner(const ShapeContext& ctx, const Dim& ka, const Dim& kb, int b_
 
 /// Gemm, FusedGemm: [M, N] from A (transA) and B (transB); C broadcasts to it.
 Status infer_gemm(ShapeContext& ctx) {
-    const Node& n = ctx.node();
-    auto ta = n.attr_or<std::int64_t>("transA", 0);
-    auto tb = n.attr_or<std::int64_t>("transB", 0);
-    if (!ta.is_ok()) return ctx.named(ta.status());
-    if (!tb.is_ok()) return ctx.named(tb.status());
+    // FusedGemm has Gemm-13 semantics; the rule needs only the transposes (C's presence is the
+    // kernels' check).
+    const auto attrs = read_gemm_attrs(ctx.node(), 13, true);
+    if (!attrs.is_ok()) return ctx.named(attrs.status());
+    const bool ta = attrs.value().trans_a, tb = attrs.value().trans_b;
     const SymbolicShape& a = ctx.shape(0);
     const SymbolicShape& b = ctx.shape(1);
     Dim m, nn, ka, kb;
     if (a.known) {
         if (a.rank() != 2) return ctx.input_error(0, "of shape ", a.to_string(), " is not 2-D");
-        m = a.dims[ta.value() != 0 ? 1 : 0];
-        ka = a.dims[ta.value() != 0 ? 0 : 1];
+        m = a.dims[ta ? 1 : 0];
+        ka = a.dims[ta ? 0 : 1];
     }
     if (b.known) {
         if (b.rank() != 2) return ctx.input_error(1, "of shape ", b.to_string(), " is not 2-D");
-        nn = b.dims[tb.value() != 0 ? 0 : 1];
-        kb = b.dims[tb.value() != 0 ? 1 : 0];
+        nn = b.dims[tb ? 0 : 1];
+        kb = b.dims[tb ? 1 : 0];
     }
     DSINFER_RETURN_IF_ERROR(check_inner(ctx, ka, kb, 1));
     SymbolicShape out;
@@ -1421,8 +1422,8 @@ WeightAxes conv_transpose_axes(const Node&, int input) {
 }
 WeightAxes gemm_axes(const Node& n, int input) {
     if (input == 2) return {-1, kNoAxis};
-    auto tb = n.attr_or<std::int64_t>("transB", 0);
-    const bool t = tb.is_ok() && tb.value() != 0;
+    const auto attrs = read_gemm_attrs(n, 13, true);
+    const bool t = attrs.is_ok() && attrs.value().trans_b;
     return t ? WeightAxes{0, 1} : WeightAxes{1, 0};
 }
 WeightAxes matmul_axes(const Node&, int input) {

@@ -10,10 +10,12 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dsinfer/graph.hpp"
+#include "dsinfer/kernel.hpp"
 #include "dsinfer/shape.hpp"
 #include "dsinfer/status.hpp"
 
@@ -43,6 +45,16 @@ inline StatusOr<PadAttrs> read_pad_attrs(const Node& n, std::int64_t opset) {
         DSINFER_ASSIGN_OR_RETURN(a.value, n.attr_or<float>("value", 0.0f));
     }
     return a;
+}
+
+/// read_pad_attrs once per node, shared by its fallback chain
+/// (KernelCreateContext::parsed_attributes).
+inline StatusOr<PadAttrs> parse_pad_attrs(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const PadAttrs> a,
+                             ctx.parsed_attributes<PadAttrs>([](const KernelCreateContext& c) {
+                                 return read_pad_attrs(c.node(), c.opset());
+                             }));
+    return *a;
 }
 
 /// Begin and end pads per dim of a rank-`rank` input from `np` pads (`pad_at(i)`: begins for

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dsinfer/kernel.hpp"
@@ -60,10 +61,16 @@ inline StatusOr<ReduceAttrs> parse_reduce_attrs(const Node& node, std::int64_t o
     return a;
 }
 
-/// parse_reduce_attrs() of a kernel factory's node.
+/// parse_reduce_attrs() of a kernel factory's node, once per node: shared by its fallback chain
+/// (KernelCreateContext::parsed_attributes).
 inline StatusOr<ReduceAttrs> parse_reduce_attrs(const KernelCreateContext& ctx, bool reduce_sum) {
-    return parse_reduce_attrs(ctx.node(), ctx.opset(), ctx.num_inputs() > 1 && ctx.has_input(1),
-                              reduce_sum);
+    DSINFER_ASSIGN_OR_RETURN(
+        std::shared_ptr<const ReduceAttrs> a,
+        ctx.parsed_attributes<ReduceAttrs>([reduce_sum](const KernelCreateContext& c) {
+            return parse_reduce_attrs(c.node(), c.opset(), c.num_inputs() > 1 && c.has_input(1),
+                                      reduce_sum);
+        }));
+    return *a;
 }
 
 /// Reads a 1-D int64 (or int32) axes tensor view into `out` (at most kMaxRank entries);

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dsinfer/graph.hpp"
+#include "dsinfer/kernel.hpp"
 #include "dsinfer/shape.hpp"
 #include "dsinfer/status.hpp"
 
@@ -92,6 +94,16 @@ inline StatusOr<PoolAttrs> parse_pool_attrs(const Node& n) {
     DSINFER_RETURN_IF_ERROR(check(a.dilations, "dilations", nsp, 1));
     DSINFER_RETURN_IF_ERROR(check(a.pads, "pads", 2 * nsp, 0));
     return a;
+}
+
+/// parse_pool_attrs(node) once per node, shared by its fallback chain
+/// (KernelCreateContext::parsed_attributes).
+inline StatusOr<PoolAttrs> parse_pool_attrs(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const PoolAttrs> a,
+                             ctx.parsed_attributes<PoolAttrs>([](const KernelCreateContext& c) {
+                                 return parse_pool_attrs(c.node());
+                             }));
+    return *a;
 }
 
 /// v[i], or `dflt` when the attribute list is empty.

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -203,5 +204,87 @@ TEST_CASE("conv dispatcher picks only among the caller's candidates", "[conv_dis
         const ConvAlgo nchw_next = choose_conv_algo(
             s, ConvLayout::nchw, kConvAlgosDsinfer & ~conv_algo_bit(ConvAlgo::winograd_f4x3));
         CHECK(nchw_next == (nchw == W ? G : nchw));
+    }
+}
+
+TEST_CASE("conv dispatcher's measured choice times every applicable candidate and keeps the "
+          "fastest, once per geometry",
+          "[conv_dispatch]") {
+    // A fake convolution whose algorithms take known times: the choice follows the times, not
+    // the rule, and a second ask for the geometry times nothing.
+    ConvGemmShape s{.n = 3, .c = 48, .h = 23, .w = 21, .oc = 32, .oh = 23, .ow = 21, .kh = 3,
+                    .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1, .block = 16};
+    REQUIRE(conv_algos_applicable(s, ConvLayout::blocked, kConvAlgosAll) ==
+            (conv_algo_bit(ConvAlgo::winograd_f4x3) | conv_algo_bit(ConvAlgo::im2col_gemm) |
+             conv_algo_bit(ConvAlgo::onednn_direct)));
+    REQUIRE(conv_algos_applicable(s, ConvLayout::nchw, kConvAlgosAll) ==
+            (conv_algo_bit(ConvAlgo::winograd_f4x3) | conv_algo_bit(ConvAlgo::im2col_gemm)));
+    std::vector<int> calls(kNumConvAlgos, 0);
+    auto spin = [](double seconds) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+    };
+    auto fake = [&](ConvAlgo fastest) {
+        return [&, fastest](ConvAlgo a) {
+            ++calls[static_cast<std::size_t>(a)];
+            spin(a == fastest ? 0.0005 : 0.004);
+            return true;
+        };
+    };
+    SECTION("the fastest wins, once per geometry and thread count") {
+        const std::uint64_t before = conv_algo_measurements();
+        // The rule picks Winograd here (blocked, >= 16 tiles); the timing says the GEMM.
+        REQUIRE(choose_conv_algo(s, ConvLayout::blocked, kConvAlgosAll) == ConvAlgo::winograd_f4x3);
+        CHECK(measure_conv_algo(s, ConvLayout::blocked, kConvAlgosAll, 2,
+                                fake(ConvAlgo::im2col_gemm)) == ConvAlgo::im2col_gemm);
+        CHECK(conv_algo_measurements() == before + 1);
+        for (ConvAlgo a : {ConvAlgo::winograd_f4x3, ConvAlgo::im2col_gemm, ConvAlgo::onednn_direct})
+            CHECK(calls[static_cast<std::size_t>(a)] == 1 + kConvMeasureRounds);
+        CHECK(calls[static_cast<std::size_t>(ConvAlgo::reference)] == 0);
+        // Cached: the same geometry is not timed again (the fake would now favour direct).
+        std::fill(calls.begin(), calls.end(), 0);
+        CHECK(measure_conv_algo(s, ConvLayout::blocked, kConvAlgosAll, 2,
+                                fake(ConvAlgo::onednn_direct)) == ConvAlgo::im2col_gemm);
+        CHECK(calls == std::vector<int>(kNumConvAlgos, 0));
+        // Another thread count is another key.
+        CHECK(measure_conv_algo(s, ConvLayout::blocked, kConvAlgosAll, 1,
+                                fake(ConvAlgo::onednn_direct)) == ConvAlgo::onednn_direct);
+        CHECK(conv_algo_measurements() == before + 2);
+    }
+    SECTION("an algorithm that fails is never chosen") {
+        ConvGemmShape t = s;
+        t.h = t.oh = 19;
+        CHECK(measure_conv_algo(t, ConvLayout::nchw, kConvAlgosDsinfer, 2, [&](ConvAlgo a) {
+                  spin(a == ConvAlgo::winograd_f4x3 ? 0.0002 : 0.002);
+                  return a != ConvAlgo::winograd_f4x3;  // the fast one fails
+              }) == ConvAlgo::im2col_gemm);
+    }
+    SECTION("one applicable candidate: the rule's answer, nothing timed") {
+        ConvGemmShape t = s;
+        t.kh = t.kw = 1;  // not Winograd's
+        t.ph = t.pw = 0;
+        int ran = 0;
+        CHECK(measure_conv_algo(t, ConvLayout::nchw, kConvAlgosDsinfer, 2, [&](ConvAlgo) {
+                  ++ran;
+                  return true;
+              }) == ConvAlgo::im2col_gemm);
+        CHECK(ran == 0);
+        ConvGemmShape empty = s;
+        empty.n = 0;
+        CHECK(conv_algos_applicable(empty, ConvLayout::nchw, kConvAlgosAll) == 0);
+        CHECK(measure_conv_algo(empty, ConvLayout::nchw, kConvAlgosAll, 2, [&](ConvAlgo) {
+                  ++ran;
+                  return true;
+              }) == ConvAlgo::reference);
+        CHECK(ran == 0);
+    }
+    SECTION("the blocked GEMM needs whole channel blocks and dilation 1") {
+        ConvGemmShape t = s;
+        t.c = 40;  // not a multiple of 16: neither Winograd nor the blocked GEMM
+        CHECK(conv_algos_applicable(t, ConvLayout::blocked, kConvAlgosAll) ==
+              conv_algo_bit(ConvAlgo::onednn_direct));
+        CHECK(conv_algos_applicable(t, ConvLayout::nchw, kConvAlgosDsinfer) ==
+              conv_algo_bit(ConvAlgo::im2col_gemm));
     }
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -428,5 +429,110 @@ TEST_CASE("a custom op without a kernel is unsupported, naming the op and its do
     } catch (const Error& e) {
         CHECK(e.code() == ErrorCode::unsupported);
         CHECK(std::string(e.what()).find("com.example") != std::string::npos);
+    }
+}
+
+namespace {
+
+/// The attributes of com.example::Shift: y = x + by.
+struct ShiftAttrs {
+    float by = 0.f;
+};
+std::atomic<int> shift_parses{0};
+std::atomic<int> shift_chain_parses{-1};  ///< parses while the outer kernel's chain was made
+std::atomic<bool> shift_same_struct{false};
+const ShiftAttrs* shift_inner_attrs = nullptr;
+
+Attribute float_attr(float v) {
+    Attribute a;
+    a.kind = AttrKind::f;
+    a.f = v;
+    return a;
+}
+
+StatusOr<ShiftAttrs> parse_shift(const KernelCreateContext& ctx) {
+    shift_parses.fetch_add(1);
+    ShiftAttrs a;
+    DSINFER_ASSIGN_OR_RETURN(a.by, ctx.node().attr<float>("by"));
+    if (!(a.by == a.by)) return Status(ErrorCode::invalid_model, "attribute 'by' is NaN");
+    return a;
+}
+
+class ShiftKernel final : public Kernel {
+public:
+    explicit ShiftKernel(float by) : by_(by) {}
+    Status prepare(PrepareContext& ctx) const override {
+        ctx.set_output(0, DType::f32, ctx.input(0).shape());
+        return Status::ok();
+    }
+    Status run(RunContext& ctx) const noexcept override {
+        const float* x = ctx.input(0).data<float>();
+        float* y = ctx.output(0).data<float>();
+        for (std::int64_t i = 0; i < ctx.input(0).num_elements(); ++i) y[i] = x[i] + by_;
+        return Status::ok();
+    }
+
+private:
+    float by_;
+};
+
+/// The lower-priority kernel: parses the attributes (its factory runs first, as the outer
+/// kernel's fallback).
+StatusOr<std::unique_ptr<Kernel>> make_inner_shift(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(auto a, ctx.parsed_attributes<ShiftAttrs>(&parse_shift));
+    shift_inner_attrs = a.get();
+    return std::unique_ptr<Kernel>(std::make_unique<ShiftKernel>(a->by));
+}
+/// The higher-priority kernel: creates its fallback first, then asks for the same attributes.
+StatusOr<std::unique_ptr<Kernel>> make_outer_shift(const KernelCreateContext& ctx) {
+    const int before = shift_parses.load();
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(auto a, ctx.parsed_attributes<ShiftAttrs>(&parse_shift));
+    shift_chain_parses.store(shift_parses.load() - before);
+    shift_same_struct.store(a.get() == shift_inner_attrs);
+    return std::unique_ptr<Kernel>(std::make_unique<ShiftKernel>(a->by));
+}
+
+}  // namespace
+
+TEST_CASE("a node's attributes are parsed once for its whole fallback chain", "[custom_ops][engine]") {
+    auto kernels = std::make_shared<KernelRegistry>();
+    const KernelKey key{"Shift", kDomain, 1, kMaxOpset, DeviceKind::cpu, DTypeSet{DType::f32}};
+    kernels->add(key, &make_outer_shift, 10, "outer");
+    kernels->add(key, &make_inner_shift, 1, "inner");
+    EngineOptions o;
+    o.custom_kernels = kernels;
+    Graph g = one_op_graph("Shift", kDomain);
+    g.nodes[0].attributes.push_back({"by", float_attr(2.5f)});
+
+    SECTION("the outer kernel gets the struct its fallback parsed") {
+        shift_chain_parses.store(-1);
+        auto e = InferenceEngine::compile(g, o);
+        CHECK(provider_of(e, "n0") == "outer");
+        CHECK(shift_chain_parses.load() == 1);
+        CHECK(shift_same_struct.load());
+        const auto out = e.run({{"x", ramp({1, 4})}});
+        CHECK(out[0].tensor.span<float>()[0] == -3.0f + 2.5f);
+    }
+    SECTION("a bad attribute fails once, typed, naming the node; nothing is kept") {
+        g.nodes[0].attributes.back().second = float_attr(std::numeric_limits<float>::quiet_NaN());
+        try {
+            (void)InferenceEngine::compile(g, o);
+            FAIL("compiled a NaN shift");
+        } catch (const Error& err) {
+            CHECK(err.code() == ErrorCode::invalid_model);
+            CHECK_THAT(err.what(), Catch::Contains("n0") && Catch::Contains("'by' is NaN"));
+        }
+    }
+    SECTION("outside an engine, one context parses once") {
+        const KernelCreateContext ctx(g.nodes[0], g, 1, {nullptr});
+        const int before = shift_parses.load();
+        auto a = ctx.parsed_attributes<ShiftAttrs>(&parse_shift);
+        auto b = ctx.parsed_attributes<ShiftAttrs>(&parse_shift);
+        REQUIRE(a.is_ok());
+        REQUIRE(b.is_ok());
+        CHECK(a.value().get() == b.value().get());
+        CHECK(a.value()->by == 2.5f);
+        CHECK(shift_parses.load() == before + 1);
     }
 }

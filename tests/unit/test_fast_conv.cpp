@@ -304,3 +304,59 @@ TEST_CASE("cpu Conv leaves grouped and dynamic-weight convolutions to the refere
     const auto want = run(g, {{"x", x}}, {"reference"}, 1);
     CHECK(max_rel_diff(got[0].tensor, want[0].tensor) == 0);
 }
+
+TEST_CASE("cpu Conv with algo_search = measure runs the path timed fastest and matches the "
+          "reference",
+          "[fast][conv_dispatch]") {
+    // Geometries of their own (the measured choice is cached per process): a 3x3 stride-1 one
+    // (Winograd and the GEMM both apply: timed) and a strided one (the GEMM alone: not timed),
+    // with a fused activation; two batch sizes through one engine.
+    const int64_t blk = detail::fast_conv_block();
+    ConvCase t;
+    t.c = 3 * blk;
+    t.oc = 2 * blk;
+    t.h = 18;
+    t.w = 15;
+    t.fused = true;
+    t.act = "Relu";
+    ConvCase strided = t;
+    strided.strides = {2, 2};
+    for (const ConvCase& c : {t, strided}) {
+        const Tensor w = random_f32({c.oc, c.c, c.kh, c.kw}, 31, 0.3f);
+        const Tensor b = random_f32({c.oc}, 32, 0.5f);
+        const Graph g = conv_graph(c, w, b);
+        EngineOptions o;
+        o.backends = {"cpu"};
+        o.num_threads = 2;
+        o.algo_search = AlgoSearch::measure;
+        const std::uint64_t before = detail::conv_algo_measurements();
+        const std::uint64_t gemm = detail::fast_conv_path_runs(ConvAlgo::im2col_gemm);
+        const std::uint64_t wino = detail::fast_conv_path_runs(ConvAlgo::winograd_f4x3);
+        const InferenceEngine e = InferenceEngine::compile(g, o);
+        const Tensor x = random_f32({c.n, c.c, c.h, c.w}, 33, 1.f);
+        const auto got = e.run({{"x", x}});
+        const auto want = run(g, {{"x", x}}, {"reference"}, 1);
+        // Timed only where two paths apply (the first prepare of the shape).
+        CHECK(detail::conv_algo_measurements() == before + (c.strides[0] == 1 ? 1 : 0));
+        // One of dsinfer's paths ran (not the fallback).
+        CHECK(detail::fast_conv_path_runs(ConvAlgo::im2col_gemm) - gemm +
+                  detail::fast_conv_path_runs(ConvAlgo::winograd_f4x3) - wino ==
+              1);
+        const double tol = 1e-5 * (1 + static_cast<double>(c.c * c.kh * c.kw) * max_abs(x) *
+                                           max_abs(w) + max_abs(b));
+        REQUIRE(got[0].tensor.shape() == want[0].tensor.shape());
+        int64_t bad = 0;
+        for (int64_t i = 0; i < got[0].tensor.num_elements(); ++i)
+            if (!(std::fabs(got[0].tensor.data<float>()[i] - want[0].tensor.data<float>()[i]) <=
+                  tol))
+                ++bad;
+        CHECK(bad == 0);
+        // A second engine on the same geometry reuses the process's answer: nothing timed.
+        const std::uint64_t after = detail::conv_algo_measurements();
+        const InferenceEngine again = InferenceEngine::compile(g, o);
+        const auto got2 = again.run({{"x", x}});
+        CHECK(detail::conv_algo_measurements() == after);
+        CHECK(std::memcmp(got2[0].tensor.raw_data(), got[0].tensor.raw_data(),
+                          got[0].tensor.num_bytes()) == 0);
+    }
+}

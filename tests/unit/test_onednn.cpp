@@ -46,6 +46,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/conv_dispatch.hpp"
 #include "unit/model_builder.hpp"
 
 using namespace dsinfer;
@@ -1232,6 +1233,50 @@ TEST_CASE("oneDNN Conv runs 3x3 stride-1 windows with enough tiles on Winograd a
                                  std::to_string(batches[0])) == 0);
         }
     }
+}
+
+TEST_CASE("oneDNN Conv with algo_search = measure times its blocked candidates and matches the "
+          "reference",
+          "[onednn][conv_dispatch]") {
+    // conv2 (3x3 stride 1, 16 -> 16 channels on a 10x9 map: Winograd, the im2col GEMM and
+    // oneDNN's direct primitive all apply on the blocked layout) is timed at its first prepare
+    // per batch size; whichever wins, the outputs match the reference kernels.
+    if (no_onednn()) return;
+    auto build = [](std::int64_t batch) {
+        Net net(17);
+        net.feed("x", rnd({batch, 3, 20, 18}, 95 + static_cast<std::uint32_t>(batch), -2.f, 2.f),
+                 {-1, 3, 20, 18});
+        conv(net, "conv1", "x", "c1", {16, 3, 3, 3}, 96);
+        net.node("Relu", {"c1"}, {"r1"}, "relu1");
+        Window{.kernel_shape = {2, 2}, .strides = {2, 2}}.apply(
+            net.node("MaxPool", {"r1"}, {"p1"}, "pool"));
+        conv(net, "conv2", "p1", "c2", {16, 16, 3, 3}, 97);
+        net.node("Relu", {"c2"}, {"r2"}, "relu2");
+        conv(net, "conv3", "r2", "c3", {32, 16, 3, 3}, 98);
+        net.node("GlobalAveragePool", {"c3"}, {"y"}, "gap");
+        net.output("y");
+        return net;
+    };
+    const InferenceEngine ref = compile(build(1), kReference);
+    EngineOptions o;
+    o.backends = kFast;
+    o.num_threads = 2;
+    o.algo_search = AlgoSearch::measure;
+    const InferenceEngine fast = InferenceEngine::compile(build(3).graph(), o);
+    CHECK(fast.blocked_layout_nodes() > 0);
+    for (std::int64_t batch : {3, 1, 3}) {
+        const std::uint64_t before = detail::conv_algo_measurements();
+        const auto feeds = build(batch).feeds;
+        const auto got = outputs_of(fast, feeds);
+        const auto exp = outputs_of(ref, feeds);
+        REQUIRE(got.size() == 1);
+        CHECK(mismatches(got[0], exp[0], dot(2 * 16 * 9), "batch " + std::to_string(batch)) == 0);
+        // A new batch size is new geometry (timed once per process); a repeated one is not.
+        if (batch == 1) CHECK(detail::conv_algo_measurements() > before);
+    }
+    const std::uint64_t settled = detail::conv_algo_measurements();
+    (void)outputs_of(fast, build(1).feeds);
+    CHECK(detail::conv_algo_measurements() == settled);
 }
 
 // ---- threads and determinism --------------------------------------------------------------------

@@ -8,8 +8,8 @@
 // (oneDNN's, which packs the weights its own way) the factory declines, so the reference
 // kernel is that fallback and no weights are held twice.
 //
-// Attributes: the ops room's ConvAttrs (src/ops/conv.hpp, read_conv_attrs), as the reference,
-// oneDNN and CUDA Conv read them; the reference fallback has validated them first.
+// Attributes: the ops room's ConvAttrs (src/ops/conv.hpp, parse_conv_attrs): parsed and checked
+// once per node, by the reference fallback created first, and shared down the chain.
 #include "cpu/fast/fast_conv.hpp"
 
 #include <array>
@@ -17,8 +17,12 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <algorithm>
+#include <cstddef>
 #include <vector>
 
+#include "kernels/conv_dispatch.hpp"
 #include "kernels/conv_winograd.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
@@ -59,20 +63,25 @@ class FastConvKernel final : public fast::FastKernel {
 public:
     FastConvKernel(std::unique_ptr<Kernel> fallback, ConvConfig cfg,
                    std::shared_ptr<WeightStore> store, WeightStore::Source source,
-                   std::shared_ptr<const Tensor> w)
+                   std::shared_ptr<const Tensor> w, bool measure)
         : FastKernel(std::move(fallback)), cfg_(std::move(cfg)), store_(std::move(store)),
-          source_(source), w_(std::move(w)) {}
+          source_(source), w_(std::move(w)), measure_(measure) {}
 
     /// The fallback's checks and output shape; then, for a shape class one of dsinfer's paths
-    /// takes, only that path's workspace.
+    /// takes, only that path's workspace. With EngineOptions::algo_search = measure, the path
+    /// is the one timed fastest on this geometry (measure_conv_algo), kept as prepared state.
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(FastKernel::prepare(ctx));
         if (!ctx.output_spec(0).set || ctx.probing() || ctx.input(0).dtype() != DType::f32)
             return Status::ok();
         ConvGemmShape s;
         if (!geometry(ctx.input(0).shape(), ctx.output_spec(0).shape, s)) return Status::ok();
-        const ConvAlgo path = choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
         const int64_t threads = max_threads();
+        ConvAlgo path = choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
+        if (measure_) {
+            path = measure(s, threads);
+            ctx.set_state(std::make_shared<const ConvAlgo>(path));
+        }
         if (path == ConvAlgo::winograd_f4x3) {
             DSINFER_RETURN_IF_ERROR(winograd_weights(s));
             ctx.set_workspace(conv_winograd_nchw_workspace_bytes(s, threads));
@@ -87,7 +96,9 @@ public:
         const TensorView& yv = ctx.output(0);
         ConvGemmShape s;
         if (xv.dtype != DType::f32 || !geometry(xv.shape, yv.shape, s)) return fallback_run(ctx);
-        ConvAlgo path = choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
+        ConvAlgo path = measure_ && ctx.prepared_state() != nullptr
+                            ? *static_cast<const ConvAlgo*>(ctx.prepared_state())
+                            : choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
         std::shared_ptr<const WinogradWeights> wino;
         if (path == ConvAlgo::winograd_f4x3) {
             std::lock_guard<std::mutex> lock(mu_);
@@ -143,6 +154,36 @@ private:
         return true;
     }
 
+    /// The fastest of dsinfer's NCHW paths for `s`, timed on zeros with this kernel's
+    /// activation (measure_conv_algo; cached per process by geometry and threads).
+    ConvAlgo measure(const ConvGemmShape& s, int64_t threads) const {
+        const auto floats = [](int64_t a, int64_t b, int64_t c, int64_t d) {
+            return static_cast<std::size_t>(a * b * c * d);
+        };
+        std::vector<float> x(floats(s.n, s.c, s.h, s.w), 0.f);
+        std::vector<float> y(floats(s.n, s.oc, s.oh, s.ow));
+        const std::size_t ws_bytes = std::max(conv_gemm_nchw_workspace_bytes(s, threads),
+                                              conv_winograd_nchw_workspace_bytes(s, threads));
+        std::vector<unsigned char> ws_buf(ws_bytes + 64);
+        void* ws = ws_buf.data();
+        std::size_t space = ws_buf.size();
+        std::align(64, ws_bytes, ws, space);  // the executor's workspaces are 64-byte aligned
+        // Winograd's transform for the timing only: the store's form is made if it wins.
+        std::optional<WinogradWeights> wino;
+        return measure_conv_algo(
+            s, ConvLayout::nchw, kConvAlgosDsinfer, static_cast<int>(threads), [&](ConvAlgo a) {
+                if (a == ConvAlgo::winograd_f4x3) {
+                    if (!wino)
+                        wino = pack_winograd_weights(
+                            std::shared_ptr<const float>(w_, w_->data<float>()), s);
+                    return conv_winograd_nchw(s, x.data(), *wino, nullptr, nullptr, y.data(),
+                                              cfg_.act, ws, ws_bytes);
+                }
+                return conv_gemm_nchw(s, x.data(), w_->data<float>(), nullptr, nullptr, y.data(),
+                                      cfg_.act, ws, ws_bytes);
+            });
+    }
+
     /// The Winograd transform of the weights: the weight store's (made once per weights and
     /// ISA; a oneDNN Conv on the same weights shares it), kept here from the first prepare.
     Status winograd_weights(const ConvGemmShape& s) const {
@@ -157,6 +198,7 @@ private:
     std::shared_ptr<WeightStore> store_;
     WeightStore::Source source_;
     std::shared_ptr<const Tensor> w_;  ///< the store's stored form (the graph's OIHW weights)
+    bool measure_ = false;             ///< EngineOptions::algo_search == measure
     mutable std::mutex mu_;
     mutable std::shared_ptr<const WinogradWeights> wino_;
 };
@@ -178,18 +220,18 @@ fast::Factory make_fast_conv(const KernelCreateContext& ctx) {
     // The reference kernel validates the node first, so a bad one fails with its error.
     DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, ctx.create_fallback());
     ConvConfig cfg;
-    DSINFER_ASSIGN_OR_RETURN(cfg.attrs, read_conv_attrs(n, /*transpose=*/false));
+    DSINFER_ASSIGN_OR_RETURN(cfg.attrs, parse_conv_attrs(ctx, /*transpose=*/false));
     if (cfg.attrs.group != 1) return Status::error(ErrorCode::unsupported, "group 1 only");
     cfg.fused = n.domain == kDsinferDomain;
     if (cfg.fused) {
-        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(n));
+        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx));
     }
     std::shared_ptr<WeightStore> store = ctx.weight_store();
     const WeightStore::Source source = store->source(*w);
     std::shared_ptr<const Tensor> stored = store->constant(source);
     if (!stored) return Status::error(ErrorCode::internal, "fast Conv: weights not in the store");
     return make_kernel<FastConvKernel>(std::move(fallback), std::move(cfg), std::move(store),
-                                       source, std::move(stored));
+                                       source, std::move(stored), ctx.measure_algorithms());
 }
 
 }  // namespace

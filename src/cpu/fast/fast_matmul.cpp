@@ -16,6 +16,7 @@
 
 #include "ops/activation.hpp"
 #include "ops/fallback_kernel.hpp"
+#include "ops/gemm.hpp"
 #include "kernels/activation_f32.hpp"
 #include "cpu/fast/groups.hpp"
 #include "kernels/sgemm.hpp"
@@ -129,7 +130,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {
     cfg.k = b->shape()[0];
     cfg.n = b->shape()[1];
     if (ctx.node().domain == kDsinferDomain) {
-        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx.node()));
+        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx));
         if (ctx.has_input(2)) {
             const Tensor* bias = ctx.constant_input(2);
             if (bias == nullptr || bias->dtype() != DType::f32 || bias->num_dims() != 1 ||
@@ -146,11 +147,10 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
     const bool fused = n.domain == kDsinferDomain;
     const Tensor* b = constant_matrix(ctx, 1);
-    DSINFER_ASSIGN_OR_RETURN(const float alpha, n.attr_or<float>("alpha", 1.f));
-    DSINFER_ASSIGN_OR_RETURN(const float beta, n.attr_or<float>("beta", 1.f));
-    DSINFER_ASSIGN_OR_RETURN(const int64_t ta, n.attr_or<int64_t>("transA", 0));
-    DSINFER_ASSIGN_OR_RETURN(const int64_t tb, n.attr_or<int64_t>("transB", 0));
-    if (!f32_value(ctx, 0) || b == nullptr || ta != 0 || (!fused && ctx.opset() < 7))
+    DSINFER_ASSIGN_OR_RETURN(const GemmAttrs ga, parse_gemm_attrs(ctx));
+    const float alpha = ga.alpha, beta = ga.beta;
+    const int64_t tb = ga.trans_b ? 1 : 0;
+    if (!f32_value(ctx, 0) || b == nullptr || ga.trans_a || (!fused && ctx.opset() < 7))
         return Status::error(ErrorCode::unsupported, "f32, constant B, transA=0 only");
     PackedGemmConfig cfg;
     cfg.gemm = true;
@@ -159,7 +159,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     cfg.n = tb != 0 ? b->shape()[0] : b->shape()[1];
     cfg.alpha = alpha;
     if (fused) {
-        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(n));
+        DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx));
     }
     if (ctx.has_input(2) && beta != 0.f) {
         const Tensor* c = ctx.constant_input(2);

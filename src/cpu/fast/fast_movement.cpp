@@ -374,7 +374,8 @@ Factory make_join(const KernelCreateContext& ctx) {
     DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
     std::int64_t axis = 0;
     if constexpr (kConcat) {
-        DSINFER_ASSIGN_OR_RETURN(axis, concat_axis(ctx.node(), ctx.opset()));
+        DSINFER_ASSIGN_OR_RETURN(const ConcatAttrs a, parse_concat_attrs(ctx));
+        axis = a.axis;
     } else {
         DSINFER_ASSIGN_OR_RETURN(axis, ctx.node().attr_or<std::int64_t>("axis", 0));
     }

@@ -136,7 +136,7 @@ StatusOr<std::unique_ptr<Kernel>> make_fused_conv(const KernelCreateContext& ctx
         return Status::error(ErrorCode::invalid_model,
                              "FusedConv takes 2 to 4 inputs (X, W, B, Z) and one output, got ",
                              ctx.num_inputs(), " and ", ctx.num_outputs());
-    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx));
     DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_conv(ctx));
     return make_kernel<EpilogueKernel>(std::move(inner), 3, -1, 3, act, "FusedConv");
 }
@@ -146,7 +146,7 @@ StatusOr<std::unique_ptr<Kernel>> make_fused_matmul(const KernelCreateContext& c
         return Status::error(ErrorCode::invalid_model,
                              "FusedMatMul takes 2 or 3 inputs (A, B, Bias) and one output, got ",
                              ctx.num_inputs(), " and ", ctx.num_outputs());
-    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx));
     DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_matmul(ctx));
     return make_kernel<EpilogueKernel>(std::move(inner), 2, 2, -1, act, "FusedMatMul");
 }
@@ -156,13 +156,10 @@ StatusOr<std::unique_ptr<Kernel>> make_fused_gemm(const KernelCreateContext& ctx
         return Status::error(ErrorCode::invalid_model,
                              "FusedGemm takes 2 or 3 inputs (A, B, C) and one output, got ",
                              ctx.num_inputs(), " and ", ctx.num_outputs());
-    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx.node()));
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx));
     // FusedGemm has Gemm-13 semantics whatever the model's opset (the pass fuses Gemm of
-    // opset >= 11 only).
-    std::vector<const Tensor*> constants;
-    for (int i = 0; i < ctx.num_inputs(); ++i) constants.push_back(ctx.constant_input(i));
-    const KernelCreateContext gemm13(ctx.node(), ctx.graph(), 13, std::move(constants));
-    DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_gemm(gemm13));
+    // opset >= 11 only; read_gemm_attrs applies the opset rules to ONNX's Gemm alone).
+    DSINFER_ASSIGN_OR_RETURN(auto inner, make_reference_gemm(ctx));
     return make_kernel<EpilogueKernel>(std::move(inner), 3, -1, -1, act, "FusedGemm");
 }
 

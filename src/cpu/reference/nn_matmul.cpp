@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/gemm.hpp"
 #include "ops/kernel_utils.hpp"
 #include "cpu/reference/eigen_gemm.hpp"
 #include "cpu/reference/groups.hpp"
@@ -406,14 +407,8 @@ private:
 
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 2));
-    const Node& n = ctx.node();
-    DSINFER_ASSIGN_OR_RETURN(float alpha, n.attr_or<float>("alpha", 1.0f));
-    DSINFER_ASSIGN_OR_RETURN(float beta, n.attr_or<float>("beta", 1.0f));
-    DSINFER_ASSIGN_OR_RETURN(int64_t ta, n.attr_or<int64_t>("transA", 0));
-    DSINFER_ASSIGN_OR_RETURN(int64_t tb, n.attr_or<int64_t>("transB", 0));
-    if (ctx.opset() < 11 && !ctx.has_input(2))
-        return Status::error(ErrorCode::invalid_model, "Gemm before opset 11 requires input C");
-    return make_kernel<GemmKernel>(alpha, beta, ta != 0, tb != 0);
+    DSINFER_ASSIGN_OR_RETURN(const GemmAttrs a, parse_gemm_attrs(ctx));
+    return make_kernel<GemmKernel>(a.alpha, a.beta, a.trans_a, a.trans_b);
 }
 
 // ---- Einsum ----------------------------------------------------------------------------------

@@ -170,7 +170,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
     PoolKindAttrs a;
     {
-        DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(n));
+        DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(ctx));
         static_cast<PoolAttrs&>(a) = std::move(window);
     }
     a.kind = K;

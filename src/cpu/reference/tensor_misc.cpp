@@ -194,7 +194,7 @@ private:
 };
 
 Factory make_pad(const KernelCreateContext& ctx) {
-    DSINFER_ASSIGN_OR_RETURN(PadAttrs a, read_pad_attrs(ctx.node(), ctx.opset()));
+    DSINFER_ASSIGN_OR_RETURN(PadAttrs a, parse_pad_attrs(ctx));
     return make_kernel<PadKernel>(ctx.opset(), a.mode, std::move(a.pads), a.value);
 }
 

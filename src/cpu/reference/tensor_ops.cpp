@@ -581,8 +581,8 @@ private:
 };
 
 Factory make_concat(const KernelCreateContext& ctx) {
-    DSINFER_ASSIGN_OR_RETURN(const std::int64_t axis, concat_axis(ctx.node(), ctx.opset()));
-    return make_kernel<ConcatKernel>(axis);
+    DSINFER_ASSIGN_OR_RETURN(const ConcatAttrs a, parse_concat_attrs(ctx));
+    return make_kernel<ConcatKernel>(a.axis);
 }
 
 // ---- Split ----------------------------------------------------------------------------------
