@@ -81,12 +81,17 @@ inline constexpr OpFormal kGeluIn[] = {{"X"}};
 inline constexpr OpFormal kSkipLayerNormIn[] = {
     {"X"}, {"Skip"}, {"Scale"}, {"B", true}, {"Bias", true}};
 inline constexpr OpFormal kAttentionIn[] = {{"Q"}, {"K"}, {"V"}, {"Mask", true}};
+inline constexpr OpFormal kDynQuantMatMulIn[] = {
+    {"A"}, {"B"}, {"b_scale"}, {"b_zero_point", true}, {"bias", true}};
+inline constexpr OpFormal kMatMulIntToFloatIn[] = {
+    {"A"}, {"B"}, {"a_scale"}, {"b_scale"}, {"a_zero_point", true}, {"b_zero_point", true},
+    {"bias", true}};
 inline constexpr OpFormal kY[] = {{"Y"}};
 inline constexpr OpFormal kYS[] = {{"Y"}, {"S", true}};
 }  // namespace ops_detail
 
 /// Every operator of kDsinferDomain at kDsinferOpsetVersion.
-inline constexpr std::array<OpSchema, 7> kDsinferOps{{
+inline constexpr std::array<OpSchema, 9> kDsinferOps{{
     {"FusedConv", 1, ops_detail::kConvIn, ops_detail::kY, ops_detail::kConvAttrs, "Conv"},
     {"FusedGemm", 1, ops_detail::kGemmIn, ops_detail::kY, ops_detail::kGemmAttrs, "Gemm"},
     {"FusedMatMul", 1, ops_detail::kMatMulIn, ops_detail::kY, ops_detail::kActivation, "MatMul"},
@@ -97,6 +102,12 @@ inline constexpr std::array<OpSchema, 7> kDsinferOps{{
      ops_detail::kSkipLayerNormAttrs, ""},
     {"MultiHeadAttention", 1, ops_detail::kAttentionIn, ops_detail::kY, ops_detail::kAttentionAttrs,
      ""},
+    // Dynamically quantized Linear layers (ONNX Runtime's quantize_dynamic form, fused):
+    // DynamicQuantizeLinear(A) -> MatMulInteger(.., B) -> Cast -> Mul(a_scale * b_scale) [-> Add].
+    {"DynamicQuantizeMatMul", 1, ops_detail::kDynQuantMatMulIn, ops_detail::kY,
+     ops_detail::kActivation, ""},
+    {"MatMulIntegerToFloat", 1, ops_detail::kMatMulIntToFloatIn, ops_detail::kY,
+     ops_detail::kActivation, ""},
 }};
 
 /// The schema of `op_type` in kDsinferDomain, or nullptr.

@@ -12,6 +12,7 @@ void register_fast_matmul(KernelRegistry& r);   // fast_matmul.cpp: packed-B GEM
 void register_fast_fused_kernels(KernelRegistry& r);  // fast_fused.cpp: SkipLayerNorm, Gelu, ...
 void register_fast_attention(KernelRegistry& r);      // fast_attention.cpp: MultiHeadAttention
 void register_fast_conv(KernelRegistry& r);  // fast_conv.cpp: NCHW Conv/FusedConv (Winograd, GEMM)
+void register_fast_qmatmul(KernelRegistry& r);  // fast_qmatmul.cpp: INT8 matmuls on qgemm, DQL
 }  // namespace dsinfer::detail
 
 namespace dsinfer::detail::fast {

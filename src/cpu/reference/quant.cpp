@@ -8,14 +8,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/reference/groups.hpp"
+#include "dsinfer/ops.hpp"
+#include "ops/activation.hpp"
 #include "ops/conv.hpp"
 #include "ops/kernel_utils.hpp"
+#include "ops/quantize.hpp"
 
 namespace dsinfer::detail {
 
@@ -54,16 +59,6 @@ inline std::int64_t read_element_as_int(const void* p, DType dt, std::int64_t i)
         case DType::i32: return static_cast<const std::int32_t*>(p)[i];
         default: return 0;
     }
-}
-
-/// round_half_even(q) + zp, saturated to Q. NaN maps to the zero point.
-template <class Q>
-inline Q saturate_round(double q, double zp) noexcept {
-    constexpr double lo = static_cast<double>(std::numeric_limits<Q>::lowest());
-    constexpr double hi = static_cast<double>(std::numeric_limits<Q>::max());
-    double r = std::isnan(q) ? zp : std::nearbyint(q) + zp;
-    r = std::clamp(r, lo, hi);
-    return static_cast<Q>(r);
 }
 
 using QuantTypes = TypeList<std::int8_t, std::uint8_t, std::int16_t, std::uint16_t, std::int32_t>;
@@ -400,29 +395,14 @@ public:
         const float* xp = x.data<float>();
         const std::int64_t n = x.num_elements();
         // The range always includes 0 so that 0 is exactly representable; NaNs are skipped.
-        float lo = 0.f, hi = 0.f;
-        for (std::int64_t i = 0; i < n; ++i) {
-            if (std::isnan(xp[i])) continue;
-            lo = std::min(lo, xp[i]);
-            hi = std::max(hi, xp[i]);
-        }
-        // An all-zero input has an empty range: scale 1 (as ONNX Runtime), not 0, so that
-        // consumers that divide by the scale stay finite.
-        const float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
-        float zpf = 0.f;
-        if (scale > 0.f && std::isfinite(scale))
-            zpf = std::clamp(std::nearbyint(0.f - lo / scale), 0.f, 255.f);
-        const auto zp = static_cast<std::uint8_t>(zpf);
+        // The scale and zero point: ops/quantize.hpp (shared with the fused and fast kernels).
+        QuantRange r;
+        for (std::int64_t i = 0; i < n; ++i) r.add(xp[i]);
+        const DynamicQuantParams p = dynamic_quant_params(r);
         auto* y = ctx.output(0).data<std::uint8_t>();
-        for (std::int64_t i = 0; i < n; ++i) {
-            if (!(scale > 0.f) || !std::isfinite(scale)) {
-                y[i] = zp;
-                continue;
-            }
-            y[i] = saturate_round<std::uint8_t>(static_cast<double>(xp[i] / scale), zpf);
-        }
-        *ctx.output(1).data<float>() = scale;
-        *ctx.output(2).data<std::uint8_t>() = zp;
+        for (std::int64_t i = 0; i < n; ++i) y[i] = dynamic_quantize_value(xp[i], p);
+        *ctx.output(1).data<float>() = p.scale;
+        *ctx.output(2).data<std::uint8_t>() = p.zero_point;
         return Status::ok();
     }
 };
@@ -987,6 +967,173 @@ StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv(const KernelCreateContext& c
     return make_kernel<QLinearConvKernel>(std::move(a));
 }
 
+// ---- dequantizing integer matmul: DynamicQuantizeMatMul, MatMulIntegerToFloat (com.dsinfer) -
+
+// The fused form of ONNX Runtime's dynamic quantization (docs/OPTIMIZER.md, "Fused operators"):
+// each output element is dequantize_product (ops/quantize.hpp) of the exact s32 MatMulInteger
+// result, then the fused activation, computed as the unfused graph computes it: bitwise equal
+// to DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(Mul(a_scale, b_scale)) -> Add. No
+// FMA may merge the product and the bias.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
+/// What both ops check on B and its parameters: b_scale float32 per tensor or per column,
+/// b_zero_point of B's type and the same layout rules, bias float32 [N]. Returns B's maps.
+struct DequantMaps {
+    ParamMap bs, bz;
+};
+
+StatusOr<DequantMaps> dequant_maps(const Shape& b, const MatMulGeom& g, const Shape& bs,
+                                   const Shape* bz) {
+    DequantMaps m;
+    DSINFER_ASSIGN_OR_RETURN(m.bs, make_param_map(bs, b, false, g.n, "b_scale"));
+    if (bz != nullptr) {
+        DSINFER_ASSIGN_OR_RETURN(m.bz, make_param_map(*bz, b, false, g.n, "b_zero_point"));
+    }
+    return m;
+}
+
+Status check_dequant_inputs(const PrepareContext& ctx, const MatMulGeom& g, int bs, int bz,
+                            int bias) {
+    const Tensor& b = ctx.input(1);
+    DSINFER_RETURN_IF_ERROR(check_int8(b, "B"));
+    if (ctx.input(bs).dtype() != DType::f32)
+        return Status::error(ErrorCode::invalid_argument, "input 'b_scale' must be float32, got ",
+                             dtype_name(ctx.input(bs).dtype()));
+    DSINFER_RETURN_IF_ERROR(check_zero_point(ctx, bz, b.dtype(), "b_zero_point"));
+    const Shape zs = ctx.has_input(bz) ? ctx.input(bz).shape() : Shape{};
+    DSINFER_ASSIGN_OR_RETURN(DequantMaps m, dequant_maps(b.shape(), g, ctx.input(bs).shape(),
+                                                         ctx.has_input(bz) ? &zs : nullptr));
+    (void)m;
+    if (ctx.has_input(bias)) {
+        const Tensor& t = ctx.input(bias);
+        if (t.dtype() != DType::f32 || t.shape().rank() != 1 || t.shape()[0] != g.n)
+            return Status::error(ErrorCode::invalid_argument, "input 'bias' must be float32 [",
+                                 g.n, "], got ", dtype_name(t.dtype()), " ",
+                                 t.shape().to_string());
+    }
+    return Status::ok();
+}
+
+/// C = (A - za) x (B - zb) with A u8/s8 (`a`, zero point `az`), then each element dequantized
+/// with a_scale * b_scale[j], bias[j] and `act` into y (float32).
+template <class A>
+Status run_dequant_matmul(RunContext& ctx, const MatMulGeom& g, const A* a, const void* az,
+                          float a_scale, int bs, int bz, int bias, const ActivationSpec& act) {
+    const TensorView& b = ctx.input(1);
+    const Shape zs = ctx.has_input(bz) ? ctx.input(bz).shape : Shape{};
+    auto ms = dequant_maps(b.shape, g, ctx.input(bs).shape, ctx.has_input(bz) ? &zs : nullptr);
+    if (!ms.is_ok()) return ms.status();
+    const DequantMaps& m = ms.value();
+    const float* sp = ctx.input(bs).data<float>();
+    const void* zp = ctx.has_input(bz) ? ctx.input(bz).raw : nullptr;
+    const float* bp = ctx.has_input(bias) ? ctx.input(bias).data<float>() : nullptr;
+    float* y = ctx.output(0).data<float>();
+    return dispatch_types(b.dtype, Int8Types{}, [&]<class B>() -> Status {
+        matmul_int<A, B>(g, a, b.data<B>(), az, ParamMap{}, zp, m.bz,
+                         [&](std::int64_t o, std::int64_t, std::int64_t bb, std::int64_t,
+                             std::int64_t j, std::int64_t acc) {
+                             const float v = dequantize_product(
+                                 static_cast<std::int32_t>(acc), a_scale, sp[m.bs.index(bb, j)],
+                                 bp != nullptr ? bp + j : nullptr);
+                             y[o] = apply_activation(v, act);
+                         });
+        return Status::ok();
+    });
+}
+
+/// DynamicQuantizeMatMul(A f32, B, b_scale, b_zero_point?, bias?): A quantized as
+/// DynamicQuantizeLinear does (into the workspace), then the dequantizing matmul.
+class DynamicQuantizeMatMulKernel final : public Kernel {
+public:
+    explicit DynamicQuantizeMatMulKernel(ActivationSpec act) : act_(act) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        const Tensor& a = ctx.input(0);
+        if (a.dtype() != DType::f32)
+            return Status::error(ErrorCode::unsupported, "input 'A' must be float32, got ",
+                                 dtype_name(a.dtype()));
+        DSINFER_RETURN_IF_ERROR(check_int8(ctx.input(1), "B"));
+        DSINFER_ASSIGN_OR_RETURN(MatMulGeom g, make_matmul_geom(a.shape(), ctx.input(1).shape()));
+        DSINFER_RETURN_IF_ERROR(check_dequant_inputs(ctx, g, 2, 3, 4));
+        ctx.set_output(0, DType::f32, g.out);
+        ctx.set_workspace(static_cast<std::size_t>(a.num_elements()));  // quantized A
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& a = ctx.input(0);
+        auto gs = make_matmul_geom(a.shape, ctx.input(1).shape);
+        if (!gs.is_ok()) return gs.status();
+        const float* x = a.data<float>();
+        const std::int64_t n = a.num_elements();
+        QuantRange r;
+        for (std::int64_t i = 0; i < n; ++i) r.add(x[i]);
+        const DynamicQuantParams p = dynamic_quant_params(r);
+        auto* aq = static_cast<std::uint8_t*>(ctx.workspace());
+        for (std::int64_t i = 0; i < n; ++i) aq[i] = dynamic_quantize_value(x[i], p);
+        return run_dequant_matmul<std::uint8_t>(ctx, gs.value(), aq, &p.zero_point, p.scale, 2,
+                                                3, 4, act_);
+    }
+
+private:
+    ActivationSpec act_;
+};
+
+/// The factory of either op: `min`..`max` inputs, the constant scales (input, name) positive and
+/// finite, the fused activation.
+template <class K>
+StatusOr<std::unique_ptr<Kernel>> make_dequant_matmul(
+    const KernelCreateContext& ctx, int min, int max,
+    std::initializer_list<std::pair<int, const char*>> scales) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, min));
+    DSINFER_CHECK(ctx.num_inputs() <= max, ErrorCode::invalid_model, ctx.node().op_type,
+                  " takes ", min, " to ", max, " inputs, got ", ctx.num_inputs());
+    for (const auto& [i, name] : scales) DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, i, name));
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx));
+    return make_kernel<K>(act);
+}
+
+/// MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zero_point?, b_zero_point?, bias?): A already
+/// quantized (u8 or s8; a_scale and a_zero_point per tensor).
+class MatMulIntegerToFloatKernel final : public Kernel {
+public:
+    explicit MatMulIntegerToFloatKernel(ActivationSpec act) : act_(act) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        const Tensor& a = ctx.input(0);
+        DSINFER_RETURN_IF_ERROR(check_int8(a, "A"));
+        DSINFER_RETURN_IF_ERROR(check_int8(ctx.input(1), "B"));
+        DSINFER_ASSIGN_OR_RETURN(MatMulGeom g, make_matmul_geom(a.shape(), ctx.input(1).shape()));
+        if (ctx.input(2).dtype() != DType::f32)
+            return Status::error(ErrorCode::invalid_argument, "input 'a_scale' must be float32, got ",
+                                 dtype_name(ctx.input(2).dtype()));
+        DSINFER_RETURN_IF_ERROR(check_one(ctx.input(2), "a_scale"));
+        DSINFER_RETURN_IF_ERROR(check_zero_point(ctx, 4, a.dtype(), "a_zero_point"));
+        if (ctx.has_input(4)) DSINFER_RETURN_IF_ERROR(check_one(ctx.input(4), "a_zero_point"));
+        // b_scale is input 3 here, and B's zero point 5; check_dequant_inputs reads them there.
+        DSINFER_RETURN_IF_ERROR(check_dequant_inputs(ctx, g, 3, 5, 6));
+        ctx.set_output(0, DType::f32, g.out);
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& a = ctx.input(0);
+        auto gs = make_matmul_geom(a.shape, ctx.input(1).shape);
+        if (!gs.is_ok()) return gs.status();
+        const float a_scale = *ctx.input(2).data<float>();
+        const void* az = ctx.has_input(4) ? ctx.input(4).raw : nullptr;
+        return dispatch_types(a.dtype, Int8Types{}, [&]<class A>() -> Status {
+            return run_dequant_matmul<A>(ctx, gs.value(), a.data<A>(), az, a_scale, 3, 5, 6, act_);
+        });
+    }
+
+private:
+    ActivationSpec act_;
+};
+
+#pragma GCC pop_options
+
 }  // namespace
 
 void register_quant_kernels(KernelRegistry& r) {
@@ -997,6 +1144,15 @@ void register_quant_kernels(KernelRegistry& r) {
     r.add({"QLinearMatMul", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_matmul);
     r.add({"ConvInteger", "", 10, kMaxOpset, DeviceKind::cpu}, &make_conv_integer);
     r.add({"QLinearConv", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_conv);
+    r.add({"DynamicQuantizeMatMul", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          [](const KernelCreateContext& c) {
+              return make_dequant_matmul<DynamicQuantizeMatMulKernel>(c, 3, 5, {{2, "b_scale"}});
+          });
+    r.add({"MatMulIntegerToFloat", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          [](const KernelCreateContext& c) {
+              return make_dequant_matmul<MatMulIntegerToFloatKernel>(
+                  c, 4, 7, {{2, "a_scale"}, {3, "b_scale"}});
+          });
 }
 
 }  // namespace dsinfer::detail

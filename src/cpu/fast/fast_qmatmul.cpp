@@ -1,0 +1,375 @@
+// The cpu backend's dynamically quantized matmuls on dsinfer's INT8 GEMM (kernels/qgemm.hpp):
+//   DynamicQuantizeLinear                 vector range and quantize loops, threads on big tensors;
+//   DynamicQuantizeMatMul (com.dsinfer)   A's range, A quantized into the workspace, then
+//                                         qgemm_packed with the f32 epilogue (a_scale = A's
+//                                         scale, b_scale per tensor or column, bias, activation);
+//   MatMulIntegerToFloat (com.dsinfer)    qgemm_packed with the f32 epilogue;
+//   MatMulInteger                         qgemm_packed storing s32.
+// The forms taken: A [..., M, K] (leading dims folded into rows) against a constant 2-D B (s8 or
+// u8) with constant b_scale / b_zero_point / bias of one element or N, A's scale and zero point
+// per tensor. Other forms (run-time or batched B, per-row A zero points) are left to the
+// reference kernel (src/cpu/reference/quant.cpp), which is also every kernel's prepare (shapes,
+// dtypes, errors) and the oracle: results are bitwise equal to it (ops/quantize.hpp's rounding
+// order, qgemm's exact s32 and its f32 epilogue without FMA).
+//
+// Weights: B packed once per (weights, ISA family) through the engine's WeightStore
+// (packed_qb_form, shared by the nodes reading it) and input 1 declared released, so the
+// original int8 matrix is freed; as another kernel's fallback the factory declines (as
+// fast_matmul.cpp's). run() allocates nothing and throws nothing: the quantized A and qgemm's
+// buffers are the node's workspace, sized by prepare.
+//
+// Thread safety: kernels are immutable after creation; runs share the packed B.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "dsinfer/ops.hpp"
+#include "kernels/qgemm.hpp"
+#include "kernels/simd.hpp"
+#include "kernels/weight_forms.hpp"
+#include "ops/activation.hpp"
+#include "ops/quantize.hpp"
+#include "runtime/parallel.hpp"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace dsinfer::detail {
+namespace {
+
+using std::int64_t;
+
+// ---- DynamicQuantizeLinear's loops, per ISA ----------------------------------------------------
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DSINFER_QDYN_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"))), apply_to = function)
+#endif
+namespace qd_avx512 {
+#define QD_W 16
+#include "cpu/fast/fast_qmatmul_loops.inc"
+#undef QD_W
+}  // namespace qd_avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#endif
+namespace qd_avx2 {
+#define QD_W 8
+#include "cpu/fast/fast_qmatmul_loops.inc"
+#undef QD_W
+}  // namespace qd_avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+#else
+#define DSINFER_QDYN_X86 0
+#endif
+
+namespace qd_baseline {
+#define QD_W 4
+#include "cpu/fast/fast_qmatmul_loops.inc"
+#undef QD_W
+}  // namespace qd_baseline
+
+struct QdLoops {
+    QuantRange (*range)(const float*, int64_t) noexcept;
+    void (*quantize)(const float*, int64_t, const DynamicQuantParams&, std::uint8_t*) noexcept;
+};
+
+QdLoops qd_loops() noexcept {
+#if DSINFER_QDYN_X86
+    switch (fast::active_isa()) {
+        case fast::Isa::avx512: return {&qd_avx512::range, &qd_avx512::quantize};
+        case fast::Isa::avx2: return {&qd_avx2::range, &qd_avx2::quantize};
+        case fast::Isa::baseline: break;
+    }
+#endif
+    return {&qd_baseline::range, &qd_baseline::quantize};
+}
+
+/// Elements per thread below which DynamicQuantizeLinear's loops stay on one thread (a
+/// parallel region costs more than quantizing 256 Ki floats, ~0.1 ms, on a busy machine).
+constexpr int64_t kQuantGrain = int64_t{1} << 18;
+/// At most this many partial ranges (a stack array).
+constexpr int64_t kMaxRangeChunks = 64;
+
+/// DynamicQuantizeLinear of x[0, n) into y: returns the scale and zero point. Bitwise the
+/// reference kernel's (ops/quantize.hpp).
+DynamicQuantParams dynamic_quantize(const float* x, int64_t n, std::uint8_t* y) noexcept {
+    const QdLoops loops = qd_loops();
+    QuantRange parts[kMaxRangeChunks];
+    const int64_t chunks =
+        std::clamp<int64_t>((n + kQuantGrain - 1) / kQuantGrain, 1, kMaxRangeChunks);
+    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+            const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
+            parts[c] = loops.range(x + b, e - b);
+        }
+    });
+    QuantRange r;
+    for (int64_t c = 0; c < chunks; ++c) r.merge(parts[c]);
+    const DynamicQuantParams p = dynamic_quant_params(r);
+    if (!p.usable) {
+        std::memset(y, p.zero_point, static_cast<std::size_t>(n));
+        return p;
+    }
+    parallel_for(n, kQuantGrain,
+                 [&](int64_t b, int64_t e) { loops.quantize(x + b, e - b, p, y + b); });
+    return p;
+}
+
+// ---- DynamicQuantizeLinear ---------------------------------------------------------------------
+
+class DynamicQuantizeLinearKernel final : public fast::FastKernel {
+public:
+    using FastKernel::FastKernel;
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        if (x.dtype != DType::f32) return fallback_run(ctx);
+        const DynamicQuantParams p = dynamic_quantize(x.data<float>(), x.num_elements(),
+                                                      ctx.output(0).data<std::uint8_t>());
+        *ctx.output(1).data<float>() = p.scale;
+        *ctx.output(2).data<std::uint8_t>() = p.zero_point;
+        return Status::ok();
+    }
+};
+
+// ---- the matmuls ---------------------------------------------------------------------------
+
+enum class QKind { dynamic_quantize_matmul, matmul_integer_to_float, matmul_integer };
+
+/// A constant B's per-tensor or per-column parameter, converted.
+template <class T>
+struct ColumnParam {
+    T scalar{};
+    std::vector<T> per_column;  ///< N values, or empty (scalar)
+    const T* columns() const noexcept { return per_column.empty() ? nullptr : per_column.data(); }
+};
+
+/// What a node's kernel holds besides the packed B.
+struct QConfig {
+    QKind kind = QKind::matmul_integer;
+    int64_t k = 0, n = 0;
+    ColumnParam<float> b_scale;
+    ColumnParam<std::int32_t> b_zero;
+    std::vector<float> bias;  ///< N values, or empty
+    ActivationSpec act;
+    /// Input indices of a_scale and a_zero_point (-1: none).
+    int a_scale_input = -1, a_zero_input = -1;
+    /// A's zero point (an input) may hold one value per row: such runs go to the fallback, so B
+    /// is not released.
+    bool release_b = true;
+};
+
+/// 64-byte aligned offsets into the workspace.
+constexpr std::size_t align64(std::size_t b) noexcept { return (b + 63) & ~std::size_t{63}; }
+
+class QMatMulKernel final : public fast::FastKernel {
+public:
+    QMatMulKernel(std::unique_ptr<Kernel> fallback, std::shared_ptr<const PackedQB> packed,
+                  QConfig cfg)
+        : FastKernel(std::move(fallback)), cfg_(std::move(cfg)), packed_(std::move(packed)) {}
+
+    /// The fallback's checks and workspace; or room for the quantized A (DynamicQuantizeMatMul)
+    /// and qgemm's buffers, whichever is larger (one of the two runs).
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
+        const Shape& a = ctx.input(0).shape();
+        if (a.rank() < 1 || a[a.rank() - 1] != cfg_.k) return Status::ok();
+        const int64_t m = a.num_elements() / cfg_.k;
+        std::size_t bytes = 64 + qgemm_workspace_bytes(m, *packed_, max_threads());
+        if (cfg_.kind == QKind::dynamic_quantize_matmul)
+            bytes += align64(static_cast<std::size_t>(m * cfg_.k));
+        ctx.set_workspace(std::max(ctx.workspace_bytes(), bytes));
+        return Status::ok();
+    }
+
+    std::uint64_t released_constant_inputs() const noexcept override {
+        return cfg_.release_b ? std::uint64_t{1} << 1 : 0;
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& a = ctx.input(0);
+        const int rank = a.shape.rank();
+        if (rank < 1 || a.shape[rank - 1] != cfg_.k)  // prepare rejects these: B may be gone
+            return Status::error(ErrorCode::internal, "quantized matmul got A of shape ",
+                                 a.shape.to_string(), " for K = ", cfg_.k);
+        QGemmParams p;
+        if (cfg_.a_zero_input >= 0 && ctx.has_input(cfg_.a_zero_input)) {
+            const TensorView& z = ctx.input(cfg_.a_zero_input);
+            if (z.num_elements() != 1) return fallback_run(ctx);  // per-row: B was kept
+            p.a_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+        }
+        const int64_t m = a.num_elements() / cfg_.k;
+        if (m == 0) return Status::ok();
+        auto* ws = reinterpret_cast<unsigned char*>(
+            align64(reinterpret_cast<std::uintptr_t>(ctx.workspace())));
+        std::size_t ws_bytes = ctx.workspace_bytes() - (ws - static_cast<unsigned char*>(ctx.workspace()));
+        const void* aq = a.raw;
+        p.a_signed = a.dtype == DType::i8;
+        switch (cfg_.kind) {
+            case QKind::dynamic_quantize_matmul: {
+                const DynamicQuantParams q =
+                    dynamic_quantize(a.data<float>(), m * cfg_.k, reinterpret_cast<std::uint8_t*>(ws));
+                aq = ws;
+                const std::size_t used = align64(static_cast<std::size_t>(m * cfg_.k));
+                ws += used;
+                ws_bytes -= used;
+                p.a_signed = false;
+                p.a_zero = q.zero_point;
+                p.a_scale = q.scale;
+                p.out = QGemmOutput::f32;
+                break;
+            }
+            case QKind::matmul_integer_to_float:
+                p.a_scale = *ctx.input(cfg_.a_scale_input).data<float>();
+                p.out = QGemmOutput::f32;
+                break;
+            case QKind::matmul_integer: p.out = QGemmOutput::s32; break;
+        }
+        p.b_zero = cfg_.b_zero.scalar;
+        p.b_zeros = cfg_.b_zero.columns();
+        if (p.out == QGemmOutput::f32) {
+            p.b_scale = cfg_.b_scale.scalar;
+            p.b_scales = cfg_.b_scale.columns();
+            p.bias = cfg_.bias.empty() ? nullptr : cfg_.bias.data();
+            p.act = cfg_.act;
+        }
+        if (!qgemm_packed(m, aq, cfg_.k, *packed_, ctx.output(0).raw, cfg_.n, p, ws, ws_bytes))
+            return Status(ErrorCode::resource_exhausted, "out of memory for the INT8 GEMM's buffers");
+        return Status::ok();
+    }
+
+private:
+    QConfig cfg_;
+    std::shared_ptr<const PackedQB> packed_;  ///< the weight store's form (shared by readers)
+};
+
+/// Reads a constant per-tensor / per-column parameter of B (1 or n elements) of an 8-bit or
+/// f32 type; false when it is not constant or has another count or type.
+template <class T>
+bool read_column_param(const KernelCreateContext& ctx, int i, int64_t n, ColumnParam<T>& out) {
+    if (!ctx.has_input(i)) return true;
+    const Tensor* t = ctx.constant_input(i);
+    if (t == nullptr) return false;
+    const int64_t count = t->num_elements();
+    if (count != 1 && count != n) return false;
+    std::vector<T> v(static_cast<std::size_t>(count));
+    for (int64_t j = 0; j < count; ++j) {
+        switch (t->dtype()) {
+            case DType::f32: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data<float>()[j]); break;
+            case DType::i8: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data<std::int8_t>()[j]); break;
+            case DType::u8: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data<std::uint8_t>()[j]); break;
+            default: return false;
+        }
+    }
+    if (count == 1 && n != 1) out.scalar = v[0];
+    else out.per_column = std::move(v);
+    return true;
+}
+
+/// The fast kernel for a node whose inputs (B at 1, b_scale/b_zero_point/bias at the given
+/// indices, -1 for absent) fit; unsupported otherwise (the reference kernel runs the node).
+StatusOr<std::unique_ptr<Kernel>> make_qmatmul(const KernelCreateContext& ctx, QConfig cfg,
+                                               int b_scale, int b_zero, int bias) {
+    if (ctx.creating_fallback())
+        return Status::error(ErrorCode::unsupported, "qgemm: not as another kernel's fallback");
+    const Tensor* b = ctx.constant_input(1);
+    if (b == nullptr || (b->dtype() != DType::i8 && b->dtype() != DType::u8) ||
+        b->num_dims() != 2 || b->num_elements() == 0)
+        return Status::error(ErrorCode::unsupported, "a constant 2-D int8/uint8 B only");
+    cfg.k = b->shape()[0];
+    cfg.n = b->shape()[1];
+    if (b_scale >= 0 && !read_column_param(ctx, b_scale, cfg.n, cfg.b_scale))
+        return Status::error(ErrorCode::unsupported, "a constant b_scale of 1 or N values only");
+    if (b_zero >= 0) {
+        const Tensor* z = ctx.constant_input(b_zero);
+        if ((ctx.has_input(b_zero) && (z == nullptr || z->dtype() != b->dtype())) ||
+            !read_column_param(ctx, b_zero, cfg.n, cfg.b_zero))
+            return Status::error(ErrorCode::unsupported,
+                                 "a constant b_zero_point of B's type, 1 or N values, only");
+    }
+    if (bias >= 0 && ctx.has_input(bias)) {
+        const Tensor* t = ctx.constant_input(bias);
+        if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != cfg.n)
+            return Status::error(ErrorCode::unsupported, "a constant float32 bias [N] only");
+        cfg.bias.assign(t->data<float>(), t->data<float>() + cfg.n);
+    }
+    // The fallback validates the node (its errors are the reference kernel's) before B is packed.
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    const std::shared_ptr<WeightStore> store = ctx.weight_store();
+    DSINFER_ASSIGN_OR_RETURN(auto packed,
+                             packed_qb_form(*store, store->source(*b), b->raw_data(),
+                                            b->dtype() == DType::u8, cfg.k, cfg.n, false));
+    return make_kernel<QMatMulKernel>(std::move(fallback), std::move(packed), std::move(cfg));
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_dynamic_quantize_matmul(const KernelCreateContext& ctx) {
+    QConfig cfg;
+    cfg.kind = QKind::dynamic_quantize_matmul;
+    DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx));
+    return make_qmatmul(ctx, std::move(cfg), 2, 3, 4);
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_matmul_integer_to_float(const KernelCreateContext& ctx) {
+    QConfig cfg;
+    cfg.kind = QKind::matmul_integer_to_float;
+    DSINFER_ASSIGN_OR_RETURN(cfg.act, activation_from_attributes(ctx));
+    cfg.a_scale_input = 2;
+    cfg.a_zero_input = 4;  // one element (the reference's prepare checks it)
+    return make_qmatmul(ctx, std::move(cfg), 3, 5, 6);
+}
+
+/// A's zero point of MatMulInteger holds one element: absent, a constant of one, or a value
+/// whose known shape has one (DynamicQuantizeLinear's output).
+bool scalar_input(const KernelCreateContext& ctx, int i) {
+    if (!ctx.has_input(i)) return true;
+    if (const Tensor* t = ctx.constant_input(i)) return t->num_elements() == 1;
+    const Value* v = ctx.input_value(i);
+    if (v == nullptr || !v->shape.known) return false;
+    for (const Dim& d : v->shape.dims)
+        if (!d.is_static() || d.value != 1) return false;
+    return true;
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext& ctx) {
+    QConfig cfg;
+    cfg.kind = QKind::matmul_integer;
+    cfg.a_zero_input = 2;
+    cfg.release_b = scalar_input(ctx, 2);
+    return make_qmatmul(ctx, std::move(cfg), -1, 3, -1);
+}
+
+}  // namespace
+
+void register_fast_qmatmul(KernelRegistry& r) {
+    using fast::FastKernel;
+    r.add({"DynamicQuantizeLinear", "", 11, kMaxOpset, DeviceKind::cpu},
+          &make_with_fallback<DynamicQuantizeLinearKernel>, kPriorityCpu, "cpu");
+    r.add({"MatMulInteger", "", 10, kMaxOpset, DeviceKind::cpu}, &make_matmul_integer,
+          kPriorityCpu, "cpu");
+    r.add({"DynamicQuantizeMatMul", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          &make_dynamic_quantize_matmul, kPriorityCpu, "cpu");
+    r.add({"MatMulIntegerToFloat", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          &make_matmul_integer_to_float, kPriorityCpu, "cpu");
+}
+
+}  // namespace dsinfer::detail
+
+#pragma GCC diagnostic pop
