@@ -517,9 +517,9 @@ Status infer_matmul_impl(ShapeContext& ctx, int a_in, int b_in, std::optional<DT
     return Status::ok();
 }
 
-/// The output type of a product: input 0's, int32 (the *Integer ops), or a QLinear op's
-/// y_zero_point's (input 7; uint8 without it).
-enum class ProductType { input0, i32, qlinear };
+/// The output type of a product: input 0's, int32 (the *Integer ops), a QLinear op's
+/// y_zero_point's (input 7; uint8 without it), or float32 (the dequantizing fused products).
+enum class ProductType { input0, i32, qlinear, f32 };
 
 /// A product rule (Conv-like or MatMul-like `Impl`) with X/A input 0, weight input `W`.
 template <Status (*Impl)(ShapeContext&, int, int, std::optional<DType>), int W, ProductType T>
@@ -527,6 +527,7 @@ Status infer_product(ShapeContext& ctx) {
     std::optional<DType> dt = ctx.dtype(0);
     if (T == ProductType::i32) dt = DType::i32;
     if (T == ProductType::qlinear) dt = ctx.has_input(7) ? ctx.dtype(7) : DType::u8;
+    if (T == ProductType::f32) dt = DType::f32;
     return Impl(ctx, 0, W, dt);
 }
 constexpr auto infer_conv = &infer_product<&infer_conv_impl, 1, ProductType::input0>;
@@ -535,6 +536,7 @@ constexpr auto infer_qlinear_conv = &infer_product<&infer_conv_impl, 3, ProductT
 constexpr auto infer_matmul = &infer_product<&infer_matmul_impl, 1, ProductType::input0>;
 constexpr auto infer_matmul_integer = &infer_product<&infer_matmul_impl, 1, ProductType::i32>;
 constexpr auto infer_qlinear_matmul = &infer_product<&infer_matmul_impl, 3, ProductType::qlinear>;
+constexpr auto infer_dequantizing_matmul = &infer_product<&infer_matmul_impl, 1, ProductType::f32>;
 
 // ---- normalizations and attention
 // ------------------------------------------------------------------
@@ -1432,6 +1434,16 @@ WeightAxes matmul_axes(const Node&, int input) {
 WeightAxes matmul_integer_axes(const Node&, int input) {
     return input == 1 ? WeightAxes{-1, -2} : input == 3 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
 }
+/// com.dsinfer DynamicQuantizeMatMul (A, B, b_scale, b_zero_point, bias) and
+/// MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias): B [K, N];
+/// the per-column scale, zero point and bias follow N.
+WeightAxes dyn_quant_matmul_axes(const Node&, int input) {
+    return input == 1 ? WeightAxes{-1, -2} : input >= 2 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
+}
+WeightAxes matmul_integer_to_float_axes(const Node&, int input) {
+    if (input == 1) return {-1, -2};
+    return input == 3 || input == 5 || input == 6 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
+}
 WeightAxes qlinear_matmul_axes(const Node&, int input) {
     if (input == 3) return {-1, -2};
     return input == 4 || input == 5 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
@@ -1583,6 +1595,10 @@ std::vector<OpInfo> build_table() {
         infer_matmul_integer);
     add(kOnnx, "QLinearMatMul", CF::produces, false, kLast, bits({1, 2, 3, 4, 5, 6, 7}),
         &qlinear_matmul_axes, infer_qlinear_matmul);
+    add(kDs, "DynamicQuantizeMatMul", CF::produces, false, kLast, bits({1, 2, 3, 4}),
+        &dyn_quant_matmul_axes, infer_dequantizing_matmul);
+    add(kDs, "MatMulIntegerToFloat", CF::produces, false, kLast, bits({1, 3, 5, 6}),
+        &matmul_integer_to_float_axes, infer_dequantizing_matmul);
 
     // Per-channel parameters.
     add(kOnnx, "BatchNormalization", CF::per_channel, false, 1, bits({1, 2, 3, 4}),

@@ -298,6 +298,32 @@ TEST_CASE("op rules: Gemm, MatMul and the fused products", "[op_info]") {
     expect_rules_match_evaluator(t.g);
 }
 
+TEST_CASE("op rules: the dequantizing fused products give float32 [..., N]", "[op_info]") {
+    // com.dsinfer DynamicQuantizeMatMul (f32 A) and MatMulIntegerToFloat (u8 A): the MatMul
+    // shape rule, float32 whatever A's type, against the executor's answer.
+    G t;
+    auto s8 = [](const Shape& s) { return Tensor::zeros(DType::i8, s); };
+    Tensor scale = f32s(Shape{});
+    t.node("DynamicQuantizeMatMul",
+           {t.in("a", DType::f32, "N,S,8"), t.init("b", s8(Shape{8, 5})), t.init("bs", scale)}, 1,
+           kDsinferDomain);
+    t.node("DynamicQuantizeMatMul",
+           {t.in("a2", DType::f32, "N,8"), t.init("b2", s8(Shape{8, 3})), t.init("bs2", f32s(Shape{3})),
+            t.init("bz2", s8(Shape{3})), t.init("bias2", f32s(Shape{3}))},
+           1, kDsinferDomain);
+    Tensor zp = Tensor::zeros(DType::u8, Shape{});
+    t.node("MatMulIntegerToFloat",
+           {t.in("q", DType::u8, "N,S,8"), t.init("b3", s8(Shape{8, 6})), t.init("as", scale),
+            t.init("bs3", scale), t.init("az", zp)},
+           1, kDsinferDomain);
+    expect_rules_match_evaluator(t.g);
+    for (const Node& n : t.g.nodes) {
+        const detail::OpInfo* info = find_op_info(n.domain, n.op_type);
+        REQUIRE(info != nullptr);
+        CHECK(info->channels == ChannelFlow::produces);
+    }
+}
+
 TEST_CASE("op rules: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Expand, Tile", "[op_info]") {
     G t(13);
     const ValueId x = t.in("x", DType::f32, "N,3,4,5");
