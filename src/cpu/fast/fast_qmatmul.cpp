@@ -18,8 +18,17 @@
 // fast_matmul.cpp's). run() allocates nothing and throws nothing: the quantized A and qgemm's
 // buffers are the node's workspace, sized by prepare.
 //
+// Threads: products of at least 96 rows per thread are cut into one row slice per thread, each
+// quantized (DynamicQuantizeMatMul) and multiplied by its thread alone in one parallel region
+// (qgemm_packed single-threaded inside it); smaller ones use qgemm_packed's own split (threads
+// share a row block's packed A and take column panels, so B is read once). The row slices
+// avoid qgemm's wait for each row block's packing, which stalls whenever one of the threads is
+// descheduled on a busy machine. Results do not depend on the split (exact s32, then each
+// element's own epilogue).
+//
 // Thread safety: kernels are immutable after creation; runs share the packed B.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -108,9 +117,8 @@ constexpr int64_t kQuantGrain = int64_t{1} << 18;
 /// At most this many partial ranges (a stack array).
 constexpr int64_t kMaxRangeChunks = 64;
 
-/// DynamicQuantizeLinear of x[0, n) into y: returns the scale and zero point. Bitwise the
-/// reference kernel's (ops/quantize.hpp).
-DynamicQuantParams dynamic_quantize(const float* x, int64_t n, std::uint8_t* y) noexcept {
+/// DynamicQuantizeLinear's range of x[0, n), over threads for big tensors.
+QuantRange quant_range(const float* x, int64_t n) noexcept {
     const QdLoops loops = qd_loops();
     QuantRange parts[kMaxRangeChunks];
     const int64_t chunks =
@@ -123,13 +131,30 @@ DynamicQuantParams dynamic_quantize(const float* x, int64_t n, std::uint8_t* y) 
     });
     QuantRange r;
     for (int64_t c = 0; c < chunks; ++c) r.merge(parts[c]);
-    const DynamicQuantParams p = dynamic_quant_params(r);
+    return r;
+}
+
+/// y[0, n) = DynamicQuantizeLinear's y of x with parameters p (over threads when `threads`).
+void quantize_into(const float* x, int64_t n, const DynamicQuantParams& p, std::uint8_t* y,
+                   bool threads = true) noexcept {
     if (!p.usable) {
         std::memset(y, p.zero_point, static_cast<std::size_t>(n));
-        return p;
+        return;
+    }
+    const QdLoops loops = qd_loops();
+    if (!threads) {
+        loops.quantize(x, n, p, y);
+        return;
     }
     parallel_for(n, kQuantGrain,
                  [&](int64_t b, int64_t e) { loops.quantize(x + b, e - b, p, y + b); });
+}
+
+/// DynamicQuantizeLinear of x[0, n) into y: returns the scale and zero point. Bitwise the
+/// reference kernel's (ops/quantize.hpp).
+DynamicQuantParams dynamic_quantize(const float* x, int64_t n, std::uint8_t* y) noexcept {
+    const DynamicQuantParams p = dynamic_quant_params(quant_range(x, n));
+    quantize_into(x, n, p, y);
     return p;
 }
 
@@ -193,10 +218,12 @@ public:
         const Shape& a = ctx.input(0).shape();
         if (a.rank() < 1 || a[a.rank() - 1] != cfg_.k) return Status::ok();
         const int64_t m = a.num_elements() / cfg_.k;
-        std::size_t bytes = 64 + qgemm_workspace_bytes(m, *packed_, max_threads());
-        if (cfg_.kind == QKind::dynamic_quantize_matmul)
-            bytes += align64(static_cast<std::size_t>(m * cfg_.k));
-        ctx.set_workspace(std::max(ctx.workspace_bytes(), bytes));
+        const int64_t threads = max_threads();
+        std::size_t bytes = std::max(layout(m, 1).total, layout(m, row_team(m, threads)).total);
+        const std::size_t own = align64(static_cast<std::size_t>(
+                                    cfg_.kind == QKind::dynamic_quantize_matmul ? m * cfg_.k : 0)) +
+                                qgemm_workspace_bytes(m, *packed_, threads) + 64;
+        ctx.set_workspace(std::max({ctx.workspace_bytes(), bytes, own}));
         return Status::ok();
     }
 
@@ -218,25 +245,13 @@ public:
         }
         const int64_t m = a.num_elements() / cfg_.k;
         if (m == 0) return Status::ok();
-        auto* ws = reinterpret_cast<unsigned char*>(
-            align64(reinterpret_cast<std::uintptr_t>(ctx.workspace())));
-        std::size_t ws_bytes = ctx.workspace_bytes() - (ws - static_cast<unsigned char*>(ctx.workspace()));
         const void* aq = a.raw;
         p.a_signed = a.dtype == DType::i8;
         switch (cfg_.kind) {
-            case QKind::dynamic_quantize_matmul: {
-                const DynamicQuantParams q =
-                    dynamic_quantize(a.data<float>(), m * cfg_.k, reinterpret_cast<std::uint8_t*>(ws));
-                aq = ws;
-                const std::size_t used = align64(static_cast<std::size_t>(m * cfg_.k));
-                ws += used;
-                ws_bytes -= used;
+            case QKind::dynamic_quantize_matmul:
                 p.a_signed = false;
-                p.a_zero = q.zero_point;
-                p.a_scale = q.scale;
                 p.out = QGemmOutput::f32;
                 break;
-            }
             case QKind::matmul_integer_to_float:
                 p.a_scale = *ctx.input(cfg_.a_scale_input).data<float>();
                 p.out = QGemmOutput::f32;
@@ -251,9 +266,94 @@ public:
             p.bias = cfg_.bias.empty() ? nullptr : cfg_.bias.data();
             p.act = cfg_.act;
         }
-        if (!qgemm_packed(m, aq, cfg_.k, *packed_, ctx.output(0).raw, cfg_.n, p, ws, ws_bytes))
+        // The workspace: [quantized A][one qgemm buffer per row slice], 64-byte aligned.
+        int64_t team = row_team(m, max_threads());
+        Layout l = layout(m, team);
+        if (l.total > ctx.workspace_bytes()) {  // a larger thread budget than at prepare
+            team = 1;
+            l = layout(m, 1);
+        }
+        auto* ws = reinterpret_cast<unsigned char*>(
+            align64(reinterpret_cast<std::uintptr_t>(ctx.workspace())));
+        const std::size_t ws_bytes =
+            ctx.workspace_bytes() - static_cast<std::size_t>(ws - static_cast<unsigned char*>(ctx.workspace()));
+        constexpr std::size_t out_bytes = 4;  // f32 or s32
+        auto* y = static_cast<unsigned char*>(ctx.output(0).raw);
+        DynamicQuantParams q;
+        if (cfg_.kind == QKind::dynamic_quantize_matmul) {
+            q = dynamic_quant_params(quant_range(a.data<float>(), m * cfg_.k));
+            p.a_zero = q.zero_point;
+            p.a_scale = q.scale;
+            aq = ws;
+            if (team == 1) quantize_into(a.data<float>(), m * cfg_.k, q, ws);
+            else l.quantize = &q;
+            l.x = a.data<float>();
+        }
+        if (team == 1) {
+            // qgemm's own threads over the whole product.
+            if (!qgemm_packed(m, aq, cfg_.k, *packed_, y, cfg_.n, p, ws + l.a_bytes,
+                              ws_bytes - l.a_bytes))
+                return Status(ErrorCode::resource_exhausted,
+                              "out of memory for the INT8 GEMM's buffers");
+            return Status::ok();
+        }
+        // Row slices, one per thread, each quantized (DynamicQuantizeMatMul) and multiplied by
+        // its thread alone: one parallel region, no barrier inside (qgemm's own split waits
+        // for the packing of each row block, which stalls when the machine is oversubscribed).
+        std::atomic<bool> failed{false};
+        const auto* a8 = static_cast<const unsigned char*>(aq);
+        parallel_for(team, 1, [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; ++t) {
+                const int64_t r0 = slice_begin(m, team, t), r1 = slice_begin(m, team, t + 1);
+                if (r0 >= r1) continue;
+                if (l.quantize != nullptr)
+                    quantize_into(l.x + r0 * cfg_.k, (r1 - r0) * cfg_.k, *l.quantize,
+                                  ws + r0 * cfg_.k, /*threads=*/false);
+                unsigned char* tws = ws + l.a_bytes + static_cast<std::size_t>(t) * l.slice_bytes;
+                if (!qgemm_packed(r1 - r0, a8 + r0 * cfg_.k, cfg_.k, *packed_,
+                                  y + static_cast<std::size_t>(r0 * cfg_.n) * out_bytes, cfg_.n, p,
+                                  tws, l.slice_bytes))
+                    failed.store(true, std::memory_order_relaxed);
+            }
+        });
+        if (failed.load())
             return Status(ErrorCode::resource_exhausted, "out of memory for the INT8 GEMM's buffers");
         return Status::ok();
+    }
+
+private:
+    /// Rows per thread below which qgemm's own split (threads share the packed A of a row
+    /// block and take column panels: B read once) beats one row slice per thread (B read by
+    /// every thread).
+    static constexpr int64_t kSliceRows = 96;
+    /// Row slices start at multiples of 12 (every qgemm family's tile height divides it).
+    static constexpr int64_t kSliceAlign = 12;
+
+    static int64_t row_team(int64_t m, int64_t threads) noexcept {
+        return std::max<int64_t>(1, std::min(threads, m / kSliceRows));
+    }
+    static int64_t slice_begin(int64_t m, int64_t team, int64_t t) noexcept {
+        if (t >= team) return m;
+        return std::min(m, (m * t / team + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
+    }
+
+    struct Layout {
+        std::size_t a_bytes = 0;      ///< the quantized A (DynamicQuantizeMatMul), aligned
+        std::size_t slice_bytes = 0;  ///< one row slice's qgemm buffers, aligned
+        std::size_t total = 0;        ///< with the alignment slack
+        const float* x = nullptr;                        ///< run: A to quantize per slice
+        const DynamicQuantParams* quantize = nullptr;    ///< run: its parameters (team > 1)
+    };
+    Layout layout(int64_t m, int64_t team) const noexcept {
+        Layout l;
+        if (cfg_.kind == QKind::dynamic_quantize_matmul)
+            l.a_bytes = align64(static_cast<std::size_t>(m * cfg_.k));
+        int64_t rows = 0;
+        for (int64_t t = 0; t < team; ++t)
+            rows = std::max(rows, slice_begin(m, team, t + 1) - slice_begin(m, team, t));
+        l.slice_bytes = align64(qgemm_workspace_bytes(rows, *packed_, 1));
+        l.total = 64 + l.a_bytes + static_cast<std::size_t>(team) * l.slice_bytes;
+        return l;
     }
 
 private:
