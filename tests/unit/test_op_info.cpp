@@ -471,8 +471,14 @@ TEST_CASE(
     "op rules: generated models are annotated without an evaluator, before and after "
     "optimize()",
     "[op_info]") {
+    // ctest's "unit: op rules on generated models" makes them (tests/models/run_op_rules_models.cmake).
     const char* env = std::getenv("DSINFER_TEST_MODELS");
-    const std::filesystem::path dir = env != nullptr && *env != '\0' ? env : "/tmp/dsinfer-models";
+    if (env == nullptr || *env == '\0') {
+        WARN("SKIPPED: DSINFER_TEST_MODELS is not set (a folder with mlp.onnx, bert_tiny.onnx "
+             "and resnet50.onnx from tools/make_models.py)");
+        return;
+    }
+    const std::filesystem::path dir = env;
     for (const char* model : {"mlp", "bert_tiny", "resnet50"}) {
         const auto path = dir / (std::string(model) + ".onnx");
         if (!std::filesystem::exists(path)) {
