@@ -26,6 +26,18 @@ Models (symbolic dims are named "batch" and "sequence"):
   bert_tiny_ln17   bert_tiny with LayerNormalization nodes, opset 17.
   resnet_tiny      Same block structure as resnet50 with three small stages, input
                    [batch, 3, 32, 32], 10 classes.
+  unet             U-Net-like segmentation CNN at 1024 x 1024: seven levels of two 3x3
+                   Conv(+bias)+Relu (16, 32, ..., 1024 channels), MaxPool 2x2 down, Resize
+                   (nearest, x2) up with Concat skips, a 1x1 Conv to 2 classes. Input "input"
+                   float32 [batch, 3, 1024, 1024], output "logits" float32 [batch, 2, 1024,
+                   1024]. Opset 13. About 31 M parameters.
+  unet_fp16        The same graph and weights stored entirely in float16 (weights,
+                   activations, input and output), as a float16 export writes it.
+  unet_convint     The same weights dynamically quantized in the form ONNX Runtime's
+                   quantize_dynamic writes for Conv with uint8 weights:
+                   DynamicQuantizeLinear(x) -> ConvInteger(x_q, W_q uint8, x_zero_point,
+                   W_zero_point) -> Cast(float) -> Mul(x_scale * W_scale) -> Add(bias
+                   reshaped to [1, C, 1, 1]); weights asymmetric per tensor ([min, max] -> 0..255).
 
 Weights are scaled to keep activations O(1): normal * 0.02 for BERT (LayerNorm gain near 1),
 He initialisation for ResNet and the MLP, BatchNormalization with positive variances.
@@ -379,6 +391,105 @@ def build_mlp(name, rng):
 
 
 # ---------------------------------------------------------------------------------------------
+# U-Net (float32, float16 and dynamically quantized ConvInteger forms of one set of weights)
+
+UNET_IMAGE = 1024
+UNET_WIDTHS = [16, 32, 64, 128, 256, 512, 1024]
+UNET_CLASSES = 2
+
+
+def quantize_weight_u8(w):
+    """Asymmetric per-tensor uint8 quantization of a weight (quantize_dynamic, QUInt8): the
+    range widened to include 0, scale (max - min) / 255, zero point round(-min / scale)."""
+    lo, hi = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
+    scale = np.float32((hi - lo) / 255.0 if hi > lo else 1.0)
+    zp = np.uint8(np.clip(np.rint(-lo / scale), 0, 255))
+    q = np.clip(np.rint(w / scale) + float(zp), 0, 255).astype(np.uint8)
+    return q, scale, zp
+
+
+class UNetBuilder:
+    """Adds the U-Net's convolutions in one of three forms: "fp32", "fp16", "convint"."""
+
+    def __init__(self, b, form):
+        self.b, self.form = b, form
+        self.dtype = np.float16 if form == "fp16" else np.float32
+
+    def conv(self, x, prefix, cin, cout, kernel, size, relu):
+        b = self.b
+        pad = kernel // 2
+        fan_in = cin * kernel * kernel
+        w = b.normal((cout, cin, kernel, kernel), math.sqrt(2.0 / fan_in))
+        bias = b.normal((cout,), 0.01)
+        b.params += w.size + bias.size
+        b.macs += cout * size * size * fan_in
+        p = "/" + prefix.replace(".", "/")
+        attrs = dict(kernel_shape=[kernel, kernel], strides=[1, 1], pads=[pad] * 4,
+                     dilations=[1, 1], group=1)
+        if self.form == "convint":
+            q, scale, zp = quantize_weight_u8(w)
+            wq = b.const(f"{prefix}.weight_quantized", q)
+            ws = b.const(f"{prefix}.weight_scale", scale)
+            wz = b.const(f"{prefix}.weight_zero_point", zp)
+            xq, xs, xz = b.op("DynamicQuantizeLinear", [x], f"{p}/DynamicQuantizeLinear",
+                              outputs=[f"{prefix}.x_quantized", f"{prefix}.x_scale",
+                                       f"{prefix}.x_zero_point"])
+            y = b.op("ConvInteger", [xq, wq, xz, wz], f"{p}/ConvInteger", **attrs)
+            y = b.op("Cast", [y], f"{p}/Cast", to=TensorProto.FLOAT)
+            s = b.op("Mul", [xs, ws], f"{p}/scales_mul")
+            y = b.op("Mul", [y, s], f"{p}/output_scale_mul")
+            bc = b.const(f"{prefix}.bias", bias)
+            shape = b.const(f"{prefix}.bias_shape", np.array([1, -1, 1, 1], dtype=np.int64))
+            br = b.op("Reshape", [bc, shape], f"{p}/bias_reshape")
+            y = b.op("Add", [y, br], f"{p}/bias_add")
+        else:
+            wn = b.const(f"{prefix}.weight", w.astype(self.dtype))
+            bn = b.const(f"{prefix}.bias", bias.astype(self.dtype))
+            y = b.op("Conv", [x, wn, bn], f"{p}/Conv", **attrs)
+        if relu:
+            y = b.op("Relu", [y], f"{p}/Relu")
+        return y
+
+    def double_conv(self, x, prefix, cin, cout, size):
+        y = self.conv(x, prefix + ".conv1", cin, cout, 3, size, True)
+        return self.conv(y, prefix + ".conv2", cout, cout, 3, size, True)
+
+
+def build_unet(name, form, rng):
+    b = Builder(rng)
+    u = UNetBuilder(b, form)
+    size, x, cin = UNET_IMAGE, "input", 3
+    skips = []
+    for level, width in enumerate(UNET_WIDTHS):
+        if level > 0:
+            x = b.op("MaxPool", [x], f"/down{level}/MaxPool", kernel_shape=[2, 2],
+                     strides=[2, 2])
+            size //= 2
+        x = u.double_conv(x, f"down{level}", cin, width, size)
+        skips.append((x, width, size))
+        cin = width
+    scales = b.const("up.scales", np.array([1, 1, 2, 2], dtype=np.float32))
+    for level in range(len(UNET_WIDTHS) - 2, -1, -1):
+        skip, width, size = skips[level]
+        x = b.op("Resize", [x, "", scales], f"/up{level}/Resize", mode="nearest")
+        x = b.op("Concat", [x, skip], f"/up{level}/Concat", axis=1)
+        x = u.double_conv(x, f"up{level}", cin + width, width, size)
+        cin = width
+    u.conv(x, "head", cin, UNET_CLASSES, 1, size, False)
+    # The head's output is the graph output "logits".
+    b.nodes[-1].output[0] = "logits"
+    elem = TensorProto.FLOAT16 if form == "fp16" else TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("input", elem,
+                                            ["batch", 3, UNET_IMAGE, UNET_IMAGE])]
+    outputs = [helper.make_tensor_value_info("logits", elem,
+                                             ["batch", UNET_CLASSES, UNET_IMAGE, UNET_IMAGE])]
+    doc = (f"{name}: U-Net-like segmentation CNN, widths {UNET_WIDTHS}, input "
+           f"[batch, 3, {UNET_IMAGE}, {UNET_IMAGE}], form {form}, seeded random weights (He "
+           f"initialisation). Written by dsinfer tools/make_models.py.")
+    return b.model(name, inputs, outputs, 13, doc), b.params, 2 * b.macs
+
+
+# ---------------------------------------------------------------------------------------------
 
 # name -> (random stream name, builder). Models sharing a stream get identical weights.
 MODELS = {
@@ -395,6 +506,9 @@ MODELS = {
         "bert_tiny_ln17", BERT_CONFIGS["bert_tiny"], True, 17, rng)),
     "resnet_tiny": ("resnet_tiny", lambda rng: build_resnet(
         "resnet_tiny", RESNET_CONFIGS["resnet_tiny"], rng)),
+    "unet": ("unet", lambda rng: build_unet("unet", "fp32", rng)),
+    "unet_fp16": ("unet", lambda rng: build_unet("unet_fp16", "fp16", rng)),
+    "unet_convint": ("unet", lambda rng: build_unet("unet_convint", "convint", rng)),
 }
 
 
