@@ -1,6 +1,6 @@
 // ds-benchmark: times one model at one shape with InferenceEngine.
 //
-//   ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]
+//   ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16|int8]
 //                [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N] [--warmup N]
 //                [--iterations N] [--backends onednn,cpu|cpu|reference] [--seed N]
 //                [--min-time SECONDS] [--opt-level 0-3] [--algo-search rule|measure] [--profile]
@@ -16,8 +16,10 @@
 // tools/make_models.py or the peers' make_models.py) gives the FLOPs per sample.
 // --json prints one JSON object on one line (nlohmann::json). The command line is parsed with
 // CLI11 (tools/bench_cli.hpp), every value checked before any work. Exit status: 0 ok, 1 engine
-// error (no GPU for --device cuda, a precision other than fp32 on the CPU, int8 (not available
-// yet)), 2 bad command line.
+// error (no GPU for --device cuda, a precision the device does not run), 2 bad command line.
+// --precision int8 runs a pre-quantized model as it is quantized and quantizes a float32 one
+// dynamically at load (dsinfer/quantize.hpp quantize_dynamic: MatMul/Gemm weights s8, the
+// activations per run, the form ONNX Runtime's quantize_dynamic writes), reporting which.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -36,6 +38,8 @@
 #include <string_view>
 #include <vector>
 
+#include <dsinfer/quantize.hpp>
+
 #include "bench_cli.hpp"
 
 namespace fs = std::filesystem;
@@ -50,7 +54,7 @@ using bench::load_average;
 using bench::quantile;
 
 const char* const kSynopsis =
-    "usage: ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16]\n"
+    "usage: ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16|int8]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
     "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3]\n"
@@ -61,7 +65,7 @@ const char* const kFooter =
     "Runs: the load, the first run alone, --warmup runs, then timed runs until both\n"
     "--iterations runs and --min-time seconds are reached. Inputs are random and valid (the\n"
     "shapes and values of the ONNX Runtime peer harness). Exit status: 0 ok; 1 engine error\n"
-    "(no GPU for --device cuda, a precision other than fp32 on the CPU, int8); 2 bad command\n"
+    "(no GPU for --device cuda, a precision the device does not run); 2 bad command\n"
     "line (nothing runs).\n";
 
 struct Args : bench::CommonArgs {
@@ -90,7 +94,10 @@ Args parse_args(int argc, char** argv) {
                             : "must be cpu, cuda or cuda:N, got '" + d + "'";
              })
         ->group("Engine");
-    cli.text("--precision", a.precision, "P", "fp32 (default); tf32, fp16, bf16 on a CUDA device",
+    cli.text("--precision", a.precision, "P",
+             "fp32 (default); fp16, bf16 (half-width weights on the CPU; tensors on a CUDA "
+             "device); tf32 (CUDA); int8 (a pre-quantized model as it is, a float32 one "
+             "quantized dynamically at load)",
              [](const std::string& p) {
                  return p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16" || p == "int8"
                             ? std::string()
@@ -257,6 +264,7 @@ struct Result {
     std::map<std::string, int> providers;  // nodes per kernel provider
     int blocked_nodes = 0;
     OptimizeReport optimization;
+    std::optional<DynamicQuantizeReport> int8;  // --precision int8
     MemoryPlanStats plan;                // activation arena of the benchmarked shape class
     WeightMemoryStats weights;           // the constants as held after the timed runs
     std::uint64_t pool_peak_reserved = 0;  // default_memory_pool(): peak bytes held
@@ -266,6 +274,27 @@ struct Result {
         return runs == 0 ? 0.0 : static_cast<double>(total) / static_cast<double>(runs);
     }
 };
+
+Json int8_json(const Result& r) {
+    if (!r.int8) return nullptr;
+    const DynamicQuantizeReport& q = *r.int8;
+    return {{"already_quantized", q.already_quantized},
+            {"matmuls", q.matmuls},
+            {"gemms", q.gemms},
+            {"activations", q.activations},
+            {"float_weight_bytes", q.float_weight_bytes},
+            {"int8_weight_bytes", q.int8_weight_bytes},
+            {"skipped", q.skipped}};
+}
+
+std::string int8_text(const DynamicQuantizeReport& q) {
+    if (q.already_quantized) return "the model is quantized already: run as it is";
+    return fmt::format("quantized dynamically at load: {} MatMul + {} Gemm ({:.1f} MiB float32 "
+                       "-> {:.1f} MiB int8), {} activations quantized per run{}",
+                       q.matmuls, q.gemms, static_cast<double>(q.float_weight_bytes) / 1048576.0,
+                       static_cast<double>(q.int8_weight_bytes) / 1048576.0, q.activations,
+                       q.skipped.empty() ? "" : fmt::format("; {} left float32", q.skipped.size()));
+}
 
 void print_json(const Args& a, const std::vector<std::string>& backends,
                 const bench::GeneratedInputs& in, int threads, const Result& r) {
@@ -330,6 +359,7 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
           {"nodes_after", o.nodes_after},
           {"ms", o.ms},
           {"fired", std::map<std::string, int>(o.fired.begin(), o.fired.end())}}},
+        {"int8", int8_json(r)},
         {"memory_plan",
          {{"planned_peak_bytes", r.plan.planned_peak_bytes},
           {"lower_bound_bytes", r.plan.lower_bound_bytes},
@@ -395,6 +425,10 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
     for (const auto& [name, count] : r.optimization.fired) fired += fmt::format(" {} {}", name, count);
     fmt::print("  {:<12}level {}: {} -> {} nodes in {:.1f} ms;{}\n", "optimizer", a.opt_level,
                r.optimization.nodes_before, r.optimization.nodes_after, r.optimization.ms, fired);
+    if (r.int8) {
+        fmt::print("  {:<12}{}\n", "int8", int8_text(*r.int8));
+        for (const auto& why : r.int8->skipped) fmt::print("  {:<12}  {}\n", "", why);
+    }
     const auto mib = [](std::int64_t b) { return static_cast<double>(b) / 1048576.0; };
     fmt::print("  {:<12}{:.1f} MiB{}\n", "peak RSS", mib(r.peak_rss),
                r.finite ? "" : "   WARNING: non-finite outputs");
@@ -475,7 +509,12 @@ int run(const Args& a) {
 
     r.rss.before_load = proc_status_bytes("VmRSS");
     auto t0 = Clock::now();
-    InferenceEngine engine = InferenceEngine::load(a.model, options);
+    InferenceEngine engine = [&] {
+        if (a.precision != "int8") return InferenceEngine::load(a.model, options);
+        Graph g = load_onnx(a.model, options.limits);
+        r.int8 = quantize_dynamic(g).value_or_throw();
+        return InferenceEngine::compile(std::move(g), options);
+    }();
     r.load_ms = ms_since(t0);
     r.rss.after_load = proc_status_bytes("VmRSS");
     r.rss.peak_load = proc_status_bytes("VmHWM");
@@ -530,11 +569,6 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    if (a.precision == "int8") {
-        fmt::print(stderr,
-                   "ds-benchmark: --precision int8 is not available yet (the quantizer brings it)\n");
-        return kExitError;
-    }
     try {
         return run(a);
     } catch (const Error& e) {
