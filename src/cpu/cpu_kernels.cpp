@@ -39,6 +39,7 @@ void register_reference_kernels(KernelRegistry& registry) {
     detail::register_nn_kernels(registry);
     detail::register_reduce_kernels(registry);
     detail::register_quant_kernels(registry);
+    detail::register_quant_ms_kernels(registry);
     detail::register_sequence_model_kernels(registry);
     detail::register_misc_kernels(registry);
     detail::register_control_flow_kernels(registry);

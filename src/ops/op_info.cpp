@@ -412,6 +412,46 @@ Status infer_global_pool(ShapeContext& ctx) {
     return Status::ok();
 }
 
+/// com.microsoft QLinearGlobalAveragePool: [N, C, 1, ...], or [N, 1, ..., C] (channels_last).
+Status infer_qlinear_global_pool(ShapeContext& ctx) {
+    auto last = ctx.node().attr_or<std::int64_t>("channels_last", 0);
+    if (!last.is_ok()) return ctx.named(last.status());
+    SymbolicShape out = ctx.shape(0);
+    if (out.known) {
+        if (out.rank() < 2)
+            return ctx.input_error(0, "of shape ", out.to_string(), " has rank < 2");
+        const int r = out.rank();
+        for (int i = last.value() != 0 ? 1 : 2; i < (last.value() != 0 ? r - 1 : r); ++i)
+            out.dims[static_cast<std::size_t>(i)] = Dim::fixed(1);
+    }
+    ctx.set_output(0, ctx.dtype(0), std::move(out));
+    return Status::ok();
+}
+
+/// com.microsoft QLinearAdd / QLinearMul: A (input 0) and B (input 3) broadcast; A's dtype.
+Status infer_qlinear_binary(ShapeContext& ctx) {
+    const SymbolicShape& a = ctx.shape(0);
+    const SymbolicShape& b = ctx.shape(3);
+    SymbolicShape out;
+    if (a.known && b.known) {
+        const int r = std::max(a.rank(), b.rank());
+        std::vector<Dim> dims(static_cast<std::size_t>(r));
+        for (int d = 0; d < r; ++d) {
+            const int da = d - (r - a.rank()), db = d - (r - b.rank());
+            const Dim x = da >= 0 ? a.dims[static_cast<std::size_t>(da)] : Dim::fixed(1);
+            const Dim y = db >= 0 ? b.dims[static_cast<std::size_t>(db)] : Dim::fixed(1);
+            auto m = broadcast_dim(x, y);
+            if (!m)
+                return ctx.input_error(3, "of shape ", b.to_string(),
+                                       " does not broadcast with input 0 (", a.to_string(), ")");
+            dims[static_cast<std::size_t>(d)] = *m;
+        }
+        out = known_shape(std::move(dims));
+    }
+    ctx.set_output(0, ctx.dtype(0), std::move(out));
+    return Status::ok();
+}
+
 /// BatchNormalization: Y of X; training's running mean/var of the inputs mean/var.
 Status infer_batch_norm(ShapeContext& ctx) {
     const SymbolicShape& x = ctx.shape(0);
@@ -537,6 +577,7 @@ constexpr auto infer_matmul = &infer_product<&infer_matmul_impl, 1, ProductType:
 constexpr auto infer_matmul_integer = &infer_product<&infer_matmul_impl, 1, ProductType::i32>;
 constexpr auto infer_qlinear_matmul = &infer_product<&infer_matmul_impl, 3, ProductType::qlinear>;
 constexpr auto infer_dequantizing_matmul = &infer_product<&infer_matmul_impl, 1, ProductType::f32>;
+constexpr auto infer_dequantizing_conv = &infer_product<&infer_conv_impl, 1, ProductType::f32>;
 
 // ---- normalizations and attention
 // ------------------------------------------------------------------
@@ -1451,6 +1492,11 @@ WeightAxes qlinear_matmul_axes(const Node&, int input) {
 WeightAxes conv_integer_axes(const Node&, int input) {
     return input == 1 ? WeightAxes{0, 1} : input == 3 ? WeightAxes{0, kNoAxis} : WeightAxes{};
 }
+/// com.dsinfer DynamicQuantizeConv (X, W, w_scale, w_zero_point, bias): W [M, C/g, k...]; the
+/// per-channel scale, zero point and bias follow M.
+WeightAxes dyn_quant_conv_axes(const Node&, int input) {
+    return input == 1 ? WeightAxes{0, 1} : input >= 2 ? WeightAxes{0, kNoAxis} : WeightAxes{};
+}
 WeightAxes qlinear_conv_axes(const Node&, int input) {
     if (input == 3) return {0, 1};
     return input == 4 || input == 5 || input == 8 ? WeightAxes{0, kNoAxis} : WeightAxes{};
@@ -1476,6 +1522,7 @@ constexpr std::string_view kDs = kDsinferDomain;
 constexpr std::string_view kMl = "ai.onnx.ml";
 constexpr std::string_view kTraining = "ai.onnx.preview.training";
 constexpr std::string_view kPreview = "ai.onnx.preview";
+constexpr std::string_view kMs = "com.microsoft";
 constexpr int kLast = -1;
 
 // Unary elementwise ops with input 0's dtype and shape.
@@ -1587,6 +1634,8 @@ std::vector<OpInfo> build_table() {
         infer_conv_integer);
     add(kOnnx, "QLinearConv", CF::produces, false, 1, bits({1, 2, 3, 4, 5, 6, 7, 8}),
         &qlinear_conv_axes, infer_qlinear_conv);
+    add(kDs, "DynamicQuantizeConv", CF::produces, false, 1, bits({1, 2, 3, 4}),
+        &dyn_quant_conv_axes, infer_dequantizing_conv);
     add(kOnnx, "Gemm", CF::produces, false, kLast, bits({1, 2}), &gemm_axes, &infer_gemm);
     add(kDs, "FusedGemm", CF::produces, false, kLast, bits({1, 2}), &gemm_axes, &infer_gemm);
     add(kOnnx, "MatMul", CF::produces, false, kLast, bits({1}), &matmul_axes, infer_matmul);
@@ -1682,6 +1731,17 @@ std::vector<OpInfo> build_table() {
     for (auto op : {"Adagrad", "Adam", "Momentum"})
         add(kTraining, op, CF::opaque, false, kNoAxis, 0, nullptr, nullptr);
     plain(kPreview, "FlexAttention", CF::opaque, kNoAxis, nullptr);
+    // ONNX Runtime's com.microsoft quantized elementwise ops (scales and zero points: weights).
+    add(kMs, "QLinearAdd", CF::couples, true, kNoAxis, bits({1, 2, 4, 5, 6, 7}), nullptr,
+        &infer_qlinear_binary);
+    add(kMs, "QLinearMul", CF::couples, true, kNoAxis, bits({1, 2, 4, 5, 6, 7}), nullptr,
+        &infer_qlinear_binary);
+    add(kMs, "QLinearSigmoid", CF::passthrough, true, kNoAxis, bits({1, 2, 3, 4}), nullptr,
+        &infer_same);
+    add(kMs, "QLinearLeakyRelu", CF::passthrough, true, kNoAxis, bits({1, 2, 3, 4}), nullptr,
+        &infer_same);
+    add(kMs, "QLinearGlobalAveragePool", CF::keeps, false, kNoAxis, bits({1, 2, 3, 4}), nullptr,
+        &infer_qlinear_global_pool);
     return t;
 }
 

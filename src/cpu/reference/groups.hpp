@@ -15,6 +15,8 @@ void register_tensor_kernels(KernelRegistry& r);       // tensor_*.cpp: shape an
 void register_nn_kernels(KernelRegistry& r);           // nn_*.cpp: MatMul, Gemm, Conv, pool, norm
 void register_reduce_kernels(KernelRegistry& r);       // reduce*.cpp: Reduce*, ArgMax, TopK, NMS
 void register_quant_kernels(KernelRegistry& r);        // quant*.cpp: (De)QuantizeLinear, QLinear*
+void register_quant_ms_kernels(KernelRegistry& r);     // quant_ms.cpp: com.microsoft QLinearAdd,
+                                                          // QLinearMul, QLinearSigmoid, ...
 void register_sequence_model_kernels(KernelRegistry& r);  // sequence_models*.cpp: RNNs, Resize,
                                                           // Attention
 void register_misc_kernels(KernelRegistry& r);         // misc*.cpp: losses, signal, strings, ml
