@@ -29,6 +29,7 @@ void register_fast_cpu_kernels(KernelRegistry& registry) {
     detail::register_fast_fused_kernels(registry);
     detail::register_fast_attention(registry);
     detail::register_fast_qmatmul(registry);
+    detail::register_fast_qlinear(registry);
 }
 
 }  // namespace

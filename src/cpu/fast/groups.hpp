@@ -13,6 +13,7 @@ void register_fast_fused_kernels(KernelRegistry& r);  // fast_fused.cpp: SkipLay
 void register_fast_attention(KernelRegistry& r);      // fast_attention.cpp: MultiHeadAttention
 void register_fast_conv(KernelRegistry& r);  // fast_conv.cpp: NCHW Conv/FusedConv (Winograd, GEMM)
 void register_fast_qmatmul(KernelRegistry& r);  // fast_qmatmul.cpp: INT8 matmuls on qgemm, DQL
+void register_fast_qlinear(KernelRegistry& r);  // fast_qlinear.cpp: com.microsoft QLinear* ops
 }  // namespace dsinfer::detail
 
 namespace dsinfer::detail::fast {

@@ -1,0 +1,310 @@
+// The cpu backend's kernels of ONNX Runtime's com.microsoft elementwise quantized ops:
+//   QLinearAdd, QLinearMul       vector loops over the broadcast plan's innermost pieces (every
+//                                broadcast whose innermost step is 0 or 1 for each operand:
+//                                same shape, scalar, per-channel rows, ...), threaded;
+//   QLinearGlobalAveragePool     channels first: one vector sum per channel; channels last:
+//                                rows summed into per-channel int32 accumulators; threaded over
+//                                channels (images of 2^23 elements or more: the reference);
+//   QLinearSigmoid, QLinearLeakyRelu
+//                                a 256-entry table (built at creation when the scales and zero
+//                                points are constants, else per run on the stack), threaded.
+// The reference kernels (src/cpu/reference/quant_ms.cpp) are every kernel's prepare (shapes,
+// dtypes, errors) and the oracle: results are bitwise equal (ops/qlinear.hpp's f32 expressions
+// in their order, no FMA: this file is compiled with fp-contract=off).
+//
+// run() allocates nothing and throws nothing. Thread safety: kernels are immutable after
+// creation.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "kernels/simd.hpp"
+#include "ops/qlinear.hpp"
+#include "runtime/parallel.hpp"
+
+#pragma GCC optimize("fp-contract=off")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace dsinfer::detail {
+namespace {
+
+using std::int64_t;
+
+// ---- the loops, per ISA ----------------------------------------------------------------------
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DSINFER_QLIN_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2"))), apply_to = function)
+#endif
+namespace ql_avx512 {
+#define QL_W 16
+#include "cpu/fast/fast_qlinear_loops.inc"
+#undef QL_W
+}  // namespace ql_avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#endif
+namespace ql_avx2 {
+#define QL_W 8
+#include "cpu/fast/fast_qlinear_loops.inc"
+#undef QL_W
+}  // namespace ql_avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+#else
+#define DSINFER_QLIN_X86 0
+#endif
+
+namespace ql_baseline {
+#define QL_W 4
+#include "cpu/fast/fast_qlinear_loops.inc"
+#undef QL_W
+}  // namespace ql_baseline
+
+template <class Q>
+struct QlLoops {
+    void (*add)(const Q*, int64_t, const Q*, int64_t, Q*, int64_t, const QLinearBinary&) noexcept;
+    void (*mul)(const Q*, int64_t, const Q*, int64_t, Q*, int64_t, const QLinearBinary&) noexcept;
+    int64_t (*sum)(const Q*, int64_t) noexcept;
+    void (*sum_rows)(const Q*, int64_t, int64_t, int64_t, std::int32_t*) noexcept;
+};
+
+#define DSINFER_QL_LOOPS(ns)                                                            \
+    QlLoops<Q> {                                                                        \
+        &ns::binary<Q, false>, &ns::binary<Q, true>, &ns::sum<Q>, &ns::sum_rows<Q> \
+    }
+
+template <class Q>
+QlLoops<Q> ql_loops() noexcept {
+#if DSINFER_QLIN_X86
+    switch (fast::active_isa()) {
+        case fast::Isa::avx512: return DSINFER_QL_LOOPS(ql_avx512);
+        case fast::Isa::avx2: return DSINFER_QL_LOOPS(ql_avx2);
+        case fast::Isa::baseline: break;
+    }
+#endif
+    return DSINFER_QL_LOOPS(ql_baseline);
+}
+#undef DSINFER_QL_LOOPS
+
+// ---- QLinearAdd, QLinearMul ------------------------------------------------------------------
+
+template <bool Mul>
+class QLinearBinaryFast final : public fast::FastKernel {
+public:
+    using FastKernel::FastKernel;
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& a = ctx.input(0);
+        const TensorView& b = ctx.input(3);
+        const TensorView& c = ctx.output(0);
+        const QLinearBinary p = qlinear_binary_params(ctx, Mul);
+        const fast::LoopPlan<3> plan = fast::plan_broadcast<3>(c.shape, {a.shape, b.shape});
+        const auto go = [&]<class Q>() {
+            const QlLoops<Q> loops = ql_loops<Q>();
+            const auto f = Mul ? loops.mul : loops.add;
+            const Q* ap = a.data<Q>();
+            const Q* bp = b.data<Q>();
+            Q* cp = c.data<Q>();
+            fast::parallel_pieces(plan, fast::kGrain,
+                                  [&](const std::array<int64_t, 3>& off, int64_t n) {
+                                      f(ap + off[1], plan.step(1), bp + off[2], plan.step(2),
+                                        cp + off[0], n, p);
+                                  });
+        };
+        if (a.dtype == DType::u8) go.template operator()<std::uint8_t>();
+        else go.template operator()<std::int8_t>();
+        return Status::ok();
+    }
+};
+
+// ---- QLinearGlobalAveragePool ------------------------------------------------------------------
+
+/// Channels per accumulator block of the channels-last sum.
+constexpr int64_t kChannelBlock = 256;
+/// The int32 sums hold images below this many elements.
+constexpr int64_t kMaxPoolCount = int64_t{1} << 23;
+
+class QLinearGlobalAveragePoolFast final : public fast::FastKernel {
+public:
+    QLinearGlobalAveragePoolFast(std::unique_ptr<Kernel> fb, bool channels_last)
+        : FastKernel(std::move(fb)), last_(channels_last) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const Shape& s = x.shape;
+        const int r = s.rank();
+        if (r < 2) return fallback_run(ctx);
+        const int64_t n = s[0], c = last_ ? s[r - 1] : s[1];
+        const int64_t count = last_ ? s.size_between(1, r - 1) : s.size_between(2, r);
+        if (count >= kMaxPoolCount || count == 0) return fallback_run(ctx);
+        const float m =
+            qlinear_pool_multiplier(qlinear_scale(ctx, 1), qlinear_scale(ctx, 3), count);
+        const std::int32_t zx = qlinear_zero(ctx, 2), zy = qlinear_zero(ctx, 4);
+        const int64_t bias = -static_cast<int64_t>(zx) * count;
+        const auto go = [&]<class Q>() {
+            const QlLoops<Q> loops = ql_loops<Q>();
+            const Q* xp = x.data<Q>();
+            Q* yp = ctx.output(0).data<Q>();
+            if (!last_) {
+                const int64_t grain = std::max<int64_t>(1, fast::kGrain / count);
+                parallel_for(n * c, grain, [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i)
+                        yp[i] = qlinear_pool_value<Q>(loops.sum(xp + i * count, count) + bias,
+                                                      m, zy);
+                });
+                return;
+            }
+            const int64_t blocks = (c + kChannelBlock - 1) / kChannelBlock;
+            const int64_t grain =
+                std::max<int64_t>(1, fast::kGrain / std::max<int64_t>(1, count * kChannelBlock));
+            parallel_for(n * blocks, grain, [&](int64_t b, int64_t e) {
+                alignas(64) std::int32_t acc[kChannelBlock];
+                for (int64_t t = b; t < e; ++t) {
+                    const int64_t img = t / blocks, c0 = (t % blocks) * kChannelBlock;
+                    const int64_t w = std::min(kChannelBlock, c - c0);
+                    std::fill(acc, acc + w, 0);
+                    loops.sum_rows(xp + img * count * c + c0, count, c, w, acc);
+                    for (int64_t j = 0; j < w; ++j)
+                        yp[img * c + c0 + j] = qlinear_pool_value<Q>(acc[j] + bias, m, zy);
+                }
+            });
+        };
+        if (x.dtype == DType::u8) go.template operator()<std::uint8_t>();
+        else go.template operator()<std::int8_t>();
+        return Status::ok();
+    }
+
+private:
+    bool last_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_global_pool(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(int64_t last, ctx.node().attr_or<int64_t>("channels_last", 0));
+    return make_kernel<QLinearGlobalAveragePoolFast>(std::move(fb), last != 0);
+}
+
+// ---- QLinearSigmoid, QLinearLeakyRelu -----------------------------------------------------------
+
+/// A lookup op's table, for u8 or s8 data.
+struct Table {
+    DType dtype = DType::u8;
+    std::array<std::uint8_t, 256> bytes{};  ///< entry x (as an unsigned byte): the output's bits
+};
+
+template <class Q>
+void fill_table(const QLinearLutParams& p, std::array<std::uint8_t, 256>& out) noexcept {
+    std::array<Q, 256> t;
+    qlinear_lut_table<Q>(p, t);
+    std::memcpy(out.data(), t.data(), 256);
+}
+
+class QLinearLutFast final : public fast::FastKernel {
+public:
+    QLinearLutFast(std::unique_ptr<Kernel> fb, QLinearLut kind, float alpha,
+                   std::optional<Table> table)
+        : FastKernel(std::move(fb)), kind_(kind), alpha_(alpha), table_(table) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        Table local;
+        const Table* t = table_ && table_->dtype == x.dtype ? &*table_ : nullptr;
+        if (t == nullptr) {
+            QLinearLutParams p{kind_, alpha_, qlinear_scale(ctx, 1), qlinear_scale(ctx, 3),
+                               qlinear_zero(ctx, 2), qlinear_zero(ctx, 4)};
+            local.dtype = x.dtype;
+            if (x.dtype == DType::u8) fill_table<std::uint8_t>(p, local.bytes);
+            else fill_table<std::int8_t>(p, local.bytes);
+            t = &local;
+        }
+        const auto* xp = static_cast<const std::uint8_t*>(x.raw);
+        auto* yp = static_cast<std::uint8_t*>(ctx.output(0).raw);
+        const std::uint8_t* tb = t->bytes.data();
+        parallel_for(x.num_elements(), fast::kGrainBytes, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) yp[i] = tb[xp[i]];
+        });
+        return Status::ok();
+    }
+
+private:
+    QLinearLut kind_;
+    float alpha_;
+    std::optional<Table> table_;
+};
+
+/// Input i's one float32 / zero-point value when it is a constant (absent zero point: 0).
+std::optional<float> const_scale(const KernelCreateContext& ctx, int i) {
+    const Tensor* t = ctx.constant_input(i);
+    if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != 1) return std::nullopt;
+    return *t->data<float>();
+}
+std::optional<std::int32_t> const_zero(const KernelCreateContext& ctx, int i, DType want) {
+    if (!ctx.has_input(i)) return 0;
+    const Tensor* t = ctx.constant_input(i);
+    if (t == nullptr || t->dtype() != want || t->num_elements() != 1) return std::nullopt;
+    return want == DType::i8 ? *t->data<std::int8_t>() : *t->data<std::uint8_t>();
+}
+
+template <QLinearLut Kind>
+StatusOr<std::unique_ptr<Kernel>> make_lut(const KernelCreateContext& ctx) {
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    float alpha = 0.01f;
+    if constexpr (Kind == QLinearLut::leaky_relu) {
+        DSINFER_ASSIGN_OR_RETURN(alpha, ctx.node().attr_or<float>("alpha", 0.01f));
+    }
+    std::optional<Table> table;
+    const Value* x = ctx.input_value(0);
+    if (x != nullptr && x->dtype && (*x->dtype == DType::u8 || *x->dtype == DType::i8)) {
+        const DType dt = *x->dtype;
+        const auto xs = const_scale(ctx, 1), ys = const_scale(ctx, 3);
+        const auto zx = const_zero(ctx, 2, dt), zy = const_zero(ctx, 4, dt);
+        if (xs && ys && zx && zy) {
+            const QLinearLutParams p{Kind, alpha, *xs, *ys, *zx, *zy};
+            Table t;
+            t.dtype = dt;
+            if (dt == DType::u8) fill_table<std::uint8_t>(p, t.bytes);
+            else fill_table<std::int8_t>(p, t.bytes);
+            table = t;
+        }
+    }
+    return make_kernel<QLinearLutFast>(std::move(fb), Kind, alpha, table);
+}
+
+}  // namespace
+
+void register_fast_qlinear(KernelRegistry& r) {
+    constexpr const char* ms = "com.microsoft";
+    const DTypeSet q8{DType::u8, DType::i8};
+    auto add = [&](const char* op, KernelFactory f) {
+        r.add({op, ms, 1, 1, DeviceKind::cpu, q8}, f, kPriorityCpu, "cpu");
+    };
+    add("QLinearAdd", &make_with_fallback<QLinearBinaryFast<false>>);
+    add("QLinearMul", &make_with_fallback<QLinearBinaryFast<true>>);
+    add("QLinearGlobalAveragePool", &make_global_pool);
+    add("QLinearSigmoid", &make_lut<QLinearLut::sigmoid>);
+    add("QLinearLeakyRelu", &make_lut<QLinearLut::leaky_relu>);
+}
+
+}  // namespace dsinfer::detail
+
+#pragma GCC diagnostic pop
