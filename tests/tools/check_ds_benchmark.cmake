@@ -5,9 +5,11 @@
 #       SEQ: expected "seq"; IDS_HIGH: expected upper bound of the token ids of input 0.
 #   ... -DMAKE_MODEL=NAME -DPYTHON=<python3> -DSRC=<repo> -DWORK=<dir>
 #       first writes NAME.onnx with tools/make_models.py into WORK and uses it as MODEL.
+#   ... -DPRECISION=int8 (with --precision int8 in ARGS): the float32 model is quantized at
+#       load (the JSON's "int8" report counts its MatMuls).
 #   cmake -DBENCH=<ds-benchmark> -DMODE=bad -DMODEL=<model.onnx> -P check_ds_benchmark.cmake
-#       checks that bad command lines exit 2 with the usage, that a lower precision on the
-#       CPU fails with "needs a CUDA device", and int8 with "not available yet"; and --help.
+#       checks that bad command lines exit 2 with the usage, that tf32 precision on the
+#       CPU fails with "needs a CUDA device"; and --help.
 set(TOOL ${BENCH})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_checks.cmake)
 
@@ -30,8 +32,7 @@ if(MODE STREQUAL "bad")
       "2|--shape: expects NAME=DxD|--model @M@ --shape pixels"
       "2|--shape: pixels is given twice|--model @M@ --shape pixels=1x64 --shape pixels=2x64"
       "2|not an input of the model|--model @M@ --shape nope=2x64 --min-time 0"
-      "1|needs a CUDA device|--model @M@ --precision bf16"
-      "1|not available yet|--model @M@ --precision int8"
+      "1|needs a CUDA device|--model @M@ --precision tf32"
       "1|io_error|--model @M@.missing")
   check_bad_cases(ds-benchmark ${MODEL} ${cases})
   check_help(ds-benchmark --model --json --shape --profile-nodes)
@@ -58,7 +59,10 @@ string(JSON seq_type TYPE "${line}" seq)
 string(JSON backends_type TYPE "${line}" backends)
 string(JSON cpu_type TYPE "${line}" cpu)
 get_field(isa isa)
-if(NOT model STREQUAL MODEL OR NOT device STREQUAL "cpu" OR NOT precision STREQUAL "fp32"
+if(NOT DEFINED PRECISION)
+  set(PRECISION fp32)
+endif()
+if(NOT model STREQUAL MODEL OR NOT device STREQUAL "cpu" OR NOT precision STREQUAL PRECISION
    OR NOT backends_type STREQUAL "ARRAY" OR NOT cpu_type STREQUAL "STRING"
    OR NOT isa MATCHES "^(avx512|avx2|sse4.2|baseline)$")
   message(FATAL_ERROR "unexpected model/device/precision/backends/cpu/isa in ${line}")
@@ -75,6 +79,15 @@ get_field(p99 latency_ms p99)
 get_field(lmin latency_ms min)
 if(lmin GREATER p50 OR p50 GREATER p90 OR p90 GREATER p99)
   message(FATAL_ERROR "latencies out of order: min ${lmin} p50 ${p50} p90 ${p90} p99 ${p99}")
+endif()
+if(PRECISION STREQUAL "int8")
+  # A float32 model is quantized dynamically at load: its MatMul layers with constant weights.
+  get_field(already int8 already_quantized)
+  get_field(int8_matmuls int8 matmuls)
+  if(already OR NOT int8_matmuls GREATER 0)
+    message(FATAL_ERROR "--precision int8: already_quantized ${already}, ${int8_matmuls} MatMul "
+                        "quantized; want a float32 model's MatMuls quantized")
+  endif()
 endif()
 get_field(finite outputs_finite)
 if(NOT finite)
