@@ -1,7 +1,8 @@
 // The arithmetic of ONNX quantization that more than one kernel computes, defined once: the
 // rounding of QuantizeLinear (round half to even, add the zero point, saturate; NaN -> the zero
 // point), DynamicQuantizeLinear's u8 scale and zero point from the data's range, and the f32
-// dequantization epilogue of an integer matmul in the unfused graph's order of roundings.
+// dequantization epilogue of an integer matmul in the unfused graph's order of roundings, and
+// its requantization (QLinearMatMul, QGemm).
 //
 // Users: the reference kernels (src/cpu/reference/quant.cpp: QuantizeLinear,
 // DynamicQuantizeLinear, DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinear*) and the cpu
@@ -82,6 +83,25 @@ inline float dequantize_product(std::int32_t c, float a_scale, float b_scale,
     const float multiplier = a_scale * b_scale;
     const float y = static_cast<float>(c) * multiplier;
     return bias != nullptr ? y + *bias : y;
+}
+
+/// acc + c in the wrapping int32 arithmetic of the INT8 GEMM's accumulators (com.microsoft
+/// QGemm's int32 C).
+inline std::int32_t add_wrapping(std::int32_t acc, std::int32_t c) noexcept {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(acc) +
+                                     static_cast<std::uint32_t>(c));
+}
+
+/// QuantizeLinear of a dequantized integer matmul's f32 value (QLinearMatMul, com.microsoft
+/// QGemm with an output scale): y = dequantize_product(c, a_scale, b_scale, bias), then the f32
+/// quotient y / y_scale rounded half to even, plus y_zero, saturated to Q; NaN -> y_zero.
+/// qgemm_packed's u8/s8 epilogue (src/kernels/qgemm.hpp) computes the same (its + 0 for an
+/// absent bias changes no rounded result), so the reference and fast kernels agree bitwise.
+template <class Q>
+inline Q requantize_product(std::int32_t c, float a_scale, float b_scale, const float* bias,
+                            float y_scale, std::int32_t y_zero) noexcept {
+    const float y = dequantize_product(c, a_scale, b_scale, bias);
+    return saturate_round<Q>(static_cast<double>(y / y_scale), static_cast<double>(y_zero));
 }
 
 }  // namespace dsinfer::detail

@@ -21,9 +21,11 @@ std::vector<std::unique_ptr<GraphPass>> default_passes() {
     p.push_back(make_eliminate_dead_code());
     // Level 2: fusions; attention before the MatMul+bias fusion (its projections are part of
     // the attention pattern), LayerNorm before skip-LayerNorm; the dynamically quantized
-    // Linear layers before skip-LayerNorm, which would otherwise take their bias Add.
+    // Linear layers before skip-LayerNorm, which would otherwise take their bias Add; the QDQ
+    // islands into integer ops before any float fusion takes their Conv/MatMul/Gemm.
     p.push_back(make_fuse_conv_batchnorm());
     p.push_back(make_fuse_dynamic_quant_matmul());
+    p.push_back(make_fuse_qdq());
     p.push_back(make_fuse_layer_norm());
     p.push_back(make_fuse_gelu());
     p.push_back(make_fuse_attention());

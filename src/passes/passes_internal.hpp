@@ -17,6 +17,7 @@ std::unique_ptr<GraphPass> make_eliminate_dead_code();    // dead_code.cpp
 // Level 2: fusions.
 std::unique_ptr<GraphPass> make_fuse_conv_batchnorm();    // fuse_conv.cpp
 std::unique_ptr<GraphPass> make_fuse_dynamic_quant_matmul();  // fuse_quant.cpp
+std::unique_ptr<GraphPass> make_fuse_qdq();               // fuse_qdq.cpp
 std::unique_ptr<GraphPass> make_fuse_layer_norm();        // fuse_norm.cpp
 std::unique_ptr<GraphPass> make_fuse_gelu();              // fuse_gelu.cpp
 std::unique_ptr<GraphPass> make_fuse_attention();         // fuse_attention.cpp

@@ -4,10 +4,17 @@
 //                                         qgemm_packed with the f32 epilogue (a_scale = A's
 //                                         scale, b_scale per tensor or column, bias, activation);
 //   MatMulIntegerToFloat (com.dsinfer)    qgemm_packed with the f32 epilogue;
-//   MatMulInteger                         qgemm_packed storing s32.
+//   MatMulInteger                         qgemm_packed storing s32;
+//   QLinearMatMul                         qgemm_packed with the u8/s8 requantizing epilogue
+//                                         (ops/quantize.hpp requantize_product's order);
+//   QGemm (com.microsoft)                 transA = 0, B [K, N] or [N, K] (transB), alpha folded
+//                                         into a_scale; f32 or u8/s8 epilogue; with an int32 C,
+//                                         s32 first, then C added and the epilogue here.
+// DynamicQuantizeMatMul and MatMulIntegerToFloat also run under their com.microsoft names (ONNX
+// Runtime's contrib ops of the same inputs and semantics).
 // The forms taken: A [..., M, K] (leading dims folded into rows) against a constant 2-D B (s8 or
 // u8) with constant b_scale / b_zero_point / bias of one element or N, A's scale and zero point
-// per tensor. Other forms (run-time or batched B, per-row A zero points) are left to the
+// per tensor (QLinearMatMul, QGemm: constant float32 a_scale, y_scale, y_zero_point). Other forms (run-time or batched B, per-row A zero points) are left to the
 // reference kernel (src/cpu/reference/quant.cpp), which is also every kernel's prepare (shapes,
 // dtypes, errors) and the oracle: results are bitwise equal to it (ops/quantize.hpp's rounding
 // order, qgemm's exact s32 and its f32 epilogue without FMA).
@@ -177,7 +184,13 @@ public:
 
 // ---- the matmuls ---------------------------------------------------------------------------
 
-enum class QKind { dynamic_quantize_matmul, matmul_integer_to_float, matmul_integer };
+enum class QKind {
+    dynamic_quantize_matmul,
+    matmul_integer_to_float,
+    matmul_integer,
+    qlinear_matmul,
+    qgemm
+};
 
 /// A constant B's per-tensor or per-column parameter, converted.
 template <class T>
@@ -191,6 +204,17 @@ struct ColumnParam {
 struct QConfig {
     QKind kind = QKind::matmul_integer;
     int64_t k = 0, n = 0;
+    int b_input = 1;           ///< the constant B's input index
+    bool b_transposed = false;  ///< B stored [N, K] (QGemm transB)
+    float alpha = 1.f;          ///< QGemm: a_scale is alpha * a_scale (ops/quantize.hpp)
+    /// QLinearMatMul, QGemm with y_scale: the requantized output (u8 or s8) and its parameters.
+    QGemmOutput out = QGemmOutput::f32;
+    float y_scale = 1.f;
+    std::int32_t y_zero = 0;
+    /// QGemm's int32 C: c_rows x c_cols values (rows 1 or M, cols 1 or N), or empty. With C the
+    /// product is stored as s32 and this kernel's epilogue adds it (qgemm has no int32 bias).
+    std::vector<std::int32_t> c;
+    int64_t c_rows = 1, c_cols = 1;
     ColumnParam<float> b_scale;
     ColumnParam<std::int32_t> b_zero;
     std::vector<float> bias;  ///< N values, or empty
@@ -220,15 +244,13 @@ public:
         const int64_t m = a.num_elements() / cfg_.k;
         const int64_t threads = max_threads();
         std::size_t bytes = std::max(layout(m, 1).total, layout(m, row_team(m, threads)).total);
-        const std::size_t own = align64(static_cast<std::size_t>(
-                                    cfg_.kind == QKind::dynamic_quantize_matmul ? m * cfg_.k : 0)) +
-                                qgemm_workspace_bytes(m, *packed_, threads) + 64;
+        const std::size_t own = layout(m, 0).total + qgemm_workspace_bytes(m, *packed_, threads);
         ctx.set_workspace(std::max({ctx.workspace_bytes(), bytes, own}));
         return Status::ok();
     }
 
     std::uint64_t released_constant_inputs() const noexcept override {
-        return cfg_.release_b ? std::uint64_t{1} << 1 : 0;
+        return cfg_.release_b ? std::uint64_t{1} << cfg_.b_input : 0;
     }
 
     Status run(RunContext& ctx) const noexcept override {
@@ -243,6 +265,8 @@ public:
             if (z.num_elements() != 1) return fallback_run(ctx);  // per-row: B was kept
             p.a_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
         }
+        if (cfg_.a_scale_input >= 0 && ctx.input(cfg_.a_scale_input).num_elements() != 1)
+            return fallback_run(ctx);  // per-row (QLinearMatMul): B was kept
         const int64_t m = a.num_elements() / cfg_.k;
         if (m == 0) return Status::ok();
         const void* aq = a.raw;
@@ -257,10 +281,25 @@ public:
                 p.out = QGemmOutput::f32;
                 break;
             case QKind::matmul_integer: p.out = QGemmOutput::s32; break;
+            case QKind::qlinear_matmul:
+            case QKind::qgemm:
+                p.a_scale = cfg_.alpha * *ctx.input(cfg_.a_scale_input).data<float>();
+                p.out = cfg_.out;
+                p.y_scale = cfg_.y_scale;
+                p.y_zero = cfg_.y_zero;
+                break;
+        }
+        const QGemmOutput final_out = p.out;
+        const bool add_c = !cfg_.c.empty();
+        if (add_c) {
+            if (cfg_.c_rows != 1 && cfg_.c_rows != m)  // prepare rejects these
+                return Status::error(ErrorCode::internal, "QGemm got ", m, " rows for C of ",
+                                     cfg_.c_rows);
+            p.out = QGemmOutput::s32;
         }
         p.b_zero = cfg_.b_zero.scalar;
         p.b_zeros = cfg_.b_zero.columns();
-        if (p.out == QGemmOutput::f32) {
+        if (final_out != QGemmOutput::s32) {
             p.b_scale = cfg_.b_scale.scalar;
             p.b_scales = cfg_.b_scale.columns();
             p.bias = cfg_.bias.empty() ? nullptr : cfg_.bias.data();
@@ -277,8 +316,12 @@ public:
             align64(reinterpret_cast<std::uintptr_t>(ctx.workspace())));
         const std::size_t ws_bytes =
             ctx.workspace_bytes() - static_cast<std::size_t>(ws - static_cast<unsigned char*>(ctx.workspace()));
-        constexpr std::size_t out_bytes = 4;  // f32 or s32
-        auto* y = static_cast<unsigned char*>(ctx.output(0).raw);
+        const std::size_t out_bytes =
+            p.out == QGemmOutput::u8 || p.out == QGemmOutput::s8 ? 1 : 4;
+        // With QGemm's C: the s32 product goes to the output itself (f32, 4 bytes too) or to
+        // the workspace (u8/s8), then add_c_epilogue.
+        auto* out = static_cast<unsigned char*>(ctx.output(0).raw);
+        unsigned char* y = add_c && final_out != QGemmOutput::f32 ? ws + l.a_bytes : out;
         DynamicQuantParams q;
         if (cfg_.kind == QKind::dynamic_quantize_matmul) {
             q = dynamic_quant_params(quant_range(a.data<float>(), m * cfg_.k));
@@ -291,10 +334,11 @@ public:
         }
         if (team == 1) {
             // qgemm's own threads over the whole product.
-            if (!qgemm_packed(m, aq, cfg_.k, *packed_, y, cfg_.n, p, ws + l.a_bytes,
-                              ws_bytes - l.a_bytes))
+            if (!qgemm_packed(m, aq, cfg_.k, *packed_, y, cfg_.n, p, ws + l.gemm_offset(),
+                              ws_bytes - l.gemm_offset()))
                 return Status(ErrorCode::resource_exhausted,
                               "out of memory for the INT8 GEMM's buffers");
+            if (add_c) add_c_epilogue(m, reinterpret_cast<const std::int32_t*>(y), p, final_out, out);
             return Status::ok();
         }
         // Row slices, one per thread, each quantized (DynamicQuantizeMatMul) and multiplied by
@@ -309,7 +353,8 @@ public:
                 if (l.quantize != nullptr)
                     quantize_into(l.x + r0 * cfg_.k, (r1 - r0) * cfg_.k, *l.quantize,
                                   ws + r0 * cfg_.k, /*threads=*/false);
-                unsigned char* tws = ws + l.a_bytes + static_cast<std::size_t>(t) * l.slice_bytes;
+                unsigned char* tws =
+                    ws + l.gemm_offset() + static_cast<std::size_t>(t) * l.slice_bytes;
                 if (!qgemm_packed(r1 - r0, a8 + r0 * cfg_.k, cfg_.k, *packed_,
                                   y + static_cast<std::size_t>(r0 * cfg_.n) * out_bytes, cfg_.n, p,
                                   tws, l.slice_bytes))
@@ -318,6 +363,7 @@ public:
         });
         if (failed.load())
             return Status(ErrorCode::resource_exhausted, "out of memory for the INT8 GEMM's buffers");
+        if (add_c) add_c_epilogue(m, reinterpret_cast<const std::int32_t*>(y), p, final_out, out);
         return Status::ok();
     }
 
@@ -337,8 +383,37 @@ private:
         return std::min(m, (m * t / team + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
     }
 
+    /// QGemm with C: y = C added to the s32 product, then dequantized (f32, in place: s32
+    /// and y share the output) or requantized as the reference kernel does (ops/quantize.hpp).
+    void add_c_epilogue(int64_t m, const std::int32_t* s32, const QGemmParams& p, QGemmOutput out,
+                        unsigned char* y) const noexcept {
+        const int64_t n = cfg_.n;
+        parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+                     [&](int64_t r0, int64_t r1) {
+            for (int64_t i = r0; i < r1; ++i) {
+                const std::int32_t* cr = cfg_.c.data() + (cfg_.c_rows == 1 ? 0 : i) * cfg_.c_cols;
+                for (int64_t j = 0; j < n; ++j) {
+                    const std::int32_t c =
+                        add_wrapping(s32[i * n + j], cr[cfg_.c_cols == 1 ? 0 : j]);
+                    const float bs = p.b_scales != nullptr ? p.b_scales[j] : p.b_scale;
+                    const int64_t o = i * n + j;
+                    if (out == QGemmOutput::f32)
+                        reinterpret_cast<float*>(y)[o] = dequantize_product(c, p.a_scale, bs, nullptr);
+                    else if (out == QGemmOutput::u8)
+                        y[o] = requantize_product<std::uint8_t>(c, p.a_scale, bs, nullptr,
+                                                                p.y_scale, p.y_zero);
+                    else
+                        reinterpret_cast<std::int8_t*>(y)[o] = requantize_product<std::int8_t>(
+                            c, p.a_scale, bs, nullptr, p.y_scale, p.y_zero);
+                }
+            }
+        });
+    }
+
     struct Layout {
         std::size_t a_bytes = 0;      ///< the quantized A (DynamicQuantizeMatMul), aligned
+        std::size_t c_bytes = 0;      ///< QGemm with C and an 8-bit output: the s32 product
+        std::size_t gemm_offset() const noexcept { return a_bytes + c_bytes; }
         std::size_t slice_bytes = 0;  ///< one row slice's qgemm buffers, aligned
         std::size_t total = 0;        ///< with the alignment slack
         const float* x = nullptr;                        ///< run: A to quantize per slice
@@ -348,11 +423,13 @@ private:
         Layout l;
         if (cfg_.kind == QKind::dynamic_quantize_matmul)
             l.a_bytes = align64(static_cast<std::size_t>(m * cfg_.k));
+        if (!cfg_.c.empty() && cfg_.out != QGemmOutput::f32)
+            l.c_bytes = align64(static_cast<std::size_t>(m * cfg_.n) * 4);
         int64_t rows = 0;
         for (int64_t t = 0; t < team; ++t)
             rows = std::max(rows, slice_begin(m, team, t + 1) - slice_begin(m, team, t));
-        l.slice_bytes = align64(qgemm_workspace_bytes(rows, *packed_, 1));
-        l.total = 64 + l.a_bytes + static_cast<std::size_t>(team) * l.slice_bytes;
+        l.slice_bytes = team == 0 ? 0 : align64(qgemm_workspace_bytes(rows, *packed_, 1));
+        l.total = 64 + l.gemm_offset() + static_cast<std::size_t>(team) * l.slice_bytes;
         return l;
     }
 
@@ -384,20 +461,25 @@ bool read_column_param(const KernelCreateContext& ctx, int i, int64_t n, ColumnP
     return true;
 }
 
-/// The fast kernel for a node whose inputs (B at 1, b_scale/b_zero_point/bias at the given
-/// indices, -1 for absent) fit; unsupported otherwise (the reference kernel runs the node).
+/// The fast kernel for a node whose inputs (B at cfg.b_input, b_scale/b_zero_point/bias at the
+/// given indices, -1 for absent) fit; unsupported otherwise (the reference kernel runs the node).
 StatusOr<std::unique_ptr<Kernel>> make_qmatmul(const KernelCreateContext& ctx, QConfig cfg,
                                                int b_scale, int b_zero, int bias) {
     if (ctx.creating_fallback())
         return Status::error(ErrorCode::unsupported, "qgemm: not as another kernel's fallback");
-    const Tensor* b = ctx.constant_input(1);
+    const Tensor* b = ctx.constant_input(cfg.b_input);
     if (b == nullptr || (b->dtype() != DType::i8 && b->dtype() != DType::u8) ||
         b->num_dims() != 2 || b->num_elements() == 0)
         return Status::error(ErrorCode::unsupported, "a constant 2-D int8/uint8 B only");
-    cfg.k = b->shape()[0];
-    cfg.n = b->shape()[1];
-    if (b_scale >= 0 && !read_column_param(ctx, b_scale, cfg.n, cfg.b_scale))
-        return Status::error(ErrorCode::unsupported, "a constant b_scale of 1 or N values only");
+    cfg.k = b->shape()[cfg.b_transposed ? 1 : 0];
+    cfg.n = b->shape()[cfg.b_transposed ? 0 : 1];
+    if (b_scale >= 0) {
+        const Tensor* t = ctx.constant_input(b_scale);
+        if (t == nullptr || t->dtype() != DType::f32 ||
+            !read_column_param(ctx, b_scale, cfg.n, cfg.b_scale))
+            return Status::error(ErrorCode::unsupported,
+                                 "a constant float32 b_scale of 1 or N values only");
+    }
     if (b_zero >= 0) {
         const Tensor* z = ctx.constant_input(b_zero);
         if ((ctx.has_input(b_zero) && (z == nullptr || z->dtype() != b->dtype())) ||
@@ -416,7 +498,8 @@ StatusOr<std::unique_ptr<Kernel>> make_qmatmul(const KernelCreateContext& ctx, Q
     const std::shared_ptr<WeightStore> store = ctx.weight_store();
     DSINFER_ASSIGN_OR_RETURN(auto packed,
                              packed_qb_form(*store, store->source(*b), b->raw_data(),
-                                            b->dtype() == DType::u8, cfg.k, cfg.n, false));
+                                            b->dtype() == DType::u8, cfg.k, cfg.n,
+                                            cfg.b_transposed));
     return make_kernel<QMatMulKernel>(std::move(fallback), std::move(packed), std::move(cfg));
 }
 
@@ -456,7 +539,81 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&
     return make_qmatmul(ctx, std::move(cfg), -1, 3, -1);
 }
 
+/// A constant float32 of one element at input i (a_scale, y_scale), or nullptr.
+const float* constant_scalar_f32(const KernelCreateContext& ctx, int i) {
+    const Tensor* t = ctx.has_input(i) ? ctx.constant_input(i) : nullptr;
+    return t != nullptr && t->dtype() == DType::f32 && t->num_elements() == 1 ? t->data<float>()
+                                                                              : nullptr;
+}
+
+/// The requantized output's y_scale (input `ys`) and y_zero_point (input `yz`, optional: u8
+/// when absent), constants of one element; false when they are not.
+bool read_output_quant(const KernelCreateContext& ctx, int ys, int yz, QConfig& cfg) {
+    const float* s = constant_scalar_f32(ctx, ys);
+    if (s == nullptr) return false;
+    cfg.y_scale = *s;
+    cfg.out = QGemmOutput::u8;
+    if (!ctx.has_input(yz)) return true;
+    const Tensor* z = ctx.constant_input(yz);
+    if (z == nullptr || z->num_elements() != 1) return false;
+    if (z->dtype() == DType::u8) cfg.y_zero = *z->data<std::uint8_t>();
+    else if (z->dtype() == DType::i8) cfg.y_zero = *z->data<std::int8_t>(), cfg.out = QGemmOutput::s8;
+    else return false;
+    return true;
+}
+
+/// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+/// float32 scales; a_scale, y_scale and y_zero_point constants of one element (a per-row
+/// a_zero_point at run time goes to the fallback).
+StatusOr<std::unique_ptr<Kernel>> make_qlinear_matmul(const KernelCreateContext& ctx) {
+    QConfig cfg;
+    cfg.kind = QKind::qlinear_matmul;
+    cfg.b_input = 3;
+    cfg.a_scale_input = 1;
+    cfg.a_zero_input = 2;
+    if (constant_scalar_f32(ctx, 1) == nullptr || !read_output_quant(ctx, 6, 7, cfg))
+        return Status::error(ErrorCode::unsupported,
+                             "QLinearMatMul: constant float32 a_scale, y_scale of one element only");
+    cfg.release_b = scalar_input(ctx, 2);
+    return make_qmatmul(ctx, std::move(cfg), 4, 5, -1);
+}
+
+/// com.microsoft QGemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?,
+/// y_zero_point?): transA = 0, B constant (transB either), alpha, C a constant int32 [N], [1, N],
+/// [M|1, N|1] or scalar; float32 output, or requantized with constant y_scale / y_zero_point.
+StatusOr<std::unique_ptr<Kernel>> make_qgemm(const KernelCreateContext& ctx) {
+    QConfig cfg;
+    cfg.kind = QKind::qgemm;
+    cfg.b_input = 3;
+    cfg.a_scale_input = 1;
+    cfg.a_zero_input = 2;
+    const Node& node = ctx.node();
+    DSINFER_ASSIGN_OR_RETURN(cfg.alpha, node.attr_or<float>("alpha", 1.f));
+    DSINFER_ASSIGN_OR_RETURN(int64_t ta, node.attr_or<int64_t>("transA", 0));
+    DSINFER_ASSIGN_OR_RETURN(int64_t tb, node.attr_or<int64_t>("transB", 0));
+    if (ta != 0) return Status::error(ErrorCode::unsupported, "QGemm: transA = 0 only");
+    cfg.b_transposed = tb != 0;
+    if (constant_scalar_f32(ctx, 1) == nullptr)
+        return Status::error(ErrorCode::unsupported, "QGemm: a constant float32 a_scale only");
+    if (ctx.has_input(7) && !read_output_quant(ctx, 7, 8, cfg))
+        return Status::error(ErrorCode::unsupported,
+                             "QGemm: constant y_scale / y_zero_point of one element only");
+    if (ctx.has_input(6)) {
+        const Tensor* c = ctx.constant_input(6);
+        if (c == nullptr || c->dtype() != DType::i32 || c->num_dims() > 2)
+            return Status::error(ErrorCode::unsupported, "QGemm: a constant int32 C only");
+        const Shape& cs = c->shape();
+        cfg.c_cols = cs.rank() >= 1 ? cs[cs.rank() - 1] : 1;
+        cfg.c_rows = cs.rank() == 2 ? cs[0] : 1;
+        cfg.c.assign(c->data<std::int32_t>(), c->data<std::int32_t>() + c->num_elements());
+    }
+    cfg.release_b = scalar_input(ctx, 2);
+    return make_qmatmul(ctx, std::move(cfg), 4, 5, -1);
+}
+
 }  // namespace
+
+void register_fast_qdq(KernelRegistry& r);  // fast_qdq.cpp: QuantizeLinear, DequantizeLinear
 
 void register_fast_qmatmul(KernelRegistry& r) {
     using fast::FastKernel;
@@ -464,10 +621,16 @@ void register_fast_qmatmul(KernelRegistry& r) {
           &make_with_fallback<DynamicQuantizeLinearKernel>, kPriorityCpu, "cpu");
     r.add({"MatMulInteger", "", 10, kMaxOpset, DeviceKind::cpu}, &make_matmul_integer,
           kPriorityCpu, "cpu");
-    r.add({"DynamicQuantizeMatMul", kDsinferDomain, 1, 1, DeviceKind::cpu},
-          &make_dynamic_quantize_matmul, kPriorityCpu, "cpu");
-    r.add({"MatMulIntegerToFloat", kDsinferDomain, 1, 1, DeviceKind::cpu},
-          &make_matmul_integer_to_float, kPriorityCpu, "cpu");
+    r.add({"QLinearMatMul", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_matmul,
+          kPriorityCpu, "cpu");
+    for (const char* domain : {kDsinferDomain, "com.microsoft"}) {
+        r.add({"DynamicQuantizeMatMul", domain, 1, 1, DeviceKind::cpu},
+              &make_dynamic_quantize_matmul, kPriorityCpu, "cpu");
+        r.add({"MatMulIntegerToFloat", domain, 1, 1, DeviceKind::cpu},
+              &make_matmul_integer_to_float, kPriorityCpu, "cpu");
+    }
+    r.add({"QGemm", "com.microsoft", 1, 1, DeviceKind::cpu}, &make_qgemm, kPriorityCpu, "cpu");
+    register_fast_qdq(r);
 }
 
 }  // namespace dsinfer::detail

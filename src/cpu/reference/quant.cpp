@@ -594,7 +594,9 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&
     return make_kernel<MatMulIntegerKernel>();
 }
 
-/// a_scale * b_scale / y_scale in the precision of the scales' type.
+/// a_scale * b_scale / y_scale in the precision of the scales' type (16-bit and f64 scales;
+/// float32 scales requantize as ops/quantize.hpp's requantize_product, the order qgemm's fused
+/// epilogue computes: (float(acc) * (a_scale * b_scale)) / y_scale, each rounded to f32).
 inline double requant_multiplier(DType t, double sa, double sb, double sy) noexcept {
     if (t == DType::f64) return sa * sb / sy;
     const float p = round_to(t, static_cast<float>(sa) * static_cast<float>(sb));
@@ -674,6 +676,13 @@ public:
                             std::int64_t j, std::int64_t acc) {
                             const double sa = read_element_as_double(as, st, mp.as.index(ab, i));
                             const double sb = read_element_as_double(bs, st, mp.bs.index(bb, j));
+                            if (st == DType::f32) {  // the fast kernels' order (ops/quantize.hpp)
+                                yp[o] = requantize_product<Q>(
+                                    static_cast<std::int32_t>(acc), static_cast<float>(sa),
+                                    static_cast<float>(sb), nullptr, static_cast<float>(ys),
+                                    static_cast<std::int32_t>(yz));
+                                return;
+                            }
                             const double mult = requant_multiplier(st, sa, sb, ys);
                             yp[o] = saturate_round<Q>(static_cast<double>(acc) * mult, yz);
                         });
@@ -1136,6 +1145,8 @@ private:
 
 }  // namespace
 
+void register_quant_ms_matmul_kernels(KernelRegistry& r);  // quant_ms_matmul.cpp: QGemm
+
 void register_quant_kernels(KernelRegistry& r) {
     r.add({"QuantizeLinear", "", 10, kMaxOpset, DeviceKind::cpu}, &make_quantize);
     r.add({"DequantizeLinear", "", 10, kMaxOpset, DeviceKind::cpu}, &make_dequantize);
@@ -1144,15 +1155,20 @@ void register_quant_kernels(KernelRegistry& r) {
     r.add({"QLinearMatMul", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_matmul);
     r.add({"ConvInteger", "", 10, kMaxOpset, DeviceKind::cpu}, &make_conv_integer);
     r.add({"QLinearConv", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_conv);
-    r.add({"DynamicQuantizeMatMul", kDsinferDomain, 1, 1, DeviceKind::cpu},
-          [](const KernelCreateContext& c) {
-              return make_dequant_matmul<DynamicQuantizeMatMulKernel>(c, 3, 5, {{2, "b_scale"}});
-          });
-    r.add({"MatMulIntegerToFloat", kDsinferDomain, 1, 1, DeviceKind::cpu},
-          [](const KernelCreateContext& c) {
-              return make_dequant_matmul<MatMulIntegerToFloatKernel>(
-                  c, 4, 7, {{2, "a_scale"}, {3, "b_scale"}});
-          });
+    // com.microsoft (ONNX Runtime's contrib ops of the same inputs and semantics): one kernel.
+    for (const char* domain : {kDsinferDomain, "com.microsoft"}) {
+        r.add({"DynamicQuantizeMatMul", domain, 1, 1, DeviceKind::cpu},
+              [](const KernelCreateContext& c) {
+                  return make_dequant_matmul<DynamicQuantizeMatMulKernel>(c, 3, 5,
+                                                                          {{2, "b_scale"}});
+              });
+        r.add({"MatMulIntegerToFloat", domain, 1, 1, DeviceKind::cpu},
+              [](const KernelCreateContext& c) {
+                  return make_dequant_matmul<MatMulIntegerToFloatKernel>(
+                      c, 4, 7, {{2, "a_scale"}, {3, "b_scale"}});
+              });
+    }
+    register_quant_ms_matmul_kernels(r);
 }
 
 }  // namespace dsinfer::detail
