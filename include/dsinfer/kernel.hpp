@@ -138,6 +138,10 @@ public:
     virtual Device device() const noexcept { return {}; }
     /// EngineOptions::precision is tf32: float32 GEMMs may use tf32 tensor cores.
     virtual bool allow_tf32() const noexcept { return false; }
+    /// The width at which a CPU engine holds the float32 weights of its GEMMs and convolutions
+    /// (EngineOptions::precision): f32, or f16 / bf16 (half-width packed weights, float32
+    /// activations and accumulation). Kernels that cannot hold a weight so keep it in f32.
+    virtual DType weight_precision() const noexcept { return DType::f32; }
     /// EngineOptions::algo_search is measure: a kernel with several algorithms for one shape
     /// (the CPU convolutions) times them on that shape at prepare and runs the fastest, instead
     /// of following its cost rule.

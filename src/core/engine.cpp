@@ -20,6 +20,7 @@
 #include "dsinfer/backends/cpu.hpp"
 #include "dsinfer/memory_pool.hpp"
 #include "onnx/onnx_loader.hpp"
+#include "passes/precision.hpp"
 
 namespace dsinfer {
 
@@ -66,10 +67,13 @@ Status validate_options(const EngineOptions& o) {
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
     DSINFER_RETURN_IF_ERROR(host_backends(o.backends).status());
     DSINFER_RETURN_IF_ERROR(device_backend(o.device).status());
-    if (o.precision != Precision::fp32 && o.device == "cpu")
+    // On the CPU, fp16 / bf16 hold the MatMul/Gemm weights at half width (float32 activations
+    // and accumulation); tf32 is a tensor-core mode only.
+    if (o.precision == Precision::tf32 && o.device == "cpu")
         return Status::error(ErrorCode::invalid_argument,
-                             "EngineOptions::precision other than fp32 needs a CUDA device "
-                             "(EngineOptions::device = \"cuda\")");
+                             "EngineOptions::precision tf32 needs a CUDA device "
+                             "(EngineOptions::device = \"cuda\"); the CPU takes fp32, fp16 "
+                             "or bf16");
     DSINFER_CHECK(o.optimization_level >= 0 && o.optimization_level <= 3,
                   ErrorCode::invalid_argument,
                   "EngineOptions::optimization_level must be 0..3, got ", o.optimization_level);
@@ -149,6 +153,13 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         register_backends(impl->options, impl->registry);
         add_custom_kernels(impl->options, impl->registry);
         throw_if_error(graph.sort_topologically());
+        // A float16 / bfloat16 model on a CPU engine computes in float32 on the fast kernels
+        // (most ops' only half-width CPU kernels are the reference ones), its interface kept;
+        // unless the engine runs the reference kernels alone (the oracle).
+        if (impl->options.device == "cpu" &&
+            std::any_of(impl->options.backends.begin(), impl->options.backends.end(),
+                        [](const std::string& b) { return b != reference_backend()->name(); }))
+            (void)detail::widen_half_float_compute(graph, &kernel_evaluator()).value_or_throw();
         {
             OptimizeOptions oo;
             oo.level = impl->options.optimization_level;
@@ -182,6 +193,10 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         detail::CompileOptions co;
         co.device_runtime = runtime;
         co.allow_tf32 = impl->options.precision == Precision::tf32;
+        if (device == nullptr && impl->options.precision == Precision::fp16)
+            co.weight_precision = DType::f16;
+        if (device == nullptr && impl->options.precision == Precision::bf16)
+            co.weight_precision = DType::bf16;
         co.cuda_graphs = impl->options.cuda_graphs;
         co.measure_algorithms = impl->options.algo_search == AlgoSearch::measure;
         co.registry = &impl->registry;

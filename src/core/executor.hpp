@@ -78,6 +78,9 @@ struct CompileOptions {
     std::shared_ptr<DeviceRuntime> device_runtime;
     /// EngineOptions::precision == tf32 (KernelCreateContext::allow_tf32).
     bool allow_tf32 = false;
+    /// CPU engines: EngineOptions::precision fp16 / bf16 as f16 / bf16, else f32
+    /// (KernelCreateContext::weight_precision).
+    DType weight_precision = DType::f32;
     /// EngineOptions::algo_search == measure (KernelCreateContext::measure_algorithms).
     bool measure_algorithms = false;
     /// EngineOptions::cuda_graphs: capture a whole run per shape class and replay it.

@@ -72,6 +72,7 @@ public:
         return options_.device_runtime ? options_.device_runtime->device() : Device{};
     }
     bool allow_tf32() const noexcept override { return options_.allow_tf32; }
+    DType weight_precision() const noexcept override { return options_.weight_precision; }
     bool measure_algorithms() const noexcept override { return options_.measure_algorithms; }
     std::shared_ptr<WeightStore> weight_store() const override { return options_.weights; }
 

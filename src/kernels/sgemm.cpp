@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #if defined(_OPENMP)
@@ -73,32 +74,79 @@ struct Family {
 /// How many panels ahead the tiles prefetch B.
 constexpr int64_t kPrefetchPanels = 2;
 
+// Each ISA level: the f32 family, then the half-width ones (B widened as loaded: bf16 by a
+// 16-bit shift, f16 by vcvtph2ps) on the same tile shape and blocking (SG_W, SG_MR, SG_KC,
+// SG_MC, SG_FMA and SG_SPLAT stay defined for them; sgemm_kernels.inc #undefs only the B
+// macros).
 #if DSINFER_SGEMM_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2,fma")
 #if defined(__clang__)  // clang ignores #pragma GCC target
 #pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
 #endif
-namespace avx512 {
 #define SG_W 16
 #define SG_MR 12
 #define SG_KC 192
 #define SG_MC 144
 #define SG_FMA(a, b, c) ((V)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define SG_SPLAT(p) ((V)_mm512_set1_ps(*(p)))
+namespace avx512 {
 #include "kernels/sgemm_kernels.inc"
 }  // namespace avx512
+namespace avx512_bf16w {
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) ((V)_mm512_castsi512_ps(_mm512_slli_epi32( \
+    _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16)))
+#include "kernels/sgemm_kernels.inc"
+}  // namespace avx512_bf16w
+namespace avx512_f16 {
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) \
+    ((V)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))))
+#include "kernels/sgemm_kernels.inc"
+}  // namespace avx512_f16
+#undef SG_FMA
+#undef SG_SPLAT
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
 #pragma GCC pop_options
 
+// bf16 B in K pairs on vdpbf16ps (AVX512_BF16), A rounded to bf16 pairs as it is packed; the
+// AVX-512 tile shape and blocking.
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512bf16,avx2,fma")
 #if defined(__clang__)  // clang ignores #pragma GCC target
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16,avx2,fma"))), apply_to = function)
 #endif
-namespace avx2 {
+namespace avx512_bf16 {
+#define SG_PAIRS 1
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) ((__m512bh)_mm512_loadu_si512(p))
+#define SG_SPLAT(p) ((__m512bh)_mm512_set1_epi32(static_cast<int>(*(p))))
+#define SG_FMA(a, b, c) ((V)_mm512_dpbf16_ps((__m512)(c), (a), (b)))
+#include "kernels/sgemm_kernels.inc"
+}  // namespace avx512_bf16
+#undef SG_W
+#undef SG_MR
+#undef SG_KC
+#undef SG_MC
+#undef SG_FMA
+#undef SG_SPLAT
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
+// (F16C, for the f16 family, comes with every AVX2 CPU; simd.cpp's AVX2 level assumes it too.)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#endif
 #define SG_W 8
 #define SG_MR 6
 #define SG_KC 256
@@ -106,29 +154,99 @@ namespace avx2 {
 #define SG_FMA(a, b, c) ((V)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #define SG_SPLAT(p) ((V)_mm256_broadcast_ss(p))
 #define SG_PACK_AVX2 1
+namespace avx2 {
 #include "kernels/sgemm_kernels.inc"
 }  // namespace avx2
+namespace avx2_bf16 {
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) ((V)_mm256_castsi256_ps(_mm256_slli_epi32( \
+    _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)))
+#include "kernels/sgemm_kernels.inc"
+}  // namespace avx2_bf16
+namespace avx2_f16 {
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) ((V)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))
+#include "kernels/sgemm_kernels.inc"
+}  // namespace avx2_f16
+#undef SG_W
+#undef SG_MR
+#undef SG_KC
+#undef SG_MC
+#undef SG_FMA
+#undef SG_SPLAT
+#undef SG_PACK_AVX2
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
 #pragma GCC pop_options
 #endif
 
-namespace baseline {
 inline auto splat4(const float* p) noexcept {
     typedef float V4 __attribute__((vector_size(16)));
     const float s = *p;
     return V4{s, s, s, s};
 }
+
+// Portable widening of 4 half-width values (exact: every f16 and bf16 is a float).
+namespace widen {
+typedef float V4 __attribute__((vector_size(16)));
+typedef std::uint32_t U4 __attribute__((vector_size(16)));
+inline V4 bits(U4 u) noexcept {
+    V4 v;
+    std::memcpy(&v, &u, sizeof v);
+    return v;
+}
+inline V4 bf16(const std::uint16_t* p) noexcept {
+    return bits(U4{p[0], p[1], p[2], p[3]} << 16);
+}
+/// IEEE half to float: the exponent rebiased; inf/NaN kept; subnormals normalized through a
+/// float subtraction (exact).
+inline V4 f16(const std::uint16_t* p) noexcept {
+    const U4 h{p[0], p[1], p[2], p[3]};
+    U4 o = (h & 0x7fffu) << 13;
+    const U4 e = o & (0x7c00u << 13);
+    o += (127u - 15u) << 23;
+    o += (U4)(e == (0x7c00u << 13)) & ((128u - 16u) << 23);  // inf / NaN
+    V4 sub = bits(o + (1u << 23)) - bits(U4{113u << 23, 113u << 23, 113u << 23, 113u << 23});
+    U4 sub_bits;
+    std::memcpy(&sub_bits, &sub, sizeof sub_bits);
+    const U4 is_sub = (U4)(e == 0u);
+    o = (sub_bits & is_sub) | (o & ~is_sub);
+    return bits(o | ((h & 0x8000u) << 16));
+}
+}  // namespace widen
+
 #define SG_W 4
 #define SG_MR 6
 #define SG_KC 256
 #define SG_MC 96
 #define SG_FMA(a, b, c) ((c) + (a) * (b))
 #define SG_SPLAT(p) splat4(p)
+namespace baseline {
 #include "kernels/sgemm_kernels.inc"
 }  // namespace baseline
+namespace baseline_bf16 {
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) widen::bf16(p)
+#include "kernels/sgemm_kernels.inc"
+}  // namespace baseline_bf16
+namespace baseline_f16 {
+#define SG_BT std::uint16_t
+#define SG_BDATA(b) ((b).half.get())
+#define SG_LDB(p) widen::f16(p)
+#include "kernels/sgemm_kernels.inc"
+}  // namespace baseline_f16
+#undef SG_W
+#undef SG_MR
+#undef SG_KC
+#undef SG_MC
+#undef SG_FMA
+#undef SG_SPLAT
 
+/// The f32 family of `isa`: its tile shape and blocking are every family's at that ISA.
 const Family& family(fast::Isa isa) noexcept {
 #if DSINFER_SGEMM_X86
     if (isa == fast::Isa::avx512) return avx512::kFamily;
@@ -136,6 +254,18 @@ const Family& family(fast::Isa isa) noexcept {
 #endif
     (void)isa;
     return baseline::kFamily;
+}
+
+/// The family that runs `b` (its ISA, element type and layout).
+const Family& family(const PackedB& b) noexcept {
+    if (b.dtype == DType::f32) return family(b.isa);
+#if DSINFER_SGEMM_X86
+    if (b.pairs) return avx512_bf16::kFamily;
+    const bool bf = b.dtype == DType::bf16;
+    if (b.isa == fast::Isa::avx512) return bf ? avx512_bf16w::kFamily : avx512_f16::kFamily;
+    if (b.isa == fast::Isa::avx2) return bf ? avx2_bf16::kFamily : avx2_f16::kFamily;
+#endif
+    return b.dtype == DType::bf16 ? baseline_bf16::kFamily : baseline_f16::kFamily;
 }
 
 struct AlignedDelete {
@@ -176,6 +306,53 @@ inline void cpu_relax() noexcept {
 
 fast::Isa sgemm_isa() noexcept { return fast::active_isa(); }
 
+bool sgemm_bf16_dot(fast::Isa isa) noexcept {
+#if DSINFER_SGEMM_X86
+    static const bool has = __builtin_cpu_supports("avx512bf16");
+    return has && isa == fast::Isa::avx512 && sgemm_isa() == fast::Isa::avx512;
+#else
+    (void)isa;
+    return false;
+#endif
+}
+
+const char* packed_b_target(const PackedB& b) noexcept {
+    return b.pairs ? "avx512_bf16" : fast::isa_name(b.isa);
+}
+
+PackedB narrow_packed_b(const PackedB& b, DType dtype, bool bf16_dot) {
+    PackedB out = b;
+    out.data.reset();
+    out.dtype = dtype;
+    out.pairs = dtype == DType::bf16 && bf16_dot && sgemm_bf16_dot(b.isa);
+    const auto count = static_cast<std::size_t>(out.panels * out.nr * out.k_stored());
+    auto* h = static_cast<std::uint16_t*>(::operator new[](
+        std::max<std::size_t>(count, 1) * sizeof(std::uint16_t), std::align_val_t{64}));
+    out.half = std::shared_ptr<std::uint16_t>(h, [](std::uint16_t* p) {
+        ::operator delete[](p, std::align_val_t{64});
+    });
+    if (count == 0) return out;
+    const fast::SimdOps& s = fast::simd();
+    const auto convert = dtype == DType::bf16 ? s.f32_to_bf16 : s.f32_to_f16;
+    const float* src = b.data.get();
+    if (!out.pairs) {  // the same positions: one conversion of the whole buffer
+        convert(src, h, static_cast<std::int64_t>(count));
+        return out;
+    }
+    std::fill(h, h + count, std::uint16_t{0});  // an odd K's partner rows
+    const int64_t k = b.k;
+    parallel_for(b.panels, 1, [&](int64_t p0, int64_t p1) {
+        std::uint16_t row[64];
+        for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t pi = p0; pi < p1; ++pi) {
+                const int64_t j0 = pi * b.nr;
+                convert(src + packed_b_index(b, kk, j0), row, b.nr);
+                for (int64_t j = 0; j < b.nr; ++j) h[packed_b_index(out, kk, j0 + j)] = row[j];
+            }
+    });
+    return out;
+}
+
 PackedB packed_b_zeros(int64_t k, int64_t n, fast::Isa isa) {
     if (static_cast<int>(isa) > static_cast<int>(sgemm_isa())) isa = sgemm_isa();
     const Family& f = family(isa);
@@ -193,7 +370,10 @@ PackedB packed_b_zeros(int64_t k, int64_t n, fast::Isa isa) {
     return out;
 }
 
-PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa isa) {
+PackedB pack_b(const float* b, int64_t k, int64_t n, bool transposed, fast::Isa isa,
+               DType dtype, bool bf16_dot) {
+    if (dtype != DType::f32)
+        return narrow_packed_b(pack_b(b, k, n, transposed, isa), dtype, bf16_dot);
     PackedB out = packed_b_zeros(k, n, isa);
     const Family& f = family(out.isa);
     float* p = out.data.get();
@@ -327,7 +507,7 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
             }
         return true;
     }
-    const Family& f = family(b.isa);
+    const Family& f = family(b);
     const int64_t threads = max_threads();
     const Split split = split_for(f, m, b.k, b.n, ldc, threads);
     // The caller's workspace, when it holds the whole layout (64-byte aligned inside it);

@@ -1,19 +1,42 @@
 // The weight-store forms of dsinfer's own compute kernels (weight_forms.hpp).
 #include "kernels/weight_forms.hpp"
 
+#include <string>
+
 #include "kernels/qgemm.hpp"
 
 namespace dsinfer::detail {
 
+namespace {
+
+/// A layout name with its half-width suffix (".f16", ".bf16"; none for f32).
+std::string with_width(const char* layout, DType dtype) {
+    std::string name = layout;
+    if (dtype == DType::f16) name += ".f16";
+    if (dtype == DType::bf16) name += ".bf16";
+    return name;
+}
+
+/// The target of a B packed for sgemm at the active ISA as `dtype` (what packed_b_target
+/// will say of it).
+std::string sgemm_target(DType dtype) {
+    const fast::Isa isa = sgemm_isa();
+    return dtype == DType::bf16 && sgemm_bf16_dot(isa) ? "avx512_bf16" : fast::isa_name(isa);
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const PackedB>> packed_b_form(WeightStore& store, WeightStore::Source source,
                                                        const float* b, std::int64_t k,
-                                                       std::int64_t n, bool transposed) {
+                                                       std::int64_t n, bool transposed,
+                                                       DType dtype) {
     const fast::Isa isa = sgemm_isa();
     return store.get<PackedB>(source, WeightKind::packed,
-                              transposed ? "sgemm.packed_b.trans" : "sgemm.packed_b",
-                              fast::isa_name(isa), [&]() -> StatusOr<WeightBuild<PackedB>> {
+                              with_width(transposed ? "sgemm.packed_b.trans" : "sgemm.packed_b",
+                                         dtype),
+                              sgemm_target(dtype), [&]() -> StatusOr<WeightBuild<PackedB>> {
                                   auto p = std::make_shared<const PackedB>(
-                                      pack_b(b, k, n, transposed, isa));
+                                      pack_b(b, k, n, transposed, isa, dtype));
                                   return WeightBuild<PackedB>{p, p->bytes()};
                               });
 }

@@ -4,6 +4,8 @@
 // target is the ISA level whose micro-kernels the packing is for (fast::isa_name).
 //
 //   "sgemm.packed_b" / "sgemm.packed_b.trans"  packed  B [K, N] (or B stored [N, K]) for sgemm_packed
+//   "sgemm.packed_b[.trans].f16" / ".bf16"     packed  the same at half width (CPU precision fp16/bf16;
+//                                              target "avx512_bf16" for vdpbf16ps' K pairs)
 //   "conv_gemm.packed_w"                       packed  OIHW conv weights for conv_gemm_* (K = c*kh*kw)
 //   "winograd_f4x3.u"                          derived Winograd F(4x4, 3x3) transform G g G^T
 //   "qgemm.packed_b" / "qgemm.packed_b.trans"  packed  s8/u8 B [K, N] (or stored [N, K]) for qgemm_packed,
@@ -25,10 +27,12 @@
 namespace dsinfer::detail {
 
 /// B (the constant `b`, k x n; stored [n, k] when `transposed`) packed for sgemm_packed at
-/// the active ISA.
+/// the active ISA, as `dtype` (f32, or f16 / bf16 at half width: KernelCreateContext::
+/// weight_precision).
 StatusOr<std::shared_ptr<const PackedB>> packed_b_form(WeightStore& store, WeightStore::Source source,
                                                        const float* b, std::int64_t k,
-                                                       std::int64_t n, bool transposed);
+                                                       std::int64_t n, bool transposed,
+                                                       DType dtype = DType::f32);
 
 /// OIHW convolution weights packed for conv_gemm_blocked / conv_gemm_nchw's GEMM at geometry
 /// `s` (only its weight dims c, oc, kh, kw matter). `oihw` is read only when it is built.

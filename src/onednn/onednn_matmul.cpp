@@ -356,9 +356,11 @@ bool is_f32_input(const KernelCreateContext& ctx, int i) {
 bool without_brgemm() { return channel_block() < 16; }
 
 /// A constant 2-D B is left to dsinfer's packed GEMM (the "cpu" backend's MatMul/Gemm) when
-/// that backend is enabled below this one and runs it faster here.
+/// that backend is enabled below this one and runs it faster here, or holds it at half width
+/// (CPU precision fp16 / bf16: KernelCreateContext::weight_precision).
 bool leave_to_packed_gemm(const KernelCreateContext& ctx) {
-    return ctx.lower_provider("cpu") && without_brgemm();
+    return ctx.lower_provider("cpu") &&
+           (without_brgemm() || ctx.weight_precision() != DType::f32);
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const KernelCreateContext& ctx) {

@@ -2,7 +2,7 @@
 // CPU with the reference kernels: the graph keeps its float32 interface, weights and
 // intermediates become float16/bfloat16, and the converted graph computes the same function
 // within the storage precision (2e-2 fp16, 6e-2 bf16, relative to 1 + |float32 result|).
-// Also the engine's device/precision option checks.
+// Also the engine's device/precision option checks (fp16/bf16 are accepted on the CPU).
 #include <catch2/catch.hpp>
 
 #include <dsinfer/config.hpp>
@@ -72,8 +72,14 @@ TEST_CASE("engine options: devices and precisions are validated", "[precision][e
         }
     };
     EngineOptions o;
+    // On the CPU fp16 and bf16 hold the GEMM weights at half width (test_half_precision.cpp);
+    // tf32 is a tensor-core mode and needs a CUDA device.
     o.precision = Precision::fp16;
-    CHECK(code_of(o) == ErrorCode::invalid_argument);  // needs a CUDA device
+    CHECK(code_of(o) == ErrorCode::ok);
+    o.precision = Precision::bf16;
+    CHECK(code_of(o) == ErrorCode::ok);
+    o.precision = Precision::tf32;
+    CHECK(code_of(o) == ErrorCode::invalid_argument);
     o = {};
     o.device = "gpu";
     CHECK(code_of(o) == ErrorCode::invalid_argument);

@@ -12,6 +12,11 @@
 // take), where a copy here, eager or packed on the first run, would hold every weight matrix
 // twice, and packing in run() would allocate there.
 // The GEMM packs A in the node's workspace (from the activation plan).
+//
+// CPU precision fp16 / bf16 (KernelCreateContext::weight_precision): B is packed at half width
+// (rounded to nearest even; "sgemm.packed_b*.f16" / ".bf16" forms), A and C stay float32 and
+// the products accumulate in float32 (on AVX512_BF16 CPUs bf16 runs on vdpbf16ps, which rounds
+// A to bf16 as well; sgemm.hpp).
 #include <algorithm>
 
 #include "ops/activation.hpp"
@@ -116,8 +121,11 @@ StatusOr<std::unique_ptr<Kernel>> finish(const KernelCreateContext& ctx, const T
     // B packed for this ISA's micro-kernels, once per (weights, orientation, ISA) in the
     // engine's weight store: nodes reading the same weights share one copy.
     const std::shared_ptr<WeightStore> store = ctx.weight_store();
+    const DType width = ctx.weight_precision() == DType::f16 || ctx.weight_precision() == DType::bf16
+                            ? ctx.weight_precision()
+                            : DType::f32;
     DSINFER_ASSIGN_OR_RETURN(auto packed, packed_b_form(*store, store->source(b), b.data<float>(),
-                                                        cfg.k, cfg.n, cfg.transposed));
+                                                        cfg.k, cfg.n, cfg.transposed, width));
     return make_kernel<PackedMatMulKernel>(std::move(fallback), std::move(packed), std::move(cfg));
 }
 
