@@ -4,8 +4,9 @@
 //   DQ(x_q), DQ(w_q const) [, DQ(bias_i32 const)] -> Conv [-> Relu|Clip] -> Q
 //       ==> QLinearConv(x_q, xs, xz, w_q, ws, wz, ys, yz [, bias_i32])
 //   DQ(a_q), DQ(b_q const, 2-D) -> MatMul [-> Relu|Clip] -> Q ==> QLinearMatMul
-//   DQ(a_q), DQ(b_q const, 2-D) -> MatMul (no Q: ORT's OpTypesToExcludeOutputQuantization)
-//       ==> com.dsinfer MatMulIntegerToFloat(a_q, b_q, as, bs, az, bz)
+//   DQ(a_q), DQ(b_q const, 2-D) -> MatMul [-> Add(bias f32 [N])] (no Q: ORT's
+//       OpTypesToExcludeOutputQuantization) ==> com.dsinfer MatMulIntegerToFloat(a_q, b_q, as,
+//       bs, az, bz [, bias])
 //   DQ(a_q), DQ(b_q const) [, DQ(c_i32 const)] -> Gemm [-> Relu|Clip] [-> Q]
 //       ==> com.microsoft QGemm (quantized output with Q, float32 without)
 //   DQ(a_q), DQ(b_q) -> Add | Mul [-> Relu|Clip] -> Q ==> com.microsoft QLinearAdd | QLinearMul;
@@ -345,12 +346,25 @@ private:
                 finish(pattern);
                 return;
             }
-            // No Q: the float output (A's zero point one element, as MatMulIntegerToFloat has).
-            Node& f = rw.add("MatMulIntegerToFloat", kDsinferDomain,
-                             {a->data, bq->data, a->scale, bq->scale, a->zero, bq->zero},
-                             {x.outputs[0]}, x.name);
-            while (!f.inputs.empty() && f.inputs.back() == kNoValue) f.inputs.pop_back();
+            // No Q: the float output (A's zero point one element, as MatMulIntegerToFloat has),
+            // with the bias Add that follows it (a constant float32 [N]: BERT's Linear layers).
             std::vector<int> only{xi};
+            ValueId out = x.outputs[0], bias = kNoValue;
+            const int ai = ix.sole_consumer(out);
+            if (live(ai) && is_op(node(ai), "Add") && node(ai).outputs.size() == 1) {
+                const ValueId bv = other_operand(node(ai), out);
+                const Tensor* bt = ix.constant(bv);
+                if (bv != out && bt != nullptr && bt->dtype() == DType::f32 && bt->num_dims() == 1 &&
+                    bt->shape()[0] == b->shape()[1]) {
+                    bias = bv;
+                    only.push_back(ai);
+                    out = node(ai).outputs[0];
+                }
+            }
+            Node& f = rw.add("MatMulIntegerToFloat", kDsinferDomain,
+                             {a->data, bq->data, a->scale, bq->scale, a->zero, bq->zero, bias},
+                             {out}, x.name);
+            while (!f.inputs.empty() && f.inputs.back() == kNoValue) f.inputs.pop_back();
             finish(only);
         }
 

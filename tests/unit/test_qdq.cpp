@@ -540,12 +540,15 @@ TEST_CASE("qdq: MatMul islands become QLinearMatMul, or MatMulIntegerToFloat wit
         b.g.inputs.push_back(x);
         const ValueId xd = b.qdq(x, 0.03f, 120);
         const ValueId wd = b.weight({24, 19}, 1, 19);
-        const ValueId y = b.node("MatMul", {xd, wd});
+        ValueId y = b.node("MatMul", {xd, wd});
+        if (!out_q)  // the bias Add goes into MatMulIntegerToFloat
+            y = b.node("Add", {y, b.g.add_initializer("bias", positive_f32(19, 3, -1.f, 1.f))});
         const ValueId out = out_q ? b.quantize(y, 0.02f, 128) : y;
         const Graph g = b.done({out});
         const Ran r = check_fusion(g, {{"x", random_f32({2, 7, 24}, 8, 3.f)}}, 1, out_q ? 0.f : 1e-4f);
         CHECK(count_op(r, out_q ? "QLinearMatMul" : "MatMulIntegerToFloat", "cpu") == 1);
         CHECK(count_op(r, "MatMul") == 0);
+        CHECK(count_op(r, "Add") == 0);
         CHECK(count_op(r, "DequantizeLinear") == 0);
     }
 }
