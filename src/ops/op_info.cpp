@@ -481,41 +481,53 @@ Status check_inner(const ShapeContext& ctx, const Dim& ka, const Dim& kb, int b_
 }
 
 /// Gemm, FusedGemm: [M, N] from A (transA) and B (transB); C broadcasts to it.
-Status infer_gemm(ShapeContext& ctx) {
+/// Gemm's [M, N] of A (input a_in) and B (b_in) under the transposes, C (c_in) broadcast to it.
+Status infer_gemm_impl(ShapeContext& ctx, int a_in, int b_in, int c_in,
+                       std::optional<DType> dtype) {
     // FusedGemm has Gemm-13 semantics; the rule needs only the transposes (C's presence is the
     // kernels' check).
     const auto attrs = read_gemm_attrs(ctx.node(), 13, true);
     if (!attrs.is_ok()) return ctx.named(attrs.status());
     const bool ta = attrs.value().trans_a, tb = attrs.value().trans_b;
-    const SymbolicShape& a = ctx.shape(0);
-    const SymbolicShape& b = ctx.shape(1);
+    const SymbolicShape& a = ctx.shape(a_in);
+    const SymbolicShape& b = ctx.shape(b_in);
     Dim m, nn, ka, kb;
     if (a.known) {
-        if (a.rank() != 2) return ctx.input_error(0, "of shape ", a.to_string(), " is not 2-D");
+        if (a.rank() != 2) return ctx.input_error(a_in, "of shape ", a.to_string(), " is not 2-D");
         m = a.dims[ta ? 1 : 0];
         ka = a.dims[ta ? 0 : 1];
     }
     if (b.known) {
-        if (b.rank() != 2) return ctx.input_error(1, "of shape ", b.to_string(), " is not 2-D");
+        if (b.rank() != 2) return ctx.input_error(b_in, "of shape ", b.to_string(), " is not 2-D");
         nn = b.dims[tb ? 0 : 1];
         kb = b.dims[tb ? 1 : 0];
     }
-    DSINFER_RETURN_IF_ERROR(check_inner(ctx, ka, kb, 1));
+    DSINFER_RETURN_IF_ERROR(check_inner(ctx, ka, kb, b_in));
     SymbolicShape out;
     if (a.known && b.known) out = known_shape({m, nn});
-    if (out.known && ctx.has_input(2) && ctx.shape(2).known) {
-        const SymbolicShape& c = ctx.shape(2);
-        if (c.rank() > 2) return ctx.input_error(2, "of shape ", c.to_string(), " has rank > 2");
+    if (out.known && ctx.has_input(c_in) && ctx.shape(c_in).known) {
+        const SymbolicShape& c = ctx.shape(c_in);
+        if (c.rank() > 2) return ctx.input_error(c_in, "of shape ", c.to_string(), " has rank > 2");
         for (int d = 0; d < c.rank(); ++d) {
             const Dim& cd = c.dims[static_cast<std::size_t>(d)];
             const Dim& od = out.dims[static_cast<std::size_t>(d + 2 - c.rank())];
             if (differ(cd, od) && cd.value != 1)
-                return ctx.input_error(2, "of shape ", c.to_string(),
+                return ctx.input_error(c_in, "of shape ", c.to_string(),
                                        " does not broadcast to the output ", out.to_string());
         }
     }
-    ctx.set_output(0, ctx.dtype(0), std::move(out));
+    ctx.set_output(0, dtype, std::move(out));
     return Status::ok();
+}
+
+Status infer_gemm(ShapeContext& ctx) { return infer_gemm_impl(ctx, 0, 1, 2, ctx.dtype(0)); }
+
+/// com.microsoft QGemm (A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp?): [M, N] of the
+/// y_zero_point's type, uint8 with y_scale alone, float32 without y_scale.
+Status infer_qgemm(ShapeContext& ctx) {
+    std::optional<DType> dt = DType::f32;
+    if (ctx.has_input(7)) dt = ctx.has_input(8) ? ctx.dtype(8) : std::optional<DType>(DType::u8);
+    return infer_gemm_impl(ctx, 0, 3, 6, dt);
 }
 
 /// numpy matmul of inputs a_in and b_in (1-D operands promoted and their dim dropped).
@@ -1485,6 +1497,15 @@ WeightAxes matmul_integer_to_float_axes(const Node&, int input) {
     if (input == 1) return {-1, -2};
     return input == 3 || input == 5 || input == 6 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
 }
+/// com.microsoft QGemm: B at 3 ([K, N], or [N, K] with transB), its per-column b_scale and
+/// b_zero_point and C along N.
+WeightAxes qgemm_axes(const Node& n, int input) {
+    if (input == 3) {
+        const auto t = n.attr_or<std::int64_t>("transB", 0);
+        return t.is_ok() && t.value() != 0 ? WeightAxes{0, 1} : WeightAxes{1, 0};
+    }
+    return input == 4 || input == 5 || input == 6 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
+}
 WeightAxes qlinear_matmul_axes(const Node&, int input) {
     if (input == 3) return {-1, -2};
     return input == 4 || input == 5 ? WeightAxes{-1, kNoAxis} : WeightAxes{};
@@ -1648,6 +1669,13 @@ std::vector<OpInfo> build_table() {
         &dyn_quant_matmul_axes, infer_dequantizing_matmul);
     add(kDs, "MatMulIntegerToFloat", CF::produces, false, kLast, bits({1, 3, 5, 6}),
         &matmul_integer_to_float_axes, infer_dequantizing_matmul);
+    // ONNX Runtime's contrib names of the same two ops, and its QGemm.
+    add(kMs, "DynamicQuantizeMatMul", CF::produces, false, kLast, bits({1, 2, 3, 4}),
+        &dyn_quant_matmul_axes, infer_dequantizing_matmul);
+    add(kMs, "MatMulIntegerToFloat", CF::produces, false, kLast, bits({1, 3, 5, 6}),
+        &matmul_integer_to_float_axes, infer_dequantizing_matmul);
+    add(kMs, "QGemm", CF::produces, false, kLast, bits({1, 2, 3, 4, 5, 6, 7, 8}), &qgemm_axes,
+        &infer_qgemm);
 
     // Per-channel parameters.
     add(kOnnx, "BatchNormalization", CF::per_channel, false, 1, bits({1, 2, 3, 4}),
