@@ -86,12 +86,14 @@ inline constexpr OpFormal kDynQuantMatMulIn[] = {
 inline constexpr OpFormal kMatMulIntToFloatIn[] = {
     {"A"}, {"B"}, {"a_scale"}, {"b_scale"}, {"a_zero_point", true}, {"b_zero_point", true},
     {"bias", true}};
+inline constexpr OpFormal kDynQuantConvIn[] = {
+    {"X"}, {"W"}, {"w_scale"}, {"w_zero_point", true}, {"bias", true}};
 inline constexpr OpFormal kY[] = {{"Y"}};
 inline constexpr OpFormal kYS[] = {{"Y"}, {"S", true}};
 }  // namespace ops_detail
 
 /// Every operator of kDsinferDomain at kDsinferOpsetVersion.
-inline constexpr std::array<OpSchema, 9> kDsinferOps{{
+inline constexpr std::array<OpSchema, 10> kDsinferOps{{
     {"FusedConv", 1, ops_detail::kConvIn, ops_detail::kY, ops_detail::kConvAttrs, "Conv"},
     {"FusedGemm", 1, ops_detail::kGemmIn, ops_detail::kY, ops_detail::kGemmAttrs, "Gemm"},
     {"FusedMatMul", 1, ops_detail::kMatMulIn, ops_detail::kY, ops_detail::kActivation, "MatMul"},
@@ -108,6 +110,11 @@ inline constexpr std::array<OpSchema, 9> kDsinferOps{{
      ops_detail::kActivation, ""},
     {"MatMulIntegerToFloat", 1, ops_detail::kMatMulIntToFloatIn, ops_detail::kY,
      ops_detail::kActivation, ""},
+    // Dynamically quantized convolutions (the same form): DynamicQuantizeLinear(X) ->
+    // ConvInteger(.., W) -> Cast -> Mul(x_scale * w_scale) [-> Add(bias)]; w_scale,
+    // w_zero_point: 1 or M (output channels) elements, bias M; Conv's attributes.
+    {"DynamicQuantizeConv", 1, ops_detail::kDynQuantConvIn, ops_detail::kY, ops_detail::kConvAttrs,
+     ""},
 }};
 
 /// The schema of `op_type` in kDsinferDomain, or nullptr.

@@ -30,6 +30,7 @@ void register_fast_cpu_kernels(KernelRegistry& registry) {
     detail::register_fast_attention(registry);
     detail::register_fast_qmatmul(registry);
     detail::register_fast_qlinear(registry);
+    detail::register_fast_qconv(registry);
 }
 
 }  // namespace

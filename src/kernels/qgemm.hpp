@@ -104,6 +104,9 @@ struct QGemmParams {
     std::int32_t b_zero = 0;            ///< zb, per tensor (when b_zeros is null)
     const std::int32_t* b_zeros = nullptr;  ///< zb[n], per column, or null
     QGemmOutput out = QGemmOutput::s32;
+    /// bias_s32[n] added to the exact sum before any epilogue (QLinearConv's int32 bias), or
+    /// null. Wrapping 32-bit arithmetic, like the sum.
+    const std::int32_t* bias_s32 = nullptr;
     // f32, u8, s8: y = act(float(c) * (a_scale * b_scale[n]) + bias[n]), in that f32 order.
     float a_scale = 1.f;
     const float* b_scales = nullptr;    ///< scale_b[n] per column, or null: b_scale

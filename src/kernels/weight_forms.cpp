@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/qconv.hpp"
 #include "kernels/qgemm.hpp"
 
 namespace dsinfer::detail {
@@ -83,6 +84,24 @@ StatusOr<std::shared_ptr<const PackedQB>> packed_qb_form(WeightStore& store,
                                        pack_qb(b, b_unsigned, k, n, transposed, isa));
                                    return WeightBuild<PackedQB>{p, p->bytes()};
                                });
+}
+
+StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(WeightStore& store,
+                                                                WeightStore::Source source,
+                                                                const void* w, bool w_unsigned,
+                                                                const QConvShape& s) {
+    const QIsa isa = qgemm_isa();
+    const std::string layout =
+        s.group == 1 ? std::string("qconv.packed_w") : "qconv.packed_w.g" + std::to_string(s.group);
+    return store.get<PackedQConvW>(source, WeightKind::packed, layout, qisa_name(isa),
+                                   [&]() -> StatusOr<WeightBuild<PackedQConvW>> {
+                                       if (w == nullptr)
+                                           return Status(ErrorCode::internal,
+                                                         "conv weights gone before they were packed");
+                                       auto p = std::make_shared<const PackedQConvW>(
+                                           pack_qconv_weights(w, w_unsigned, s, isa));
+                                       return WeightBuild<PackedQConvW>{p, p->bytes()};
+                                   });
 }
 
 }  // namespace dsinfer::detail

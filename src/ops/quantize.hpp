@@ -6,8 +6,9 @@
 //
 // Users: the reference kernels (src/cpu/reference/quant.cpp: QuantizeLinear,
 // DynamicQuantizeLinear, DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinear*) and the cpu
-// backend's fast kernels (src/cpu/fast/fast_qmatmul.cpp), whose vector loops are checked
-// bitwise against these scalar forms (tests/unit/test_quant_dynamic.cpp).
+// backend's fast kernels (src/cpu/fast/fast_qmatmul.cpp, fast_qconv.cpp), whose vector loops are
+// checked bitwise against these scalar forms (tests/unit/test_quant_dynamic.cpp,
+// test_qconv.cpp).
 //
 // Ownership/threading: pure functions. Internal (namespace dsinfer::detail).
 #pragma once

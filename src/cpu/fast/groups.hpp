@@ -14,6 +14,7 @@ void register_fast_attention(KernelRegistry& r);      // fast_attention.cpp: Mul
 void register_fast_conv(KernelRegistry& r);  // fast_conv.cpp: NCHW Conv/FusedConv (Winograd, GEMM)
 void register_fast_qmatmul(KernelRegistry& r);  // fast_qmatmul.cpp: INT8 matmuls on qgemm, DQL
 void register_fast_qlinear(KernelRegistry& r);  // fast_qlinear.cpp: com.microsoft QLinear* ops
+void register_fast_qconv(KernelRegistry& r);    // fast_qconv.cpp: INT8 convolutions on qgemm
 }  // namespace dsinfer::detail
 
 namespace dsinfer::detail::fast {

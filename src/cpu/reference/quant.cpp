@@ -377,6 +377,17 @@ StatusOr<std::unique_ptr<Kernel>> make_dequantize(const KernelCreateContext& ctx
 
 // ---- DynamicQuantizeLinear -------------------------------------------------------------------
 
+/// DynamicQuantizeLinear of x[0, n) into y; returns the scale and zero point. The range always
+/// includes 0 so that 0 is exactly representable; NaNs are skipped. The scale and zero point:
+/// ops/quantize.hpp (shared with the fused and fast kernels).
+DynamicQuantParams dynamic_quantize(const float* x, std::int64_t n, std::uint8_t* y) noexcept {
+    QuantRange r;
+    for (std::int64_t i = 0; i < n; ++i) r.add(x[i]);
+    const DynamicQuantParams p = dynamic_quant_params(r);
+    for (std::int64_t i = 0; i < n; ++i) y[i] = dynamic_quantize_value(x[i], p);
+    return p;
+}
+
 class DynamicQuantizeKernel final : public Kernel {
 public:
     Status prepare(PrepareContext& ctx) const override {
@@ -394,13 +405,7 @@ public:
         const TensorView& x = ctx.input(0);
         const float* xp = x.data<float>();
         const std::int64_t n = x.num_elements();
-        // The range always includes 0 so that 0 is exactly representable; NaNs are skipped.
-        // The scale and zero point: ops/quantize.hpp (shared with the fused and fast kernels).
-        QuantRange r;
-        for (std::int64_t i = 0; i < n; ++i) r.add(xp[i]);
-        const DynamicQuantParams p = dynamic_quant_params(r);
-        auto* y = ctx.output(0).data<std::uint8_t>();
-        for (std::int64_t i = 0; i < n; ++i) y[i] = dynamic_quantize_value(xp[i], p);
+        const DynamicQuantParams p = dynamic_quantize(xp, n, ctx.output(0).data<std::uint8_t>());
         *ctx.output(1).data<float>() = p.scale;
         *ctx.output(2).data<std::uint8_t>() = p.zero_point;
         return Status::ok();
@@ -954,6 +959,14 @@ public:
                         [&](std::int64_t o, std::int64_t m, std::int64_t acc) {
                             if (bias != nullptr) acc += bias[m];
                             const double sw = read_element_as_double(ws, st, ws_pc ? m : 0);
+                            if (st == DType::f32) {  // the fast kernels' order (ops/quantize.hpp)
+                                // The s32 sum with the bias (wrapping, as the INT8 GEMM's).
+                                yp[o] = requantize_product<Q>(
+                                    static_cast<std::int32_t>(acc), static_cast<float>(xs),
+                                    static_cast<float>(sw), nullptr, static_cast<float>(ys),
+                                    static_cast<std::int32_t>(yz));
+                                return;
+                            }
                             const double mult = requant_multiplier(st, xs, sw, ys);
                             yp[o] = saturate_round<Q>(static_cast<double>(acc) * mult, yz);
                         });
@@ -1074,13 +1087,8 @@ public:
         const TensorView& a = ctx.input(0);
         auto gs = make_matmul_geom(a.shape, ctx.input(1).shape);
         if (!gs.is_ok()) return gs.status();
-        const float* x = a.data<float>();
-        const std::int64_t n = a.num_elements();
-        QuantRange r;
-        for (std::int64_t i = 0; i < n; ++i) r.add(x[i]);
-        const DynamicQuantParams p = dynamic_quant_params(r);
         auto* aq = static_cast<std::uint8_t*>(ctx.workspace());
-        for (std::int64_t i = 0; i < n; ++i) aq[i] = dynamic_quantize_value(x[i], p);
+        const DynamicQuantParams p = dynamic_quantize(a.data<float>(), a.num_elements(), aq);
         return run_dequant_matmul<std::uint8_t>(ctx, gs.value(), aq, &p.zero_point, p.scale, 2,
                                                 3, 4, act_);
     }
@@ -1141,6 +1149,88 @@ private:
     ActivationSpec act_;
 };
 
+/// A per-output-channel parameter of DynamicQuantizeConv: 1 (when `one` is allowed) or M
+/// elements, in any shape (the pass keeps the graph's [M, 1, 1] / [1, M, 1, 1] constants).
+Status check_channel_count(const Tensor& t, std::int64_t m, bool one, const char* name) {
+    if (t.dtype() != DType::f32)
+        return Status::error(ErrorCode::invalid_argument, "input '", name,
+                             "' must be float32, got ", dtype_name(t.dtype()));
+    if (t.num_elements() == m || (one && t.num_elements() == 1)) return Status::ok();
+    return Status::error(ErrorCode::invalid_argument, "input '", name, "' of shape ",
+                         t.shape().to_string(), " must have ", one ? "1 or " : "", m,
+                         " (output channels) elements");
+}
+
+/// DynamicQuantizeConv(X f32, W, w_scale, w_zero_point?, bias?) (com.dsinfer): X quantized as
+/// DynamicQuantizeLinear does (into the workspace), ConvInteger's exact sum, then each element
+/// dequantize_product(sum, x_scale, w_scale[m], bias[m]) and the fused activation: bitwise the
+/// unfused DynamicQuantizeLinear -> ConvInteger -> Cast -> Mul(Mul(x_scale, w_scale)) -> Add.
+class DynamicQuantizeConvKernel final : public Kernel {
+public:
+    DynamicQuantizeConvKernel(ConvAttrs a, ActivationSpec act) : a_(std::move(a)), act_(act) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        const Tensor& x = ctx.input(0);
+        if (x.dtype() != DType::f32)
+            return Status::error(ErrorCode::unsupported, "input 'X' must be float32, got ",
+                                 dtype_name(x.dtype()));
+        const Tensor& w = ctx.input(1);
+        DSINFER_RETURN_IF_ERROR(check_int8(w, "W"));
+        DSINFER_ASSIGN_OR_RETURN(QConvGeom g, make_conv_geom(a_, x.shape(), w.shape()));
+        DSINFER_RETURN_IF_ERROR(check_channel_count(ctx.input(2), g.m, true, "w_scale"));
+        DSINFER_RETURN_IF_ERROR(check_zero_point(ctx, 3, w.dtype(), "w_zero_point"));
+        bool pc = false;
+        if (ctx.has_input(3))
+            DSINFER_RETURN_IF_ERROR(check_per_channel(ctx.input(3), g.m, "w_zero_point", pc));
+        if (ctx.has_input(4))
+            DSINFER_RETURN_IF_ERROR(check_channel_count(ctx.input(4), g.m, false, "bias"));
+        ctx.set_output(0, DType::f32, g.out_shape);
+        ctx.set_workspace(static_cast<std::size_t>(x.num_elements()));  // quantized X
+        return Status::ok();
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        const TensorView& w = ctx.input(1);
+        auto gs = make_conv_geom(a_, x.shape, w.shape);
+        if (!gs.is_ok()) return gs.status();
+        auto* xq = static_cast<std::uint8_t*>(ctx.workspace());
+        const DynamicQuantParams q = dynamic_quantize(x.data<float>(), x.num_elements(), xq);
+        const TensorView& ws = ctx.input(2);
+        const float* sp = ws.data<float>();
+        const bool s_pc = ws.num_elements() > 1;
+        const void* wz = ctx.has_input(3) ? ctx.input(3).raw : nullptr;
+        const bool z_pc = wz != nullptr && ctx.input(3).num_elements() > 1;
+        const float* bias = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
+        float* y = ctx.output(0).data<float>();
+        return dispatch_types(w.dtype, Int8Types{}, [&]<class W>() -> Status {
+            conv_int<std::uint8_t, W>(
+                gs.value(), xq, w.data<W>(), q.zero_point, static_cast<const W*>(wz), z_pc,
+                [&](std::int64_t o, std::int64_t m, std::int64_t acc) {
+                    const float v =
+                        dequantize_product(static_cast<std::int32_t>(acc), q.scale,
+                                           sp[s_pc ? m : 0], bias != nullptr ? bias + m : nullptr);
+                    y[o] = apply_activation(v, act_);
+                });
+            return Status::ok();
+        });
+    }
+
+private:
+    ConvAttrs a_;
+    ActivationSpec act_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_dynamic_quantize_conv(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 3));
+    DSINFER_CHECK(ctx.num_inputs() <= 5, ErrorCode::invalid_model,
+                  "DynamicQuantizeConv takes 3 to 5 inputs, got ", ctx.num_inputs());
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, false));
+    DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 2, "w_scale"));
+    DSINFER_ASSIGN_OR_RETURN(ActivationSpec act, activation_from_attributes(ctx));
+    return make_kernel<DynamicQuantizeConvKernel>(std::move(a), act);
+}
+
 #pragma GCC pop_options
 
 }  // namespace
@@ -1155,6 +1245,8 @@ void register_quant_kernels(KernelRegistry& r) {
     r.add({"QLinearMatMul", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_matmul);
     r.add({"ConvInteger", "", 10, kMaxOpset, DeviceKind::cpu}, &make_conv_integer);
     r.add({"QLinearConv", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_conv);
+    r.add({"DynamicQuantizeConv", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          &make_dynamic_quantize_conv);
     // com.microsoft (ONNX Runtime's contrib ops of the same inputs and semantics): one kernel.
     for (const char* domain : {kDsinferDomain, "com.microsoft"}) {
         r.add({"DynamicQuantizeMatMul", domain, 1, 1, DeviceKind::cpu},

@@ -1,0 +1,127 @@
+// dsinfer's INT8 convolution (src/kernels/qconv.hpp: NHWC bytes, im2col, qgemm, C transposed to
+// NCHW) against dsinfer's f32 NCHW convolution (conv_gemm_nchw, the "cpu" backend's im2col +
+// packed GEMM) on the same shapes, in the same run: ResNet-50's convolutions (1x1 256 -> 64 and
+// 64 -> 256 at 56x56, 3x3 64 -> 64 at 56x56, 3x3 stride-2 128 -> 128 from 56x56 to 28x28, 1x1
+// 2048 -> 512 at 7x7) at batch 1 and 8, and a 3x3 32 -> 32 convolution of a 1024x1024 image.
+// Weights are packed once outside the timing; each run gets its workspace, as the engine runs it.
+//
+// Args: n, c, hw, m, k (kernel edge), stride, impl, threads. impl 0 = qconv requantized to u8
+// (QLinearConv: per-channel scales, int32 bias); 1 = qconv s32 (ConvInteger); 2 = conv_gemm_nchw
+// f32 (the FP32 baseline, bias, no activation). Pads are k / 2. The GOPS counter counts 2
+// operations per multiply-add. Compare rows of one run, with interleaved repetitions and
+// medians, e.g.
+//   bench_qconv --benchmark_filter='threads:2' --benchmark_repetitions=3
+//               --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_data.hpp"
+#include "kernels/conv_gemm.hpp"
+#include "kernels/qconv.hpp"
+#include "runtime/parallel.hpp"
+
+namespace {
+
+using std::int64_t;
+
+std::vector<std::uint8_t> bytes(int64_t n, unsigned seed) {
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
+    std::minstd_rand gen(seed);
+    for (auto& x : v) x = static_cast<std::uint8_t>(gen() >> 7);
+    return v;
+}
+
+void BM_Qconv(benchmark::State& state) {
+    namespace d = dsinfer::detail;
+    const int64_t n = state.range(0), c = state.range(1), hw = state.range(2), m = state.range(3);
+    const int64_t k = state.range(4), stride = state.range(5), impl = state.range(6);
+    d::ThreadBudget budget(static_cast<int>(state.range(7)));
+    const int64_t pad = k / 2, out = (hw + 2 * pad - k) / stride + 1;
+    if (impl <= 1) {
+        d::QConvShape s;
+        s.batch = n;
+        s.c = c;
+        s.h = s.w = hw;
+        s.m = m;
+        s.kh = s.kw = k;
+        s.sh = s.sw = stride;
+        s.pt = s.pl = pad;
+        s.oh = s.ow = out;
+        const auto x = bytes(n * c * hw * hw, 1);
+        const auto w = bytes(m * c * k * k, 2);
+        const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s);
+        const auto scales = dsinfer::bench::uniform(m, 3, 0.01f);
+        std::vector<std::int32_t> bias(static_cast<std::size_t>(m), 1000);
+        d::QGemmParams p;
+        p.a_zero = 128;
+        p.out = impl == 0 ? d::QGemmOutput::u8 : d::QGemmOutput::s32;
+        p.a_scale = 0.02f;
+        p.b_scales = scales.data();
+        p.bias_s32 = impl == 0 ? bias.data() : nullptr;
+        p.y_scale = 0.5f;
+        p.y_zero = 128;
+        std::vector<std::int32_t> y(static_cast<std::size_t>(n * m * out * out));
+        std::vector<unsigned char> ws(d::qconv_workspace_bytes(
+            s, packed, impl == 0 ? 1 : 4, d::max_threads()));
+        state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
+                       (impl == 0 ? " u8" : " s32"));
+        for (auto _ : state) {
+            d::qconv_nchw(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
+            benchmark::ClobberMemory();
+        }
+    } else {
+        d::ConvGemmShape s;
+        s.n = n;
+        s.c = c;
+        s.h = s.w = hw;
+        s.oc = m;
+        s.oh = s.ow = out;
+        s.kh = s.kw = k;
+        s.sh = s.sw = stride;
+        s.ph = s.pw = pad;
+        const auto x = dsinfer::bench::uniform(n * c * hw * hw, 1, 1.f);
+        const auto w = dsinfer::bench::uniform(m * c * k * k, 2, 0.05f);
+        const auto bias = dsinfer::bench::uniform(m, 3, 0.1f);
+        std::vector<float> y(static_cast<std::size_t>(n * m * out * out));
+        std::vector<unsigned char> ws(d::conv_gemm_nchw_workspace_bytes(s, d::max_threads()));
+        state.SetLabel("conv_gemm_nchw f32");
+        for (auto _ : state) {
+            d::conv_gemm_nchw(s, x.data(), w.data(), bias.data(), nullptr, y.data(),
+                              dsinfer::detail::ActivationSpec{}, ws.data(), ws.size());
+            benchmark::ClobberMemory();
+        }
+    }
+    state.counters["GOPS"] = benchmark::Counter(
+        2.0 * static_cast<double>(n * m * out * out * c * k * k) *
+            static_cast<double>(state.iterations()) * 1e-9,
+        benchmark::Counter::kIsRate);
+}
+
+template <int64_t Threads>
+void shapes(benchmark::internal::Benchmark* b) {
+    // c, hw, m, k, stride
+    const int64_t conv[][5] = {{256, 56, 64, 1, 1}, {64, 56, 64, 3, 1},  {64, 56, 256, 1, 1},
+                               {128, 56, 128, 3, 2}, {2048, 7, 512, 1, 1}};
+    for (int64_t n : {1, 8})
+        for (const auto& s : conv)
+            for (int64_t impl : {0, 1, 2}) b->Args({n, s[0], s[1], s[2], s[3], s[4], impl, Threads});
+    for (int64_t impl : {0, 2}) b->Args({1, 32, 1024, 32, 3, 1, impl, Threads});
+}
+
+BENCHMARK(BM_Qconv)
+    ->ArgNames({"n", "c", "hw", "m", "k", "stride", "impl", "threads"})
+    ->Apply(shapes<1>)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Qconv)
+    ->ArgNames({"n", "c", "hw", "m", "k", "stride", "impl", "threads"})
+    ->Apply(shapes<2>)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,251 @@
+// The cpu backend's INT8 convolutions on dsinfer's INT8 GEMM (kernels/qconv.hpp, on qgemm):
+//   ConvInteger    s32 output; x u8/s8 with one zero point, w u8/s8 with a zero point per
+//                  tensor or per output channel;
+//   QLinearConv    u8/s8 output requantized in qgemm's store: the int32 bias added to the
+//                  exact sum, then (float(sum) * (x_scale * w_scale[m])) / y_scale rounded half
+//                  to even plus y_zero_point, saturated (ops/quantize.hpp requantize_product,
+//                  which the reference kernel computes too);
+//   DynamicQuantizeConv (com.dsinfer)  float32 x: DynamicQuantizeLinear's range and parameters,
+//                  x quantized while it is transposed to NHWC, then the f32 epilogue (x_scale
+//                  * w_scale[m], float bias[m], the fused activation: dequantize_product);
+// 2-D convolutions (x [N, C, H, W]) with any pads, strides, dilations and groups, against a
+// constant W packed once per (weights, ISA family) through the engine's WeightStore
+// (packed_qconv_form) and then released. Everything else the reference kernel
+// (src/cpu/reference/quant.cpp) runs: it is every kernel's prepare (shapes, dtypes, errors)
+// and the oracle; results are bitwise equal to it for any thread count.
+//
+// run() allocates nothing and throws nothing: the NHWC image, im2col rows, C and qgemm's
+// buffers and the per-channel zero points are the node's workspace.
+//
+// Thread safety: kernels are immutable after creation; runs share the packed weights.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "cpu/fast/fast_common.hpp"
+#include "cpu/fast/groups.hpp"
+#include "kernels/qconv.hpp"
+#include "dsinfer/ops.hpp"
+#include "kernels/weight_forms.hpp"
+#include "ops/activation.hpp"
+#include "ops/conv.hpp"
+#include "ops/quantize.hpp"
+#include "runtime/parallel.hpp"
+
+namespace dsinfer::detail {
+namespace {
+
+using std::int64_t;
+
+enum class QConvKind { conv_integer, qlinear_conv, dynamic_quantize_conv };
+
+/// Input positions of one op's operands (-1: none).
+struct QConvInputs {
+    int w = 1, x_zero = 2, w_zero = 3, x_scale = -1, w_scale = -1, y_scale = -1, y_zero = -1,
+        bias = -1;
+};
+
+constexpr QConvInputs inputs_of(QConvKind k) noexcept {
+    if (k == QConvKind::conv_integer) return {};
+    if (k == QConvKind::dynamic_quantize_conv) return {1, -1, 3, -1, 2, -1, -1, 4};
+    return {3, 2, 5, 1, 4, 6, 7, 8};
+}
+
+constexpr std::size_t align64(std::size_t b) noexcept { return (b + 63) & ~std::size_t{63}; }
+
+class QConvKernel final : public fast::FastKernel {
+public:
+    QConvKernel(std::unique_ptr<Kernel> fallback, QConvKind kind, ConvAttrs attrs,
+                ActivationSpec act, QConvShape wshape, std::shared_ptr<const PackedQConvW> packed,
+                bool release)
+        : FastKernel(std::move(fallback)),
+          kind_(kind),
+          in_(inputs_of(kind)),
+          attrs_(std::move(attrs)),
+          act_(act),
+          wshape_(wshape),
+          packed_(std::move(packed)),
+          release_(release) {}
+
+    Status prepare(PrepareContext& ctx) const override {
+        DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
+        QConvShape s;
+        if (!geometry(ctx.input(0).shape(), s)) return Status::ok();
+        const std::size_t own = channel_bytes() +
+                                qconv_workspace_bytes(s, *packed_, out_bytes(), max_threads());
+        ctx.set_workspace(std::max(ctx.workspace_bytes(), own));
+        return Status::ok();
+    }
+
+    std::uint64_t released_constant_inputs() const noexcept override {
+        return release_ ? std::uint64_t{1} << in_.w : 0;
+    }
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        QConvShape s;
+        if (!geometry(x.shape, s))  // prepare rejects these: W may be gone
+            return Status::error(ErrorCode::internal, "INT8 convolution got x of shape ",
+                                 x.shape.to_string());
+        const bool dynamic = kind_ == QConvKind::dynamic_quantize_conv;
+        if (dynamic ? x.dtype != DType::f32 : x.dtype != DType::u8 && x.dtype != DType::i8)
+            return fallback_run(ctx);
+        if (kind_ == QConvKind::qlinear_conv &&
+            (ctx.input(in_.x_scale).dtype != DType::f32 ||
+             ctx.input(in_.w_scale).dtype != DType::f32 ||
+             ctx.input(in_.y_scale).dtype != DType::f32))
+            return fallback_run(ctx);  // W was kept (release_ is false unless declared f32)
+        QGemmParams p;
+        p.a_signed = x.dtype == DType::i8;
+        if (!dynamic && ctx.has_input(in_.x_zero)) {
+            const TensorView& z = ctx.input(in_.x_zero);
+            p.a_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+        }
+        auto* ws = reinterpret_cast<unsigned char*>(
+            align64(reinterpret_cast<std::uintptr_t>(ctx.workspace())));
+        const std::size_t used = static_cast<std::size_t>(
+            ws - static_cast<unsigned char*>(ctx.workspace()));
+        if (ctx.workspace() == nullptr || ctx.workspace_bytes() < used + channel_bytes())
+            return Status::error(ErrorCode::internal, "INT8 convolution: workspace too small");
+        auto* zeros = reinterpret_cast<std::int32_t*>(ws);
+        if (ctx.has_input(in_.w_zero)) {
+            const TensorView& z = ctx.input(in_.w_zero);
+            const int64_t count = z.num_elements();
+            for (int64_t j = 0; j < s.m; ++j) {
+                const int64_t i = count == 1 ? 0 : j;
+                zeros[j] = z.dtype == DType::i8 ? z.data<std::int8_t>()[i] : z.data<std::uint8_t>()[i];
+            }
+            p.b_zeros = zeros;
+        }
+        QConvFloatInput fx;
+        if (kind_ == QConvKind::conv_integer) {
+            p.out = QGemmOutput::s32;
+        } else if (dynamic) {
+            // DynamicQuantizeLinear of x (quantized while it is transposed), then the f32
+            // epilogue: dequantize_product(c, x_scale, w_scale[m], bias[m]) and the activation.
+            fx.x = x.data<float>();
+            fx.q = dynamic_quant_params(qconv_input_range(fx.x, x.num_elements()));
+            p.a_zero = fx.q.zero_point;
+            p.out = QGemmOutput::f32;
+            p.a_scale = fx.q.scale;
+            const TensorView& wsc = ctx.input(in_.w_scale);
+            if (wsc.num_elements() == 1) p.b_scale = *wsc.data<float>();
+            else p.b_scales = wsc.data<float>();
+            if (ctx.has_input(in_.bias)) p.bias = ctx.input(in_.bias).data<float>();
+            p.act = act_;
+        } else {
+            // ops/quantize.hpp's requantize_product: (float(c) * (x_scale * w_scale[m])) /
+            // y_scale, rounded, + y_zero (qgemm's u8/s8 epilogue; the bias is in c).
+            const TensorView& wsc = ctx.input(in_.w_scale);
+            p.out = ctx.output(0).dtype == DType::i8 ? QGemmOutput::s8 : QGemmOutput::u8;
+            p.a_scale = *ctx.input(in_.x_scale).data<float>();
+            if (wsc.num_elements() == 1) p.b_scale = *wsc.data<float>();
+            else p.b_scales = wsc.data<float>();
+            p.y_scale = *ctx.input(in_.y_scale).data<float>();
+            if (ctx.has_input(in_.y_zero)) {
+                const TensorView& z = ctx.input(in_.y_zero);
+                p.y_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+            }
+            if (ctx.has_input(in_.bias)) p.bias_s32 = ctx.input(in_.bias).data<std::int32_t>();
+        }
+        if (!qconv_nchw(s, x.raw, dynamic ? &fx : nullptr, *packed_, ctx.output(0).raw, p,
+                        ws + channel_bytes(), ctx.workspace_bytes() - used - channel_bytes()))
+            return Status(ErrorCode::resource_exhausted,
+                          "out of memory for the INT8 convolution's buffers");
+        return Status::ok();
+    }
+
+private:
+    /// The per-channel zero points (s32) at the workspace's start.
+    std::size_t channel_bytes() const noexcept {
+        return align64(static_cast<std::size_t>(wshape_.m) * 4) + 64;
+    }
+    std::size_t out_bytes() const noexcept { return kind_ == QConvKind::qlinear_conv ? 1 : 4; }
+
+    /// The geometry for x's shape; false when x is not [N, C, H, W] of W's channels.
+    bool geometry(const Shape& x, QConvShape& s) const noexcept {
+        if (x.rank() != 4 || x[1] != wshape_.c) return false;
+        Shape w{wshape_.m, wshape_.c / wshape_.group, wshape_.kh, wshape_.kw};
+        ConvGeom g;
+        if (!conv_geometry(attrs_, x, w, g).is_ok()) return false;
+        s = wshape_;
+        s.batch = x[0];
+        s.h = x[2];
+        s.w = x[3];
+        s.sh = g.stride[0];
+        s.sw = g.stride[1];
+        s.dh = g.dil[0];
+        s.dw = g.dil[1];
+        s.pt = g.pb[0];
+        s.pl = g.pb[1];
+        s.oh = g.out[0];
+        s.ow = g.out[1];
+        return true;
+    }
+
+    QConvKind kind_;
+    QConvInputs in_;
+    ConvAttrs attrs_;
+    ActivationSpec act_;  ///< DynamicQuantizeConv's fused activation
+    QConvShape wshape_;  ///< m, c, group, kh, kw
+    std::shared_ptr<const PackedQConvW> packed_;
+    bool release_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QConvKind kind) {
+    const QConvInputs in = inputs_of(kind);
+    if (ctx.creating_fallback())
+        return Status::error(ErrorCode::unsupported, "qconv: not as another kernel's fallback");
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs attrs, parse_conv_attrs(ctx, false, in.w));
+    const Tensor* w = ctx.constant_input(in.w);
+    if (w == nullptr || (w->dtype() != DType::i8 && w->dtype() != DType::u8) ||
+        w->num_dims() != 4 || w->num_elements() == 0)
+        return Status::error(ErrorCode::unsupported, "a constant 4-D int8/uint8 W only (2-D conv)");
+    const Shape& ws = w->shape();
+    if (attrs.group <= 0 || ws[0] % attrs.group != 0)
+        return Status::error(ErrorCode::unsupported, "output channels not divisible by group");
+    // The fallback validates the node (its errors are the reference kernel's) before W is packed.
+    DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
+    QConvShape s;
+    s.m = ws[0];
+    s.group = attrs.group;
+    s.c = ws[1] * attrs.group;
+    s.kh = ws[2];
+    s.kw = ws[3];
+    // The scales' type decides at run whether the fast path runs; W is released only when it
+    // always does (float32 declared).
+    bool release = true;
+    if (kind == QConvKind::qlinear_conv)
+        for (int i : {in.x_scale, in.w_scale, in.y_scale}) {
+            const Value* v = ctx.input_value(i);
+            release = release && v != nullptr && v->dtype == DType::f32;
+        }
+    ActivationSpec act;
+    if (kind == QConvKind::dynamic_quantize_conv) {
+        DSINFER_ASSIGN_OR_RETURN(act, activation_from_attributes(ctx));
+    }
+    const std::shared_ptr<WeightStore> store = ctx.weight_store();
+    DSINFER_ASSIGN_OR_RETURN(auto packed, packed_qconv_form(*store, store->source(*w), w->raw_data(),
+                                                            w->dtype() == DType::u8, s));
+    return make_kernel<QConvKernel>(std::move(fallback), kind, std::move(attrs), act, s,
+                                    std::move(packed), release);
+}
+
+}  // namespace
+
+void register_fast_qconv(KernelRegistry& r) {
+    r.add({"ConvInteger", "", 10, kMaxOpset, DeviceKind::cpu},
+          [](const KernelCreateContext& c) { return make_qconv(c, QConvKind::conv_integer); },
+          kPriorityCpu, "cpu");
+    r.add({"QLinearConv", "", 10, kMaxOpset, DeviceKind::cpu},
+          [](const KernelCreateContext& c) { return make_qconv(c, QConvKind::qlinear_conv); },
+          kPriorityCpu, "cpu");
+    r.add({"DynamicQuantizeConv", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          [](const KernelCreateContext& c) {
+              return make_qconv(c, QConvKind::dynamic_quantize_conv);
+          },
+          kPriorityCpu, "cpu");
+}
+
+}  // namespace dsinfer::detail

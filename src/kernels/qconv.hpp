@@ -1,0 +1,94 @@
+// dsinfer's INT8 2-D convolution on NCHW activations, on the packed INT8 GEMM (qgemm.hpp): the
+// compute of ConvInteger, QLinearConv and com.dsinfer DynamicQuantizeConv on the cpu backend.
+//
+// Mapping. qgemm multiplies 8-bit rows A[M, K] by a packed constant B[K, N] with the epilogue
+// fused into its store. Per image and group:
+//   1. the image is transposed to NHWC bytes (quantized on the way for DynamicQuantizeConv);
+//   2. A = one row per output pixel, K ordered (kh, kw, c): for a 1x1 stride-1 unpadded
+//      convolution the NHWC image itself (lda = C); otherwise im2col rows, each kh * kw runs
+//      of Cg contiguous bytes copied from the NHWC image (padding: the x zero point, so it
+//      contributes 0 after the zero-point subtraction, as the reference's padding does);
+//   3. qgemm_packed against the group's weights, packed once as B = W^T with K in the same
+//      (kh, kw, c) order (pack_qconv_weights; the weight-store form "qconv.packed_w"), storing
+//      C [pixels, Mg] in the output type (s32, f32 dequantized, u8/s8 requantized);
+//   4. C transposed into the group's channels of the NCHW output.
+// Zero points, scales and biases are qgemm's per-column parameters (output channels); the
+// epilogue sees each element's exact s32 sum, so results are bitwise those of the reference
+// kernels for any thread count (threads: qgemm's own split, the copies in parallel_for).
+//
+// Thread safety: a PackedQConvW is immutable once built; qconv_nchw allocates nothing when
+// given qconv_workspace_bytes.
+//
+// Internal (namespace dsinfer::detail).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/qgemm.hpp"
+#include "ops/quantize.hpp"
+
+namespace dsinfer::detail {
+
+/// A 2-D convolution's geometry (NCHW x, OIHW w).
+struct QConvShape {
+    std::int64_t batch = 1, c = 0, h = 0, w = 0;  ///< x
+    std::int64_t m = 0, group = 1, kh = 1, kw = 1;  ///< w: [m, c / group, kh, kw]
+    std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+    std::int64_t pt = 0, pl = 0;                  ///< leading pads (the trailing ones follow from oh/ow)
+    std::int64_t oh = 0, ow = 0;                  ///< y: [batch, m, oh, ow]
+
+    std::int64_t cg() const noexcept { return c / group; }
+    std::int64_t mg() const noexcept { return m / group; }
+    std::int64_t k() const noexcept { return cg() * kh * kw; }
+    std::int64_t pixels() const noexcept { return oh * ow; }
+    /// A is the NHWC image itself (no im2col).
+    bool pointwise() const noexcept {
+        return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h &&
+               ow == w;
+    }
+};
+
+/// The weights of every group packed for qgemm_packed (B = W_g^T, K ordered kh, kw, c).
+struct PackedQConvW {
+    std::int64_t group = 1, k = 0, mg = 0;
+    std::vector<PackedQB> groups;
+    std::uint64_t bytes() const noexcept {
+        std::uint64_t b = 0;
+        for (const PackedQB& g : groups) b += g.bytes();
+        return b;
+    }
+};
+
+/// Packs OIHW weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` for `isa` (as
+/// pack_qb). Throws std::bad_alloc when memory runs out.
+PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s,
+                                QIsa isa = qgemm_isa());
+
+/// x as DynamicQuantizeConv gives it: float32, quantized with `q` while it is transposed.
+struct QConvFloatInput {
+    const float* x = nullptr;
+    DynamicQuantParams q;
+};
+
+/// DynamicQuantizeLinear's range of x[0, n) (QuantRange's rules: min/max are exact, so the
+/// split over threads changes nothing).
+QuantRange qconv_input_range(const float* x, std::int64_t n) noexcept;
+
+/// Bytes of workspace qconv_nchw uses on `threads` threads with output elements of
+/// `out_bytes`.
+std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
+                                  std::size_t out_bytes, std::int64_t threads) noexcept;
+
+/// y [batch, m, oh, ow] (NCHW, elements of p.out's type) = the convolution of x [batch, c, h,
+/// w] (8-bit, p.a_signed; or `fx`'s float32 input when given: then x is ignored and p.a_zero is
+/// fx->q's zero point) with `w`, with p's zero points and epilogue; p's per-column pointers
+/// (b_zeros, b_scales, bias, bias_s32) hold one value per output channel (all m). Uses the
+/// calling thread's OpenMP budget. Returns false (y partly written) when the workspace is
+/// smaller than qconv_workspace_bytes and a buffer of qgemm's cannot be allocated.
+bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
+                const PackedQConvW& w, void* y, const QGemmParams& p, void* workspace,
+                std::size_t workspace_bytes) noexcept;
+
+}  // namespace dsinfer::detail
