@@ -25,14 +25,6 @@ namespace {
 
 using std::int64_t;
 
-// DynamicQuantizeLinear's quantize loop (bitwise dynamic_quantize_value), at the portable
-// vector width: the float input of DynamicQuantizeConv is quantized while it is transposed.
-namespace qd {
-#define QD_W 8
-#include "cpu/fast/fast_qmatmul_loops.inc"
-#undef QD_W
-}  // namespace qd
-
 constexpr std::size_t align64(std::size_t b) noexcept { return (b + 63) & ~std::size_t{63}; }
 
 #if DSINFER_QCONV_SSE2
@@ -142,9 +134,10 @@ void parallel_transpose(const void* src, int64_t lds, void* dst, int64_t ldd, in
     });
 }
 
-/// x [c, hw] (one image, float32) quantized with q into nhwc [hw, c].
-void quantize_to_nhwc(const float* x, int64_t c, int64_t hw, const DynamicQuantParams& q,
+/// x [c, hw] (one image, float32) quantized as fx says into nhwc [hw, c].
+void quantize_to_nhwc(const float* x, int64_t c, int64_t hw, const QConvFloatInput& fx,
                       std::uint8_t* nhwc) noexcept {
+    const DynamicQuantParams& q = fx.q;
     constexpr int64_t kPix = 256, kCh = 64;
     const int64_t blocks = (hw + kPix - 1) / kPix;
     parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
@@ -154,7 +147,7 @@ void quantize_to_nhwc(const float* x, int64_t c, int64_t hw, const DynamicQuantP
             for (int64_t c0 = 0; c0 < c; c0 += kCh) {
                 const int64_t cn = std::min(kCh, c - c0);
                 for (int64_t ci = 0; ci < cn; ++ci) {
-                    if (q.usable) qd::quantize(x + (c0 + ci) * hw + p0, pn, q, tmp + ci * kPix);
+                    if (q.usable) fx.quantize(x + (c0 + ci) * hw + p0, pn, q, tmp + ci * kPix);
                     else std::memset(tmp + ci * kPix, q.zero_point, static_cast<std::size_t>(pn));
                 }
                 transpose8(tmp, kPix, nhwc + p0 * c + c0, c, cn, pn);
@@ -207,21 +200,6 @@ std::size_t out_size(QGemmOutput o) noexcept {
 
 }  // namespace
 
-QuantRange qconv_input_range(const float* x, int64_t n) noexcept {
-    constexpr int64_t kChunk = int64_t{1} << 18, kMaxChunks = 64;
-    QuantRange parts[kMaxChunks];
-    const int64_t chunks = std::clamp<int64_t>((n + kChunk - 1) / kChunk, 1, kMaxChunks);
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-            const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
-            parts[c] = qd::range(x + b, e - b);
-        }
-    });
-    QuantRange r;
-    for (int64_t c = 0; c < chunks; ++c) r.merge(parts[c]);
-    return r;
-}
-
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa) {
     PackedQConvW out;
     out.group = s.group;
@@ -268,7 +246,7 @@ bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
     const auto pad = static_cast<std::uint8_t>(p.a_zero);
     for (int64_t n = 0; n < s.batch; ++n) {
         if (fx != nullptr)
-            quantize_to_nhwc(fx->x + n * s.c * hw, s.c, hw, fx->q, nhwc);
+            quantize_to_nhwc(fx->x + n * s.c * hw, s.c, hw, *fx, nhwc);
         else
             parallel_transpose(static_cast<const std::uint8_t*>(x) + n * s.c * hw, hw, nhwc, s.c,
                                s.c, hw, 1);

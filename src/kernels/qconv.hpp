@@ -66,15 +66,15 @@ struct PackedQConvW {
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s,
                                 QIsa isa = qgemm_isa());
 
-/// x as DynamicQuantizeConv gives it: float32, quantized with `q` while it is transposed.
+/// x as DynamicQuantizeConv gives it: float32, quantized with `q` (usable or not) while it is
+/// transposed; `quantize` is DynamicQuantizeLinear's loop for a usable q (bitwise
+/// dynamic_quantize_value; the caller's vector loop).
 struct QConvFloatInput {
     const float* x = nullptr;
     DynamicQuantParams q;
+    void (*quantize)(const float* x, std::int64_t n, const DynamicQuantParams& q,
+                     std::uint8_t* y) noexcept = nullptr;
 };
-
-/// DynamicQuantizeLinear's range of x[0, n) (QuantRange's rules: min/max are exact, so the
-/// split over threads changes nothing).
-QuantRange qconv_input_range(const float* x, std::int64_t n) noexcept;
 
 /// Bytes of workspace qconv_nchw uses on `threads` threads with output elements of
 /// `out_bytes`.
