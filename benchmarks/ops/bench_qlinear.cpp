@@ -6,6 +6,8 @@
 //   BM_QLinearAdd/<backend>, BM_QLinearGlobalAveragePool/<backend>, BM_QLinearSigmoid/<backend>:
 //     ResNet-50's residual add [8, 256, 56, 56] u8, its final pool [8, 2048, 7, 7] u8, and a
 //     sigmoid over [8, 256, 56, 56] u8; backend 0 = "cpu" (fast kernels), 1 = "reference".
+//   BM_MaxPoolU8/<backend>: ResNet-50's stem MaxPool (3x3, stride 2, pads 1) on [8, 64, 112, 112]
+//     u8, as QDQ ResNets run it after the fusion pass.
 // Times include the executor's per-run work (output allocation). Threads: DSINFER_BENCH_THREADS
 // (default 2). Compare rows of one sitting on one machine; never absolute times across machines.
 #include <benchmark/benchmark.h>
@@ -146,6 +148,31 @@ void BM_QLinearSigmoid(benchmark::State& state) {
 BENCHMARK(BM_QLinearAdd)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_QLinearGlobalAveragePool)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_QLinearSigmoid)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_MaxPoolU8(benchmark::State& state) {
+    const bool reference = state.range(0) != 0;
+    const Shape xs{8, 64, 112, 112};
+    Graph g;
+    g.opset_imports = {{"", 17}};
+    const ValueId x = g.add_value("x", DType::u8, SymbolicShape::from(xs));
+    g.inputs.push_back(x);
+    const ValueId y = g.add_value("y");
+    auto ints = [](std::vector<std::int64_t> v) {
+        Attribute a;
+        a.kind = AttrKind::ints;
+        a.ints = std::move(v);
+        return a;
+    };
+    g.add_node("MaxPool", {x}, {y}, "pool").attributes = {
+        {"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}};
+    g.outputs = {y};
+    EngineOptions o;
+    o.backends = {reference ? "reference" : "cpu"};
+    o.num_threads = bench_threads();
+    const InferenceEngine e = InferenceEngine::compile(std::move(g), o);
+    run_loop(state, e, {{"x", random_u8(xs, 6)}}, xs.num_elements());
+}
+BENCHMARK(BM_MaxPoolU8)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 

@@ -63,7 +63,7 @@ struct Ran {
 
 /// Runs one com.microsoft node `op` on `ins` with backends `backends` and `threads`.
 Ran run_node(const std::string& op, const std::vector<In>& ins, const Attrs& attrs,
-             std::vector<std::string> backends, int threads) {
+             std::vector<std::string> backends, int threads, const std::string& domain = kMs) {
     Graph g;
     g.opset_imports = {{"", 17}, {kMs, 1}};
     std::vector<ValueId> vs;
@@ -84,7 +84,7 @@ Ran run_node(const std::string& op, const std::vector<In>& ins, const Attrs& att
     }
     const ValueId y = g.add_value("y");
     Node& n = g.add_node(op, vs, {y}, "the_node");
-    n.domain = kMs;
+    n.domain = domain;
     n.attributes = attrs;
     g.outputs = {y};
     EngineOptions o;
@@ -111,11 +111,12 @@ void require_same_bits(const Tensor& got, const Tensor& want) {
 }
 
 /// The fast kernel (provider "cpu") equals the reference bitwise at 1 and 2 threads.
-void check_fast(const std::string& op, const std::vector<In>& ins, const Attrs& attrs = {}) {
-    const Ran want = run_node(op, ins, attrs, {"reference"}, 1);
+void check_fast(const std::string& op, const std::vector<In>& ins, const Attrs& attrs = {},
+                const std::string& domain = kMs) {
+    const Ran want = run_node(op, ins, attrs, {"reference"}, 1, domain);
     for (int threads : {1, 2}) {
         INFO("threads " << threads);
-        const Ran got = run_node(op, ins, attrs, {"cpu"}, threads);
+        const Ran got = run_node(op, ins, attrs, {"cpu"}, threads, domain);
         CHECK(got.provider == "cpu");
         require_same_bits(got.y, want.y);
     }
@@ -325,6 +326,28 @@ TEST_CASE("qlinear: fast QLinearSigmoid / QLinearLeakyRelu equal the reference b
                                 {q8_scalar(u, u ? 0 : 127), constant}},
                                {{"alpha", attr_f(0.3f)}});
                 }
+}
+
+TEST_CASE("qlinear: fast MaxPool on uint8 / int8 equals the reference bitwise", "[fast][qlinear]") {
+    struct PoolCase {
+        std::vector<int64_t> dims;
+        Attrs attrs;
+    };
+    const PoolCase cases[] = {
+        {{2, 64, 112, 112},  // ResNet-50's stem pool
+         {{"kernel_shape", attr_ints({3, 3})}, {"strides", attr_ints({2, 2})},
+          {"pads", attr_ints({1, 1, 1, 1})}}},
+        {{1, 3, 13, 11}, {{"kernel_shape", attr_ints({3, 2})}, {"strides", attr_ints({2, 3})},
+                          {"pads", attr_ints({1, 0, 2, 1})}, {"ceil_mode", attr_i(1)}}},
+        {{2, 2, 9, 10}, {{"kernel_shape", attr_ints({2, 3})}, {"dilations", attr_ints({2, 2})}}},
+        {{1, 4, 7, 7}, {{"kernel_shape", attr_ints({3, 3})}, {"auto_pad", attr_s("SAME_UPPER")}}},
+        {{3, 1, 5, 6}, {{"kernel_shape", attr_ints({5, 6})}, {"pads", attr_ints({4, 5, 4, 5})}}},
+    };
+    for (bool u : {true, false})
+        for (const PoolCase& c : cases) {
+            INFO((u ? "u8 " : "s8 ") << Shape::make(c.dims).value().to_string());
+            check_fast("MaxPool", {{q8_tensor(c.dims, u, 31), false}}, c.attrs, "");
+        }
 }
 
 TEST_CASE("qlinear: QLinear ops load from an ONNX model importing com.microsoft", "[qlinear]") {

@@ -7,7 +7,12 @@
 //                                channels (images of 2^23 elements or more: the reference);
 //   QLinearSigmoid, QLinearLeakyRelu
 //                                a 256-entry table (built at creation when the scales and zero
-//                                points are constants, else per run on the stack), threaded.
+//                                points are constants, else per run on the stack), threaded;
+//   MaxPool on u8/s8 (ONNX, what QDQ ResNets run between the quantized convolutions): 2-D NCHW
+//                                without Indices; per output row the vertical max of the valid
+//                                kernel rows (a vector loop), then the horizontal max of the
+//                                valid columns; threaded over planes. Exact, so bitwise the
+//                                reference's (the lowest value where a window has no element).
 // The reference kernels (src/cpu/reference/quant_ms.cpp) are every kernel's prepare (shapes,
 // dtypes, errors) and the oracle: results are bitwise equal (ops/qlinear.hpp's f32 expressions
 // in their order, no FMA: this file is compiled with fp-contract=off).
@@ -26,6 +31,7 @@
 #include "cpu/fast/groups.hpp"
 #include "kernels/simd.hpp"
 #include "ops/qlinear.hpp"
+#include "ops/window.hpp"
 #include "runtime/parallel.hpp"
 
 #pragma GCC optimize("fp-contract=off")
@@ -86,11 +92,13 @@ struct QlLoops {
     void (*mul)(const Q*, int64_t, const Q*, int64_t, Q*, int64_t, const QLinearBinary&) noexcept;
     int64_t (*sum)(const Q*, int64_t) noexcept;
     void (*sum_rows)(const Q*, int64_t, int64_t, int64_t, std::int32_t*) noexcept;
+    void (*max_into)(Q*, const Q*, int64_t) noexcept;
 };
 
 #define DSINFER_QL_LOOPS(ns)                                                            \
     QlLoops<Q> {                                                                        \
-        &ns::binary<Q, false>, &ns::binary<Q, true>, &ns::sum<Q>, &ns::sum_rows<Q> \
+        &ns::binary<Q, false>, &ns::binary<Q, true>, &ns::sum<Q>, &ns::sum_rows<Q>,  \
+            &ns::max_into<Q>                                                         \
     }
 
 template <class Q>
@@ -290,6 +298,83 @@ StatusOr<std::unique_ptr<Kernel>> make_lut(const KernelCreateContext& ctx) {
     return make_kernel<QLinearLutFast>(std::move(fb), Kind, alpha, table);
 }
 
+// ---- MaxPool on u8 / s8 ---------------------------------------------------------------------
+
+/// Input rows wider than this go to the fallback (the vertical maxima live on the stack).
+constexpr int64_t kMaxPoolRow = 4096;
+
+class MaxPoolQ8Fast final : public fast::FastKernel {
+public:
+    MaxPoolQ8Fast(std::unique_ptr<Kernel> fb, PoolAttrs a) : FastKernel(std::move(fb)), a_(std::move(a)) {}
+
+    Status run(RunContext& ctx) const noexcept override {
+        const TensorView& x = ctx.input(0);
+        if (x.shape.rank() != 4 || x.shape[3] > kMaxPoolRow) return fallback_run(ctx);
+        WindowGeom g;
+        const Status st = window_geometry(
+            a_, x.shape, [&](int i) { return a_.kernel_shape[static_cast<std::size_t>(i)]; },
+            a_.ceil_mode, g);
+        if (!st.is_ok()) return st;
+        if (x.dtype == DType::u8) pool<std::uint8_t>(x, ctx.output(0), g);
+        else pool<std::int8_t>(x, ctx.output(0), g);
+        return Status::ok();
+    }
+
+private:
+    template <class Q>
+    static void pool(const TensorView& x, const TensorView& y, const WindowGeom& g) noexcept {
+        const int64_t planes = x.shape[0] * x.shape[1];
+        const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1];
+        const Q* xp = x.data<Q>();
+        Q* yp = y.data<Q>();
+        constexpr Q lowest = std::numeric_limits<Q>::lowest();
+        const int64_t grain = std::max<int64_t>(1, fast::kGrain / std::max<int64_t>(1, ih * iw));
+        const QlLoops<Q> loops = ql_loops<Q>();
+        parallel_for(planes, grain, [&](int64_t p0, int64_t p1) {
+            Q col[kMaxPoolRow];
+            for (int64_t p = p0; p < p1; ++p) {
+                const Q* in = xp + p * ih * iw;
+                Q* out = yp + p * oh * ow;
+                for (int64_t oy = 0; oy < oh; ++oy) {
+                    std::fill(col, col + iw, lowest);
+                    for (int64_t ky = 0; ky < g.k[0]; ++ky) {
+                        const int64_t iy = oy * g.stride[0] - g.pb[0] + ky * g.dil[0];
+                        if (iy < 0 || iy >= ih) continue;
+                        loops.max_into(col, in + iy * iw, iw);
+                    }
+                    const int64_t kw = g.k[1], sx = g.stride[1], dx = g.dil[1];
+                    for (int64_t ox = 0; ox < ow; ++ox) {
+                        const int64_t ix0 = ox * sx - g.pb[1];
+                        Q best = lowest;
+                        if (ix0 >= 0 && ix0 + (kw - 1) * dx < iw) {  // inside: no checks
+                            for (int64_t kx = 0; kx < kw; ++kx)
+                                best = std::max(best, col[ix0 + kx * dx]);
+                        } else {
+                            for (int64_t kx = 0; kx < kw; ++kx) {
+                                const int64_t ix = ix0 + kx * dx;
+                                if (ix >= 0 && ix < iw) best = std::max(best, col[ix]);
+                            }
+                        }
+                        out[oy * ow + ox] = best;
+                    }
+                }
+            }
+        });
+    }
+
+    PoolAttrs a_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_max_pool_q8(const KernelCreateContext& ctx) {
+    if (ctx.has_output(1))
+        return Status::error(ErrorCode::unsupported, "MaxPool u8/s8: without Indices only");
+    DSINFER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fb, ctx.create_fallback());
+    DSINFER_ASSIGN_OR_RETURN(PoolAttrs a, parse_pool_attrs(ctx));
+    if (a.kernel_shape.size() != 2)
+        return Status::error(ErrorCode::unsupported, "MaxPool u8/s8: 2-D windows only");
+    return make_kernel<MaxPoolQ8Fast>(std::move(fb), std::move(a));
+}
+
 }  // namespace
 
 void register_fast_qlinear(KernelRegistry& r) {
@@ -303,6 +388,8 @@ void register_fast_qlinear(KernelRegistry& r) {
     add("QLinearGlobalAveragePool", &make_global_pool);
     add("QLinearSigmoid", &make_lut<QLinearLut::sigmoid>);
     add("QLinearLeakyRelu", &make_lut<QLinearLut::leaky_relu>);
+    r.add({"MaxPool", "", 1, kMaxOpset, DeviceKind::cpu, q8}, &make_max_pool_q8, kPriorityCpu,
+          "cpu");
 }
 
 }  // namespace dsinfer::detail
