@@ -10,6 +10,10 @@
 
 #include "runtime/parallel.hpp"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define DSINFER_QCONV_SSE2 1
@@ -111,18 +115,15 @@ void transpose32(const std::uint32_t* src, int64_t lds, std::uint32_t* dst, int6
         for (int64_t j = 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
 }
 
-/// Block edge of the parallel transposes (a 64 x 64 block of 32-bit values is 16 KiB).
+/// Block edge of the transposes (a 64 x 64 block of 32-bit values is 16 KiB).
 constexpr int64_t kBlock = 64;
 
 /// dst [cols, rows] (leading dim ldd) = src [rows, cols]^T, elements of `esize` bytes (1 or 4),
-/// over threads in blocks of kBlock x kBlock.
-void parallel_transpose(const void* src, int64_t lds, void* dst, int64_t ldd, int64_t rows,
-                        int64_t cols, std::size_t esize) noexcept {
-    const int64_t rb = (rows + kBlock - 1) / kBlock, cb = (cols + kBlock - 1) / kBlock;
-    const int64_t grain = esize == 1 ? 16 : 4;  // blocks per chunk (a parallel region's cost)
-    parallel_for(rb * cb, grain, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-            const int64_t r0 = b / cb * kBlock, c0 = b % cb * kBlock;
+/// in blocks of kBlock x kBlock.
+void transpose_blocks(const void* src, int64_t lds, void* dst, int64_t ldd, int64_t rows,
+                      int64_t cols, std::size_t esize) noexcept {
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlock)
+        for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
             const int64_t rn = std::min(kBlock, rows - r0), cn = std::min(kBlock, cols - c0);
             if (esize == 1)
                 transpose8(static_cast<const std::uint8_t*>(src) + r0 * lds + c0, lds,
@@ -131,67 +132,85 @@ void parallel_transpose(const void* src, int64_t lds, void* dst, int64_t ldd, in
                 transpose32(static_cast<const std::uint32_t*>(src) + r0 * lds + c0, lds,
                             static_cast<std::uint32_t*>(dst) + c0 * ldd + r0, ldd, rn, cn);
         }
-    });
 }
 
-/// x [c, hw] (one image, float32) quantized as fx says into nhwc [hw, c].
-void quantize_to_nhwc(const float* x, int64_t c, int64_t hw, const QConvFloatInput& fx,
-                      std::uint8_t* nhwc) noexcept {
-    const DynamicQuantParams& q = fx.q;
+/// `pix` consecutive pixels of the c planes of x (float32, plane stride lds) quantized as fx
+/// says into nhwc [pix, c].
+void quantize_to_nhwc(const float* x, int64_t c, int64_t lds, int64_t pix,
+                      const QConvFloatInput& fx, std::uint8_t* nhwc) noexcept {
     constexpr int64_t kPix = 256, kCh = 64;
-    const int64_t blocks = (hw + kPix - 1) / kPix;
-    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-        alignas(64) std::uint8_t tmp[kCh * kPix];
-        for (int64_t b = b0; b < b1; ++b) {
-            const int64_t p0 = b * kPix, pn = std::min(kPix, hw - p0);
-            for (int64_t c0 = 0; c0 < c; c0 += kCh) {
-                const int64_t cn = std::min(kCh, c - c0);
-                for (int64_t ci = 0; ci < cn; ++ci) {
-                    if (q.usable) fx.quantize(x + (c0 + ci) * hw + p0, pn, q, tmp + ci * kPix);
-                    else std::memset(tmp + ci * kPix, q.zero_point, static_cast<std::size_t>(pn));
+    alignas(64) std::uint8_t tmp[kCh * kPix];
+    const DynamicQuantParams& q = fx.q;
+    for (int64_t p0 = 0; p0 < pix; p0 += kPix) {
+        const int64_t pn = std::min(kPix, pix - p0);
+        for (int64_t c0 = 0; c0 < c; c0 += kCh) {
+            const int64_t cn = std::min(kCh, c - c0);
+            for (int64_t ci = 0; ci < cn; ++ci) {
+                if (q.usable) fx.quantize(x + (c0 + ci) * lds + p0, pn, q, tmp + ci * kPix);
+                else std::memset(tmp + ci * kPix, q.zero_point, static_cast<std::size_t>(pn));
+            }
+            transpose8(tmp, kPix, nhwc + p0 * c + c0, c, cn, pn);
+        }
+    }
+}
+
+/// im2col rows [(r1 - r0) * ow, kh * kw * cg] of output rows [r0, r1), group g, from the NHWC
+/// rows [iy0, ...) of the image (pads: `pad`).
+void im2col_rows(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int64_t r0,
+                 int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* cols) noexcept {
+    const int64_t cg = s.cg(), k = s.k();
+    for (int64_t oy = r0; oy < r1; ++oy)
+        for (int64_t ox = 0; ox < s.ow; ++ox) {
+            std::uint8_t* d = cols + ((oy - r0) * s.ow + ox) * k;
+            for (int64_t i = 0; i < s.kh; ++i) {
+                const int64_t iy = oy * s.sh - s.pt + i * s.dh;
+                for (int64_t j = 0; j < s.kw; ++j, d += cg) {
+                    const int64_t ix = ox * s.sw - s.pl + j * s.dw;
+                    if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w)
+                        std::memset(d, pad, static_cast<std::size_t>(cg));
+                    else
+                        std::memcpy(d, nhwc + ((iy - iy0) * s.w + ix) * s.c + g * cg,
+                                    static_cast<std::size_t>(cg));
                 }
-                transpose8(tmp, kPix, nhwc + p0 * c + c0, c, cn, pn);
             }
         }
-    });
 }
 
-/// im2col rows [pixels, kh * kw * cg] of group g from the NHWC image (pads: `pad`).
-void im2col_nhwc(const QConvShape& s, const std::uint8_t* nhwc, int64_t g, std::uint8_t pad,
-                 std::uint8_t* cols) noexcept {
-    const int64_t cg = s.cg(), k = s.k();
-    parallel_for(s.oh, 1, [&](int64_t o0, int64_t o1) {
-        for (int64_t oy = o0; oy < o1; ++oy)
-            for (int64_t ox = 0; ox < s.ow; ++ox) {
-                std::uint8_t* d = cols + (oy * s.ow + ox) * k;
-                for (int64_t i = 0; i < s.kh; ++i) {
-                    const int64_t iy = oy * s.sh - s.pt + i * s.dh;
-                    for (int64_t j = 0; j < s.kw; ++j, d += cg) {
-                        const int64_t ix = ox * s.sw - s.pl + j * s.dw;
-                        if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w)
-                            std::memset(d, pad, static_cast<std::size_t>(cg));
-                        else
-                            std::memcpy(d, nhwc + (iy * s.w + ix) * s.c + g * cg,
-                                        static_cast<std::size_t>(cg));
-                    }
-                }
-            }
-    });
-}
+/// Bytes of im2col (or NHWC rows, 1x1) per chunk: a chunk's A stays in L2.
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
-struct Layout {
-    std::size_t nhwc = 0, cols = 0, ctmp = 0, gemm = 0, total = 0;
+/// How the work is cut: each image into `slices` chunks of `rows` output rows; a thread takes
+/// whole chunks (one parallel region per convolution: no thread waits for another inside it,
+/// which matters when the machine is oversubscribed). The cut changes no result.
+struct Plan {
+    int64_t rows = 1, slices = 1, in_rows = 1, team = 1;
+    std::size_t nhwc = 0, cols = 0, ctmp = 0, gemm = 0, per_thread = 0, total = 0;
 };
 
-Layout layout(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
+Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
               int64_t threads) noexcept {
-    Layout l;
-    l.nhwc = align64(static_cast<std::size_t>(s.h * s.w * s.c));
-    l.cols = s.pointwise() ? 0 : align64(static_cast<std::size_t>(s.pixels() * s.k()));
-    l.ctmp = align64(static_cast<std::size_t>(s.pixels() * s.mg()) * out_bytes);
-    l.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(s.pixels(), w.groups[0], threads));
-    l.total = 64 + l.nhwc + l.cols + l.ctmp + l.gemm;  // qgemm's share last (qconv_nchw)
-    return l;
+    Plan p;
+    const int64_t a_row = std::max<int64_t>(1, s.pointwise() ? s.c : s.k());
+    const int64_t oh = std::max<int64_t>(1, s.oh), ow = std::max<int64_t>(1, s.ow);
+    p.rows = std::clamp<int64_t>(kChunkBytes / a_row / ow, 1, oh);
+    p.slices = (oh + p.rows - 1) / p.rows;
+    const int64_t batch = std::max<int64_t>(1, s.batch);
+    const int64_t want = (threads + batch - 1) / batch;  // chunks per image to feed the team
+    if (p.slices < want) {
+        p.slices = std::min(oh, want);
+        p.rows = (oh + p.slices - 1) / p.slices;
+        p.slices = (oh + p.rows - 1) / p.rows;
+    }
+    p.in_rows = std::min(s.h, (p.rows - 1) * s.sh + (s.kh - 1) * s.dh + 1);
+    p.team = std::max<int64_t>(1, std::min(threads, batch * p.slices));
+    const int64_t pix = p.rows * ow;
+    p.nhwc = align64(static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c));
+    p.cols = s.pointwise() ? 0 : align64(static_cast<std::size_t>(pix * s.k()));
+    p.ctmp = align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
+    p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
+    p.per_thread = p.nhwc + p.cols + p.ctmp + p.gemm;
+    p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
+    return p;
 }
 
 std::size_t out_size(QGemmOutput o) noexcept {
@@ -222,7 +241,7 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
 
 std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
                                   std::size_t out_bytes, int64_t threads) noexcept {
-    return layout(s, w, out_bytes, threads).total;
+    return plan_for(s, w, out_bytes, std::max<int64_t>(1, threads)).total;
 }
 
 bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
@@ -232,48 +251,74 @@ bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
     if (s.batch == 0 || pixels == 0 || s.m == 0) return true;
     const std::size_t eb = out_size(p.out);
     auto* base = static_cast<unsigned char*>(workspace);
-    const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
-    // qgemm takes what is left: with less than it asks for (a larger thread budget than at
-    // prepare) it uses its per-thread buffers.
-    const Layout l = layout(s, w, eb, 1);
-    if (base == nullptr || workspace_bytes < l.total - l.gemm) return false;
-    base += skip;
-    auto* nhwc = reinterpret_cast<std::uint8_t*>(base);
-    auto* cols = reinterpret_cast<std::uint8_t*>(base + l.nhwc);
-    unsigned char* ctmp = base + l.nhwc + l.cols;
-    unsigned char* gws = ctmp + l.ctmp;
-    const std::size_t gws_bytes = workspace_bytes - skip - l.nhwc - l.cols - l.ctmp;
+    if (base == nullptr) return false;
+    base += (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
+    // The calling thread's budget, or fewer threads when the workspace was sized for fewer.
+    int64_t threads = max_threads();
+    Plan plan = plan_for(s, w, eb, threads);
+    while (plan.total > workspace_bytes && threads > 1) plan = plan_for(s, w, eb, --threads);
+    if (plan.total > workspace_bytes) return false;
     const auto pad = static_cast<std::uint8_t>(p.a_zero);
-    for (int64_t n = 0; n < s.batch; ++n) {
-        if (fx != nullptr)
-            quantize_to_nhwc(fx->x + n * s.c * hw, s.c, hw, *fx, nhwc);
-        else
-            parallel_transpose(static_cast<const std::uint8_t*>(x) + n * s.c * hw, hw, nhwc, s.c,
-                               s.c, hw, 1);
-        for (int64_t g = 0; g < s.group; ++g) {
-            const std::uint8_t* a = nhwc + g * cg;
-            int64_t lda = s.c;
-            if (!s.pointwise()) {
-                im2col_nhwc(s, nhwc, g, pad, cols);
-                a = cols;
-                lda = s.k();
+    const int64_t chunks = s.batch * plan.slices;
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> failed{false};
+    auto work = [&](int64_t t) {
+        unsigned char* buf = base + static_cast<std::size_t>(t) * plan.per_thread;
+        auto* nhwc = reinterpret_cast<std::uint8_t*>(buf);
+        auto* cols = reinterpret_cast<std::uint8_t*>(buf + plan.nhwc);
+        unsigned char* ctmp = buf + plan.nhwc + plan.cols;
+        unsigned char* gws = ctmp + plan.ctmp;
+        for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+            const int64_t n = ci / plan.slices, r0 = ci % plan.slices * plan.rows;
+            const int64_t r1 = std::min(s.oh, r0 + plan.rows);
+            if (r0 >= r1) continue;
+            // The input rows the chunk's windows read, to NHWC.
+            const int64_t iy0 = std::clamp<int64_t>(r0 * s.sh - s.pt, 0, s.h);
+            const int64_t iy1 =
+                std::clamp<int64_t>((r1 - 1) * s.sh - s.pt + (s.kh - 1) * s.dh + 1, iy0, s.h);
+            const int64_t pix_in = (iy1 - iy0) * s.w;
+            if (fx != nullptr)
+                quantize_to_nhwc(fx->x + n * s.c * hw + iy0 * s.w, s.c, hw, pix_in, *fx, nhwc);
+            else
+                transpose_blocks(static_cast<const std::uint8_t*>(x) + n * s.c * hw + iy0 * s.w,
+                                 hw, nhwc, s.c, s.c, pix_in, 1);
+            const int64_t rows = (r1 - r0) * s.ow;
+            for (int64_t g = 0; g < s.group; ++g) {
+                const std::uint8_t* a = nhwc + g * cg;
+                int64_t lda = s.c;
+                if (!s.pointwise()) {
+                    im2col_rows(s, nhwc, iy0, r0, r1, g, pad, cols);
+                    a = cols;
+                    lda = s.k();
+                }
+                QGemmParams pg = p;
+                const int64_t off = g * mg;
+                if (p.b_zeros != nullptr) pg.b_zeros = p.b_zeros + off;
+                if (p.b_scales != nullptr) pg.b_scales = p.b_scales + off;
+                if (p.bias != nullptr) pg.bias = p.bias + off;
+                if (p.bias_s32 != nullptr) pg.bias_s32 = p.bias_s32 + off;
+                if (!qgemm_packed(rows, a, lda, w.groups[static_cast<std::size_t>(g)], ctmp, mg,
+                                  pg, gws, plan.gemm)) {
+                    failed.store(true, std::memory_order_relaxed);
+                    return;
+                }
+                transpose_blocks(ctmp, mg,
+                                 static_cast<unsigned char*>(y) +
+                                     static_cast<std::size_t>((n * s.m + off) * pixels +
+                                                              r0 * s.ow) * eb,
+                                 pixels, rows, mg, eb);
             }
-            QGemmParams pg = p;
-            const int64_t off = g * mg;
-            if (p.b_zeros != nullptr) pg.b_zeros = p.b_zeros + off;
-            if (p.b_scales != nullptr) pg.b_scales = p.b_scales + off;
-            if (p.bias != nullptr) pg.bias = p.bias + off;
-            if (p.bias_s32 != nullptr) pg.bias_s32 = p.bias_s32 + off;
-            if (!qgemm_packed(pixels, a, lda, w.groups[static_cast<std::size_t>(g)], ctmp, mg, pg,
-                              gws, gws_bytes))
-                return false;
-            parallel_transpose(ctmp, mg,
-                               static_cast<unsigned char*>(y) +
-                                   static_cast<std::size_t>((n * s.m + off) * pixels) * eb,
-                               pixels, pixels, mg, eb);
         }
+    };
+#if defined(_OPENMP)
+    if (plan.team > 1) {
+#pragma omp parallel num_threads(static_cast<int>(plan.team))
+        work(omp_get_thread_num());
+        return !failed.load();
     }
-    return true;
+#endif
+    work(0);
+    return !failed.load();
 }
 
 }  // namespace dsinfer::detail

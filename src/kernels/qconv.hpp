@@ -2,8 +2,9 @@
 // compute of ConvInteger, QLinearConv and com.dsinfer DynamicQuantizeConv on the cpu backend.
 //
 // Mapping. qgemm multiplies 8-bit rows A[M, K] by a packed constant B[K, N] with the epilogue
-// fused into its store. Per image and group:
-//   1. the image is transposed to NHWC bytes (quantized on the way for DynamicQuantizeConv);
+// fused into its store. Per chunk of output rows (below) and group:
+//   1. the input rows the chunk reads are transposed to NHWC bytes (quantized on the way for
+//      DynamicQuantizeConv);
 //   2. A = one row per output pixel, K ordered (kh, kw, c): for a 1x1 stride-1 unpadded
 //      convolution the NHWC image itself (lda = C); otherwise im2col rows, each kh * kw runs
 //      of Cg contiguous bytes copied from the NHWC image (padding: the x zero point, so it
@@ -14,7 +15,11 @@
 //   4. C transposed into the group's channels of the NCHW output.
 // Zero points, scales and biases are qgemm's per-column parameters (output channels); the
 // epilogue sees each element's exact s32 sum, so results are bitwise those of the reference
-// kernels for any thread count (threads: qgemm's own split, the copies in parallel_for).
+// kernels for any thread count. Threads: one parallel region per convolution; each image is cut
+// into chunks of output rows (about 1 MiB of A each, and at least one chunk per thread), and a
+// thread takes whole chunks from a shared counter, doing steps 1-4 for the input rows its chunk
+// reads on its own buffers (qgemm single-threaded): no thread waits for another inside the
+// region, which keeps a descheduled thread on a busy machine from stalling the rest.
 //
 // Thread safety: a PackedQConvW is immutable once built; qconv_nchw allocates nothing when
 // given qconv_workspace_bytes.

@@ -443,6 +443,18 @@ TEST_CASE("qconv: ResNet-like shapes cross qgemm's K and row blocks", "[fast][qc
     c.x_signed = true;
     c.x_zero = -5;
     check_case(c, 902);
+    // Wide images: several chunks of output rows per image (about 1 MiB of im2col each), their
+    // windows overlapping at the chunk edges (stride 2, dilation 2, padding).
+    ConvCase d = shape(1, 64, 30, 300, 6, 3, 2, 1, 2, 1);
+    d.w_zero_kind = 2;
+    check_case(d, 903);
+    ConvCase e = shape(2, 300, 12, 400, 5, 1, 1, 0, 1, 1);  // 1x1: chunks of NHWC rows
+    e.x_zero = 200;
+    check_case(e, 904);
+    DynCase f;
+    f.conv = shape(1, 64, 30, 300, 6, 3, 2, 1, 2, 1);
+    f.per_channel_scale = true;
+    check_dyn(f, 905);
 }
 
 TEST_CASE("qconv: bad zero points, scales and biases are typed errors naming the node",
