@@ -198,22 +198,23 @@ inline V4 bits(U4 u) noexcept {
     std::memcpy(&v, &u, sizeof v);
     return v;
 }
-inline V4 bf16(const std::uint16_t* p) noexcept {
-    return bits(U4{p[0], p[1], p[2], p[3]} << 16);
+typedef std::uint16_t H4 __attribute__((vector_size(8)));
+/// Four halves zero-extended to 32 bits.
+inline U4 load4(const std::uint16_t* p) noexcept {
+    H4 h;
+    std::memcpy(&h, p, sizeof h);
+    return __builtin_convertvector(h, U4);
 }
-/// IEEE half to float: the exponent rebiased; inf/NaN kept; subnormals normalized through a
-/// float subtraction (exact).
+inline V4 bf16(const std::uint16_t* p) noexcept { return bits(load4(p) << 16); }
+/// IEEE half to float: exponent and mantissa moved into place and scaled by 2^112 (rebiasing the
+/// exponent; exact, subnormal halves become normal floats), inf / NaN (2^16 and above after
+/// the scaling) given the all-ones exponent, the sign put back.
 inline V4 f16(const std::uint16_t* p) noexcept {
-    const U4 h{p[0], p[1], p[2], p[3]};
-    U4 o = (h & 0x7fffu) << 13;
-    const U4 e = o & (0x7c00u << 13);
-    o += (127u - 15u) << 23;
-    o += (U4)(e == (0x7c00u << 13)) & ((128u - 16u) << 23);  // inf / NaN
-    V4 sub = bits(o + (1u << 23)) - bits(U4{113u << 23, 113u << 23, 113u << 23, 113u << 23});
-    U4 sub_bits;
-    std::memcpy(&sub_bits, &sub, sizeof sub_bits);
-    const U4 is_sub = (U4)(e == 0u);
-    o = (sub_bits & is_sub) | (o & ~is_sub);
+    const U4 h = load4(p);
+    const V4 f = bits((h & 0x7fffu) << 13) * 0x1p112f;
+    U4 o;
+    std::memcpy(&o, &f, sizeof o);
+    o |= (U4)(f >= 65536.f) & (255u << 23);
     return bits(o | ((h & 0x8000u) << 16));
 }
 }  // namespace widen

@@ -164,6 +164,34 @@ TEST_CASE("narrow_packed_b holds each weight rounded where packed_b_index says",
     }
 }
 
+TEST_CASE("half-width B widens exactly: every f16 / bf16 value times one is itself",
+          "[fast][half]") {
+    // C = 1 x B over all 65536 bit patterns (k = 1): each element of C is 0 + 1 * b, so it
+    // must be b's float value exactly (NaN stays NaN). vdpbf16ps treats subnormal inputs as
+    // zero (DAZ), so the pairs family is checked on the others.
+    for (const Family& f : families()) {
+        INFO(describe(f));
+        std::vector<float> b;
+        for (std::uint32_t bits = 0; bits < 65536; ++bits) {
+            const auto h = static_cast<std::uint16_t>(bits);
+            const float v = f.dtype == DType::f16 ? static_cast<float>(float16::from_bits(h))
+                                                  : static_cast<float>(bfloat16::from_bits(h));
+            if (f.dot && std::fpclassify(v) == FP_SUBNORMAL) continue;
+            b.push_back(v);
+        }
+        const auto n = static_cast<std::int64_t>(b.size());
+        const PackedB packed = detail::pack_b(b.data(), 1, n, false, f.isa, f.dtype, f.dot);
+        const float one = 1.f;
+        std::vector<float> c(b.size());
+        REQUIRE(detail::sgemm_packed(1, &one, 1, packed, c.data(), n, nullptr));
+        for (std::size_t j = 0; j < b.size(); ++j) {
+            INFO("value " << b[j]);
+            if (std::isnan(b[j])) REQUIRE(std::isnan(c[j]));
+            else REQUIRE(c[j] == b[j]);
+        }
+    }
+}
+
 TEST_CASE("half-width packed GEMM is bitwise identical across thread counts", "[fast][half]") {
     std::mt19937 rng(9);
     for (const Family& f : families()) {
