@@ -26,6 +26,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
@@ -34,9 +35,15 @@
 #include "ops/window.hpp"
 #include "runtime/parallel.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #pragma GCC optimize("fp-contract=off")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's _mm512_cvtepu8_epi32 reads an "undefined" vector it reports as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace dsinfer::detail {
 namespace {
