@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 
+#include "cpu/fast/dynamic_quant.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "dsinfer/ops.hpp"
@@ -32,9 +33,6 @@
 #include "ops/conv.hpp"
 #include "ops/quantize.hpp"
 #include "runtime/parallel.hpp"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"  // vector-typed values in the quantize loops
 
 namespace dsinfer::detail {
 namespace {
@@ -56,31 +54,6 @@ constexpr QConvInputs inputs_of(QConvKind k) noexcept {
 }
 
 constexpr std::size_t align64(std::size_t b) noexcept { return (b + 63) & ~std::size_t{63}; }
-
-// DynamicQuantizeLinear's loops (bitwise the scalar forms of ops/quantize.hpp), at the portable
-// vector width, for DynamicQuantizeConv's float32 input.
-namespace qd {
-#define QD_W 8
-#include "cpu/fast/fast_qmatmul_loops.inc"
-#undef QD_W
-}  // namespace qd
-
-/// DynamicQuantizeLinear's range of x[0, n), over threads in fixed chunks (min/max are exact:
-/// the split changes nothing).
-QuantRange input_range(const float* x, int64_t n) noexcept {
-    constexpr int64_t kChunk = int64_t{1} << 18, kMaxChunks = 64;
-    QuantRange parts[kMaxChunks];
-    const int64_t chunks = std::clamp<int64_t>((n + kChunk - 1) / kChunk, 1, kMaxChunks);
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-            const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
-            parts[c] = qd::range(x + b, e - b);
-        }
-    });
-    QuantRange r;
-    for (int64_t c = 0; c < chunks; ++c) r.merge(parts[c]);
-    return r;
-}
 
 class QConvKernel final : public fast::FastKernel {
 public:
@@ -153,8 +126,8 @@ public:
             // DynamicQuantizeLinear of x (quantized while it is transposed), then the f32
             // epilogue: dequantize_product(c, x_scale, w_scale[m], bias[m]) and the activation.
             fx.x = x.data<float>();
-            fx.q = dynamic_quant_params(input_range(fx.x, x.num_elements()));
-            fx.quantize = &qd::quantize;
+            fx.q = dynamic_quant_params(dynamic_quant_range(fx.x, x.num_elements()));
+            fx.quantize = dynamic_quantize_loop();
             p.a_zero = fx.q.zero_point;
             p.out = QGemmOutput::f32;
             p.a_scale = fx.q.scale;
@@ -278,5 +251,3 @@ void register_fast_qconv(KernelRegistry& r) {
 }
 
 }  // namespace dsinfer::detail
-
-#pragma GCC diagnostic pop
