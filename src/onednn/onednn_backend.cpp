@@ -776,6 +776,7 @@ void register_onednn_kernels(KernelRegistry& registry) {
     o::register_norm(registry);
     o::register_eltwise(registry);
     o::register_resize(registry);
+    o::register_concat(registry);
 }
 
 }  // namespace dsinfer

@@ -509,5 +509,6 @@ void register_pool(KernelRegistry& r);      // onednn_pool.cpp: Max/Average/Glob
 void register_norm(KernelRegistry& r);      // onednn_norm.cpp: BatchNorm, LayerNorm, Softmax
 void register_eltwise(KernelRegistry& r);   // onednn_eltwise.cpp: unary and binary ops
 void register_resize(KernelRegistry& r);    // onednn_resize.cpp: Resize
+void register_concat(KernelRegistry& r);    // onednn_concat.cpp: Concat (blocked channels)
 
 }  // namespace dsinfer::detail::onednn

@@ -45,6 +45,14 @@ struct ConvPrim {
     dnnl::memory::desc src_md, dst_md, bias_md, scratch_md, weights_md;
     std::shared_ptr<const dnnl::memory> weights;
     std::size_t scratch_bytes = 0;
+    /// A blocked input with a row-major output of fewer channels than a block (a segmentation
+    /// head): the primitive writes Y blocked (its channels padded to the block) into the
+    /// workspace at `padded_dst_offset` and a reorder makes it row-major: oneDNN 2.6 has no
+    /// JIT convolution from a blocked source to a row-major destination (it ran its reference
+    /// one, 2.4 s on a 1024x1024 16 -> 2 head).
+    bool padded_dst = false;
+    std::size_t padded_dst_offset = 0;
+    dnnl::memory::desc plain_dst_md;
 };
 
 class OnednnConvKernel final : public FallbackKernel {
@@ -130,10 +138,17 @@ public:
             args[na++] = {DNNL_ARG_SRC, &c.src_md, x_raw};
             args[na++] = {DNNL_ARG_WEIGHTS, &c.weights_md, c.weights->get_data_handle()};
             if (bias_) args[na++] = {DNNL_ARG_BIAS, &c.bias_md, bias_->raw_data()};
-            args[na++] = {DNNL_ARG_DST, &c.dst_md, yv.raw};
-            if (c.scratch_bytes > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &c.scratch_md, ws};
+            void* dst = c.padded_dst ? static_cast<char*>(ws) + c.padded_dst_offset : yv.raw;
+            args[na++] = {DNNL_ARG_DST, &c.dst_md, dst};
+            if (c.scratch_md.get_size() > 0) args[na++] = {DNNL_ARG_SCRATCHPAD, &c.scratch_md, ws};
             const Status st = execute(c.prim, args, na, transpose_ ? "deconvolution" : "convolution");
-            if (st.is_ok()) epilogue_.finish(yv);  // an activation left out of attr()
+            if (!st.is_ok()) return st;
+            if (c.padded_dst) {
+                dnnl::memory from = wrap(c.dst_md, dst), to = wrap(c.plain_dst_md, yv.raw);
+                dnnl::reorder(from, to).execute(thread_stream(), from, to);
+                thread_stream().wait();
+            }
+            epilogue_.finish(yv);  // an activation left out of attr()
             return st;
         } catch (const dnnl::error& e) {
             return from_error(e, "convolution");
@@ -150,7 +165,17 @@ public:
         if (!x.shape.known || x.shape.rank() != 4 || w_shape_.rank() != 4) return s;
         const Dim& c = x.shape.dims[1];
         const int64_t out_c = transpose_ ? w_shape_[1] * a_.group : w_shape_[0];
-        if (!blockable_channels(out_c)) return s;
+        if (!blockable_channels(out_c)) {
+            // A head with few output channels (a segmentation model's last 1x1 Conv to its
+            // classes) reads a blocked input and writes row-major: otherwise its row-major
+            // input would make every uniform kernel before it row-major too.
+            if (!transpose_ && !residual_ && a_.group == 1 && c.is_static() &&
+                blockable_channels(c.value)) {
+                s.layout = kBlockedLayout;
+                s.inputs = 1;
+            }
+            return s;
+        }
         s.layout = kBlockedLayout;
         s.outputs = 1;
         // FusedConv's residual Z is summed into Y in place: it must share Y's layout.
@@ -333,6 +358,12 @@ private:
                               const DirectArgs& geo, ConvPrim& c) const {
         c.src_md = act_md(x, blocked_in);
         c.dst_md = act_md(y, blocked_out);
+        c.padded_dst = blocked_in && !blocked_out && !transpose_ && x.rank() == 4 &&
+                       !blockable_channels(y[1]);
+        if (c.padded_dst) {
+            c.plain_dst_md = c.dst_md;
+            c.dst_md = act_md(y, true);  // channels padded to the block
+        }
         const auto src_any = c.src_md, dst_any = c.dst_md;
         const dnnl::memory::desc w_any(user_md().dims(), dt::f32, tag::any);
         if (bias_) c.bias_md = dnnl::memory::desc({bias_->num_elements()}, dt::f32, tag::a);
@@ -356,6 +387,10 @@ private:
             make.template operator()<dnnl::deconvolution_forward>(
                 dnnl::algorithm::deconvolution_direct);
         c.scratch_bytes = c.scratch_md.get_size();
+        if (c.padded_dst) {
+            c.padded_dst_offset = (c.scratch_bytes + 63) / 64 * 64;
+            c.scratch_bytes = c.padded_dst_offset + c.dst_md.get_size();
+        }
         return chosen;
     }
 

@@ -1190,6 +1190,48 @@ TEST_CASE("oneDNN Conv on small maps runs the im2col GEMM with a fused residual 
     }
 }
 
+TEST_CASE("oneDNN keeps a U-Net's skip Concat and its few-channel head in the blocked layout and "
+          "matches the reference",
+          "[onednn]") {
+    // Conv -> MaxPool -> Conv -> Resize -> Concat(skip) -> Conv -> head Conv to 2 channels: the
+    // Concat joins whole channel blocks (onednn_concat.cpp, a copy per image and input) and
+    // the head reads the blocked input and writes row-major through a padded blocked
+    // destination. Without them every uniform kernel here runs row-major (the head's
+    // row-major input spreads through them all).
+    if (no_onednn()) return;
+    const std::int64_t c = 32;  // whole blocks at every ISA level (8 or 16)
+    Net net(17);
+    net.feed("x", rnd({2, 3, 16, 16}, 90, -2.f, 2.f), {-1, 3, 16, 16});
+    net.constant("c0.w", weights({c, 3, 3, 3}, 91));
+    Window{.pads = {1, 1, 1, 1}}.apply(net.node("Conv", {"x", "c0.w"}, {"c0"}, "conv0"));
+    net.node("Relu", {"c0"}, {"skip"}, "relu0");
+    Window{.kernel_shape = {2, 2}, .strides = {2, 2}}.apply(
+        net.node("MaxPool", {"skip"}, {"p"}, "pool"));
+    net.constant("c1.w", weights({2 * c, c, 3, 3}, 92));
+    Window{.pads = {1, 1, 1, 1}}.apply(net.node("Conv", {"p", "c1.w"}, {"c1"}, "conv1"));
+    net.constant("scales", values({4}, {1.f, 1.f, 2.f, 2.f}));
+    as(net.node("Resize", {"c1", "", "scales"}, {"up"}, "up"), "mode", "nearest");
+    ai(net.node("Concat", {"up", "skip"}, {"cat"}, "cat"), "axis", 1);
+    net.constant("c2.w", weights({c, 3 * c, 3, 3}, 93));
+    Window{.pads = {1, 1, 1, 1}}.apply(net.node("Conv", {"cat", "c2.w"}, {"c2"}, "conv2"));
+    net.constant("head.w", weights({2, c, 1, 1}, 94));
+    net.node("Conv", {"c2", "head.w"}, {"y"}, "head");
+    net.output("y");
+    for (int threads : {1, 2}) {
+        const InferenceEngine fast = compile(net, kFast, threads);
+        const InferenceEngine ref = compile(net, kReference);
+        const auto providers = providers_of(fast);
+        CHECK(providers.at("cat") == "onednn");
+        CHECK(providers.at("head") == "onednn");
+        // Every node but the first conv's row-major input is blocked: 8 nodes negotiated.
+        CHECK(fast.blocked_layout_nodes() == 8);
+        const auto got = outputs_of(fast, net.feeds);
+        const auto exp = outputs_of(ref, net.feeds);
+        REQUIRE(got.size() == 1);
+        CHECK(mismatches(got[0], exp[0], dot(3 * c * 9), "threads " + std::to_string(threads)) == 0);
+    }
+}
+
 TEST_CASE("oneDNN Conv runs 3x3 stride-1 windows with enough tiles on Winograd and matches the "
           "reference",
           "[onednn][winograd]") {
