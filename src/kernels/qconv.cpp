@@ -155,25 +155,40 @@ void quantize_to_nhwc(const float* x, int64_t c, int64_t lds, int64_t pix,
 }
 
 /// im2col rows [(r1 - r0) * ow, kh * kw * cg] of output rows [r0, r1), group g, from the NHWC
-/// rows [iy0, ...) of the image (pads: `pad`).
-void im2col_rows(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int64_t r0,
-                 int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* cols) noexcept {
-    const int64_t cg = s.cg(), k = s.k();
+/// rows [iy0, ...) of the image (pads: `pad`). kCg > 0: cg known at compile time (the copies
+/// of the common channel counts inline).
+template <int64_t kCg>
+void im2col_rows_as(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int64_t r0,
+                    int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* cols) noexcept {
+    const int64_t cg = kCg > 0 ? kCg : s.cg(), k = s.k();
+    const auto bytes = static_cast<std::size_t>(cg);
     for (int64_t oy = r0; oy < r1; ++oy)
         for (int64_t ox = 0; ox < s.ow; ++ox) {
             std::uint8_t* d = cols + ((oy - r0) * s.ow + ox) * k;
             for (int64_t i = 0; i < s.kh; ++i) {
                 const int64_t iy = oy * s.sh - s.pt + i * s.dh;
+                const bool row_in = iy >= 0 && iy < s.h;
+                const std::uint8_t* src = row_in ? nhwc + (iy - iy0) * s.w * s.c + g * cg : nhwc;
                 for (int64_t j = 0; j < s.kw; ++j, d += cg) {
                     const int64_t ix = ox * s.sw - s.pl + j * s.dw;
-                    if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w)
-                        std::memset(d, pad, static_cast<std::size_t>(cg));
-                    else
-                        std::memcpy(d, nhwc + ((iy - iy0) * s.w + ix) * s.c + g * cg,
-                                    static_cast<std::size_t>(cg));
+                    if (!row_in || ix < 0 || ix >= s.w) std::memset(d, pad, bytes);
+                    else std::memcpy(d, src + ix * s.c, bytes);
                 }
             }
         }
+}
+
+void im2col_rows(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int64_t r0,
+                 int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* cols) noexcept {
+    switch (s.cg()) {
+        case 3: return im2col_rows_as<3>(s, nhwc, iy0, r0, r1, g, pad, cols);
+        case 4: return im2col_rows_as<4>(s, nhwc, iy0, r0, r1, g, pad, cols);
+        case 8: return im2col_rows_as<8>(s, nhwc, iy0, r0, r1, g, pad, cols);
+        case 16: return im2col_rows_as<16>(s, nhwc, iy0, r0, r1, g, pad, cols);
+        case 32: return im2col_rows_as<32>(s, nhwc, iy0, r0, r1, g, pad, cols);
+        case 64: return im2col_rows_as<64>(s, nhwc, iy0, r0, r1, g, pad, cols);
+        default: return im2col_rows_as<0>(s, nhwc, iy0, r0, r1, g, pad, cols);
+    }
 }
 
 /// Bytes of im2col (or NHWC rows, 1x1) per chunk: a chunk's A stays in L2.
