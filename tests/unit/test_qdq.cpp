@@ -671,6 +671,20 @@ TEST_CASE("qdq: islands that must not fuse are left alone", "[fast][qdq]") {
         CHECK(count_op(r, "MatMulIntegerToFloat") == 1);  // the float output stays
         CHECK(count_op(r, "QuantizeLinear") == 2);
     }
+    SECTION("a DQ read by an island and by a float op stays for the float op") {
+        QdqBuilder b;
+        const ValueId x = b.g.add_value("x", DType::f32, sym({3, 8}));
+        b.g.inputs = {x};
+        const ValueId xd = b.qdq(x, 0.02f, 128);  // read by both MatMuls and the residual Add
+        const ValueId y1 = b.node("MatMul", {xd, b.weight({8, 8}, 1, 8)});
+        const ValueId y2 = b.node("MatMul", {xd, b.weight({8, 8}, 1, 0)});
+        const ValueId sum = b.node("Add", {b.node("Add", {y1, y2}), xd});
+        const Graph g = b.done({sum});
+        const Ran r = check_fusion(g, {{"x", random_f32({3, 8}, 4)}}, 0, 1e-4f);
+        CHECK(count_op(r, "MatMulIntegerToFloat") == 2);
+        CHECK(count_op(r, "QuantizeLinear") == 1);
+        CHECK(count_op(r, "DequantizeLinear") == 1);  // the residual's
+    }
     SECTION("a Relu that the Q does not make a no-op stays") {
         QdqBuilder b;
         const ValueId x = b.g.add_value("x", DType::f32, sym({2, 3, 5, 5}));
