@@ -48,14 +48,18 @@ class MemoryPool;  // dsinfer/memory_pool.hpp
 class KernelRegistry;  // dsinfer/kernel_registry.hpp
 
 /// Options for InferenceEngine::load / compile. Every field has a safe default.
-/// Arithmetic precision of a GPU engine (EngineOptions::precision).
+/// Arithmetic precision of an engine (EngineOptions::precision).
 enum class Precision : std::uint8_t {
     fp32,  ///< float32 everywhere (the model as exported)
-    tf32,  ///< float32 tensors; GEMMs may use tf32 tensor cores (10-bit mantissa products)
-    fp16,  ///< float32 weights and activations stored and computed as float16 (GEMMs
-           ///< accumulate in float32; normalizations and softmax compute in float32);
-           ///< the model's inputs and outputs keep their float32 type
-    bf16,  ///< as fp16 with bfloat16
+    tf32,  ///< GPU only: float32 tensors; GEMMs may use tf32 tensor cores (10-bit mantissa
+           ///< products)
+    fp16,  ///< GPU: float32 weights and activations stored and computed as float16 (GEMMs
+           ///< accumulate in float32; normalizations and softmax compute in float32).
+           ///< CPU: the MatMul/Gemm weights held at half width (rounded to nearest even, half
+           ///< the bytes), activations and accumulation float32. Either way the model's inputs
+           ///< and outputs keep their float32 type
+    bf16,  ///< as fp16 with bfloat16 (on CPUs with AVX512_BF16 the CPU GEMMs also round
+           ///< their activations to bfloat16 and multiply on vdpbf16ps)
 };
 
 /// How kernels with several algorithms for one shape pick one (EngineOptions::algo_search).
@@ -77,7 +81,10 @@ struct EngineOptions {
     /// (node_placement() reports how many and the bytes that crossed). Needs a build with
     /// DSINFER_WITH_CUDA (unsupported otherwise) and a GPU (unavailable otherwise).
     std::string device = "cpu";
-    /// GPU precision (fp16/bf16/tf32 need a CUDA device; invalid_argument on the CPU).
+    /// Precision (see Precision): fp32, fp16 or bf16 on the CPU (tf32 needs a CUDA device:
+    /// invalid_argument on the CPU). The half-width weights are reported as weight-store forms
+    /// (weight_store()->forms(): layouts "sgemm.packed_b*.f16" / ".bf16"). A float16 or
+    /// bfloat16 model runs in float32 on a CPU engine at any precision (its interface kept).
     Precision precision = Precision::fp32;
     /// GPU engines: from the second run of an input-shape class, the whole run is captured
     /// once as a CUDA graph and replayed (one launch instead of one per kernel), when every
