@@ -34,7 +34,8 @@ public:
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
-        if (a_.max && any_nan(static_cast<const float*>(x.raw), x.num_elements()))
+        if (a_.max && !row_major_to_fallback() &&
+            any_nan(static_cast<const float*>(x.raw), x.num_elements()))
             return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
         return SimplePrimitiveKernel::run(ctx);
     }
@@ -46,6 +47,8 @@ protected:
         const Shape& y = out[0];
         const int nsp = x.rank() - 2;
         if (nsp < 1 || nsp > 3) return Status(ErrorCode::unsupported, "rank");
+        if (row_major_to_fallback() && nsp == 2)
+            return Status(ErrorCode::unsupported, "row-major max pooling: the cpu kernel's");
         dims k, s, d, pl, pr;
         for (int i = 0; i < nsp; ++i) {
             const int64_t kk = a_.global ? x[2 + i] : a_.kernel_shape[static_cast<std::size_t>(i)];
@@ -92,6 +95,13 @@ protected:
     }
 
 private:
+    /// Row-major 2-D max pooling runs the cpu backend's kernel (fast_qlinear.cpp): oneDNN 2.6's
+    /// row-major (nchw) pooling is its slow generic one (150 ms where the cpu loop takes a few
+    /// on a 2x2 pool of 16 x 1024 x 1024; blocked tensors keep oneDNN's JIT pooling).
+    bool row_major_to_fallback() const noexcept {
+        return a_.max && !a_.global && !blocked_input0() && fast_fallback();
+    }
+
     PoolSpec a_;
 };
 

@@ -8,11 +8,14 @@
 //   QLinearSigmoid, QLinearLeakyRelu
 //                                a 256-entry table (built at creation when the scales and zero
 //                                points are constants, else per run on the stack), threaded;
-//   MaxPool on u8/s8 (ONNX, what QDQ ResNets run between the quantized convolutions): 2-D NCHW
-//                                without Indices; per output row the vertical max of the valid
-//                                kernel rows (a vector loop), then the horizontal max of the
-//                                valid columns; threaded over planes. Exact, so bitwise the
-//                                reference's (the lowest value where a window has no element).
+//   MaxPool on u8/s8 (ONNX, what QDQ ResNets run between the quantized convolutions) and on
+//                                row-major float32 (what the oneDNN kernel leaves it: its
+//                                row-major max pooling is far slower, 150 ms on a 2x2 pool of
+//                                16 x 1024 x 1024): 2-D NCHW without Indices; per output row the
+//                                vertical max of the valid kernel rows (a vector loop), then
+//                                the horizontal max of the valid columns; threaded over planes.
+//                                Exact, so bitwise the reference's (the lowest value, -inf for
+//                                float32, where a window has no element; NaN where it has one).
 // The reference kernels (src/cpu/reference/quant_ms.cpp) are every kernel's prepare (shapes,
 // dtypes, errors) and the oracle: results are bitwise equal (ops/qlinear.hpp's f32 expressions
 // in their order, no FMA: this file is compiled with fp-contract=off).
@@ -323,7 +326,8 @@ public:
             a_.ceil_mode, g);
         if (!st.is_ok()) return st;
         if (x.dtype == DType::u8) pool<std::uint8_t>(x, ctx.output(0), g);
-        else pool<std::int8_t>(x, ctx.output(0), g);
+        else if (x.dtype == DType::i8) pool<std::int8_t>(x, ctx.output(0), g);
+        else pool<float>(x, ctx.output(0), g);
         return Status::ok();
     }
 
@@ -334,9 +338,26 @@ private:
         const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1];
         const Q* xp = x.data<Q>();
         Q* yp = y.data<Q>();
-        constexpr Q lowest = std::numeric_limits<Q>::lowest();
+        // float32: -inf below every value, and the first NaN in a window wins (the reference's
+        // rule; taken vertically then horizontally, so of several NaN payloads another may win).
+        constexpr Q lowest = std::is_same_v<Q, float> ? -std::numeric_limits<float>::infinity()
+                                                      : std::numeric_limits<Q>::lowest();
+        const auto take = [](Q v, Q best) {
+            if constexpr (std::is_same_v<Q, float>) return v > best || (v != v && best == best);
+            else return v > best;
+        };
         const int64_t grain = std::max<int64_t>(1, fast::kGrain / std::max<int64_t>(1, ih * iw));
-        const QlLoops<Q> loops = ql_loops<Q>();
+        const auto vertical = [] {
+            if constexpr (std::is_same_v<Q, float>) return nullptr;
+            else return ql_loops<Q>().max_into;
+        }();
+        const auto max_into = [&](Q* acc, const Q* row, int64_t n) {
+            if constexpr (std::is_same_v<Q, float>) {
+                for (int64_t j = 0; j < n; ++j) acc[j] = take(row[j], acc[j]) ? row[j] : acc[j];
+            } else {
+                vertical(acc, row, n);
+            }
+        };
         parallel_for(planes, grain, [&](int64_t p0, int64_t p1) {
             Q col[kMaxPoolRow];
             for (int64_t p = p0; p < p1; ++p) {
@@ -347,7 +368,7 @@ private:
                     for (int64_t ky = 0; ky < g.k[0]; ++ky) {
                         const int64_t iy = oy * g.stride[0] - g.pb[0] + ky * g.dil[0];
                         if (iy < 0 || iy >= ih) continue;
-                        loops.max_into(col, in + iy * iw, iw);
+                        max_into(col, in + iy * iw, iw);
                     }
                     const int64_t kw = g.k[1], sx = g.stride[1], dx = g.dil[1];
                     for (int64_t ox = 0; ox < ow; ++ox) {
@@ -355,11 +376,11 @@ private:
                         Q best = lowest;
                         if (ix0 >= 0 && ix0 + (kw - 1) * dx < iw) {  // inside: no checks
                             for (int64_t kx = 0; kx < kw; ++kx)
-                                best = std::max(best, col[ix0 + kx * dx]);
+                                if (take(col[ix0 + kx * dx], best)) best = col[ix0 + kx * dx];
                         } else {
                             for (int64_t kx = 0; kx < kw; ++kx) {
                                 const int64_t ix = ix0 + kx * dx;
-                                if (ix >= 0 && ix < iw) best = std::max(best, col[ix]);
+                                if (ix >= 0 && ix < iw && take(col[ix], best)) best = col[ix];
                             }
                         }
                         out[oy * ow + ox] = best;
@@ -395,8 +416,8 @@ void register_fast_qlinear(KernelRegistry& r) {
     add("QLinearGlobalAveragePool", &make_global_pool);
     add("QLinearSigmoid", &make_lut<QLinearLut::sigmoid>);
     add("QLinearLeakyRelu", &make_lut<QLinearLut::leaky_relu>);
-    r.add({"MaxPool", "", 1, kMaxOpset, DeviceKind::cpu, q8}, &make_max_pool_q8, kPriorityCpu,
-          "cpu");
+    r.add({"MaxPool", "", 1, kMaxOpset, DeviceKind::cpu, DTypeSet{DType::u8, DType::i8, DType::f32}},
+          &make_max_pool_q8, kPriorityCpu, "cpu");
 }
 
 }  // namespace dsinfer::detail
