@@ -32,6 +32,8 @@
 #include <fmt/format.h>
 #include <sched.h>
 
+#include <dsinfer/quantize.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -308,6 +310,31 @@ private:
     CommonArgs* common_ = nullptr;
     std::string model_;
 };
+
+/// The engine of `model` at `precision` (--precision): fp32, tf32, fp16 and bf16 set
+/// EngineOptions::precision; int8 runs a pre-quantized model as it is and quantizes a float32
+/// one dynamically at load (quantize_dynamic), its report in `int8` when given. Throws
+/// dsinfer::Error.
+inline InferenceEngine load_at_precision(const std::filesystem::path& model, EngineOptions o,
+                                         const std::string& precision,
+                                         std::optional<DynamicQuantizeReport>* int8 = nullptr) {
+    o.precision = precision == "tf32"   ? Precision::tf32
+                  : precision == "fp16" ? Precision::fp16
+                  : precision == "bf16" ? Precision::bf16
+                                        : Precision::fp32;
+    if (precision != "int8") return InferenceEngine::load(model, o);
+    Graph g = load_onnx(model, o.limits);
+    DynamicQuantizeReport report = quantize_dynamic(g).value_or_throw();
+    if (int8 != nullptr) *int8 = std::move(report);
+    return InferenceEngine::compile(std::move(g), o);
+}
+
+/// The values --precision takes.
+inline std::string check_precision(const std::string& p) {
+    return p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16" || p == "int8"
+               ? std::string()
+               : "must be fp32, tf32, fp16, bf16 or int8, got '" + p + "'";
+}
 
 /// The generated inputs of `req`; an invalid_argument (a --shape or --seq problem) is a usage
 /// error, anything else is thrown.

@@ -38,8 +38,6 @@
 #include <string_view>
 #include <vector>
 
-#include <dsinfer/quantize.hpp>
-
 #include "bench_cli.hpp"
 
 namespace fs = std::filesystem;
@@ -98,11 +96,7 @@ Args parse_args(int argc, char** argv) {
              "fp32 (default); fp16, bf16 (half-width weights on the CPU; tensors on a CUDA "
              "device); tf32 (CUDA); int8 (a pre-quantized model as it is, a float32 one "
              "quantized dynamically at load)",
-             [](const std::string& p) {
-                 return p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16" || p == "int8"
-                            ? std::string()
-                            : "must be fp32, tf32, fp16, bf16 or int8, got '" + p + "'";
-             })
+             bench::check_precision)
         ->group("Engine");
     cli.integer("--warmup", a.warmup, 0, 1 << 20, "untimed runs after the first run (default 3)")
         ->group("Timing");
@@ -501,20 +495,11 @@ int run(const Args& a) {
     r.loadavg = load_average();
     EngineOptions options = a.engine_options();
     options.device = a.device;
-    options.precision = a.precision == "tf32"   ? Precision::tf32
-                        : a.precision == "fp16" ? Precision::fp16
-                        : a.precision == "bf16" ? Precision::bf16
-                                                : Precision::fp32;
     const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
 
     r.rss.before_load = proc_status_bytes("VmRSS");
     auto t0 = Clock::now();
-    InferenceEngine engine = [&] {
-        if (a.precision != "int8") return InferenceEngine::load(a.model, options);
-        Graph g = load_onnx(a.model, options.limits);
-        r.int8 = quantize_dynamic(g).value_or_throw();
-        return InferenceEngine::compile(std::move(g), options);
-    }();
+    InferenceEngine engine = bench::load_at_precision(a.model, options, a.precision, &r.int8);
     r.load_ms = ms_since(t0);
     r.rss.after_load = proc_status_bytes("VmRSS");
     r.rss.peak_load = proc_status_bytes("VmHWM");
