@@ -10,7 +10,9 @@
 // (--seed, --seed + 1, ...) the inputs of the candidate are generated as ds-benchmark and the
 // ONNX Runtime harness make them (tools/bench_inputs.hpp) and both models run on them; the
 // outputs are matched by name (the reference's outputs the candidate lacks are reported, and
-// the candidate's outputs are compared in order when no name matches). Per output, over all
+// the candidate's outputs are compared in order when no name matches); float inputs are
+// converted to the reference's declared element type (a float16 model against its float32
+// original sees the same values). Per output, over all
 // seeds: cosine similarity of the whole tensors (float64 sums), relative L2 error, the largest
 // absolute difference, NaN mismatches, and the top-1 agreement of the last axis (rows whose
 // argmax is the same: a classifier's prediction). Exit status: 0 ok, 1 engine error, 2 bad
@@ -136,6 +138,33 @@ void accumulate(Stats& s, const Tensor& cand, const Tensor& ref) {
     }
 }
 
+/// `feeds` with float inputs converted to the element type `engine` declares for them (a
+/// float16 model against its float32 original gets the same values, widened).
+std::vector<NamedTensor> as_inputs_of(const InferenceEngine& engine,
+                                      const std::vector<NamedTensor>& feeds) {
+    std::vector<NamedTensor> out = feeds;
+    for (NamedTensor& f : out) {
+        for (const IOInfo& info : engine.inputs()) {
+            if (info.name != f.name || !info.dtype || *info.dtype == f.tensor.dtype()) continue;
+            std::vector<double> v;
+            if (!as_doubles(f.tensor, v)) continue;
+            Tensor t = Tensor::allocate(*info.dtype, f.tensor.shape()).value_or_throw();
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                const auto x = static_cast<float>(v[i]);
+                switch (*info.dtype) {
+                    case DType::f32: t.data<float>()[i] = x; break;
+                    case DType::f16: t.data<float16>()[i] = float16(x); break;
+                    case DType::bf16: t.data<bfloat16>()[i] = bfloat16(x); break;
+                    case DType::f64: t.data<double>()[i] = v[i]; break;
+                    default: break;
+                }
+            }
+            f.tensor = std::move(t);
+        }
+    }
+    return out;
+}
+
 int run(const Args& a) {
     const EngineOptions options = a.engine_options();
     std::optional<DynamicQuantizeReport> int8;
@@ -148,7 +177,7 @@ int run(const Args& a) {
         const bench::GeneratedInputs in = bench::make_inputs_or_exit(a.usage, cand, req);
         const std::vector<NamedTensor> feeds = in.tensors();
         const std::vector<NamedTensor> co = cand.run(feeds);
-        const std::vector<NamedTensor> ro = ref.run(feeds);
+        const std::vector<NamedTensor> ro = ref.run(as_inputs_of(ref, feeds));
         std::map<std::string, const Tensor*> by_name;
         for (const auto& o : ro) by_name[o.name] = &o.tensor;
         for (std::size_t i = 0; i < co.size(); ++i) {
