@@ -34,8 +34,9 @@ public:
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
-        if (a_.max && !row_major_to_fallback() &&
-            any_nan(static_cast<const float*>(x.raw), x.num_elements()))
+        // Decided here, not in build(): primitives are cached by shape, not by layout.
+        if (row_major_to_fallback() && x.shape.rank() == 4) return run_fallback(ctx);
+        if (a_.max && any_nan(static_cast<const float*>(x.raw), x.num_elements()))
             return run_fallback(ctx, blocked_in_mask_, blocked_out_mask_);
         return SimplePrimitiveKernel::run(ctx);
     }
@@ -47,8 +48,6 @@ protected:
         const Shape& y = out[0];
         const int nsp = x.rank() - 2;
         if (nsp < 1 || nsp > 3) return Status(ErrorCode::unsupported, "rank");
-        if (row_major_to_fallback() && nsp == 2)
-            return Status(ErrorCode::unsupported, "row-major max pooling: the cpu kernel's");
         dims k, s, d, pl, pr;
         for (int i = 0; i < nsp; ++i) {
             const int64_t kk = a_.global ? x[2 + i] : a_.kernel_shape[static_cast<std::size_t>(i)];
