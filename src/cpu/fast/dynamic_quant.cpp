@@ -24,7 +24,7 @@ using std::int64_t;
 #endif
 namespace dq_w16 {
 #define QD_W 16
-#include "cpu/fast/fast_qmatmul_loops.inc"
+#include "cpu/fast/dynamic_quant_loops.inc"
 #undef QD_W
 }  // namespace dq_w16
 #if defined(__clang__)
@@ -39,7 +39,7 @@ namespace dq_w16 {
 #endif
 namespace dq_w8 {
 #define QD_W 8
-#include "cpu/fast/fast_qmatmul_loops.inc"
+#include "cpu/fast/dynamic_quant_loops.inc"
 #undef QD_W
 }  // namespace dq_w8
 #if defined(__clang__)
@@ -52,7 +52,7 @@ namespace dq_w8 {
 
 namespace dq_w4 {
 #define QD_W 4
-#include "cpu/fast/fast_qmatmul_loops.inc"
+#include "cpu/fast/dynamic_quant_loops.inc"
 #undef QD_W
 }  // namespace dq_w4
 

@@ -1,8 +1,8 @@
 // DynamicQuantizeLinear's vector loops (range, quantize) compiled per ISA and picked at run time
 // (fast::active_isa()), for the cpu kernels that quantize a float32 activation themselves
-// (fast_qconv.cpp's DynamicQuantizeConv). Bitwise the scalar forms of ops/quantize.hpp: the
-// loops are src/cpu/fast/fast_qmatmul_loops.inc (min/max exact; one IEEE division, rounding half
-// to even by 1.5 * 2^23). fast_qmatmul.cpp compiles the same loops for its own kernels.
+// (fast_qmatmul.cpp, fast_qconv.cpp's DynamicQuantizeConv). Bitwise the scalar forms of ops/quantize.hpp: the
+// loops are src/cpu/fast/dynamic_quant_loops.inc (min/max exact; one IEEE division, rounding half
+// to even by 1.5 * 2^23).
 //
 // Internal (namespace dsinfer::detail). Pure functions; thread-safe.
 #pragma once

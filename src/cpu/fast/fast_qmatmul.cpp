@@ -41,6 +41,7 @@
 #include <memory>
 #include <vector>
 
+#include "cpu/fast/dynamic_quant.hpp"
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
 #include "dsinfer/ops.hpp"
@@ -59,87 +60,13 @@ namespace {
 
 using std::int64_t;
 
-// ---- DynamicQuantizeLinear's loops, per ISA ----------------------------------------------------
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define DSINFER_QDYN_X86 1
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma")
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"))), apply_to = function)
-#endif
-namespace qd_avx512 {
-#define QD_W 16
-#include "cpu/fast/fast_qmatmul_loops.inc"
-#undef QD_W
-}  // namespace qd_avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#endif
-namespace qd_avx2 {
-#define QD_W 8
-#include "cpu/fast/fast_qmatmul_loops.inc"
-#undef QD_W
-}  // namespace qd_avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
-#else
-#define DSINFER_QDYN_X86 0
-#endif
-
-namespace qd_baseline {
-#define QD_W 4
-#include "cpu/fast/fast_qmatmul_loops.inc"
-#undef QD_W
-}  // namespace qd_baseline
-
-struct QdLoops {
-    QuantRange (*range)(const float*, int64_t) noexcept;
-    void (*quantize)(const float*, int64_t, const DynamicQuantParams&, std::uint8_t*) noexcept;
-};
-
-QdLoops qd_loops() noexcept {
-#if DSINFER_QDYN_X86
-    switch (fast::active_isa()) {
-        case fast::Isa::avx512: return {&qd_avx512::range, &qd_avx512::quantize};
-        case fast::Isa::avx2: return {&qd_avx2::range, &qd_avx2::quantize};
-        case fast::Isa::baseline: break;
-    }
-#endif
-    return {&qd_baseline::range, &qd_baseline::quantize};
-}
-
-/// Elements per thread below which DynamicQuantizeLinear's loops stay on one thread (a
-/// parallel region costs more than quantizing 256 Ki floats, ~0.1 ms, on a busy machine).
+/// Elements per thread below which DynamicQuantizeLinear's quantize loop stays on one thread
+/// (a parallel region costs more than quantizing 256 Ki floats, ~0.1 ms, on a busy machine).
 constexpr int64_t kQuantGrain = int64_t{1} << 18;
-/// At most this many partial ranges (a stack array).
-constexpr int64_t kMaxRangeChunks = 64;
 
-/// DynamicQuantizeLinear's range of x[0, n), over threads for big tensors.
-QuantRange quant_range(const float* x, int64_t n) noexcept {
-    const QdLoops loops = qd_loops();
-    QuantRange parts[kMaxRangeChunks];
-    const int64_t chunks =
-        std::clamp<int64_t>((n + kQuantGrain - 1) / kQuantGrain, 1, kMaxRangeChunks);
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-            const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
-            parts[c] = loops.range(x + b, e - b);
-        }
-    });
-    QuantRange r;
-    for (int64_t c = 0; c < chunks; ++c) r.merge(parts[c]);
-    return r;
-}
+/// DynamicQuantizeLinear's range of x[0, n), over threads for big tensors (dynamic_quant.hpp:
+/// the loops per ISA, shared with DynamicQuantizeConv).
+QuantRange quant_range(const float* x, int64_t n) noexcept { return dynamic_quant_range(x, n); }
 
 /// y[0, n) = DynamicQuantizeLinear's y of x with parameters p (over threads when `threads`).
 void quantize_into(const float* x, int64_t n, const DynamicQuantParams& p, std::uint8_t* y,
@@ -148,13 +75,12 @@ void quantize_into(const float* x, int64_t n, const DynamicQuantParams& p, std::
         std::memset(y, p.zero_point, static_cast<std::size_t>(n));
         return;
     }
-    const QdLoops loops = qd_loops();
+    const DynamicQuantizeFn quantize = dynamic_quantize_loop();
     if (!threads) {
-        loops.quantize(x, n, p, y);
+        quantize(x, n, p, y);
         return;
     }
-    parallel_for(n, kQuantGrain,
-                 [&](int64_t b, int64_t e) { loops.quantize(x + b, e - b, p, y + b); });
+    parallel_for(n, kQuantGrain, [&](int64_t b, int64_t e) { quantize(x + b, e - b, p, y + b); });
 }
 
 /// DynamicQuantizeLinear of x[0, n) into y: returns the scale and zero point. Bitwise the
