@@ -77,6 +77,7 @@ struct TileStore {
     int64_t row0;                 ///< first row of C
     int64_t arow0;                ///< first row in the packed A block (its row sums)
     const std::int32_t* rowsum;   ///< the packed A block's row sums, or null
+    const void* epi;              ///< the panel's per-column epilogue values (last K block)
 };
 
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
