@@ -70,7 +70,7 @@ void BM_Qconv(benchmark::State& state) {
         state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
                        (impl == 0 ? " u8" : " s32"));
         for (auto _ : state) {
-            d::qconv_nchw(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
+            d::qconv(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
             benchmark::ClobberMemory();
         }
     } else {

@@ -1,5 +1,6 @@
-// INT8 2-D convolution on qgemm (see qconv.hpp): NCHW -> NHWC bytes, im2col rows of
-// (kh, kw, c) runs, qgemm_packed per group, C transposed back to NCHW. The transposes are
+// INT8 2-D convolution on qgemm (see qconv.hpp): NCHW -> NHWC bytes (an NHWC x in place),
+// im2col rows of (kh, kw, c) runs, qgemm_packed per group, C transposed back to NCHW (or stored
+// into an NHWC y). The transposes are
 // blocked 16 x 16 (bytes) and 4 x 4 (32-bit) register transposes where SSE2 exists.
 #include "kernels/qconv.hpp"
 
@@ -219,9 +220,10 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     p.in_rows = std::min(s.h, (p.rows - 1) * s.sh + (s.kh - 1) * s.dh + 1);
     p.team = std::max<int64_t>(1, std::min(threads, batch * p.slices));
     const int64_t pix = p.rows * ow;
-    p.nhwc = align64(static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c));
+    p.nhwc = s.x_nhwc ? 0
+                      : align64(static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c));
     p.cols = s.pointwise() ? 0 : align64(static_cast<std::size_t>(pix * s.k()));
-    p.ctmp = align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
+    p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
     p.per_thread = p.nhwc + p.cols + p.ctmp + p.gemm;
     p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
@@ -259,7 +261,7 @@ std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
     return plan_for(s, w, out_bytes, std::max<int64_t>(1, threads)).total;
 }
 
-bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
+bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 const PackedQConvW& w, void* y, const QGemmParams& p, void* workspace,
                 std::size_t workspace_bytes) noexcept {
     const int64_t pixels = s.pixels(), hw = s.h * s.w, cg = s.cg(), mg = s.mg();
@@ -292,17 +294,20 @@ bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
             const int64_t iy1 =
                 std::clamp<int64_t>((r1 - 1) * s.sh - s.pt + (s.kh - 1) * s.dh + 1, iy0, s.h);
             const int64_t pix_in = (iy1 - iy0) * s.w;
-            if (fx != nullptr)
+            const std::uint8_t* image = nhwc;  // the rows [iy0, iy1) in NHWC
+            if (s.x_nhwc)
+                image = static_cast<const std::uint8_t*>(x) + (n * hw + iy0 * s.w) * s.c;
+            else if (fx != nullptr)
                 quantize_to_nhwc(fx->x + n * s.c * hw + iy0 * s.w, s.c, hw, pix_in, *fx, nhwc);
             else
                 transpose_blocks(static_cast<const std::uint8_t*>(x) + n * s.c * hw + iy0 * s.w,
                                  hw, nhwc, s.c, s.c, pix_in, 1);
             const int64_t rows = (r1 - r0) * s.ow;
             for (int64_t g = 0; g < s.group; ++g) {
-                const std::uint8_t* a = nhwc + g * cg;
+                const std::uint8_t* a = image + g * cg;
                 int64_t lda = s.c;
                 if (!s.pointwise()) {
-                    im2col_rows(s, nhwc, iy0, r0, r1, g, pad, cols);
+                    im2col_rows(s, image, iy0, r0, r1, g, pad, cols);
                     a = cols;
                     lda = s.k();
                 }
@@ -312,12 +317,18 @@ bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 if (p.b_scales != nullptr) pg.b_scales = p.b_scales + off;
                 if (p.bias != nullptr) pg.bias = p.bias + off;
                 if (p.bias_s32 != nullptr) pg.bias_s32 = p.bias_s32 + off;
-                if (!qgemm_packed(rows, a, lda, w.groups[static_cast<std::size_t>(g)], ctmp, mg,
-                                  pg, gws, plan.gemm)) {
+                // NHWC y: C goes straight to the group's channels of the chunk's pixel rows.
+                unsigned char* c = s.y_nhwc ? static_cast<unsigned char*>(y) +
+                                                  static_cast<std::size_t>((n * pixels + r0 * s.ow) *
+                                                                           s.m + off) * eb
+                                            : ctmp;
+                if (!qgemm_packed(rows, a, lda, w.groups[static_cast<std::size_t>(g)], c,
+                                  s.y_nhwc ? s.m : mg, pg, gws, plan.gemm)) {
                     failed.store(true, std::memory_order_relaxed);
                     return;
                 }
-                transpose_blocks(ctmp, mg,
+                if (!s.y_nhwc)
+                    transpose_blocks(ctmp, mg,
                                  static_cast<unsigned char*>(y) +
                                      static_cast<std::size_t>((n * s.m + off) * pixels +
                                                               r0 * s.ow) * eb,

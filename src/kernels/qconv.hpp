@@ -1,10 +1,12 @@
-// dsinfer's INT8 2-D convolution on NCHW activations, on the packed INT8 GEMM (qgemm.hpp): the
-// compute of ConvInteger, QLinearConv and com.dsinfer DynamicQuantizeConv on the cpu backend.
+// dsinfer's INT8 2-D convolution on the packed INT8 GEMM (qgemm.hpp): the compute of
+// ConvInteger, QLinearConv and com.dsinfer DynamicQuantizeConv on the cpu backend. x and y are
+// NCHW (ONNX order) or NHWC (channels last: what QLinearConv hands to the next INT8 op when
+// the executor's layout negotiation lets it, fast_common.hpp kChannelsLastLayout).
 //
 // Mapping. qgemm multiplies 8-bit rows A[M, K] by a packed constant B[K, N] with the epilogue
 // fused into its store. Per chunk of output rows (below) and group:
 //   1. the input rows the chunk reads are transposed to NHWC bytes (quantized on the way for
-//      DynamicQuantizeConv);
+//      DynamicQuantizeConv); an NHWC x is read in place;
 //   2. A = one row per output pixel, K ordered (kh, kw, c): for a 1x1 stride-1 unpadded
 //      convolution the NHWC image itself (lda = C); otherwise im2col rows, each kh * kw runs
 //      of Cg contiguous bytes copied from the NHWC image (padding: the x zero point, so it
@@ -12,7 +14,8 @@
 //   3. qgemm_packed against the group's weights, packed once as B = W^T with K in the same
 //      (kh, kw, c) order (pack_qconv_weights; the weight-store form "qconv.packed_w"), storing
 //      C [pixels, Mg] in the output type (s32, f32 dequantized, u8/s8 requantized);
-//   4. C transposed into the group's channels of the NCHW output.
+//   4. C transposed into the group's channels of the NCHW output; for an NHWC y, qgemm stores
+//      C straight into the group's channels of y's pixel rows (ldc = m).
 // Zero points, scales and biases are qgemm's per-column parameters (output channels); the
 // epilogue sees each element's exact s32 sum, so results are bitwise those of the reference
 // kernels for any thread count. Threads: one parallel region per convolution; each image is cut
@@ -21,7 +24,7 @@
 // reads on its own buffers (qgemm single-threaded): no thread waits for another inside the
 // region, which keeps a descheduled thread on a busy machine from stalling the rest.
 //
-// Thread safety: a PackedQConvW is immutable once built; qconv_nchw allocates nothing when
+// Thread safety: a PackedQConvW is immutable once built; qconv allocates nothing when
 // given qconv_workspace_bytes.
 //
 // Internal (namespace dsinfer::detail).
@@ -36,13 +39,14 @@
 
 namespace dsinfer::detail {
 
-/// A 2-D convolution's geometry (NCHW x, OIHW w).
+/// A 2-D convolution's geometry (x [N, C, H, W], w OIHW) and its activations' memory order.
 struct QConvShape {
     std::int64_t batch = 1, c = 0, h = 0, w = 0;  ///< x
     std::int64_t m = 0, group = 1, kh = 1, kw = 1;  ///< w: [m, c / group, kh, kw]
     std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
     std::int64_t pt = 0, pl = 0;                  ///< leading pads (the trailing ones follow from oh/ow)
     std::int64_t oh = 0, ow = 0;                  ///< y: [batch, m, oh, ow]
+    bool x_nhwc = false, y_nhwc = false;          ///< channels-last memory order (else NCHW)
 
     std::int64_t cg() const noexcept { return c / group; }
     std::int64_t mg() const noexcept { return m / group; }
@@ -81,18 +85,19 @@ struct QConvFloatInput {
                      std::uint8_t* y) noexcept = nullptr;
 };
 
-/// Bytes of workspace qconv_nchw uses on `threads` threads with output elements of
+/// Bytes of workspace qconv uses on `threads` threads with output elements of
 /// `out_bytes`.
 std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
                                   std::size_t out_bytes, std::int64_t threads) noexcept;
 
-/// y [batch, m, oh, ow] (NCHW, elements of p.out's type) = the convolution of x [batch, c, h,
-/// w] (8-bit, p.a_signed; or `fx`'s float32 input when given: then x is ignored and p.a_zero is
-/// fx->q's zero point) with `w`, with p's zero points and epilogue; p's per-column pointers
+/// y [batch, m, oh, ow] (elements of p.out's type; NHWC when s.y_nhwc) = the convolution of x
+/// [batch, c, h, w] (8-bit, p.a_signed, NHWC when s.x_nhwc; or `fx`'s float32 NCHW input when
+/// given: then x is ignored and p.a_zero is fx->q's zero point) with `w`, with p's zero
+/// points and epilogue; p's per-column pointers
 /// (b_zeros, b_scales, bias, bias_s32) hold one value per output channel (all m). Uses the
 /// calling thread's OpenMP budget. Returns false (y partly written) when the workspace is
 /// smaller than qconv_workspace_bytes and a buffer of qgemm's cannot be allocated.
-bool qconv_nchw(const QConvShape& s, const void* x, const QConvFloatInput* fx,
+bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 const PackedQConvW& w, void* y, const QGemmParams& p, void* workspace,
                 std::size_t workspace_bytes) noexcept;
 

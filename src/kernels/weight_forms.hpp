@@ -10,7 +10,7 @@
 //   "winograd_f4x3.u"                          derived Winograd F(4x4, 3x3) transform G g G^T
 //   "qgemm.packed_b" / "qgemm.packed_b.trans"  packed  s8/u8 B [K, N] (or stored [N, K]) for qgemm_packed,
 //                                              with its column sums (target: qisa_name, e.g. "avx512_vnni")
-//   "qconv.packed_w[.gG]"                      packed  s8/u8 OIHW conv weights for qconv_nchw: per group
+//   "qconv.packed_w[.gG]"                      packed  s8/u8 OIHW conv weights for qconv: per group
 //                                              B = W_g^T with K ordered (kh, kw, c) (G: groups, when > 1)
 //
 // Internal (namespace dsinfer::detail).
@@ -61,7 +61,7 @@ struct PackedQConvW;  // kernels/qconv.hpp
 struct QConvShape;
 
 /// The 8-bit OIHW convolution weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` (its
-/// m, c, group, kh, kw matter) packed for qconv_nchw at qgemm_isa().
+/// m, c, group, kh, kw matter) packed for qconv at qgemm_isa().
 StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(WeightStore& store,
                                                                 WeightStore::Source source,
                                                                 const void* w, bool w_unsigned,

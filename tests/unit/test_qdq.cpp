@@ -76,6 +76,7 @@ Tensor positive_f32(int64_t n, std::uint32_t seed, float lo, float hi) {
 struct Ran {
     std::vector<NamedTensor> out;
     std::vector<std::string> ops, providers;
+    int blocked = 0;  ///< nodes with a negotiated layout (blocked_layout_nodes)
 };
 
 Ran run(const Graph& g, const std::vector<NamedTensor>& feeds, std::vector<std::string> backends,
@@ -90,6 +91,7 @@ Ran run(const Graph& g, const std::vector<NamedTensor>& feeds, std::vector<std::
         r.ops.push_back(e.graph().nodes[i].op_type);
         r.providers.push_back(e.node_providers()[i]);
     }
+    r.blocked = e.blocked_layout_nodes();
     r.out = e.run(feeds);
     return r;
 }
@@ -641,6 +643,59 @@ TEST_CASE("qdq: a Conv -> Conv -> Add chain keeps int8 in between", "[fast][qdq]
     CHECK(count_op(r, "QLinearAdd") == 1);
     CHECK(count_op(r, "QuantizeLinear") == 1);  // the input's
     CHECK(count_op(r, "DequantizeLinear") == 0);
+}
+
+TEST_CASE("qdq: a ResNet-like chain runs channels last between its INT8 ops, bitwise",
+          "[fast][qdq]") {
+    // stem 3x3 stride 2 -> MaxPool 3x3 stride 2 -> bottleneck (1x1, 3x3 grouped, 1x1) + the
+    // residual -> Relu -> a stride-2 1x1 -> GlobalAveragePool. The default backends negotiate
+    // NHWC for every 8-bit tensor between the first convolution and the pooling (only the
+    // stem's input is transposed); their output must be the fused graph's on the reference
+    // kernels, bit for bit, at 1 and 2 threads (check_fusion).
+    for (int64_t batch : {1, 3}) {
+        INFO("batch " << batch);
+        QdqBuilder b;
+        const ValueId x = b.g.add_value("x", DType::f32, sym({batch, 3, 23, 21}));
+        b.g.inputs.push_back(x);
+        const ValueId xd = b.qdq(x, 0.04f, 128);
+        Tensor s1, s2, s3, s4, s5;
+        const auto conv = [&](ValueId in, float in_scale, std::vector<int64_t> wdims, Tensor& ws,
+                              std::vector<std::pair<std::string, Attribute>> attrs) {
+            const ValueId w = b.weight(wdims, 0, wdims[0], &ws);
+            std::vector<ValueId> ins{in, w, b.bias(in_scale, ws, wdims[0])};
+            return b.node("Conv", ins, std::move(attrs));
+        };
+        const ValueId stem = b.node("Relu", {conv(xd, 0.04f, {16, 3, 3, 3}, s1,
+                                                  {{"pads", attr_ints({1, 1, 1, 1})},
+                                                   {"strides", attr_ints({2, 2})}})});
+        const ValueId h0 = b.qdq(stem, 0.05f, 0);
+        const ValueId pool = b.node("MaxPool", {h0}, {{"kernel_shape", attr_ints({3, 3})},
+                                                      {"strides", attr_ints({2, 2})},
+                                                      {"pads", attr_ints({1, 1, 1, 1})}});
+        const ValueId h1 = b.qdq(pool, 0.05f, 0);
+        const ValueId c1 = b.node("Relu", {conv(h1, 0.05f, {8, 16, 1, 1}, s2, {})});
+        const ValueId h2 = b.qdq(c1, 0.03f, 0);
+        const ValueId c2 = b.node("Relu", {conv(h2, 0.03f, {8, 4, 3, 3}, s3,
+                                                {{"pads", attr_ints({1, 1, 1, 1})},
+                                                 {"group", attr_i(2)}})});
+        const ValueId h3 = b.qdq(c2, 0.03f, 0);
+        const ValueId c3 = conv(h3, 0.03f, {16, 8, 1, 1}, s4, {});
+        const ValueId h4 = b.qdq(c3, 0.06f, 131);
+        const ValueId sum = b.node("Relu", {b.node("Add", {h4, h1})});
+        const ValueId h5 = b.qdq(sum, 0.07f, 0);
+        const ValueId down = conv(h5, 0.07f, {24, 16, 1, 1}, s5, {{"strides", attr_ints({2, 2})}});
+        const ValueId h6 = b.qdq(down, 0.08f, 120);
+        const ValueId gap = b.node("GlobalAveragePool", {h6});
+        const ValueId q = b.quantize(gap, 0.02f, 125);
+        const Graph g = b.done({q});
+        // Each rounding of the chain can move the output by one step.
+        const Ran r = check_fusion(g, {{"x", random_f32({batch, 3, 23, 21}, 17, 4.f)}}, 6);
+        CHECK(count_op(r, "QLinearConv", "cpu") == 5);
+        CHECK(count_op(r, "QLinearAdd", "cpu") == 1);
+        CHECK(count_op(r, "MaxPool", "cpu") == 1);
+        CHECK(count_op(r, "QLinearGlobalAveragePool", "cpu") == 1);
+        CHECK(r.blocked == 8);  // the 5 convolutions, MaxPool, QLinearAdd, the pooling
+    }
 }
 
 TEST_CASE("qdq: islands that must not fuse are left alone", "[fast][qdq]") {

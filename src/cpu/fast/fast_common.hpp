@@ -39,6 +39,19 @@ public:
     using FallbackKernelBase::FallbackKernelBase;
 };
 
+/// Layout id (kernel.hpp LayoutSupport) of channels-last 8-bit activations: a rank-4 tensor of
+/// logical shape [N, C, H, W] stored as [N, H, W, C]. The cpu backend's INT8 kernels offer it
+/// to each other (QLinearConv, QLinearAdd/Mul of equal shapes, MaxPool, QLinearGlobalAverage-
+/// Pool's input), so a QDQ CNN transposes once at its first convolution instead of at every
+/// one. (Id 1 is oneDNN's blocked layout, src/onednn/onednn_common.hpp.)
+inline constexpr int kChannelsLastLayout = 2;
+
+/// Whether graph value `v` is declared u8 or s8 with a known rank-4 shape.
+inline bool int8_rank4(const Value& v) noexcept {
+    return v.dtype && (*v.dtype == DType::u8 || *v.dtype == DType::i8) && v.shape.known &&
+           v.shape.rank() == 4;
+}
+
 /// memcpy split across threads in kGrainBytes chunks.
 inline void parallel_copy(void* dst, const void* src, std::size_t bytes) noexcept {
     auto* d = static_cast<unsigned char*>(dst);

@@ -8,7 +8,9 @@
 //   DynamicQuantizeConv (com.dsinfer)  float32 x: DynamicQuantizeLinear's range and parameters,
 //                  x quantized while it is transposed to NHWC, then the f32 epilogue (x_scale
 //                  * w_scale[m], float bias[m], the fused activation: dequantize_product);
-// 2-D convolutions (x [N, C, H, W]) with any pads, strides, dilations and groups, against a
+// 2-D convolutions (x [N, C, H, W]; QLinearConv's x and y channels last where the executor's
+// layout negotiation agrees it with their other ends) with any pads, strides, dilations and
+// groups, against a
 // constant W packed once per (weights, ISA family) through the engine's WeightStore
 // (packed_qconv_form) and then released. Everything else the reference kernel
 // (src/cpu/reference/quant.cpp) runs: it is every kernel's prepare (shapes, dtypes, errors)
@@ -76,6 +78,21 @@ public:
         const std::size_t own = channel_bytes() +
                                 qconv_workspace_bytes(s, *packed_, out_bytes(), max_threads());
         ctx.set_workspace(std::max(ctx.workspace_bytes(), own));
+        return Status::ok();
+    }
+
+    /// QLinearConv whose fast path always runs (8-bit x and float32 scales declared): x and y
+    /// channels last, each on its own (the first convolution of a net transposes its input).
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        if (kind_ != QConvKind::qlinear_conv || !release_ || n.inputs.empty() || n.outputs.empty() ||
+            n.inputs[0] == kNoValue || n.outputs[0] == kNoValue ||
+            !fast::int8_rank4(g.value(n.inputs[0])) || !fast::int8_rank4(g.value(n.outputs[0])))
+            return {};
+        return {fast::kChannelsLastLayout, 1, 1, false};
+    }
+    Status use_layouts(std::uint64_t in, std::uint64_t out) override {
+        x_nhwc_ = (in & 1u) != 0;
+        y_nhwc_ = (out & 1u) != 0;
         return Status::ok();
     }
 
@@ -151,7 +168,7 @@ public:
             }
             if (ctx.has_input(in_.bias)) p.bias_s32 = ctx.input(in_.bias).data<std::int32_t>();
         }
-        if (!qconv_nchw(s, x.raw, dynamic ? &fx : nullptr, *packed_, ctx.output(0).raw, p,
+        if (!qconv(s, x.raw, dynamic ? &fx : nullptr, *packed_, ctx.output(0).raw, p,
                         ws + channel_bytes(), ctx.workspace_bytes() - used - channel_bytes()))
             return Status(ErrorCode::resource_exhausted,
                           "out of memory for the INT8 convolution's buffers");
@@ -183,6 +200,8 @@ private:
         s.pl = g.pb[1];
         s.oh = g.out[0];
         s.ow = g.out[1];
+        s.x_nhwc = x_nhwc_;
+        s.y_nhwc = y_nhwc_;
         return true;
     }
 
@@ -193,6 +212,7 @@ private:
     QConvShape wshape_;  ///< m, c, group, kh, kw
     std::shared_ptr<const PackedQConvW> packed_;
     bool release_;
+    bool x_nhwc_ = false, y_nhwc_ = false;  ///< negotiated at compile (use_layouts)
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QConvKind kind) {

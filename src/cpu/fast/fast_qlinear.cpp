@@ -2,7 +2,10 @@
 //   QLinearAdd, QLinearMul       vector loops over the broadcast plan's innermost pieces (every
 //                                broadcast whose innermost step is 0 or 1 for each operand:
 //                                same shape, scalar, per-channel rows, ...), threaded;
-//   QLinearGlobalAveragePool     channels first: one vector sum per channel; channels last:
+//   (QLinearAdd/Mul of equal shapes also run on channels-last operands: fast_common.hpp
+//   kChannelsLastLayout)
+//   QLinearGlobalAveragePool     channels first: one vector sum per channel; channels last
+//                                (the attribute, or an [N, C, H, W] x stored channels last):
 //                                rows summed into per-channel int32 accumulators; threaded over
 //                                channels (images of 2^23 elements or more: the reference);
 //   QLinearSigmoid, QLinearLeakyRelu
@@ -14,6 +17,9 @@
 //                                16 x 1024 x 1024): 2-D NCHW without Indices; per output row the
 //                                vertical max of the valid kernel rows (a vector loop), then
 //                                the horizontal max of the valid columns; threaded over planes.
+//                                8-bit tensors channels last (negotiated with the INT8
+//                                convolutions around it): each output pixel the vector max of
+//                                its window's pixels, threaded over output rows.
 //                                Exact, so bitwise the reference's (the lowest value, -inf for
 //                                float32, where a window has no element; NaN where it has one).
 // The reference kernels (src/cpu/reference/quant_ms.cpp) are every kernel's prepare (shapes,
@@ -29,6 +35,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "cpu/fast/fast_common.hpp"
@@ -126,10 +133,27 @@ QlLoops<Q> ql_loops() noexcept {
 
 // ---- QLinearAdd, QLinearMul ------------------------------------------------------------------
 
+/// Whether values a and b are both 8-bit rank-4 tensors of one static-or-named shape.
+bool same_int8_rank4(const Value& a, const Value& b) {
+    if (!fast::int8_rank4(a) || !fast::int8_rank4(b)) return false;
+    const std::string sa = a.shape.to_string();
+    return sa == b.shape.to_string() && sa.find('?') == std::string::npos;
+}
+
 template <bool Mul>
 class QLinearBinaryFast final : public fast::FastKernel {
 public:
     using FastKernel::FastKernel;
+
+    /// Equal shapes: element i of C from element i of A and B, in any memory order.
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        if (n.inputs.size() < 4 || n.outputs.empty() || n.inputs[0] == kNoValue ||
+            n.inputs[3] == kNoValue || n.outputs[0] == kNoValue ||
+            !same_int8_rank4(g.value(n.inputs[0]), g.value(n.inputs[3])) ||
+            !same_int8_rank4(g.value(n.inputs[0]), g.value(n.outputs[0])))
+            return {};
+        return {fast::kChannelsLastLayout, (1u << 0) | (1u << 3), 1, true};
+    }
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
@@ -167,11 +191,28 @@ public:
     QLinearGlobalAveragePoolFast(std::unique_ptr<Kernel> fb, bool channels_last)
         : FastKernel(std::move(fb)), last_(channels_last) {}
 
+    /// A channels-first [N, C, H, W] x with static H and W below kMaxPoolCount pixels (the fast
+    /// path always runs) may come channels last; y [N, C, 1, 1] is the same in both orders.
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        if (last_ || n.inputs.empty() || n.inputs[0] == kNoValue) return {};
+        const Value& x = g.value(n.inputs[0]);
+        if (!fast::int8_rank4(x) || !x.shape.dims[2].is_static() || !x.shape.dims[3].is_static())
+            return {};
+        const int64_t count = x.shape.dims[2].value * x.shape.dims[3].value;
+        if (count <= 0 || count >= kMaxPoolCount) return {};
+        return {fast::kChannelsLastLayout, 1, 0, false};
+    }
+    Status use_layouts(std::uint64_t in, std::uint64_t) override {
+        nhwc_ = (in & 1u) != 0;
+        return Status::ok();
+    }
+
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         const Shape& s = x.shape;
         const int r = s.rank();
         if (r < 2) return fallback_run(ctx);
+        const bool last = last_ || nhwc_;  // memory order: channels last
         const int64_t n = s[0], c = last_ ? s[r - 1] : s[1];
         const int64_t count = last_ ? s.size_between(1, r - 1) : s.size_between(2, r);
         if (count >= kMaxPoolCount || count == 0) return fallback_run(ctx);
@@ -183,7 +224,7 @@ public:
             const QlLoops<Q> loops = ql_loops<Q>();
             const Q* xp = x.data<Q>();
             Q* yp = ctx.output(0).data<Q>();
-            if (!last_) {
+            if (!last) {
                 const int64_t grain = std::max<int64_t>(1, fast::kGrain / count);
                 parallel_for(n * c, grain, [&](int64_t b, int64_t e) {
                     for (int64_t i = b; i < e; ++i)
@@ -213,7 +254,8 @@ public:
     }
 
 private:
-    bool last_;
+    bool last_;          ///< the channels_last attribute: x is [N, ..., C]
+    bool nhwc_ = false;  ///< x [N, C, H, W] stored channels last (negotiated at compile)
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_global_pool(const KernelCreateContext& ctx) {
@@ -317,15 +359,30 @@ class MaxPoolQ8Fast final : public fast::FastKernel {
 public:
     MaxPoolQ8Fast(std::unique_ptr<Kernel> fb, PoolAttrs a) : FastKernel(std::move(fb)), a_(std::move(a)) {}
 
+    /// 8-bit [N, C, H, W] in and out may both be channels last.
+    LayoutSupport layout_support(const Graph& g, const Node& n) const override {
+        if (n.inputs.empty() || n.outputs.size() != 1 || n.inputs[0] == kNoValue ||
+            n.outputs[0] == kNoValue || !fast::int8_rank4(g.value(n.inputs[0])) ||
+            !fast::int8_rank4(g.value(n.outputs[0])))
+            return {};
+        return {fast::kChannelsLastLayout, 1, 1, true};
+    }
+    Status use_layouts(std::uint64_t in, std::uint64_t) override {
+        nhwc_ = (in & 1u) != 0;
+        return Status::ok();
+    }
+
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
-        if (x.shape.rank() != 4 || x.shape[3] > kMaxPoolRow) return fallback_run(ctx);
+        if (x.shape.rank() != 4 || (!nhwc_ && x.shape[3] > kMaxPoolRow)) return fallback_run(ctx);
         WindowGeom g;
         const Status st = window_geometry(
             a_, x.shape, [&](int i) { return a_.kernel_shape[static_cast<std::size_t>(i)]; },
             a_.ceil_mode, g);
         if (!st.is_ok()) return st;
-        if (x.dtype == DType::u8) pool<std::uint8_t>(x, ctx.output(0), g);
+        if (nhwc_ && x.dtype == DType::u8) pool_nhwc<std::uint8_t>(x, ctx.output(0), g);
+        else if (nhwc_) pool_nhwc<std::int8_t>(x, ctx.output(0), g);
+        else if (x.dtype == DType::u8) pool<std::uint8_t>(x, ctx.output(0), g);
         else if (x.dtype == DType::i8) pool<std::int8_t>(x, ctx.output(0), g);
         else pool<float>(x, ctx.output(0), g);
         return Status::ok();
@@ -390,7 +447,40 @@ private:
         });
     }
 
+    /// Channels last: each output pixel the vector max of its window's valid input pixels
+    /// (C bytes each); threaded over output rows.
+    template <class Q>
+    static void pool_nhwc(const TensorView& x, const TensorView& y, const WindowGeom& g) noexcept {
+        const int64_t c = x.shape[1], rows = x.shape[0] * g.out[0];
+        const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1];
+        const Q* xp = x.data<Q>();
+        Q* yp = y.data<Q>();
+        const auto max_into = ql_loops<Q>().max_into;
+        const int64_t grain =
+            std::max<int64_t>(1, fast::kGrain / std::max<int64_t>(1, ow * c * g.k[0] * g.k[1]));
+        parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const int64_t img = r / oh, oy = r % oh;
+                const Q* in = xp + img * ih * iw * c;
+                Q* out = yp + r * ow * c;
+                for (int64_t ox = 0; ox < ow; ++ox) {
+                    Q* o = out + ox * c;
+                    std::fill(o, o + c, std::numeric_limits<Q>::lowest());
+                    for (int64_t ky = 0; ky < g.k[0]; ++ky) {
+                        const int64_t iy = oy * g.stride[0] - g.pb[0] + ky * g.dil[0];
+                        if (iy < 0 || iy >= ih) continue;
+                        for (int64_t kx = 0; kx < g.k[1]; ++kx) {
+                            const int64_t ix = ox * g.stride[1] - g.pb[1] + kx * g.dil[1];
+                            if (ix >= 0 && ix < iw) max_into(o, in + (iy * iw + ix) * c, c);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
     PoolAttrs a_;
+    bool nhwc_ = false;  ///< x and y channels last (negotiated at compile)
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_max_pool_q8(const KernelCreateContext& ctx) {
