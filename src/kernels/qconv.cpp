@@ -163,13 +163,24 @@ void im2col_rows_as(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, 
                     int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* cols) noexcept {
     const int64_t cg = kCg > 0 ? kCg : s.cg(), k = s.k();
     const auto bytes = static_cast<std::size_t>(cg);
+    // One group of all channels, no dilation along x: a window row inside the image is one run
+    // of kw * c contiguous bytes.
+    const bool runs = s.group == 1 && s.dw == 1;
+    const auto run_bytes = static_cast<std::size_t>(s.kw * cg);
     for (int64_t oy = r0; oy < r1; ++oy)
         for (int64_t ox = 0; ox < s.ow; ++ox) {
             std::uint8_t* d = cols + ((oy - r0) * s.ow + ox) * k;
+            const int64_t ix0 = ox * s.sw - s.pl;
+            const bool cols_in = runs && ix0 >= 0 && ix0 + s.kw <= s.w;
             for (int64_t i = 0; i < s.kh; ++i) {
                 const int64_t iy = oy * s.sh - s.pt + i * s.dh;
                 const bool row_in = iy >= 0 && iy < s.h;
                 const std::uint8_t* src = row_in ? nhwc + (iy - iy0) * s.w * s.c + g * cg : nhwc;
+                if (row_in && cols_in) {
+                    std::memcpy(d, src + ix0 * s.c, run_bytes);
+                    d += run_bytes;
+                    continue;
+                }
                 for (int64_t j = 0; j < s.kw; ++j, d += cg) {
                     const int64_t ix = ox * s.sw - s.pl + j * s.dw;
                     if (!row_in || ix < 0 || ix >= s.w) std::memset(d, pad, bytes);
