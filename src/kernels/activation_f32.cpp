@@ -7,20 +7,23 @@
 
 namespace dsinfer::detail {
 
-void apply_activation_f32(float* y, std::int64_t n, const ActivationSpec& act) noexcept {
+ActivationLoop activation_loop_f32(const ActivationSpec& act) noexcept {
     using fast::Unary;
     Unary u = Unary::count;
     switch (act.kind) {
-        case Activation::none: return;
         case Activation::relu: u = Unary::relu; break;
         case Activation::sigmoid: u = Unary::sigmoid; break;
         case Activation::tanh: u = Unary::tanh; break;
         case Activation::gelu: u = Unary::gelu; break;
         case Activation::gelu_tanh: u = Unary::gelu_tanh; break;
-        default: break;
+        default: return nullptr;
     }
-    if (u != Unary::count) {
-        const auto fn = fast::simd().unary[static_cast<int>(u)];
+    return fast::simd().unary[static_cast<int>(u)];
+}
+
+void apply_activation_f32(float* y, std::int64_t n, const ActivationSpec& act) noexcept {
+    if (act.kind == Activation::none) return;
+    if (const ActivationLoop fn = activation_loop_f32(act)) {
         parallel_for(n, fast::kGrainHeavy, [&](std::int64_t b, std::int64_t e) {
             fn(y + b, y + b, e - b);
         });

@@ -25,6 +25,7 @@
 #include <omp.h>
 #endif
 
+#include "kernels/activation_f32.hpp"
 #include "runtime/parallel.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -66,6 +67,7 @@ struct RunCtx {
     float scale;                   ///< a_scale * b_scale (per tensor)
     float y_scale;
     float q_lo, q_hi;              ///< u8/s8 range minus y_zero
+    ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
 };
 
 /// Where one tile's result goes (see store_tile in qgemm_kernels.inc).
@@ -417,6 +419,7 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
     const float hi = p.out == QGemmOutput::u8 ? 255.f : 127.f;
     r.q_lo = lo - static_cast<float>(p.y_zero);
     r.q_hi = hi - static_cast<float>(p.y_zero);
+    r.act_loop = p.act.kind == Activation::relu ? nullptr : activation_loop_f32(p.act);
     const auto* a8 = static_cast<const std::uint8_t*>(a);
     const int64_t threads = max_threads();
     const Split split = split_for(f, m, b, threads);

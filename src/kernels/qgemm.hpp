@@ -112,7 +112,8 @@ struct QGemmParams {
     const float* b_scales = nullptr;    ///< scale_b[n] per column, or null: b_scale
     float b_scale = 1.f;
     const float* bias = nullptr;        ///< bias[n], or null
-    ActivationSpec act;                 ///< Relu vectorized; the others scalar (apply_activation)
+    ActivationSpec act;                 ///< Relu inline; Sigmoid, Tanh, Gelu, GeluTanh the vector
+                                        ///< loops of activation_loop_f32; others scalar
     // u8, s8: QuantizeLinear(y): saturate(round_half_even(y / y_scale) + y_zero); NaN -> y_zero.
     float y_scale = 1.f;
     std::int32_t y_zero = 0;

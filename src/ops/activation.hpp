@@ -89,8 +89,8 @@ inline float apply_activation(float x, const ActivationSpec& s) noexcept {
         case Activation::clip: return std::isnan(x) ? x : std::min(std::max(x, s.alpha), s.beta);
         case Activation::hard_swish:
             return std::isnan(x) ? x : x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
-        case Activation::gelu:
-            return 0.5f * x * (1.f + std::erf(x * static_cast<float>(std::numbers::sqrt2 / 2)));
+        case Activation::gelu:  // as the reference Gelu op computes it (x / sqrt 2)
+            return 0.5f * x * (1.f + std::erf(x / static_cast<float>(std::numbers::sqrt2)));
         case Activation::gelu_tanh: {
             const float k = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
             return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));

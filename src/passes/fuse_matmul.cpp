@@ -1,6 +1,10 @@
 // fuse_matmul_bias_activation (level 2):
 //   MatMul(A, W) [-> Add(bias [N])] [-> activation]  ==> com.dsinfer FusedMatMul(A, W, bias)
 //   Gemm(A, W, C) -> activation                       ==> com.dsinfer FusedGemm(A, W, C)
+//   com.dsinfer DynamicQuantizeMatMul / MatMulIntegerToFloat (no activation yet) -> activation
+//     ==> the same node with the activation attribute (fuse_quant.cpp makes them before
+//     fuse_gelu forms BERT's Gelu; their f32 epilogue runs the activation's vector loop, so
+//     the result is bitwise the unfused activation's fast kernel)
 // W must be a float32 constant matrix (the weights of a Linear layer); the bias a float32
 // constant vector of W's column count; every intermediate internal to the pattern.
 #include <vector>
@@ -24,8 +28,26 @@ public:
         int fired = 0;
         for (std::size_t mi = 0; mi < g.nodes.size(); ++mi) {
             const Node& mm = g.nodes[mi];
-            if (rw.removed(static_cast<int>(mi)) || !mm.domain.empty() || mm.outputs.size() != 1)
+            if (rw.removed(static_cast<int>(mi)) || mm.outputs.size() != 1) continue;
+            // dsinfer's dynamically quantized products (fuse_quant.cpp) without an activation:
+            // the activation joins their f32 epilogue.
+            if (mm.domain == kDsinferDomain &&
+                (mm.op_type == "DynamicQuantizeMatMul" || mm.op_type == "MatMulIntegerToFloat") &&
+                !mm.has_attr("activation")) {
+                const int c = ix.sole_consumer(mm.outputs[0]);
+                if (c < 0 || rw.removed(c)) continue;
+                const Node& an = g.nodes[static_cast<std::size_t>(c)];
+                const auto a = match_activation(ix, an);
+                if (!a) continue;
+                Node& f = rw.add(mm.op_type, mm.domain, mm.inputs, {an.outputs[0]}, mm.name);
+                copy_attributes(mm, f);
+                set_activation(f, *a);
+                rw.remove(static_cast<int>(mi));
+                rw.remove(c);
+                ++fired;
                 continue;
+            }
+            if (!mm.domain.empty()) continue;
             const bool gemm = mm.op_type == "Gemm" && g.opset("") >= 11;
             if (!(gemm || mm.op_type == "MatMul") || mm.inputs.size() < 2) continue;
             const Tensor* w = ix.constant(mm.inputs[1]);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/qgemm.hpp"
+#include "kernels/activation_f32.hpp"
 #include "ops/activation.hpp"
 #include "runtime/parallel.hpp"
 
@@ -170,7 +171,13 @@ void check(const Case& t, QIsa isa, int threads) {
             const float bj = p.bias != nullptr ? p.bias[j] : 0.f;
             volatile float product = static_cast<float>(want_c) * scale;  // not fused
             float y = product + bj;
-            y = dsinfer::detail::apply_activation(y, p.act);
+            // The activation as the unfused op's fast kernel computes it (the vector loop of
+            // activation_loop_f32), else the scalar one.
+            if (const auto loop = dsinfer::detail::activation_loop_f32(p.act);
+                loop != nullptr && p.act.kind != Activation::relu)
+                loop(&y, &y, 1);
+            else
+                y = dsinfer::detail::apply_activation(y, p.act);
             if (t.out == QGemmOutput::f32) {
                 float got;
                 std::memcpy(&got, e, 4);
@@ -181,7 +188,7 @@ void check(const Case& t, QIsa isa, int threads) {
                 if (t.act == Activation::none || t.act == Activation::relu) {
                     if (!(std::fabs(got - want) <= tol)) ++bad;
                     CHECK(std::fabs(got - want) <= tol);
-                } else {  // the activation of the same f32 value, scalar
+                } else {  // the activation of the same f32 value
                     if (got != y) ++bad;
                     CHECK(got == y);
                 }

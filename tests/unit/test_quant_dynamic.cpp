@@ -45,6 +45,7 @@ struct QCase {
     bool zero_point = true;   ///< MatMulInteger has a w_zero_point input
     bool bias = true;
     bool relu = false;
+    const char* act = nullptr;  ///< an activation op after the layer ("Gelu": com.dsinfer)
     bool shared = false;      ///< a second MatMulInteger reads the same DynamicQuantizeLinear
     AKind a = AKind::random;
 };
@@ -142,13 +143,19 @@ ValueId add_layer(Graph& g, const QCase& c, ValueId xq, ValueId xs, ValueId xzp,
         g.add_node("Relu", {out}, {y}, s + "relu");
         out = y;
     }
+    if (c.act != nullptr) {
+        const ValueId y = g.add_value(s + "act");
+        g.add_node(c.act, {out}, {y}, s + "act").domain =
+            std::string(c.act) == "Gelu" ? kDsinferDomain : "";
+        out = y;
+    }
     return out;
 }
 
 Graph unfused_graph(const QCase& c, std::uint32_t seed) {
     Graph g;
     g.name = "quant_dynamic";
-    g.opset_imports = {{"", 17}};
+    g.opset_imports = {{"", 17}, {kDsinferDomain, 1}};
     const ValueId x = g.add_value("x", DType::f32, SymbolicShape::from(Shape::make(c.a_dims).value()));
     g.inputs.push_back(x);
     const ValueId xq = g.add_value("xq"), xs = g.add_value("xs"), xzp = g.add_value("xzp");
@@ -294,6 +301,48 @@ TEST_CASE("quant_dynamic: fused DynamicQuantizeMatMul / MatMulIntegerToFloat equ
         INFO(describe(c));
         check_case(c, seed++);
     }
+}
+
+TEST_CASE("quant_dynamic: an activation after the layer (BERT's Gelu) joins the fused op's "
+          "epilogue, bitwise the unfused graph's",
+          "[fast][quant_dynamic]") {
+    // fuse_matmul_bias_activation gives the activation to DynamicQuantizeMatMul /
+    // MatMulIntegerToFloat. On the cpu backend the epilogue runs the activation's vector loop,
+    // as the unfused activation's fast kernel does: bitwise the unfused graph on the cpu
+    // backend; on the reference kernels bitwise the unfused reference graph.
+    std::uint32_t seed = 500;
+    for (const char* act : {"Gelu", "Sigmoid"})
+        for (bool shared : {false, true})
+            for (const std::vector<int64_t>& dims :
+                 std::vector<std::vector<int64_t>>{{7, 13}, {2, 33, 70}}) {
+                QCase c;
+                c.act = act;
+                c.shared = shared;
+                c.a_dims = dims;
+                c.n = shared ? 37 : 64;
+                c.per_column_scale = true;
+                INFO(describe(c) << " " << act);
+                const Graph g = unfused_graph(c, seed);
+                const std::vector<NamedTensor> feeds{{"x", make_a(c, seed + 100)}};
+                ++seed;
+                const char* fused = shared ? "MatMulIntegerToFloat" : "DynamicQuantizeMatMul";
+                const int layers = shared ? 2 : 1;
+                const Ran unfused_cpu = run(g, feeds, {"cpu"}, 0, 1);
+                CHECK(count_op(unfused_cpu, act, "cpu") == layers);
+                for (int threads : {1, 2}) {
+                    INFO("threads " << threads);
+                    const Ran fast = run(g, feeds, {"cpu"}, 3, threads);
+                    CHECK(count_op(fast, fused, "cpu") == layers);
+                    CHECK(count_op(fast, act) == 0);
+                    for (std::size_t o = 0; o < fast.out.size(); ++o)
+                        require_bitwise(fast.out[o].tensor, unfused_cpu.out[o].tensor);
+                }
+                const Ran want = run(g, feeds, {"reference"}, 0, 1);
+                const Ran ref = run(g, feeds, {"reference"}, 3, 1);
+                CHECK(count_op(ref, fused) == layers);
+                for (std::size_t o = 0; o < want.out.size(); ++o)
+                    require_bitwise(ref.out[o].tensor, want.out[o].tensor);
+            }
 }
 
 TEST_CASE("quant_dynamic: the fast DynamicQuantizeLinear equals the reference bitwise",
