@@ -372,6 +372,48 @@ TEST_CASE("qgemm requantization rounds half to even and maps NaN to the zero poi
     }
 }
 
+TEST_CASE("qgemm requantization equals division by y_scale at near-ties", "[fast][qgemm]") {
+    // With A = 1, B = c (every s8 value) and y_scale = 2 * a_scale * (1 + d 2^-23), y / y_scale
+    // lies within a few ulps of c / 2, where y * (1 / y_scale) and the quotient round to
+    // different integers (4448 of these elements at one family when the store multiplies by
+    // the reciprocal instead). Every element must be QuantizeLinear's (the division's) value.
+    // Also subnormal and huge y_scales.
+    std::mt19937 rng(77);
+    std::uniform_real_distribution<float> unit(1e-3f, 1.f);
+    const int64_t n = 256;
+    std::vector<int8_t> b(static_cast<std::size_t>(n));
+    for (int64_t j = 0; j < n; ++j) b[static_cast<std::size_t>(j)] = static_cast<int8_t>(j - 128);
+    const uint8_t a[1] = {1};
+    for (QIsa isa : qisas()) {
+        INFO(dsinfer::detail::qisa_name(isa));
+        const PackedQB packed = dsinfer::detail::pack_qb(b.data(), false, 1, n, false, isa);
+        int64_t bad = 0;
+        for (int trial = 0; trial < 200; ++trial) {
+            const float s = unit(rng);
+            for (int d = -6; d <= 6; ++d) {
+                QGemmParams p;
+                p.out = trial % 2 ? QGemmOutput::s8 : QGemmOutput::u8;
+                p.a_scale = s;
+                p.b_scale = 1.f;
+                p.y_scale = trial == 0 ? 1e-40f : trial == 1 ? 3e38f
+                                                             : 2.f * s * (1.f + d * 0x1p-23f);
+                p.y_zero = p.out == QGemmOutput::u8 ? 128 : 0;
+                std::vector<uint8_t> c(static_cast<std::size_t>(n));
+                REQUIRE(dsinfer::detail::qgemm_packed(1, a, 1, packed, c.data(), n, p));
+                for (int64_t j = 0; j < n; ++j) {
+                    const float y = static_cast<float>(j - 128) * s;
+                    const int32_t want = quantize(y, p.y_scale, p.y_zero, p.out);
+                    const int32_t got = p.out == QGemmOutput::u8
+                                            ? static_cast<int32_t>(c[static_cast<std::size_t>(j)])
+                                            : static_cast<int32_t>(static_cast<int8_t>(c[static_cast<std::size_t>(j)]));
+                    bad += got != want;
+                }
+            }
+        }
+        CHECK(bad == 0);
+    }
+}
+
 TEST_CASE("qgemm with K = 0 stores the epilogue of an empty sum", "[fast][qgemm]") {
     for (QIsa isa : qisas()) {
         const int8_t* none = nullptr;
