@@ -19,6 +19,11 @@
 #include "ops/quantize.hpp"
 #include "runtime/parallel.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+#include <type_traits>
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
