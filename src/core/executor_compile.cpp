@@ -631,12 +631,15 @@ namespace {
 /// Ops whose kernels (reference, fast, oneDNN) compute output element i from input element i
 /// only, reading it before writing, so output 0 may share the block of the first input of the
 /// output's dtype and shape (oneDNN's src0) when that input dies at the node. Pow is not here
-/// (its exponent-1 path is a memcpy), nor ops whose outputs change dtype.
+/// (its exponent-1 path is a memcpy), nor ops whose outputs change dtype. ONNX Runtime's
+/// QLinearAdd / QLinearMul (8-bit A, B and C; a QDQ ResNet's residual joins) are too.
 bool elementwise_in_place(const Node& n) {
     static constexpr const char* kOps[] = {
         "Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Erf", "Exp", "Sqrt", "Abs", "Neg",
         "Reciprocal", "Floor", "Ceil", "HardSwish", "Add", "Sub", "Mul", "Div"};
-    if (!n.domain.empty() || n.outputs.size() != 1) return false;
+    if (n.outputs.size() != 1) return false;
+    if (n.domain == "com.microsoft") return n.op_type == "QLinearAdd" || n.op_type == "QLinearMul";
+    if (!n.domain.empty()) return false;
     return std::any_of(std::begin(kOps), std::end(kOps),
                        [&](const char* op) { return n.op_type == op; });
 }

@@ -698,6 +698,34 @@ TEST_CASE("qdq: a ResNet-like chain runs channels last between its INT8 ops, bit
     }
 }
 
+TEST_CASE("qdq: QLinearAdd writes into the block of an operand that dies at it", "[fast][qdq]") {
+    // Q(x), Q(x2) -> QLinearAdd -> DQ: the three 8-bit intermediates (16 KiB each) need only
+    // two blocks when the sum takes an operand's (executor_compile.cpp, elementwise_in_place);
+    // bitwise the reference's either way (check_fusion runs the default backends too).
+    QdqBuilder b;
+    const ValueId x = b.g.add_value("x", DType::f32, sym({1, 16, 32, 32}));
+    const ValueId x2 = b.g.add_value("x2", DType::f32, sym({1, 16, 32, 32}));
+    b.g.inputs = {x, x2};
+    const ValueId sum = b.node("Add", {b.qdq(x, 0.02f, 128), b.qdq(x2, 0.03f, 120)});
+    const ValueId q = b.quantize(sum, 0.05f, 125);
+    const ValueId out = b.g.add_value("out");
+    b.g.add_node("DequantizeLinear", {q, b.g.add_initializer("os", f32s({0.05f}, true)),
+                                      b.g.add_initializer("oz", zp8(DType::u8, 125))},
+                 {out}, "outDQ");
+    const Graph g = b.done({out});
+    const std::vector<NamedTensor> feeds{{"x", random_f32({1, 16, 32, 32}, 21, 2.f)},
+                                         {"x2", random_f32({1, 16, 32, 32}, 22, 2.f)}};
+    const Ran r = check_fusion(g, feeds, 1);
+    CHECK(count_op(r, "QLinearAdd", "cpu") == 1);
+    EngineOptions o;
+    o.num_threads = 2;
+    const InferenceEngine e = InferenceEngine::compile(g, o);
+    (void)e.run(feeds);
+    const MemoryPlanStats st = e.memory_plan_stats();
+    CHECK(st.planned_values == 3);
+    CHECK(st.planned_peak_bytes == 2 * 16 * 32 * 32);
+}
+
 TEST_CASE("qdq: islands that must not fuse are left alone", "[fast][qdq]") {
     SECTION("a non-constant scale") {
         QdqBuilder b;
