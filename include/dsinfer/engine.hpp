@@ -59,7 +59,8 @@ enum class Precision : std::uint8_t {
            ///< the bytes), activations and accumulation float32. Either way the model's inputs
            ///< and outputs keep their float32 type
     bf16,  ///< as fp16 with bfloat16 (on CPUs with AVX512_BF16 the CPU GEMMs also round
-           ///< their activations to bfloat16 and multiply on vdpbf16ps)
+           ///< their activations to bfloat16 and multiply on vdpbf16ps, and so does the fused
+           ///< MultiHeadAttention's Q·Kᵀ and P·V; its softmax stays float32)
 };
 
 /// How kernels with several algorithms for one shape pick one (EngineOptions::algo_search).

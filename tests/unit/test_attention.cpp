@@ -12,6 +12,10 @@
 // (|a - b| <= 1e-4 max(1, |b|));
 // near misses (wrong perm, wrong softmax axis, an intermediate read elsewhere, mismatched heads,
 // a non-constant scale) are left alone.
+// bfloat16 (EngineOptions::precision bf16 on a CPU with AVX512_BF16): Q, K, P and V rounded to
+// bfloat16 in the two products, so |fast - reference| <= 1/64 per element with Q/K/V in [-1, 1]
+// (each product's operands carry 2^-9 relative rounding); bitwise identical at 1, 2 and 3
+// threads; skipped, and said so, without AVX512_BF16.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -24,6 +28,9 @@
 #include <vector>
 
 #include <dsinfer/dsinfer.hpp>
+
+#include "cpu/fast/fast_common.hpp"
+#include "kernels/sgemm.hpp"
 
 using namespace dsinfer;
 
@@ -112,6 +119,16 @@ Tensor run_mha(const Graph& g, const MhaInputs& in, const std::string& backend, 
     return e.run(feeds_of(in)).at(0).tensor;
 }
 
+Tensor run_mha_bf16(const Graph& g, const MhaInputs& in, int threads = 2) {
+    EngineOptions o;
+    o.backends = {"cpu"};
+    o.num_threads = threads;
+    o.optimization_level = 0;
+    o.precision = Precision::bf16;
+    auto e = InferenceEngine::compile(g, o);
+    return e.run(feeds_of(in)).at(0).tensor;
+}
+
 Status try_mha(const Graph& g, const MhaInputs& in, const std::string& backend) {
     EngineOptions o;
     o.backends = {backend};
@@ -149,6 +166,12 @@ MhaInputs inputs_of(const MhaCase& c) {
     return in;
 }
 
+std::string describe(const MhaCase& c) {
+    return "B " + std::to_string(c.b) + " Sq " + std::to_string(c.sq) + " Sk " +
+           std::to_string(c.sk) + " H " + std::to_string(c.heads) + " Dh " + std::to_string(c.dh) +
+           " Dv " + std::to_string(c.dv) + " mask rank " + std::to_string(c.mask_shape.size());
+}
+
 /// Max |got - want| / (1e-5 + 1e-5 |want|) (<= 1 passes); NaN must match NaN.
 double tolerance_ratio(const Tensor& got, const Tensor& want) {
     REQUIRE(got.shape() == want.shape());
@@ -179,8 +202,7 @@ TEST_CASE("MultiHeadAttention: fast kernel matches the reference", "[attention]"
         {2, 0, 5, 2, 4, 4, {2, 1, 1, 5}, std::nullopt},       // no queries
     };
     for (const auto& c : cases) {
-        INFO("B " << c.b << " Sq " << c.sq << " Sk " << c.sk << " H " << c.heads << " Dh " << c.dh
-                  << " Dv " << c.dv << " mask rank " << c.mask_shape.size());
+        INFO(describe(c));
         const MhaInputs in = inputs_of(c);
         const Graph g = mha_graph(in, c.heads, c.scale);
         const Tensor want = run_mha(g, in, "reference");
@@ -193,6 +215,50 @@ TEST_CASE("MultiHeadAttention: fast kernel matches the reference", "[attention]"
         CHECK(std::memcmp(one.raw_data(), got.raw_data(), got.num_bytes()) == 0);
         CHECK(std::memcmp(three.raw_data(), got.raw_data(), got.num_bytes()) == 0);
     }
+}
+
+TEST_CASE("MultiHeadAttention: the bfloat16 tile loops stay within bfloat16 rounding",
+          "[attention]") {
+    if (!dsinfer::detail::sgemm_bf16_dot(dsinfer::detail::fast::active_isa())) {
+        WARN("skipped: this CPU (or DSINFER_MAX_CPU_ISA) has no AVX512_BF16 at the AVX-512 level");
+        return;
+    }
+    const std::vector<MhaCase> cases = {
+        {2, 16, 16, 4, 16, 16, {2, 1, 1, 16}, std::nullopt},  // BERT mask form
+        {1, 7, 33, 3, 5, 7, {1, 3, 7, 33}, std::nullopt},     // Dh, Dv and Sk odd
+        {3, 9, 4, 5, 12, 24, {}, 0.3f},                        // no mask, Dv != Dh
+        {2, 130, 257, 2, 64, 64, {130, 257}, std::nullopt},   // several key tiles, odd tail
+        {1, 1, 200, 12, 64, 64, {1, 12, 1, 1}, std::nullopt}, // one query
+        {2, 70, 71, 1, 1, 3, {2, 1, 70, 71}, std::nullopt},   // head size 1
+        {8, 128, 128, 12, 64, 64, {8, 1, 1, 128}, std::nullopt},  // BERT-base's attention
+    };
+    double worst_seen = 0;
+    for (const auto& c : cases) {
+        INFO(describe(c));
+        const MhaInputs in = inputs_of(c);
+        const Graph g = mha_graph(in, c.heads, c.scale);
+        const Tensor want = run_mha(g, in, "reference");
+        const Tensor f32 = run_mha(g, in, "cpu");
+        const Tensor got = run_mha_bf16(g, in);
+        REQUIRE(got.shape() == want.shape());
+        double worst = 0;
+        bool differs = false;
+        for (std::int64_t i = 0; i < got.num_elements(); ++i) {
+            const float a = got.data<float>()[i], b = want.data<float>()[i];
+            REQUIRE(std::isnan(a) == std::isnan(b));
+            if (std::isnan(a)) continue;
+            worst = std::max(worst, std::abs(static_cast<double>(a) - b));
+            differs = differs || a != f32.data<float>()[i];
+        }
+        CHECK(worst <= 1.0 / 64);
+        CHECK(differs);  // the bfloat16 loops ran, not the float32 ones
+        worst_seen = std::max(worst_seen, worst);
+        for (int threads : {1, 3}) {
+            const Tensor other = run_mha_bf16(g, in, threads);
+            CHECK(std::memcmp(other.raw_data(), got.raw_data(), got.num_bytes()) == 0);
+        }
+    }
+    WARN("worst |bf16 - reference| over the cases: " << worst_seen);
 }
 
 TEST_CASE("MultiHeadAttention: fully masked rows are zeros, NaN scores give NaN", "[attention]") {

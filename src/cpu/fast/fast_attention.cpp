@@ -19,6 +19,7 @@
 
 #include "cpu/fast/fast_common.hpp"
 #include "cpu/fast/groups.hpp"
+#include "kernels/sgemm.hpp"
 #include "ops/attention.hpp"
 #include "dsinfer/ops.hpp"
 
@@ -31,6 +32,8 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's _mm512_cvtepu16_epi32 reads an "undefined" vector it reports as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace dsinfer::detail::fast {
 namespace {
@@ -55,6 +58,7 @@ struct MhaProblem {
     float scale;
     int64_t kv_tile, kv_tile_pad, v_head_pad;
     bool resident;  // every Kᵀ/V tile of a (batch, head) stays packed in the workspace
+    int64_t q2_ld = 0, p2_ld = 0;  // bfloat16 path: uint32 pairs per Q row / P row
     SimdOps::UnaryFn exp;
     void (*transpose)(const std::uint32_t*, int64_t, std::uint32_t*, int64_t, int64_t,
                       int64_t) noexcept;
@@ -73,6 +77,10 @@ struct MhaScratch {
     float* o;   // [kMaxTileRows, v_head_pad]
     float* m;   // [kMaxTileRows]
     float* l;   // [kMaxTileRows]
+    // bfloat16 path (precision bf16 with AVX512_BF16), uint32 bfloat16 pairs:
+    std::uint32_t* q2;  // [kMaxTileRows, q2_ld] Q rows
+    std::uint32_t* p2;  // [kMaxTileRows, p2_ld] P rows
+    std::uint32_t* k2;  // [kColBlock, dh2] K rows before their transpose into a panel
 };
 
 #if DSINFER_ATTN_X86
@@ -88,6 +96,24 @@ namespace avx512 {
 #undef DSINFER_SIMD_W
 #undef DSINFER_SIMD_LEVEL
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma")
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma"))), apply_to = function)
+#endif
+namespace avx512_bf16 {
+#define DSINFER_SIMD_W 64
+#define DSINFER_SIMD_LEVEL 2
+#define DSINFER_ATTN_BF16 1
+#include "cpu/fast/attention_tiles.inc"
+#undef DSINFER_SIMD_W
+#undef DSINFER_SIMD_LEVEL
+}  // namespace avx512_bf16
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
@@ -122,8 +148,12 @@ namespace baseline {
 using RowsFn = void (*)(const MhaProblem&, const MhaScratch&, int64_t, int64_t, int64_t,
                         int64_t, int64_t*, const MhaItem&) noexcept;
 
-RowsFn rows_fn() noexcept {
+/// Whether the bfloat16 tile loops can run: AVX512_BF16 and the AVX-512 level active.
+bool bf16_rows_available() noexcept { return sgemm_bf16_dot(active_isa()); }
+
+RowsFn rows_fn(bool bf16) noexcept {
 #if DSINFER_ATTN_X86
+    if (bf16 && bf16_rows_available()) return &avx512_bf16::attention_rows;
     if (active_isa() == Isa::avx512) return &avx512::attention_rows;
     if (active_isa() == Isa::avx2) return &avx2::attention_rows;
 #endif
@@ -136,6 +166,8 @@ constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 struct Plan {
     int64_t kv_tile = 0, kv_tile_pad = 0, v_head_pad = 0;
     int64_t resident_tiles = 1;  // all key tiles of a head when they fit kMaxResidentFloats
+    bool bf16 = false;           // the bfloat16 tile loops' buffers too
+    int64_t q2_ld = 0, p2_ld = 0;
     int64_t slot_floats = 0;     // floats of one thread's workspace
     std::size_t slot_bytes() const noexcept {
         return static_cast<std::size_t>(slot_floats) * sizeof(float);
@@ -147,16 +179,23 @@ struct Plan {
 /// Packed K and V of one head are kept whole up to this size (16 MiB per thread).
 constexpr int64_t kMaxResidentFloats = int64_t{4} << 20;
 
-Plan make_plan(const MhaDims& d) noexcept {
+Plan make_plan(const MhaDims& d, bool bf16) noexcept {
     Plan p;
+    p.bf16 = bf16;
     p.kv_tile = std::max<int64_t>(1, std::min(kKvTile, d.kv_len));
     p.kv_tile_pad = round_up(p.kv_tile, kPad);
     p.v_head_pad = round_up(std::max<int64_t>(d.v_head, 1), kPad);
     const int64_t tiles = std::max<int64_t>(1, (d.kv_len + p.kv_tile - 1) / p.kv_tile);
     if (tiles * (d.head * p.kv_tile_pad + p.kv_tile * p.v_head_pad) <= kMaxResidentFloats)
         p.resident_tiles = tiles;
-    const int64_t parts[6] = {p.kt_floats(d.head), p.vp_floats(), kMaxTileRows * p.kv_tile_pad,
-                              kMaxTileRows * p.v_head_pad, kMaxTileRows, kMaxTileRows};
+    p.q2_ld = round_up((d.head + 1) / 2, 16);
+    p.p2_ld = round_up((p.kv_tile + 1) / 2, 16);
+    const int64_t parts[9] = {p.kt_floats(d.head),         p.vp_floats(),
+                              kMaxTileRows * p.kv_tile_pad, kMaxTileRows * p.v_head_pad,
+                              kMaxTileRows,                 kMaxTileRows,
+                              bf16 ? kMaxTileRows * p.q2_ld : 0,
+                              bf16 ? kMaxTileRows * p.p2_ld : 0,
+                              bf16 ? kPad * p.q2_ld : 0};
     for (int64_t n : parts) p.slot_floats += round_up(n, 16);  // 64-byte aligned parts
     return p;
 }
@@ -175,14 +214,24 @@ MhaScratch scratch_at(float* base, const Plan& p, int64_t head) noexcept {
     w.o = take(kMaxTileRows * p.v_head_pad);
     w.m = take(kMaxTileRows);
     w.l = take(kMaxTileRows);
+    w.q2 = w.p2 = w.k2 = nullptr;
+    if (p.bf16) {
+        w.q2 = reinterpret_cast<std::uint32_t*>(take(kMaxTileRows * p.q2_ld));
+        w.p2 = reinterpret_cast<std::uint32_t*>(take(kMaxTileRows * p.p2_ld));
+        w.k2 = reinterpret_cast<std::uint32_t*>(take(kPad * p.q2_ld));
+    }
     return w;
 }
 
 class FastMultiHeadAttention final : public FastKernel {
 public:
     FastMultiHeadAttention(std::unique_ptr<Kernel> fallback, int64_t heads, bool has_scale,
-                           float scale)
-        : FastKernel(std::move(fallback)), heads_(heads), has_scale_(has_scale), scale_(scale) {}
+                           float scale, bool bf16)
+        : FastKernel(std::move(fallback)),
+          heads_(heads),
+          has_scale_(has_scale),
+          scale_(scale),
+          bf16_(bf16) {}
 
     Status prepare(PrepareContext& ctx) const override {
         DSINFER_RETURN_IF_ERROR(FastKernel::prepare(ctx));  // validates every input
@@ -191,7 +240,7 @@ public:
         DSINFER_ASSIGN_OR_RETURN(MhaDims d, mha_dims(ctx.input(0).shape(), ctx.input(1).shape(),
                                                      ctx.input(2).shape(), mask, heads_));
         const std::size_t bytes =
-            make_plan(d).slot_bytes() * static_cast<std::size_t>(max_threads());
+            make_plan(d, bf16()).slot_bytes() * static_cast<std::size_t>(max_threads());
         ctx.set_workspace(std::max(ctx.workspace_bytes(), bytes));
         return Status::ok();
     }
@@ -202,7 +251,8 @@ public:
         const StatusOr<MhaDims> dims = mha_dims(ctx, heads_);
         if (!dims.is_ok()) return dims.status();
         const MhaDims& d = *dims;
-        const Plan plan = make_plan(d);
+        const bool bf16 = this->bf16();
+        const Plan plan = make_plan(d, bf16);
         const int64_t slots = std::min<int64_t>(
             max_threads(), static_cast<int64_t>(ctx.workspace_bytes() / plan.slot_bytes()));
         if (slots < 1) return fallback_run(ctx);
@@ -226,6 +276,8 @@ public:
         p.kv_tile_pad = plan.kv_tile_pad;
         p.v_head_pad = plan.v_head_pad;
         p.resident = plan.resident_tiles * plan.kv_tile >= d.kv_len;
+        p.q2_ld = plan.q2_ld;
+        p.p2_ld = plan.p2_ld;
         p.exp = simd().unary[static_cast<int>(Unary::exp)];
         p.transpose = simd().transpose32;
 
@@ -237,7 +289,7 @@ public:
         const int64_t q_tiles = (d.q_len + tile - 1) / tile;
         const int64_t items = bh * q_tiles;
         if (items == 0) return Status::ok();
-        const RowsFn rows = rows_fn();
+        const RowsFn rows = rows_fn(bf16);
         auto* base = static_cast<float*>(ctx.workspace());
         const int64_t used = std::min(slots, items);
         parallel_for(used, 1, [&](int64_t s0, int64_t s1) {
@@ -266,6 +318,9 @@ public:
     }
 
 private:
+    /// The bfloat16 tile loops run (precision bf16 and the CPU has them).
+    bool bf16() const noexcept { return bf16_ && bf16_rows_available(); }
+
     static bool all_f32(const PrepareContext& ctx) noexcept {
         for (int i = 0; i < ctx.num_inputs(); ++i)
             if (ctx.has_input(i) && ctx.input(i).dtype() != DType::f32) return false;
@@ -275,6 +330,7 @@ private:
     int64_t heads_;
     bool has_scale_;
     float scale_;
+    bool bf16_;  ///< EngineOptions::precision bf16 (KernelCreateContext::weight_precision)
 };
 
 Factory make_fast_mha(const KernelCreateContext& ctx) {
@@ -282,7 +338,8 @@ Factory make_fast_mha(const KernelCreateContext& ctx) {
     const Node& n = ctx.node();
     DSINFER_ASSIGN_OR_RETURN(const int64_t heads, n.attr<int64_t>("num_heads"));
     DSINFER_ASSIGN_OR_RETURN(const float scale, n.attr_or<float>("scale", 0.f));
-    return make_kernel<FastMultiHeadAttention>(std::move(fb), heads, n.has_attr("scale"), scale);
+    return make_kernel<FastMultiHeadAttention>(std::move(fb), heads, n.has_attr("scale"), scale,
+                                               ctx.weight_precision() == DType::bf16);
 }
 
 }  // namespace
