@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dsinfer/cancellation.hpp"
@@ -111,6 +112,15 @@ struct EngineOptions {
     int optimization_level = 3;
     /// Optimizer passes to skip by name (default_passes(); e.g. "fuse_attention").
     std::vector<std::string> disabled_passes{};
+    /// Values (by name) that must stay visible to a RunOptions::observer: the optimizer's
+    /// fusions keep producing them (as for graph outputs) and they are held row-major. For
+    /// calibration: the graph is not edited and fusions that do not hide them still apply. A
+    /// name the graph lacks is invalid_argument.
+    std::vector<std::string> observed_values{};
+    /// The observed values may stay in a backend's blocked layout (for observers whose
+    /// any_layout() is true): the engine then runs as fast as without observation but for the
+    /// fusions that would hide an observed value.
+    bool observed_values_any_layout = false;
     /// When non-empty, the optimized graph is written here as an ONNX model (for Netron).
     std::filesystem::path dump_optimized_graph{};
     /// Where activations, workspaces and outputs come from. Null = the process-wide pool
@@ -204,6 +214,22 @@ DSINFER_API const char* cpu_kernel_isa() noexcept;
 DSINFER_API std::vector<std::string> default_backends();
 
 /// Per-call options of run().
+/// Sees values as a run computes them (calibration, debugging): RunOptions::observer.
+class ValueObserver {
+public:
+    virtual ~ValueObserver() = default;
+    /// Called on the run's thread right after the node producing value `name` ran, in node
+    /// order, for every output of a top-level node on the host whose value is held row-major
+    /// (values exchanged in a backend's blocked layout are not shown: list the ones you need in
+    /// EngineOptions::observed_values). `value` is valid only during the call; the observer
+    /// must not keep it or write to it. Must not throw.
+    virtual void observe(std::string_view name, const TensorView& value) noexcept = 0;
+    /// True: values held in a backend's blocked layout are shown too, as they are (the same
+    /// elements in the backend's order: enough for order-free statistics such as the ranges
+    /// and histograms of calibration). Pair with EngineOptions::observed_values_any_layout.
+    virtual bool any_layout() const noexcept { return false; }
+};
+
 struct RunOptions {
     /// Absolute deadline; exceeding it ends the run with deadline_exceeded (checked between
     /// nodes and inside Loop/Scan iterations).
@@ -211,6 +237,9 @@ struct RunOptions {
     /// When set, receives the wall time of each node of graph().nodes in milliseconds
     /// (profiling; costs two clock reads per node).
     std::vector<double>* node_ms = nullptr;
+    /// When set, sees the values the run computes (ValueObserver). Not owned. GPU engines
+    /// show nothing.
+    ValueObserver* observer = nullptr;
 };
 
 /// Declared name, element type and shape of a model input or output.

@@ -138,6 +138,10 @@ struct Value {
     std::int32_t producer = -1;
     /// True for a name this (sub)graph reads from an enclosing graph.
     bool is_capture = false;
+    /// Kept visible for an observer (EngineOptions::observed_values): passes treat it as they
+    /// treat a graph output (they may replace its producer but keep producing it) and the
+    /// executor holds it row-major. Not written to ONNX.
+    bool observed = false;
 };
 
 struct Node {

@@ -300,6 +300,8 @@ private:
 };
 
 /// Cancellation and deadline for a run; checked by long-running kernels (Loop, Scan).
+class ValueObserver;  // dsinfer/engine.hpp
+
 struct RunControl {
     const std::atomic<bool>* cancelled = nullptr;
     /// Upper bound on iterations of one Loop/Scan node (ModelLimits::max_loop_iterations).
@@ -308,6 +310,8 @@ struct RunControl {
     /// When set, the executor adds each top-level node's wall time (prepare + allocation + run,
     /// milliseconds) at its index; the vector is sized by the executor.
     std::vector<double>* node_ms = nullptr;
+    /// RunOptions::observer: shown each top-level host node's row-major outputs.
+    ValueObserver* observer = nullptr;
 
     Status check() const noexcept {
         if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed))

@@ -160,6 +160,20 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
             std::any_of(impl->options.backends.begin(), impl->options.backends.end(),
                         [](const std::string& b) { return b != reference_backend()->name(); }))
             (void)detail::widen_half_float_compute(graph, &kernel_evaluator()).value_or_throw();
+        // Values an observer must see stay produced and row-major (Value::observed).
+        if (!impl->options.observed_values.empty()) {
+            std::unordered_map<std::string_view, std::size_t> by_name;
+            for (std::size_t v = 0; v < graph.values.size(); ++v)
+                by_name.emplace(graph.values[v].name, v);
+            for (const std::string& name : impl->options.observed_values) {
+                const auto it = by_name.find(name);
+                if (it == by_name.end())
+                    throw Error(ErrorCode::invalid_argument,
+                                "EngineOptions::observed_values: the graph has no value '" + name +
+                                    "'");
+                graph.values[it->second].observed = true;
+            }
+        }
         {
             OptimizeOptions oo;
             oo.level = impl->options.optimization_level;
@@ -206,6 +220,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         detail::ThreadBudget threads(impl->run_threads);
         co.max_subgraph_depth = impl->options.limits.max_subgraph_depth;
         co.blocked_layouts = impl->options.optimization_level >= 3;
+        co.observed_any_layout = impl->options.observed_values_any_layout;
         co.memory_pool = impl->options.memory_pool;
         co.plan_memory = impl->options.plan_memory;
         co.shape_buckets = impl->options.shape_buckets;
@@ -356,6 +371,7 @@ Status InferenceEngine::Impl::execute(std::vector<Tensor> args, std::vector<Name
     RunControl control;
     if (options.deadline) control.deadline = *options.deadline;
     control.node_ms = options.node_ms;
+    control.observer = options.observer;
     control.max_loop_iterations = this->options.limits.max_loop_iterations;
     std::vector<Tensor> outs;
     detail::ThreadBudget threads(run_threads);

@@ -71,6 +71,9 @@ struct CompileOptions {
     bool transient_shapes = false;
     /// Let backends exchange tensors in their blocked layouts (optimization level 3).
     bool blocked_layouts = true;
+    /// Values marked Value::observed may be blocked too (EngineOptions::
+    /// observed_values_any_layout); else they stay row-major.
+    bool observed_any_layout = false;
     int max_subgraph_depth = 32;
     /// A GPU engine: nodes whose op the device backend supports run there (the rest on the
     /// CPU backends, tensors copied across as needed). Null = CPU only. Subgraph bodies
@@ -215,7 +218,7 @@ private:
     std::size_t symbol_index(const std::string& symbol);
     /// Layout negotiation (kernel.hpp LayoutSupport): which values use a backend's blocked
     /// layout. Runs after shape inference, before lifetimes.
-    Status negotiate_layouts();
+    Status negotiate_layouts(bool observed_any_layout);
     void plan_lifetimes();
     /// GPU engines: device copies of the constants device kernels read (not released to them),
     /// the weight store's forms for this device (shared with other graphs and with device
@@ -329,6 +332,8 @@ private:
     std::vector<std::pair<int, ValueId>> outer_refs_;
     std::unordered_map<std::string, ValueId> names_;
     int blocked_nodes_ = 0;
+    /// Per value: 1 when held in a backend's blocked layout (never shown to an observer).
+    std::vector<char> value_blocked_;
     std::uint64_t released_constant_bytes_ = 0;
     std::unordered_map<std::string, std::size_t> probe_symbols_;
     /// Load-time only: small shape-like values computed per probe (freed after compile).

@@ -164,7 +164,8 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
         cg->num_output_specs_ += static_cast<std::uint32_t>(g.nodes[ni].outputs.size());
     }
     if (cg->device_) DSINFER_RETURN_IF_ERROR(cg->upload_constants());
-    if (options.blocked_layouts) DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts());
+    if (options.blocked_layouts)
+        DSINFER_RETURN_IF_ERROR(cg->negotiate_layouts(options.observed_any_layout));
     cg->plan_lifetimes();
     cg->graphable_ = options.cuda_graphs && parent == nullptr && cg->plan_memory_ &&
                      cg->device_ != nullptr && cg->decide_graphable();
@@ -544,7 +545,7 @@ std::size_t CompiledGraph::symbol_index(const std::string& symbol) {
     return it->second;
 }
 
-Status CompiledGraph::negotiate_layouts() {
+Status CompiledGraph::negotiate_layouts(bool observed_any_layout) {
     const Graph& g = *graph_;
     const std::size_t nv = g.values.size();
     std::vector<LayoutSupport> support(g.nodes.size());
@@ -560,7 +561,9 @@ Status CompiledGraph::negotiate_layouts() {
     for (ValueId id : g.inputs) pinned[static_cast<std::size_t>(id)] = true;
     for (ValueId id : g.outputs) pinned[static_cast<std::size_t>(id)] = true;
     for (std::size_t v = 0; v < nv; ++v)
-        if (g.values[v].initializer || g.values[v].is_capture) pinned[v] = true;
+        if (g.values[v].initializer || g.values[v].is_capture ||
+            (g.values[v].observed && !observed_any_layout))
+            pinned[v] = true;
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
         for (const auto& sub : nodes_[ni].subgraphs)
             for (const auto& [lvl, id] : sub->outer_refs_)
@@ -619,6 +622,9 @@ Status CompiledGraph::negotiate_layouts() {
             if (n.outputs[j] != kNoValue && layout[static_cast<std::size_t>(n.outputs[j])] != 0)
                 out |= std::uint64_t{1} << j;
         if (in == 0 && out == 0) continue;
+        value_blocked_.resize(nv, 0);
+        for (std::size_t j = 0; j < n.outputs.size() && j < 64; ++j)
+            if (out >> j & 1u) value_blocked_[static_cast<std::size_t>(n.outputs[j])] = 1;
         Status st = nodes_[ni].kernel->use_layouts(in, out);
         if (!st.is_ok()) return st.with_context(node_context(n));
         ++blocked_nodes_;

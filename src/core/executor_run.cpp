@@ -3,6 +3,7 @@
 #include "core/executor.hpp"
 #include "core/executor_internal.hpp"
 #include "core/memory_planner.hpp"
+#include "dsinfer/engine.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -474,6 +475,21 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         p.seen_plan = plan_serial;
         p.seen_prepared = prepared_serial;
     }
+    // RunOptions::observer: the top-level host run's row-major outputs, right after their node.
+    ValueObserver* const observer =
+        frame.parent == nullptr && dev == nullptr ? control.observer : nullptr;
+    auto observe = [&](const Node& n, const TensorView* views, bool from_frame) {
+        for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+            const ValueId id = n.outputs[i];
+            if (id == kNoValue) continue;
+            const auto v = static_cast<std::size_t>(id);
+            if (v < value_blocked_.size() && value_blocked_[v] != 0 && !observer->any_layout())
+                continue;
+            const TensorView view = from_frame ? frame.values[v].view() : views[i];
+            if (view.raw == nullptr && view.shape.num_elements() != 0) continue;
+            observer->observe(g.values[v].name, view);
+        }
+    };
     auto add_node_time = [&](std::size_t ni, std::chrono::steady_clock::time_point t0) {
         const auto elapsed = std::chrono::steady_clock::now() - t0;
         (*node_ms)[ni] += std::chrono::duration<double, std::milli>(elapsed).count();
@@ -522,6 +538,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             for (std::uint32_t i = 0; i < step.num_out; ++i)  // none declared dynamic
                 if (!dynamic[i].is_null()) dynamic[i] = Tensor();
             if (!st.is_ok()) return st.with_context(node_context(n));
+            if (observer != nullptr) observe(n, out_views.data(), false);
             for (std::uint32_t r = step.drops; r < step.drops_end; ++r) {
                 Tensor& t = frame.values[static_cast<std::size_t>(prog->drops[r])];
                 if (!t.is_null()) t = Tensor();
@@ -704,6 +721,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         }
         for (std::size_t i = 0; i < num_out; ++i)
             if (!dynamic[i].is_null()) dynamic[i] = Tensor();
+        if (observer != nullptr) observe(n, out_views.data(), true);
         if (dev != nullptr) node_inputs.clear();
         for (ValueId id : cn.release_after) {
             Tensor& t = frame.values[static_cast<std::size_t>(id)];

@@ -3,8 +3,8 @@
 // uses, delete nodes and re-sort).
 //
 // Rules every pass follows:
-// - A value is *pinned* when it is a graph output or is read by name from a subgraph (a
-//   capture): a pass may replace the node producing it but must keep producing it under the
+// - A value is *pinned* when it is a graph output, is read by name from a subgraph (a
+//   capture) or is kept for an observer (Value::observed): a pass may replace the node producing it but must keep producing it under the
 //   same ValueId, and must not delete it.
 // - A pattern's intermediate values must have all their consumers inside the pattern and must
 //   not be pinned (GraphIndex::internal()).
@@ -35,6 +35,8 @@ public:
                 if (in != kNoValue)
                     consumers_[static_cast<std::size_t>(in)].push_back(static_cast<int>(ni));
         for (ValueId out : g.outputs) pinned_[static_cast<std::size_t>(out)] = true;
+        for (std::size_t v = 0; v < g.values.size(); ++v)
+            if (g.values[v].observed) pinned_[v] = true;
         std::unordered_set<std::string> captured;
         for (const Node& n : g.nodes) collect_captures(n, captured);
         if (!captured.empty())
