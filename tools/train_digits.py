@@ -12,6 +12,10 @@ Outputs (in --out, default models/digits next to this repository's tools/ folder
   digits_test.csv   the held-out split, one sample per line: the label (0-9) followed by the
                     64 raw pixel values as integers 0..16, comma-separated, no header.
                     Consumers divide each pixel by 16 before feeding the model, as training did.
+  digits_train.csv  the training split in the same format, in the (seeded, class-interleaved)
+                    order training saw it: calibration data for static INT8 quantization
+                    (dsinfer::calibration_csv(file, graph, batch_size, 1.f / 16), ds-convert
+                    --calibration), kept apart from the held-out split that measures accuracy.
 
 Running it again with the same arguments produces byte-identical files.
 """
@@ -152,7 +156,7 @@ def export_onnx(model, path):
         f.write(model_proto.SerializeToString())
 
 
-def write_test_csv(images, labels, path):
+def write_csv(images, labels, path):
     with open(path, "w", encoding="ascii", newline="\n") as f:
         for label, row in zip(labels, images):
             f.write(",".join([str(int(label))] + [str(int(v)) for v in row]) + "\n")
@@ -193,10 +197,12 @@ def main(argv):
     os.makedirs(args.out, exist_ok=True)
     onnx_path = os.path.join(args.out, "digits.onnx")
     csv_path = os.path.join(args.out, "digits_test.csv")
+    train_csv_path = os.path.join(args.out, "digits_train.csv")
     export_onnx(model, onnx_path)
-    write_test_csv(raw[test_idx], labels[test_idx], csv_path)
-    print(f"wrote {os.path.normpath(onnx_path)} ({os.path.getsize(onnx_path)} bytes)")
-    print(f"wrote {os.path.normpath(csv_path)} ({os.path.getsize(csv_path)} bytes)")
+    write_csv(raw[test_idx], labels[test_idx], csv_path)
+    write_csv(raw[train_idx], labels[train_idx], train_csv_path)
+    for path in (onnx_path, csv_path, train_csv_path):
+        print(f"wrote {os.path.normpath(path)} ({os.path.getsize(path)} bytes)")
     return 0
 
 

@@ -24,12 +24,18 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
 #include "dsinfer/status.hpp"
+#include "dsinfer/tensor.hpp"
 
 namespace dsinfer {
 
@@ -55,11 +61,256 @@ struct DynamicQuantizeReport {
     std::uint64_t int8_weight_bytes = 0;   ///< bytes of their int8 forms (scales included)
     /// Why candidate nodes stayed float32: "<node>: <reason>", one per node.
     std::vector<std::string> skipped{};
+    /// The nodes quantized (node name, or output name when unnamed), in graph order.
+    std::vector<std::string> quantized_nodes{};
 };
 
 /// Rewrites `graph` into the dynamic-quantization form above. invalid_argument for an unsorted
 /// or unlinked graph; resource_exhausted when memory runs out.
 DSINFER_API StatusOr<DynamicQuantizeReport> quantize_dynamic(Graph& graph,
                                                               const DynamicQuantizeOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// Static INT8 (Step 10): calibration, then ONNX Runtime's QDQ form.
+//
+//   dsinfer::Graph g = dsinfer::load_onnx("resnet50.onnx");
+//   auto data = dsinfer::calibration_batches(std::move(batches));   // or your own source
+//   dsinfer::StaticQuantizeOptions o;
+//   o.calibration.method = dsinfer::CalibrationMethod::entropy;
+//   auto report = dsinfer::quantize_static(g, *data, o).value_or_throw();
+//   dsinfer::save_onnx(g, "resnet50_int8.onnx");                    // ONNX Runtime runs it too
+//
+// The rewrite follows onnxruntime.quantization.quantize_static(QuantFormat.QDQ): every
+// quantized activation tensor T gets QuantizeLinear -> DequantizeLinear once, right after its
+// producer, read by every consumer; weights are stored 8-bit with a DequantizeLinear; Conv /
+// Gemm biases int32 at scale x_scale * w_scale. The engine's fuse_qdq pass turns each island
+// into an INT8 kernel (docs/OPTIMIZER.md "QDQ").
+
+/// How a tensor's range is chosen from what calibration observed.
+enum class CalibrationMethod : std::uint8_t {
+    minmax,      ///< the smallest and largest value seen
+    percentile,  ///< clip both tails at CalibrationOptions::percentile (of the signed values)
+    entropy,     ///< the clip threshold minimising the KL divergence of the 8-bit histogram
+    mse,         ///< the clip range minimising the mean squared quantization error
+};
+/// "minmax", "percentile", "entropy", "mse".
+DSINFER_API std::string_view to_string(CalibrationMethod m) noexcept;
+/// invalid_argument for another name.
+DSINFER_API StatusOr<CalibrationMethod> parse_calibration_method(std::string_view name);
+
+/// Progress of a long phase: its name ("calibration", "sensitivity"), steps done, steps in all
+/// (0 when the source does not know its length). Called on the calling thread after each step.
+using ProgressCallback =
+    std::function<void(std::string_view phase, std::size_t done, std::size_t total)>;
+
+/// Calibration data: batches of model inputs (each a full set of the graph's inputs, by name).
+class DSINFER_API CalibrationSource {
+public:
+    virtual ~CalibrationSource() = default;
+    /// Number of batches when known (progress and ETA), 0 otherwise.
+    virtual std::size_t size() const { return 0; }
+    /// The next batch into `batch` and true, or false at the end. An error ends calibration
+    /// with that status.
+    virtual StatusOr<bool> next(std::vector<NamedTensor>& batch) = 0;
+};
+/// A source over batches in memory. Each batch is moved out by next(), so its memory is freed
+/// once the caller drops it.
+DSINFER_API std::unique_ptr<CalibrationSource> calibration_batches(
+    std::vector<std::vector<NamedTensor>> batches);
+/// A source over a callback (`next` as CalibrationSource::next; `size` as size()). An exception
+/// the callback throws becomes next()'s Status (a dsinfer::Error keeps its code; bad_alloc is
+/// resource_exhausted, anything else invalid_argument); an empty callback is invalid_argument.
+DSINFER_API std::unique_ptr<CalibrationSource> calibration_callback(
+    std::function<StatusOr<bool>(std::vector<NamedTensor>&)> next, std::size_t size = 0);
+
+struct CalibrationOptions {
+    CalibrationMethod method = CalibrationMethod::minmax;
+    /// The percentile method's level, in (50, 100]: 99.999 keeps all but 1e-5 of each tail.
+    double percentile = 99.999;
+    /// Stop after this many batches (0: the whole source).
+    std::size_t max_batches = 0;
+    /// Threads of the calibration runs and the histograms (0: the processors available).
+    int num_threads = 0;
+    ProgressCallback progress{};
+};
+
+/// What calibration saw of one tensor and the range it chose.
+struct TensorRange {
+    std::string name;
+    float min = 0.f, max = 0.f;  ///< over every finite value seen
+    float lo = 0.f, hi = 0.f;    ///< the chosen range (lo <= 0 <= hi)
+    std::uint64_t count = 0;     ///< values seen
+    std::uint64_t nonfinite = 0; ///< NaN / infinities seen (left out of the range)
+};
+
+struct CalibrationTable {
+    CalibrationMethod method = CalibrationMethod::minmax;
+    std::vector<TensorRange> ranges;  ///< in the order the values were asked for
+    std::size_t batches = 0;
+    double seconds = 0.0;             ///< wall time of the calibration runs
+    const TensorRange* find(std::string_view name) const noexcept {
+        for (const TensorRange& r : ranges)
+            if (r.name == name) return &r;
+        return nullptr;
+    }
+};
+
+/// Runs the float32 `graph` over `data` on a CPU engine and returns the range of each named
+/// value, observed through RunOptions::observer (the graph is not edited: the values are kept
+/// visible through the optimizer's fusions, EngineOptions::observed_values). Errors:
+/// invalid_argument for an empty source, a batch whose inputs do not match the graph (the
+/// engine's message, naming the input and batch), a value name the graph lacks, a value never
+/// seen or seen with no finite element.
+DSINFER_API StatusOr<CalibrationTable> calibrate(const Graph& graph,
+                                                 const std::vector<std::string>& values,
+                                                 CalibrationSource& data,
+                                                 const CalibrationOptions& options = {});
+
+/// What quantize_static quantizes and how.
+struct StaticQuantizeOptions {
+    /// Weights: one scale per output channel (s8 symmetric, zero point 0), else one per tensor.
+    bool per_channel = true;
+    /// Activations: s8 symmetric (zero point 0) instead of u8 asymmetric.
+    bool symmetric_activations = false;
+    /// Node names (or output names) that stay float32.
+    std::vector<std::string> exclude{};
+    /// Operator types to quantize; empty = the defaults: Conv, MatMul (constant B), Gemm
+    /// (constant B), Add, Mul, MaxPool, GlobalAveragePool, Concat, and the data movement
+    /// between them (Flatten, Reshape, Transpose, Squeeze, Unsqueeze), which share their
+    /// input's parameters.
+    std::vector<std::string> op_types{};
+    /// Graph outputs stay float32 (the last layer's product is dequantized).
+    bool keep_float_outputs = true;
+    CalibrationOptions calibration{};
+};
+
+/// One layer's outcome.
+struct LayerRecord {
+    std::string node;        ///< node name (output name when unnamed)
+    std::string op_type;
+    std::string precision;   ///< "int8", "bf16", "fp16" or "fp32"
+    std::string reason;      ///< why it stayed at higher precision; empty when quantized
+    std::uint64_t weight_bytes_before = 0, weight_bytes_after = 0;
+};
+
+/// What quantize_static did.
+struct StaticQuantizeReport {
+    bool already_quantized = false;   ///< the graph held quantized operators: nothing changed
+    CalibrationTable calibration;     ///< ranges (before the shared-parameter groups merged)
+    std::vector<LayerRecord> layers;  ///< every candidate node, in graph order
+    std::size_t quantized_nodes = 0;
+    std::size_t quantized_tensors = 0;  ///< QuantizeLinear -> DequantizeLinear pairs added
+    std::uint64_t float_weight_bytes = 0, int8_weight_bytes = 0;
+};
+
+/// The tensors quantize_static would calibrate on `graph` with `options` (activations read or
+/// written by a quantized node), in graph order. For callers that calibrate themselves.
+DSINFER_API StatusOr<std::vector<std::string>> static_quantize_values(
+    const Graph& graph, const StaticQuantizeOptions& options = {});
+
+/// Rewrites `graph` into QDQ with the ranges of `table` (every value static_quantize_values
+/// names must be in it: invalid_argument otherwise). Part of the passes (no engine needed).
+DSINFER_API StatusOr<StaticQuantizeReport> apply_static_quantization(
+    Graph& graph, const CalibrationTable& table, const StaticQuantizeOptions& options = {});
+
+/// static_quantize_values + calibrate + apply_static_quantization. The graph is first
+/// cleaned up as the optimizer's level 1 does and BatchNormalization folded into the Conv
+/// before it, so that what is calibrated is what is quantized. invalid_argument when the
+/// graph has no quantizable layer.
+DSINFER_API StatusOr<StaticQuantizeReport> quantize_static(Graph& graph, CalibrationSource& data,
+                                                           const StaticQuantizeOptions& options = {});
+
+/// Weight-only INT8 (memory-bound layers): each MatMul/Gemm/Conv with a constant float32
+/// weight reads it through DequantizeLinear of an s8 copy (per output channel by default), so
+/// the file holds a quarter of the bytes; activations stay float32.
+DSINFER_API StatusOr<StaticQuantizeReport> quantize_weight_only(
+    Graph& graph, const StaticQuantizeOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// Calibration data from files (ds-convert --calibration).
+
+/// Batches from a folder, checked against the graph's inputs (names, element types, ranks,
+/// static dims). Two layouts:
+///   DIR/<batch>/<input>.{pb,npy} or DIR/<batch>/input_<i>.{pb,npy}: one subfolder per batch
+///       (taken in name order; ONNX's test_data_set_N/input_<i>.pb layout), one file per input;
+///   DIR/<file>.{pb,npy}: a model with one input, one batch per file (name order).
+/// Name order is natural: digit runs compare as numbers (set_2 before set_10), then bytes.
+/// A file stem naming a graph input gives that input; otherwise input_<i> gives the i-th fed
+/// input (graph inputs in declaration order, initializer-backed ones excluded). Ignored: names
+/// starting with '.', .onnx files directly in DIR (a model beside its data) and output_<i>
+/// files in a batch folder (ONNX test data's expected outputs); any other file or folder is an
+/// error naming it, so that a typo never drops data silently.
+/// Files are ONNX TensorProto (.pb) or NumPy arrays (.npy 1.0/2.0/3.0: little-endian, C order,
+/// bool, 8- to 64-bit integers, float16/32/64). Element types must match the graph's, except
+/// that float64 data for a float32 input is converted (numpy's default dtype; a finite value
+/// beyond float32's range is invalid_argument). Symbolic dims take any value, the same one
+/// across the inputs of a batch. Errors name the file: invalid_argument for an empty folder, a
+/// missing input, a wrong dtype/rank/dim, a malformed file; io_error when the folder is missing
+/// or a file cannot be read. The folder structure is checked by this call (size() is the batch
+/// count); files are read lazily, one batch per next().
+DSINFER_API StatusOr<std::unique_ptr<CalibrationSource>> calibration_folder(
+    const std::filesystem::path& dir, const Graph& graph);
+/// Batches of `batch_size` rows from a CSV file of numbers, one sample per line, for a graph
+/// with one float32 input of shape [batch, N]: a line of N + 1 values starts with a label,
+/// which is skipped (the digits CSV); each value is multiplied by `scale`. invalid_argument
+/// naming the line for a bad number or width, or a graph of another form.
+/// Values are comma-separated decimal or scientific numbers (spaces around them, "inf" and
+/// "nan" allowed); a label is any non-empty text; every line has as many values as the first;
+/// blank lines are skipped; no header line; CRLF and a UTF-8 BOM are accepted. The whole file
+/// is validated by this call (size() is the batch count), then read batch by batch. The last
+/// batch may be short; when the model fixes the batch dim, `batch_size` must equal it and the
+/// samples past the last full batch are left out. invalid_argument also for batch_size <= 0, a
+/// non-finite scale, a file without samples or a value out of float32 range; io_error when
+/// the file cannot be read.
+DSINFER_API StatusOr<std::unique_ptr<CalibrationSource>> calibration_csv(
+    const std::filesystem::path& file, const Graph& graph, std::int64_t batch_size = 32,
+    float scale = 1.f);
+
+// ---------------------------------------------------------------------------------------------
+// The Quantizer: one entry for every mode (ds-convert --quantize, EngineOptions).
+
+enum class QuantizeMode : std::uint8_t {
+    none,          ///< nothing changes
+    int8_dynamic,  ///< quantize_dynamic: MatMul/Gemm weights s8, activations per run (transformers)
+    int8_static,   ///< quantize_static: calibrated QDQ (CNNs); needs a CalibrationSource
+    int8_weight,   ///< quantize_weight_only: s8 weights through DequantizeLinear, float compute
+    bf16,          ///< weights stored bfloat16 (a Cast to float32 before their readers)
+    fp16,          ///< the whole model float16 (convert_float_precision), interface float32
+};
+/// "none", "int8-dynamic", "int8-static", "int8-weight", "bf16", "fp16".
+DSINFER_API std::string_view to_string(QuantizeMode m) noexcept;
+/// Accepts the names above; invalid_argument listing them for another.
+DSINFER_API StatusOr<QuantizeMode> parse_quantize_mode(std::string_view name);
+
+struct QuantizerOptions {
+    QuantizeMode mode = QuantizeMode::int8_dynamic;
+    StaticQuantizeOptions int8{};       ///< int8_static and int8_weight
+    DynamicQuantizeOptions dynamic{};   ///< int8_dynamic
+};
+
+/// What a Quantizer did, whatever the mode.
+struct QuantizeReport {
+    QuantizeMode mode = QuantizeMode::none;
+    bool already_quantized = false;      ///< the graph held quantized operators: unchanged
+    std::vector<LayerRecord> layers;     ///< every candidate node, in graph order
+    std::optional<CalibrationTable> calibration;  ///< int8_static
+    std::size_t quantized_nodes = 0;
+    std::uint64_t float_weight_bytes = 0;      ///< bytes of the weights that were replaced
+    std::uint64_t quantized_weight_bytes = 0;  ///< bytes of their new forms
+};
+
+/// A composable quantizer: the graph pass of its mode plus, for int8_static, the calibration
+/// driver. Holds only options; run() may be called on several graphs (not concurrently on one).
+class DSINFER_API Quantizer {
+public:
+    explicit Quantizer(QuantizerOptions options = {});
+    /// Quantizes `graph` in place. `data` is needed by int8_static (invalid_argument without it)
+    /// and ignored otherwise. On error the graph is left as it was.
+    StatusOr<QuantizeReport> run(Graph& graph, CalibrationSource* data = nullptr) const;
+    const QuantizerOptions& options() const noexcept { return options_; }
+
+private:
+    QuantizerOptions options_;
+};
 
 }  // namespace dsinfer

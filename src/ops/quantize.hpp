@@ -66,6 +66,40 @@ inline DynamicQuantParams dynamic_quant_params(QuantRange r) noexcept {
     return p;
 }
 
+/// Static quantization parameters for a calibrated range [lo, hi] (the quantizer's
+/// QuantizeLinear / DequantizeLinear pairs): u8 asymmetric, rmin = min(lo, 0), rmax = max(hi, 0),
+/// scale = (rmax - rmin) / 255 (as rmax / 255 - rmin / 255 when the difference overflows), zero
+/// point = saturate(round_half_even(-rmin / scale)), so 0 is exactly representable; s8 symmetric,
+/// scale = max(|lo|, |hi|) / 127, zero point 0. The scale is always finite and positive: a zero
+/// or non-finite range gives 1, a range whose scale would be zero or subnormal the smallest
+/// normal float.
+struct StaticQuantParams {
+    float scale = 1.f;
+    std::int32_t zero_point = 0;  ///< in [0, 255] (u8) or 0 (s8)
+};
+inline StaticQuantParams static_quant_params(float lo, float hi, bool symmetric) noexcept {
+    StaticQuantParams p;
+    if (!std::isfinite(lo) || !std::isfinite(hi)) return p;
+    const float rmin = std::min(lo, 0.f), rmax = std::max(hi, 0.f);
+    float scale;
+    if (symmetric) {
+        scale = std::max(-rmin, rmax) / 127.f;
+    } else {
+        const float span = rmax - rmin;
+        scale = std::isfinite(span) ? span / 255.f : rmax / 255.f - rmin / 255.f;
+    }
+    if (!(scale > 0.f) || !std::isfinite(scale)) {
+        // An all-zero range: any scale represents it; 1 as ONNX Runtime.
+        if (rmin == 0.f && rmax == 0.f) return p;
+        scale = std::numeric_limits<float>::min();
+    }
+    scale = std::max(scale, std::numeric_limits<float>::min());
+    p.scale = scale;
+    if (!symmetric)
+        p.zero_point = saturate_round<std::uint8_t>(static_cast<double>(-rmin / scale), 0.0);
+    return p;
+}
+
 /// One element of DynamicQuantizeLinear's y: the f32 quotient x / scale, rounded half to even,
 /// plus the zero point, saturated to [0, 255]; NaN -> the zero point.
 inline std::uint8_t dynamic_quantize_value(float x, const DynamicQuantParams& p) noexcept {

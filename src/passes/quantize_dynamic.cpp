@@ -12,21 +12,12 @@
 
 #include "dsinfer/quantize.hpp"
 #include "passes/pass_utils.hpp"
+#include "passes/quantize_common.hpp"
 
 namespace dsinfer {
 namespace {
 
 using std::int64_t;
-
-/// Operators whose presence means the graph is quantized already.
-bool is_quantized_op(const Node& n) {
-    static const std::unordered_set<std::string> kOps{
-        "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
-        "ConvInteger",    "QLinearConv",      "QLinearMatMul",         "DynamicQuantizeMatMul",
-        "MatMulIntegerToFloat", "QGemm",      "QLinearAdd",            "QLinearMul",
-        "QLinearGlobalAveragePool", "QLinearSigmoid", "QAttention"};
-    return kOps.count(n.op_type) != 0;
-}
 
 struct QuantizedWeight {
     Tensor q;      ///< s8 [K, N]
@@ -35,47 +26,26 @@ struct QuantizedWeight {
 };
 
 /// W [K, N] (from B [K, N], or B [N, K] when `transposed`) -> s8 symmetric, per tensor or per
-/// column: scale = max|w| / 127 (1 where the column is all zeros), q = clamp(round_half_even(w
-/// / scale), -127, 127), the quotient in float32 as numpy computes it.
+/// column (quantize_symmetric_s8), transposed to [K, N] when B was [N, K].
 StatusOr<QuantizedWeight> quantize_weight(const Tensor& b, bool transposed, bool per_channel) {
     const int64_t k = transposed ? b.shape()[1] : b.shape()[0];
     const int64_t n = transposed ? b.shape()[0] : b.shape()[1];
-    const float* src = b.data<float>();
-    const auto at = [&](int64_t kk, int64_t nn) {
-        return transposed ? src[nn * k + kk] : src[kk * n + nn];
-    };
-    const int64_t groups = per_channel ? n : 1;
-    std::vector<float> amax(static_cast<std::size_t>(groups), 0.f);
-    for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t nn = 0; nn < n; ++nn) {
-            float& m = amax[static_cast<std::size_t>(per_channel ? nn : 0)];
-            m = std::max(m, std::fabs(at(kk, nn)));
-        }
+    DSINFER_ASSIGN_OR_RETURN(passes::SymmetricWeight sw,
+                             passes::quantize_symmetric_s8(b, per_channel ? (transposed ? 0 : 1) : -1));
     QuantizedWeight w;
-    DSINFER_ASSIGN_OR_RETURN(w.q, Tensor::allocate(DType::i8, Shape{k, n}));
-    const Shape sshape = per_channel ? Shape{n} : Shape{};
-    DSINFER_ASSIGN_OR_RETURN(w.scale, Tensor::allocate(DType::f32, sshape));
-    DSINFER_ASSIGN_OR_RETURN(w.zero, Tensor::allocate(DType::i8, sshape));
-    float* scale = w.scale.data<float>();
-    for (int64_t g = 0; g < groups; ++g) {
-        const float m = amax[static_cast<std::size_t>(g)];
-        scale[g] = m > 0.f ? m / 127.f : 1.f;
+    w.scale = std::move(sw.scale);
+    if (transposed) {
+        DSINFER_ASSIGN_OR_RETURN(w.q, Tensor::allocate(DType::i8, Shape{k, n}));
+        const auto* src = sw.q.data<std::int8_t>();
+        auto* dst = w.q.data<std::int8_t>();
+        for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t nn = 0; nn < n; ++nn) dst[kk * n + nn] = src[nn * k + kk];
+    } else {
+        w.q = std::move(sw.q);
     }
+    DSINFER_ASSIGN_OR_RETURN(w.zero, Tensor::allocate(DType::i8, w.scale.shape()));
     std::memset(w.zero.raw_data(), 0, w.zero.num_bytes());
-    auto* q = w.q.data<std::int8_t>();
-    for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t nn = 0; nn < n; ++nn) {
-            const float r = std::nearbyint(at(kk, nn) / scale[per_channel ? nn : 0]);
-            q[kk * n + nn] = static_cast<std::int8_t>(std::clamp(r, -127.f, 127.f));
-        }
     return w;
-}
-
-bool all_finite(const Tensor& t) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < t.num_elements(); ++i)
-        if (!std::isfinite(p[i])) return false;
-    return true;
 }
 
 }  // namespace
@@ -83,11 +53,10 @@ bool all_finite(const Tensor& t) {
 StatusOr<DynamicQuantizeReport> quantize_dynamic(Graph& g, const DynamicQuantizeOptions& o) {
     try {
         DynamicQuantizeReport report;
-        for (const Node& n : g.nodes)
-            if (is_quantized_op(n)) {
-                report.already_quantized = true;
-                return report;
-            }
+        if (passes::has_quantized_op(g)) {
+            report.already_quantized = true;
+            return report;
+        }
         DSINFER_CHECK(g.opset("") >= 11 || g.nodes.empty(), ErrorCode::unsupported,
                       "quantize_dynamic: the graph imports opset ", g.opset(""),
                       " of the default domain; DynamicQuantizeLinear needs 11 or later");
@@ -137,7 +106,7 @@ StatusOr<DynamicQuantizeReport> quantize_dynamic(Graph& g, const DynamicQuantize
                 skip("weight smaller than min_weight_elements");
                 continue;
             }
-            if (!all_finite(*b)) {
+            if (!passes::all_finite_f32(*b)) {
                 skip("weight holds NaN or infinity");
                 continue;
             }
@@ -188,6 +157,7 @@ StatusOr<DynamicQuantizeReport> quantize_dynamic(Graph& g, const DynamicQuantize
                 rw.add("Add", "", {y, c}, {out}, base + "_bias_add");
             }
             rw.remove(static_cast<int>(ni));
+            report.quantized_nodes.push_back(base);
             if (is_matmul) ++report.matmuls;
             else ++report.gemms;
         }

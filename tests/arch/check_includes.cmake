@@ -22,6 +22,8 @@ set(RULES
   "the engine reaches backends through their interfaces" "src/core/" "^(cpu|onednn)/"
   "serving wraps the public engine (no executor, no backend)" "src/serving/" "^(core|cpu|kernels|onednn|cuda|passes|ops|onnx)/"
   "the engine core does not include serving" "src/core/" "^(serving/|dsinfer/serving[.]hpp$)"
+  "the quantizer drives the public engine (no executor, no backend, no importer)" "src/quantizer/" "^(core|cpu|kernels|onednn|cuda|onnx|serving)/"
+  "nothing below the quantizer includes it" "src/core/,src/passes/,src/ops/,src/runtime/,src/kernels/,src/cpu/,src/onednn/,src/onnx/,src/serving/,cuda/" "^quantizer/"
   "public headers include no third-party or internal header" "include/dsinfer/"
   "^(cuda|cudnn|cublas|dnnl|oneapi|Eigen|unsupported/Eigen|fmt|nlohmann|core|cpu|kernels|onednn|passes|ops|onnx)[/_.]"
 )
