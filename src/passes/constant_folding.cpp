@@ -19,6 +19,11 @@
 // Never folded: random ops (RandomNormal*, RandomUniform*, Multinomial, Bernoulli), nodes with
 // subgraphs, DequantizeLinear (quantized weights stay quantized), non-tensor values.
 //
+// fold_weight_dequantize (level 2, right after fuse_qdq): folds the DequantizeLinear nodes of
+// constants that fuse_qdq left read by float ops (a weight-only INT8 model: its weights are
+// stored 8-bit and used as float32 constants, so the float kernels pack them once; DQs only
+// fused islands read are skipped: dead-code elimination drops them).
+//
 // Shapes of intermediate values: when a Shape/Size reads a node output whose shape is not
 // static, annotate_shapes() (the evaluator's load-time inference) first writes the inferred
 // dtypes/shapes into the graph.
@@ -77,12 +82,13 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 class Folder {
 public:
     Folder(Graph& g, const std::vector<OpsetImport>& opsets, const PassContext& ctx,
-           bool subgraph)
+           bool subgraph, bool only_dequantize = false)
         : g_(g),
           opsets_(opsets),
           evaluator_(ctx.options.evaluator),
           max_bytes_(ctx.options.max_folded_bytes),
-          subgraph_(subgraph) {}
+          subgraph_(subgraph),
+          only_dequantize_(only_dequantize) {}
 
     StatusOr<int> run() {
         infer_shapes_if_needed();
@@ -91,7 +97,14 @@ public:
         int fired = 0;
         for (std::size_t ni = 0; ni < g_.nodes.size(); ++ni) {
             const Node& n = g_.nodes[ni];
-            if (never_folded(n)) continue;
+            if (only_dequantize_) {
+                if (!n.domain.empty() || n.op_type != "DequantizeLinear" || n.outputs.empty() ||
+                    n.outputs[0] == kNoValue ||
+                    (index.consumers(n.outputs[0]).empty() && !index.pinned(n.outputs[0])))
+                    continue;
+            } else if (never_folded(n)) {
+                continue;
+            }
             bool any_output = false, tensors = true;
             for (ValueId out : n.outputs) {
                 if (out == kNoValue) continue;
@@ -134,6 +147,7 @@ private:
                 probes_ok = false;
             }
         }
+        if (only_dequantize_ && !all_const) return false;
         if (all_const) {
             // A Constant's tensor attribute becomes the initializer as it is (shared, any size).
             const Attribute* value = n.find_attr("value");
@@ -263,25 +277,27 @@ private:
     const GraphEvaluator* evaluator_;
     std::uint64_t max_bytes_;
     bool subgraph_;
+    bool only_dequantize_;
     std::unordered_map<ValueId, std::array<Tensor, 2>> probes_;
     std::unordered_map<std::string, std::int64_t> symbols_;
 };
 
 StatusOr<int> fold_all(Graph& g, const std::vector<OpsetImport>& opsets, PassContext& ctx,
-                       bool subgraph) {
-    Folder f(g, g.opset_imports.empty() ? opsets : g.opset_imports, ctx, subgraph);
+                       bool subgraph, bool only_dequantize = false) {
+    Folder f(g, g.opset_imports.empty() ? opsets : g.opset_imports, ctx, subgraph,
+             only_dequantize);
     DSINFER_ASSIGN_OR_RETURN(int n, f.run());
     for (Node& node : g.nodes)
         for (auto& [name, a] : node.attributes) {
             (void)name;
             if (a.kind == AttrKind::g && a.g) {
-                DSINFER_ASSIGN_OR_RETURN(int k, fold_all(*a.g, opsets, ctx, true));
+                DSINFER_ASSIGN_OR_RETURN(int k, fold_all(*a.g, opsets, ctx, true, only_dequantize));
                 n += k;
             }
             if (a.kind == AttrKind::graphs)
                 for (auto& sg : a.graphs)
                     if (sg) {
-                        DSINFER_ASSIGN_OR_RETURN(int k, fold_all(*sg, opsets, ctx, true));
+                        DSINFER_ASSIGN_OR_RETURN(int k, fold_all(*sg, opsets, ctx, true, only_dequantize));
                         n += k;
                     }
         }
@@ -299,8 +315,22 @@ public:
     }
 };
 
+class FoldWeightDequantize final : public GraphPass {
+public:
+    std::string_view name() const noexcept override { return "fold_weight_dequantize"; }
+    int level() const noexcept override { return 2; }
+    Status apply(Graph& graph, PassContext& ctx) const override {
+        DSINFER_ASSIGN_OR_RETURN(int n, fold_all(graph, graph.opset_imports, ctx, false, true));
+        ctx.fired(name(), n);
+        return Status::ok();
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<GraphPass> make_constant_folding() { return std::make_unique<ConstantFolding>(); }
+std::unique_ptr<GraphPass> make_fold_weight_dequantize() {
+    return std::make_unique<FoldWeightDequantize>();
+}
 
 }  // namespace dsinfer::passes
