@@ -158,45 +158,11 @@ std::optional<double> flops_per_sample(const fs::path& model, std::optional<std:
     return number_at((*f)[seq_key], "total");
 }
 
-// ---- the machine ----
+// ---- the machine (bench_cli.hpp) ----
 
-std::string cpu_model_name() {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind("model name", 0) != 0) continue;
-        const auto colon = line.find(':');
-        if (colon == std::string::npos) continue;
-        const auto start = line.find_first_not_of(' ', colon + 1);
-        return start == std::string::npos ? std::string() : line.substr(start);
-    }
-    return "unknown";
-}
-
-/// The widest vector ISA this CPU has, detected at run time.
-std::string cpu_isa() {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return "avx512";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-    if (__builtin_cpu_supports("sse4.2")) return "sse4.2";
-    return "baseline";
-}
-
-/// Extensions beyond the ISA level that matter to the kernels (from /proc/cpuinfo flags).
-std::vector<std::string> cpu_isa_extensions() {
-    static const char* const kWanted[] = {"avx512_vnni", "avx512_bf16", "avx_vnni",
-                                          "amx_tile",    "amx_bf16",    "amx_int8"};
-    std::ifstream in("/proc/cpuinfo");
-    std::vector<std::string> found;
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind("flags", 0) != 0) continue;
-        std::istringstream words(line.substr(line.find(':') + 1));
-        std::vector<std::string> flags{std::istream_iterator<std::string>(words), {}};
-        for (const char* w : kWanted)
-            if (std::find(flags.begin(), flags.end(), w) != flags.end()) found.emplace_back(w);
-        break;
-    }
-    return found;
-}
+using bench::cpu_isa;
+using bench::cpu_isa_extensions;
+using bench::cpu_model_name;
 
 std::int64_t peak_rss_bytes() {
     rusage u{};

@@ -3,7 +3,7 @@
 //
 //   ds-compare --model CANDIDATE --reference REFERENCE [--precision P] [--reference-precision P]
 //              [--batch N] [--seq N] [--shape NAME=DxD]... [--seed N] [--seeds K]
-//              [--threads N] [--backends LIST] [--opt-level N] [--json]
+//              [--inputs DIR] [--threads N] [--backends LIST] [--opt-level N] [--json]
 //
 // Both models are loaded with the same engine options (each at its own --precision, as
 // ds-benchmark takes it: int8 quantizes a float32 model dynamically at load). For K seeds
@@ -15,13 +15,16 @@
 // original sees the same values). Per output, over all
 // seeds: cosine similarity of the whole tensors (float64 sums), relative L2 error, the largest
 // absolute difference, NaN mismatches, and the top-1 agreement of the last axis (rows whose
-// argmax is the same: a classifier's prediction). Exit status: 0 ok, 1 engine error, 2 bad
-// command line.
+// argmax is the same: a classifier's prediction). With --inputs DIR the inputs are read from
+// files instead (dsinfer::calibration_folder: one .npy / .pb per batch, or a folder per batch;
+// e.g. held-out images from tools/make_images.py) and every batch is compared. Exit status: 0
+// ok, 1 engine error, 2 bad command line.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,7 @@ struct Args : bench::CommonArgs {
     std::filesystem::path reference;
     std::string precision = "fp32", reference_precision = "fp32";
     std::int64_t seeds = 1;
+    std::filesystem::path inputs;  ///< --inputs DIR: batches from files instead of generated
 };
 
 Args parse_args(int argc, char** argv) {
@@ -54,6 +58,11 @@ Args parse_args(int argc, char** argv) {
     cli.integer("--seeds", a.seeds, 1, 100000,
                 "input sets: --seed, --seed + 1, ... (default 1)")
         ->group("Model and inputs");
+    std::string inputs;
+    cli.text("--inputs", inputs, "DIR",
+             "compare on the batches in DIR (.npy / .pb files, one per batch, or a folder per "
+             "batch) instead of generated inputs")
+        ->group("Model and inputs");
     cli.text("--precision", a.precision, "P",
              "the candidate's precision as in ds-benchmark (default fp32)",
              bench::check_precision)
@@ -64,6 +73,7 @@ Args parse_args(int argc, char** argv) {
     cli.parse(argc, argv);
     if (reference.empty()) cli.error("--reference PATH is required");
     a.reference = reference;
+    a.inputs = inputs;
     return a;
 }
 
@@ -171,11 +181,23 @@ int run(const Args& a) {
     const InferenceEngine cand = bench::load_at_precision(a.model, options, a.precision, &int8);
     const InferenceEngine ref = bench::load_at_precision(a.reference, options, a.reference_precision);
     std::vector<Stats> stats;
-    for (std::int64_t k = 0; k < a.seeds; ++k) {
-        bench::ShapeRequest req = a.shapes;
-        req.seed = a.shapes.seed + static_cast<std::uint32_t>(k);
-        const bench::GeneratedInputs in = bench::make_inputs_or_exit(a.usage, cand, req);
-        const std::vector<NamedTensor> feeds = in.tensors();
+    // Batches from files (--inputs), else generated per seed.
+    std::unique_ptr<CalibrationSource> files;
+    if (!a.inputs.empty()) {
+        const Graph g = load_onnx(a.model);
+        files = calibration_folder(a.inputs, g).value_or_throw();
+    }
+    std::int64_t sets = 0;
+    for (std::int64_t k = 0; files != nullptr || k < a.seeds; ++k) {
+        std::vector<NamedTensor> feeds;
+        if (files != nullptr) {
+            if (!files->next(feeds).value_or_throw()) break;
+        } else {
+            bench::ShapeRequest req = a.shapes;
+            req.seed = a.shapes.seed + static_cast<std::uint32_t>(k);
+            feeds = bench::make_inputs_or_exit(a.usage, cand, req).tensors();
+        }
+        ++sets;
         const std::vector<NamedTensor> co = cand.run(feeds);
         const std::vector<NamedTensor> ro = ref.run(as_inputs_of(ref, feeds));
         std::map<std::string, const Tensor*> by_name;
@@ -195,14 +217,17 @@ int run(const Args& a) {
                     {"reference", a.reference.string()},
                     {"precision", a.precision},
                     {"reference_precision", a.reference_precision},
-                    {"seeds", a.seeds},
+                    {"seeds", files != nullptr ? 0 : a.seeds},
+                    {"inputs", a.inputs.string()},
+                    {"input_sets", sets},
                     {"outputs", outs}};
         if (int8) doc["int8_quantized_layers"] = int8->matmuls + int8->gemms;
         fmt::print("{}\n", bench::json_text(doc));
         return 0;
     }
-    fmt::print("ds-compare {} ({}) vs {} ({}), {} input set(s)\n", a.model.string(), a.precision,
-               a.reference.string(), a.reference_precision, a.seeds);
+    fmt::print("ds-compare {} ({}) vs {} ({}), {} input set(s){}\n", a.model.string(), a.precision,
+               a.reference.string(), a.reference_precision, sets,
+               files != nullptr ? " from " + a.inputs.string() : std::string());
     for (const Stats& s : stats) {
         fmt::print("  {:<24} cosine {:.6f}  relative L2 {:.3e}  max |diff| {:.3e}  NaN "
                    "mismatches {}",

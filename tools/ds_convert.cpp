@@ -1,0 +1,714 @@
+// ds-convert: converts an ONNX model into a smaller or faster ONNX model, the conversions as
+// stages of one pipeline: load -> optimize -> quantize -> [prune: Step 11] -> write, then a
+// summary and a measurement of both models.
+//
+//   ds-convert INPUT.onnx -o OUT.onnx [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16]
+//              [--calibration PATH] [--calibration-method minmax|percentile|entropy|mse]
+//              [--percentile P] [--calibration-batches N] [--calibration-scale S]
+//              [--batch-size N] [--per-tensor] [--symmetric-activations] [--exclude NODE]...
+//              [--optimize-level 0|1] [--report FILE.json] [--bench-runs N] [--batch N]
+//              [--seq N] [--shape NAME=DxD]... [--threads N] [--quiet] [--version]
+//
+// Stages (each one function below, recording what it did in a Conversion):
+//   load      load_onnx(INPUT);
+//   optimize  dsinfer::optimize at --optimize-level (0 or 1, default 1: levels 2 and 3 write
+//             dsinfer's fused com.dsinfer operators, which ONNX Runtime cannot run);
+//   quantize  dsinfer::Quantizer with the --quantize mode (default none); int8-static
+//             calibrates on --calibration: a folder (calibration_folder: one subfolder of
+//             .pb/.npy inputs per batch, or one file per batch) or a .csv file
+//             (calibration_csv: --batch-size rows per batch, each value times
+//             --calibration-scale), with a progress bar (tools/progress.hpp) on stderr;
+//   write     save_onnx(OUT).
+// Then it prints the file sizes, the per-layer table of the quantizer (30 rows at most: every
+// row in --report), the calibration and the speed of both models: INPUT and OUT loaded into
+// InferenceEngine (--threads; OUT at EngineOptions::precision bf16/fp16 for those modes), run
+// --bench-runs times each (after one untimed run each), alternating run by run, on the same
+// inputs (tools/bench_inputs.hpp, as ds-benchmark makes them with --batch/--seq), and the
+// ratio of the medians. --report writes all of it, every run and calibrated range included, as
+// JSON (nlohmann::json).
+//
+// Exit status: 0 ok; 1 the conversion failed (the dsinfer::Error message names the node, input
+// or file); 2 bad command line (one line "ds-convert: <problem>" and the help; nothing runs).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_cli.hpp"
+#include "progress.hpp"
+
+namespace fs = std::filesystem;
+using namespace dsinfer;
+
+namespace {
+
+using bench::Json;
+using bench::kExitError;
+
+const char* const kSynopsis =
+    "usage: ds-convert INPUT.onnx -o OUT.onnx\n"
+    "                  [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16]\n"
+    "                  [--calibration PATH] [--calibration-method minmax|percentile|entropy|mse]\n"
+    "                  [--percentile P] [--calibration-batches N] [--calibration-scale S]\n"
+    "                  [--batch-size N] [--per-tensor] [--symmetric-activations]\n"
+    "                  [--exclude NODE]... [--optimize-level 0|1] [--report FILE.json]\n"
+    "                  [--bench-runs N] [--batch N] [--seq N] [--shape NAME=DxD]...\n"
+    "                  [--threads N] [--quiet]\n"
+    "       ds-convert --help | --version\n";
+
+const char* const kFooter =
+    "Stages: load -> optimize (--optimize-level) -> quantize (--quantize) -> write OUT, then\n"
+    "the sizes, the per-layer table and the speed of INPUT and OUT (--bench-runs runs of each,\n"
+    "alternating, on the same generated inputs). Exit status: 0 ok; 1 the conversion failed;\n"
+    "2 bad command line (nothing runs).\n";
+
+constexpr std::size_t kTableRows = 30;  // layers printed; --report has them all
+
+// ---- the command line ----
+
+struct Args {
+    fs::path input, output;
+    QuantizeMode mode = QuantizeMode::none;
+    int optimize_level = 1;
+    // Quantization
+    bool per_tensor = false;
+    bool symmetric_activations = false;
+    std::vector<std::string> exclude;
+    // Calibration (int8-static)
+    fs::path calibration;
+    bool calibration_csv = false;  ///< --calibration is a .csv file (else a folder)
+    CalibrationMethod method = CalibrationMethod::minmax;
+    std::optional<double> percentile;
+    std::optional<std::int64_t> calibration_batches;
+    std::optional<double> calibration_scale;
+    std::optional<std::int64_t> batch_size;
+    // Measurement
+    std::int64_t bench_runs = 10;
+    bench::ShapeRequest shapes;  ///< --batch, --seq
+    int threads = 0;
+    // Output
+    fs::path report;
+    bool quiet = false;
+    bench::Usage usage;
+
+    std::int64_t csv_batch_size() const { return batch_size.value_or(32); }
+    float csv_scale() const { return static_cast<float>(calibration_scale.value_or(1.0)); }
+};
+
+/// "none, int8-dynamic, ..." or "... or fp16": the names the library's to_string gives.
+template <class Enum>
+std::string names_of(int count, const char* last_joiner) {
+    std::string s;
+    for (int i = 0; i < count; ++i) {
+        if (i > 0) s += i + 1 == count ? last_joiner : ", ";
+        s += std::string(to_string(static_cast<Enum>(i)));
+    }
+    return s;
+}
+
+bool is_int8(QuantizeMode m) {
+    return m == QuantizeMode::int8_dynamic || m == QuantizeMode::int8_static ||
+           m == QuantizeMode::int8_weight;
+}
+
+/// The two paths name the same file (the same path, or links to one file).
+bool same_file(const fs::path& a, const fs::path& b) {
+    std::error_code e1, e2;
+    const fs::path ca = fs::weakly_canonical(a, e1), cb = fs::weakly_canonical(b, e2);
+    if (!e1 && !e2 && ca == cb) return true;
+    std::error_code e3;
+    return fs::exists(a, e3) && fs::exists(b, e3) && fs::equivalent(a, b, e3) && !e3;
+}
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    bench::Cli cli("ds-convert", kSynopsis,
+                   "Converts an ONNX model: optimizes it (level 0-1), quantizes it (INT8 dynamic,\n"
+                   "static with calibration or weight-only; bfloat16 or float16 weights) and\n"
+                   "writes it as ONNX, then compares the sizes and speeds of both models.",
+                   kFooter);
+    // Quantization (the help lists the groups in the order of their first option)
+    constexpr int kModes = 6, kMethods = 4;
+    cli.option("--quantize", "MODE",
+               "none (default: optimize and write), int8-dynamic,\nint8-static (needs "
+               "--calibration), int8-weight,\nbf16 or fp16",
+               [&a](const std::string& s) {
+                   auto m = parse_quantize_mode(s);
+                   if (!m)
+                       return fmt::format("must be {}, got '{}'",
+                                          names_of<QuantizeMode>(kModes, " or "), s);
+                   a.mode = *m;
+                   return std::string();
+               })
+        ->group("Quantization");
+    cli.option("--optimize-level", "0|1",
+               "graph clean-up before quantizing: 0 none, 1 constant\nfolding and dead-code "
+               "removal (default 1)",
+               [&a](const std::string& s) {
+                   std::int64_t v = 0;
+                   std::string problem = bench::parse_integer(s, 0, 3, v);
+                   if (!problem.empty()) return problem;
+                   if (v > 1)
+                       return fmt::format(
+                           "level {} writes dsinfer's fused operators (domain com.dsinfer), "
+                           "which ONNX Runtime cannot run: use 0 or 1 (the engine fuses at load)",
+                           v);
+                   a.optimize_level = static_cast<int>(v);
+                   return std::string();
+               })
+        ->group("Quantization");
+    cli.flag("--per-tensor", a.per_tensor,
+             "int8 modes: one weight scale per tensor instead of\none per output channel")
+        ->group("Quantization");
+    cli.flag("--symmetric-activations", a.symmetric_activations,
+             "int8-static: activations s8 symmetric (zero point 0)\ninstead of u8 asymmetric")
+        ->group("Quantization");
+    cli.option("--exclude", "NODE",
+               "int8 modes: a node (by name or output name) that\nstays float32 (repeatable)",
+               [&a](const std::string& s) {
+                   if (s.empty()) return std::string("expects a node name, got ''");
+                   a.exclude.push_back(s);
+                   return std::string();
+               })
+        ->group("Quantization");
+
+    // Calibration
+    std::string calibration;
+    cli.text("--calibration", calibration, "PATH",
+             "int8-static's data: a folder (one subfolder of\n.pb/.npy inputs per batch, or one "
+             "file per batch)\nor a .csv file (one sample per line)")
+        ->group("Calibration");
+    cli.option("--calibration-method", "M",
+               "minmax (default), percentile, entropy or mse",
+               [&a](const std::string& s) {
+                   auto m = parse_calibration_method(s);
+                   if (!m)
+                       return fmt::format("must be {}, got '{}'",
+                                          names_of<CalibrationMethod>(kMethods, " or "), s);
+                   a.method = *m;
+                   return std::string();
+               })
+        ->group("Calibration");
+    cli.option("--percentile", "P",
+               "the percentile method's level, in (50, 100]\n(default 99.999)",
+               [&a](const std::string& s) {
+                   double v = 0;
+                   std::string problem = bench::parse_number(s, 50, true, "a percentile", v);
+                   if (problem.empty() && v > 100)
+                       problem = fmt::format("expects a percentile in (50, 100], got '{}'", s);
+                   if (problem.empty()) a.percentile = v;
+                   return problem;
+               })
+        ->group("Calibration");
+    cli.integer("--calibration-batches", a.calibration_batches, 1, 1ll << 30,
+                "calibrate on the first N batches (default: all)")
+        ->group("Calibration");
+    cli.number("--calibration-scale", a.calibration_scale, 0.0, true, "a number", "S",
+               "a .csv file's values are multiplied by S\n(default 1; the digits model: 0.0625)")
+        ->group("Calibration");
+    cli.integer("--batch-size", a.batch_size, 1, 1 << 20,
+                "rows of a .csv file per calibration batch\n(default 32)")
+        ->group("Calibration");
+
+    // Measurement
+    cli.integer("--bench-runs", a.bench_runs, 0, 1 << 20,
+                "timed runs of each model (default 10; 0: no\nmeasurement)")
+        ->group("Measurement");
+    cli.integer("--batch", a.shapes.batch, 1, 1 << 24,
+                "first symbolic dim of every input (default 1)")
+        ->group("Measurement");
+    cli.integer("--seq", a.shapes.seq, 1, 1 << 24,
+                "every later symbolic dim (required when the model\nhas one)")
+        ->group("Measurement");
+    cli.option("--shape", "NAME=DxD",
+               "the whole shape of input NAME (repeatable; for\ninputs without a declared shape)",
+               [&a](const std::string& s) { return bench::Cli::parse_shape(s, a.shapes); })
+        ->group("Measurement");
+    cli.integer("--threads", a.threads, 0, 4096,
+                "threads of the calibration and the measurement;\n0 = the processors available "
+                "(default 0)")
+        ->group("Measurement");
+
+    // Output
+    std::string input;
+    cli.app().add_option("INPUT", input, "the float32 ONNX model")->group("Output");
+    std::string output;
+    cli.option("-o,--output", "OUT.onnx", "the converted model (required; not INPUT)",
+               [&output](const std::string& s) {
+                   if (!s.empty() && s[0] == '-')
+                       return "expects a path, got the option '" + s + "'";
+                   output = s;
+                   return std::string();
+               })
+        ->group("Output");
+    std::string report;
+    cli.text("--report", report, "FILE.json",
+             "write everything (options, sizes, layers, ranges,\nevery run) as JSON")
+        ->group("Output");
+    cli.flag("--quiet", a.quiet, "no progress and no summary (errors and notes only)")
+        ->group("Output");
+    bool version = false;
+    cli.flag("--version", version, "print the version and exit")->group("Output");
+
+    cli.parse(argc, argv);
+    if (version) {
+        fmt::print("ds-convert (dsinfer {})\n", DSINFER_VERSION_STRING);
+        std::exit(0);
+    }
+    a.usage = cli.usage();
+
+    // What the options say of each other.
+    if (input.empty()) cli.error("INPUT.onnx is required");
+    if (output.empty()) cli.error("-o OUT.onnx is required");
+    a.input = input;
+    a.output = output;
+    a.report = report;
+    if (same_file(a.input, a.output))
+        cli.error(fmt::format("-o: '{}' is the input model itself: write the converted model "
+                              "to another file",
+                              output));
+    if (!a.report.empty() && (same_file(a.report, a.input) || same_file(a.report, a.output)))
+        cli.error("--report: must not be INPUT or OUT");
+    for (const auto& [flag, file] : {std::pair<const char*, const fs::path*>{"-o", &a.output},
+                                     {"--report", &a.report}}) {
+        std::error_code ec;
+        const fs::path folder = file->parent_path();
+        if (!file->empty() && !folder.empty() && !fs::is_directory(folder, ec))
+            cli.error(fmt::format("{}: the folder '{}' does not exist", flag, folder.string()));
+    }
+    if (a.output.extension() == ".ds")
+        cli.error("-o: the .ds format is not written yet: write an .onnx file");
+    const std::string mode(to_string(a.mode));
+    if (a.mode == QuantizeMode::int8_static) {
+        if (calibration.empty())
+            cli.error("--quantize int8-static needs --calibration PATH (a folder of inputs or a "
+                      ".csv file)");
+        a.calibration = calibration;
+        std::error_code ec;
+        if (fs::is_directory(a.calibration, ec)) {
+            a.calibration_csv = false;
+        } else if (a.calibration.extension() == ".csv") {
+            a.calibration_csv = true;
+        } else if (!fs::exists(a.calibration, ec)) {
+            cli.error(fmt::format("--calibration: '{}' does not exist", calibration));
+        } else {
+            cli.error(fmt::format("--calibration: '{}' is neither a folder nor a .csv file",
+                                  calibration));
+        }
+        if (!a.calibration_csv)
+            for (const char* csv_only : {"--batch-size", "--calibration-scale"})
+                if (cli.given(csv_only))
+                    cli.error(fmt::format("{}: applies to a .csv --calibration file, not to a "
+                                          "folder",
+                                          csv_only));
+        if (a.percentile && !cli.given("--calibration-method")) a.method = CalibrationMethod::percentile;
+        if (a.percentile && a.method != CalibrationMethod::percentile)
+            cli.error(fmt::format("--percentile: applies to --calibration-method percentile, "
+                                  "not {}",
+                                  to_string(a.method)));
+    } else {
+        for (const char* static_only :
+             {"--calibration", "--calibration-method", "--percentile", "--calibration-batches",
+              "--calibration-scale", "--batch-size", "--symmetric-activations"})
+            if (cli.given(static_only))
+                cli.error(fmt::format("{}: only --quantize int8-static uses it (--quantize is {})",
+                                      static_only, mode));
+    }
+    if (!is_int8(a.mode))
+        for (const char* int8_only : {"--per-tensor", "--exclude"})
+            if (cli.given(int8_only))
+                cli.error(fmt::format("{}: only the int8 modes use it (--quantize is {})",
+                                      int8_only, mode));
+    return a;
+}
+
+// ---- the machine (bench_cli.hpp) ----
+
+using bench::cpu_isa;
+using bench::cpu_isa_extensions;
+using bench::cpu_model_name;
+
+// ---- the pipeline ----
+
+/// The speed of INPUT and OUT on the same inputs.
+struct Measurement {
+    std::vector<double> input_ms, output_ms;  ///< in run order
+    std::optional<std::int64_t> batch, seq;
+    int threads = 0;  ///< the engines' (0 resolved to the processors available)
+    static double median(std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return bench::quantile(v, 0.5);
+    }
+    /// INPUT's median over OUT's: above 1, OUT is faster.
+    double ratio() const { return median(input_ms) / median(output_ms); }
+};
+
+/// What each stage did.
+struct Conversion {
+    std::uint64_t input_bytes = 0, output_bytes = 0;
+    std::optional<OptimizeReport> optimized;  ///< absent at --optimize-level 0
+    QuantizeReport quantized;
+    std::optional<Measurement> measured;
+    double ratio() const {
+        return input_bytes > 0 ? static_cast<double>(output_bytes) / static_cast<double>(input_bytes)
+                               : 0.0;
+    }
+};
+
+/// load: INPUT as a graph, and the checks that need it (--exclude names, the measurement's
+/// shapes) before any work.
+Graph load_stage(const Args& a, Conversion& c) {
+    Graph g = load_onnx(a.input);
+    std::error_code ec;
+    c.input_bytes = fs::file_size(a.input, ec);
+    for (const std::string& name : a.exclude) {
+        const bool node = std::any_of(g.nodes.begin(), g.nodes.end(),
+                                      [&](const Node& n) { return n.name == name; });
+        const auto value = g.find_value(name);
+        if (!node && !(value && g.value(*value).producer >= 0))
+            a.usage.error(fmt::format("--exclude: '{}' names no node (nor node output) of {}",
+                                      name, a.input.string()));
+    }
+    if (a.bench_runs > 0) {
+        // The shapes the measurement will generate: a missing --seq is a usage error now, not
+        // after the conversion.
+        for (const auto& [name, dims] : a.shapes.overrides)
+            if (std::none_of(g.inputs.begin(), g.inputs.end(),
+                             [&](ValueId id) { return g.value(id).name == name; }))
+                a.usage.error(fmt::format("--shape: '{}' is not an input of {}", name,
+                                          a.input.string()));
+        std::optional<std::int64_t> batch, seq;
+        for (ValueId id : g.inputs) {
+            const Value& v = g.value(id);
+            auto shape = bench::resolve_shape(IOInfo{v.name, v.dtype, v.shape}, a.shapes, batch, seq);
+            if (!shape) a.usage.error(shape.status().message());
+        }
+    }
+    return g;
+}
+
+/// optimize: the optimizer's clean-up (level 1) or nothing (0).
+void optimize_stage(Graph& g, const Args& a, Conversion& c) {
+    if (a.optimize_level == 0) return;
+    OptimizeOptions o;
+    o.level = a.optimize_level;
+    c.optimized = optimize(g, o);
+}
+
+/// The Quantizer's options from the command line.
+QuantizerOptions quantizer_options(const Args& a) {
+    QuantizerOptions o;
+    o.mode = a.mode;
+    o.int8.per_channel = !a.per_tensor;
+    o.int8.symmetric_activations = a.symmetric_activations;
+    o.int8.exclude = a.exclude;
+    o.int8.calibration.method = a.method;
+    if (a.percentile) o.int8.calibration.percentile = *a.percentile;
+    if (a.calibration_batches)
+        o.int8.calibration.max_batches = static_cast<std::size_t>(*a.calibration_batches);
+    o.int8.calibration.num_threads = a.threads;
+    o.dynamic.per_channel = false;  // the library's default; --per-tensor keeps it
+    o.dynamic.exclude = a.exclude;
+    return o;
+}
+
+/// quantize: the Quantizer of --quantize; int8-static calibrates on --calibration.
+void quantize_stage(Graph& g, const Args& a, Conversion& c) {
+    QuantizerOptions o = quantizer_options(a);
+    bench::ProgressBar progress(a.quiet);
+    o.int8.calibration.progress = progress.callback();
+    std::unique_ptr<CalibrationSource> data;
+    if (a.mode == QuantizeMode::int8_static)
+        data = (a.calibration_csv
+                    ? calibration_csv(a.calibration, g, a.csv_batch_size(), a.csv_scale())
+                    : calibration_folder(a.calibration, g))
+                   .value_or_throw();
+    const Quantizer quantizer(std::move(o));
+    progress.start();
+    c.quantized = quantizer.run(g, data.get()).value_or_throw();
+    progress.finish();
+    if (c.quantized.already_quantized)
+        fmt::print(stderr,
+                   "ds-convert: note: {} already holds quantized operators: nothing was "
+                   "quantized, the model is written as it is\n",
+                   a.input.string());
+}
+
+// prune (Step 11) comes here: a stage between quantize and write.
+
+/// write: OUT as ONNX.
+void write_stage(const Graph& g, const Args& a, Conversion& c) {
+    save_onnx(g, a.output);
+    std::error_code ec;
+    c.output_bytes = fs::file_size(a.output, ec);
+}
+
+/// measure: --bench-runs runs of INPUT and OUT each, alternating, on the same inputs.
+Measurement measure_stage(const Args& a) {
+    EngineOptions o;
+    o.num_threads = a.threads;
+    const InferenceEngine before = InferenceEngine::load(a.input, o);
+    if (a.mode == QuantizeMode::bf16) o.precision = Precision::bf16;
+    if (a.mode == QuantizeMode::fp16) o.precision = Precision::fp16;
+    const InferenceEngine after = InferenceEngine::load(a.output, o);
+    const bench::GeneratedInputs in = bench::make_inputs_or_exit(a.usage, before, a.shapes);
+    const std::vector<NamedTensor> feeds = in.tensors();
+    Measurement m;
+    m.batch = in.batch;
+    m.seq = in.seq;
+    m.threads = a.threads > 0 ? a.threads : bench::available_processors();
+    // One untimed run each: the first run plans memory and packs weights.
+    (void)before.run(feeds);
+    (void)after.run(feeds);
+    using Clock = std::chrono::steady_clock;
+    const auto timed = [&feeds](const InferenceEngine& e) {
+        const auto t0 = Clock::now();
+        (void)e.run(feeds);
+        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
+    for (std::int64_t i = 0; i < a.bench_runs; ++i) {
+        m.input_ms.push_back(timed(before));
+        m.output_ms.push_back(timed(after));
+    }
+    return m;
+}
+
+// ---- the summary and the report ----
+
+std::string bytes_text(std::uint64_t b) {
+    const auto d = static_cast<double>(b);
+    if (b < 1024) return fmt::format("{} B", b);
+    if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", d / 1024);
+    if (b < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", d / 1048576);
+    return fmt::format("{:.2f} GiB", d / 1073741824);
+}
+
+std::string ms_text(double ms) {
+    return ms >= 100 ? fmt::format("{:.1f} ms", ms)
+           : ms >= 1 ? fmt::format("{:.2f} ms", ms)
+                     : fmt::format("{:.1f} us", ms * 1000);
+}
+
+/// `s` cut to `width` characters, keeping its end (node names differ at the end).
+std::string fit(const std::string& s, std::size_t width) {
+    return s.size() <= width ? s : "..." + s.substr(s.size() - (width - 3));
+}
+
+/// A layer's weight bytes, "before -> after" ("-" when the quantizer did not count them).
+std::string weights_text(const LayerRecord& l) {
+    if (l.weight_bytes_before == 0 && l.weight_bytes_after == 0) return "-";
+    return fmt::format("{} -> {}", l.weight_bytes_before, l.weight_bytes_after);
+}
+
+void print_layers(const std::vector<LayerRecord>& layers) {
+    if (layers.empty()) return;
+    const std::size_t shown = std::min(layers.size(), kTableRows);
+    constexpr std::size_t kNodeWidth = 48;
+    std::size_t node_w = 4, op_w = 2, weights_w = 12;
+    for (std::size_t i = 0; i < shown; ++i) {
+        node_w = std::max(node_w, std::min(layers[i].node.size(), kNodeWidth));
+        op_w = std::max(op_w, layers[i].op_type.size());
+        weights_w = std::max(weights_w, weights_text(layers[i]).size());
+    }
+    fmt::print("\n  {:<{}}  {:<{}}  {:<9}  {:>{}}  {}\n", "node", node_w, "op", op_w, "precision",
+               "weight bytes", weights_w, "reason");
+    for (std::size_t i = 0; i < shown; ++i) {
+        const LayerRecord& l = layers[i];
+        const std::string line =
+            fmt::format("  {:<{}}  {:<{}}  {:<9}  {:>{}}  {}", fit(l.node, kNodeWidth), node_w,
+                        l.op_type, op_w, l.precision, weights_text(l), weights_w, l.reason);
+        fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+    }
+    if (layers.size() > shown)
+        fmt::print("  ... and {} more layers (all of them in --report)\n", layers.size() - shown);
+}
+
+void print_summary(const Args& a, const Conversion& c) {
+    const QuantizeReport& q = c.quantized;
+    fmt::print("ds-convert {} -> {}\n", a.input.string(), a.output.string());
+    if (c.optimized)
+        fmt::print("  optimize     level {}: {} -> {} nodes\n", a.optimize_level,
+                   c.optimized->nodes_before, c.optimized->nodes_after);
+    else
+        fmt::print("  optimize     level 0: not optimized\n");
+    // The table's layers at a lower precision than float32 (the quantizer's own count,
+    // quantized_nodes, counts what its mode rewrites: nodes, or fp16's tensors).
+    const auto converted = static_cast<std::size_t>(
+        std::count_if(q.layers.begin(), q.layers.end(),
+                      [](const LayerRecord& l) { return l.precision != "fp32"; }));
+    fmt::print("  quantize     {}", to_string(a.mode));
+    if (q.already_quantized)
+        fmt::print(": already quantized, written as it is\n");
+    else if (a.mode == QuantizeMode::none)
+        fmt::print("\n");
+    else
+        fmt::print(": {} of {} layers converted; weights {} -> {}\n", converted, q.layers.size(),
+                   bytes_text(q.float_weight_bytes), bytes_text(q.quantized_weight_bytes));
+    fmt::print("  size         {} -> {} ({} -> {} bytes, {:.3f}x)\n", bytes_text(c.input_bytes),
+               bytes_text(c.output_bytes), c.input_bytes, c.output_bytes, c.ratio());
+    if (q.calibration) {
+        const CalibrationTable& t = *q.calibration;
+        fmt::print("  calibration  {} over {} batches in {:.2f} s: {} tensors ({})\n",
+                   to_string(t.method), t.batches, t.seconds, t.ranges.size(),
+                   a.calibration.string());
+    }
+    if (c.measured) {
+        const Measurement& m = *c.measured;
+        const double ratio = m.ratio();
+        fmt::print("  speed        {} -> {} (median of {} runs each; batch {}{}, {} threads): "
+                   "{:.2f}x {}\n",
+                   ms_text(Measurement::median(m.input_ms)),
+                   ms_text(Measurement::median(m.output_ms)), m.input_ms.size(),
+                   m.batch.value_or(a.shapes.batch), m.seq ? fmt::format(", seq {}", *m.seq) : "",
+                   m.threads, ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower");
+    }
+    print_layers(q.layers);
+}
+
+Json layer_json(const LayerRecord& l) {
+    return {{"node", l.node},
+            {"op_type", l.op_type},
+            {"precision", l.precision},
+            {"reason", l.reason},
+            {"weight_bytes_before", l.weight_bytes_before},
+            {"weight_bytes_after", l.weight_bytes_after}};
+}
+
+Json calibration_json(const CalibrationTable& t) {
+    Json ranges = Json::array();
+    for (const TensorRange& r : t.ranges)
+        ranges.push_back({{"name", r.name},
+                          {"min", r.min},
+                          {"max", r.max},
+                          {"lo", r.lo},
+                          {"hi", r.hi},
+                          {"count", r.count},
+                          {"nonfinite", r.nonfinite}});
+    return {{"method", std::string(to_string(t.method))},
+            {"batches", t.batches},
+            {"seconds", t.seconds},
+            {"tensors", std::move(ranges)}};
+}
+
+Json report_json(const Args& a, const Conversion& c) {
+    const QuantizeReport& q = c.quantized;
+    Json calibration_options = nullptr;
+    if (a.mode == QuantizeMode::int8_static) {
+        calibration_options = {{"path", a.calibration.string()},
+                               {"kind", a.calibration_csv ? "csv" : "folder"},
+                               {"method", std::string(to_string(a.method))},
+                               {"percentile", bench::json_or_null(a.percentile)},
+                               {"max_batches", bench::json_or_null(a.calibration_batches)}};
+        if (a.calibration_csv) {
+            calibration_options["batch_size"] = a.csv_batch_size();
+            calibration_options["scale"] = a.csv_scale();
+        }
+    }
+    Json optimize = nullptr;
+    if (c.optimized)
+        optimize = {{"nodes_before", c.optimized->nodes_before},
+                    {"nodes_after", c.optimized->nodes_after},
+                    {"ms", c.optimized->ms},
+                    {"fired", c.optimized->fired}};
+    Json layers = Json::array();
+    for (const LayerRecord& l : q.layers) layers.push_back(layer_json(l));
+    Json timings = nullptr;
+    if (c.measured) {
+        const Measurement& m = *c.measured;
+        timings = {{"runs", m.input_ms.size()},
+                   {"batch", m.batch.value_or(a.shapes.batch)},
+                   {"seq", bench::json_or_null(m.seq)},
+                   {"threads", m.threads},
+                   {"input_ms", m.input_ms},
+                   {"output_ms", m.output_ms},
+                   {"input_median_ms", Measurement::median(m.input_ms)},
+                   {"output_median_ms", Measurement::median(m.output_ms)},
+                   {"speed_ratio", m.ratio()}};
+    }
+    return {
+        {"tool", "ds-convert"},
+        {"version", DSINFER_VERSION_STRING},
+        {"input", a.input.string()},
+        {"output", a.output.string()},
+        {"mode", std::string(to_string(a.mode))},
+        {"options",
+         {{"optimize_level", a.optimize_level},
+          {"per_channel", !a.per_tensor},
+          {"symmetric_activations", a.symmetric_activations},
+          {"exclude", a.exclude},
+          {"calibration", std::move(calibration_options)},
+          {"bench_runs", a.bench_runs},
+          {"batch", a.shapes.batch},
+          {"seq", bench::json_or_null(a.shapes.seq)},
+          {"threads", a.threads}}},
+        {"optimize", std::move(optimize)},
+        {"already_quantized", q.already_quantized},
+        {"sizes",
+         {{"input_bytes", c.input_bytes},
+          {"output_bytes", c.output_bytes},
+          {"ratio", c.ratio()}}},
+        {"quantized_nodes", q.quantized_nodes},
+        {"float_weight_bytes", q.float_weight_bytes},
+        {"quantized_weight_bytes", q.quantized_weight_bytes},
+        {"layers", std::move(layers)},
+        {"calibration", q.calibration ? calibration_json(*q.calibration) : Json(nullptr)},
+        {"timings", std::move(timings)},
+        {"machine",
+         {{"cpu", cpu_model_name()},
+          {"isa", cpu_isa()},
+          {"kernel_isa", cpu_kernel_isa()},
+          {"isa_extensions", cpu_isa_extensions()},
+          {"processors", bench::available_processors()}}},
+    };
+}
+
+void write_report(const Args& a, const Conversion& c) {
+    std::ofstream out(a.report, std::ios::binary | std::ios::trunc);
+    if (out) out << bench::json_text(report_json(a, c), 2) << "\n";
+    out.flush();
+    if (!out)
+        throw Error(ErrorCode::io_error,
+                    fmt::format("cannot write the report '{}'", a.report.string()));
+}
+
+int run(const Args& a) {
+    Conversion c;
+    Graph g = load_stage(a, c);
+    optimize_stage(g, a, c);
+    quantize_stage(g, a, c);
+    write_stage(g, a, c);
+    if (a.bench_runs > 0) {
+        try {
+            c.measured = measure_stage(a);
+        } catch (const Error& e) {
+            throw Error(e.code(), fmt::format("{} is written, but measuring it failed: {}",
+                                              a.output.string(), e.message()));
+        }
+    }
+    if (!a.quiet) print_summary(a, c);
+    if (!a.report.empty()) write_report(a, c);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Args a = parse_args(argc, argv);
+    try {
+        return run(a);
+    } catch (const Error& e) {
+        fmt::print(stderr, "ds-convert: error [{}]: {}\n", to_string(e.code()), e.message());
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "ds-convert: error: {}\n", e.what());
+    }
+    return kExitError;
+}
