@@ -2,7 +2,7 @@
 // stages of one pipeline: load -> optimize -> quantize -> [prune: Step 11] -> write, then a
 // summary and a measurement of both models.
 //
-//   ds-convert INPUT.onnx -o OUT.onnx [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16]
+//   ds-convert INPUT.onnx -o OUT.onnx [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16|auto]
 //              [--calibration PATH] [--calibration-method minmax|percentile|entropy|mse]
 //              [--percentile P] [--calibration-batches N] [--calibration-scale S]
 //              [--batch-size N] [--per-tensor] [--symmetric-activations] [--exclude NODE]...
@@ -33,9 +33,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -56,7 +58,9 @@ using bench::kExitError;
 
 const char* const kSynopsis =
     "usage: ds-convert INPUT.onnx -o OUT.onnx\n"
-    "                  [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16]\n"
+    "                  [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16|auto]\n"
+    "                  [--min-cosine X | --min-top1 X | --max-relative-l2 X |\n"
+    "                   --max-accuracy-drop X [--accuracy-data FILE.csv]] [--eval-batches N]\n"
     "                  [--calibration PATH] [--calibration-method minmax|percentile|entropy|mse]\n"
     "                  [--percentile P] [--calibration-batches N] [--calibration-scale S]\n"
     "                  [--batch-size N] [--per-tensor] [--symmetric-activations]\n"
@@ -83,7 +87,12 @@ struct Args {
     bool per_tensor = false;
     bool symmetric_activations = false;
     std::vector<std::string> exclude;
-    // Calibration (int8-static)
+    // Accuracy budget (auto)
+    AccuracyBudget budget;
+    std::optional<double> max_accuracy_drop;
+    fs::path accuracy_data;  ///< labelled CSV for --max-accuracy-drop
+    std::int64_t eval_batches = 4;
+    // Calibration (int8-static, auto)
     fs::path calibration;
     bool calibration_csv = false;  ///< --calibration is a .csv file (else a folder)
     CalibrationMethod method = CalibrationMethod::minmax;
@@ -117,7 +126,12 @@ std::string names_of(int count, const char* last_joiner) {
 
 bool is_int8(QuantizeMode m) {
     return m == QuantizeMode::int8_dynamic || m == QuantizeMode::int8_static ||
-           m == QuantizeMode::int8_weight;
+           m == QuantizeMode::int8_weight || m == QuantizeMode::automatic;
+}
+
+/// The modes that read --calibration.
+bool calibrates(QuantizeMode m) {
+    return m == QuantizeMode::int8_static || m == QuantizeMode::automatic;
 }
 
 /// The two paths name the same file (the same path, or links to one file).
@@ -137,10 +151,11 @@ Args parse_args(int argc, char** argv) {
                    "writes it as ONNX, then compares the sizes and speeds of both models.",
                    kFooter);
     // Quantization (the help lists the groups in the order of their first option)
-    constexpr int kModes = 6, kMethods = 4;
+    constexpr int kModes = 7, kMethods = 4;
     cli.option("--quantize", "MODE",
                "none (default: optimize and write), int8-dynamic,\nint8-static (needs "
-               "--calibration), int8-weight,\nbf16 or fp16",
+               "--calibration), int8-weight,\nbf16, fp16, or auto (INT8 where the accuracy "
+               "budget\nallows; needs --calibration and a budget)",
                [&a](const std::string& s) {
                    auto m = parse_quantize_mode(s);
                    if (!m)
@@ -219,6 +234,32 @@ Args parse_args(int argc, char** argv) {
                 "rows of a .csv file per calibration batch\n(default 32)")
         ->group("Calibration");
 
+    // Accuracy budget (auto)
+    std::optional<double> min_cosine, min_top1, max_l2;
+    cli.number("--min-cosine", min_cosine, -1.0, false, "a cosine", "X",
+               "auto: keep the outputs' cosine similarity to\nfloat32 >= X on the calibration "
+               "data (default\n0.999)")
+        ->group("Accuracy budget");
+    cli.number("--min-top1", min_top1, 0.0, false, "a fraction", "X",
+               "auto: keep the fraction of rows whose argmax\nagrees with float32 >= X")
+        ->group("Accuracy budget");
+    cli.number("--max-relative-l2", max_l2, 0.0, false, "a number", "X",
+               "auto: keep ||y - y_fp32|| / ||y_fp32|| <= X")
+        ->group("Accuracy budget");
+    cli.number("--max-accuracy-drop", a.max_accuracy_drop, 0.0, false, "a fraction", "X",
+               "auto: the task metric, top-1 accuracy on labelled\ndata (a .csv whose lines "
+               "start with the label),\nmay drop at most X (0.005 = half a point) below\n"
+               "float32's")
+        ->group("Accuracy budget");
+    std::string accuracy_data;
+    cli.text("--accuracy-data", accuracy_data, "FILE.csv",
+             "the labelled data of --max-accuracy-drop (default:\nthe --calibration .csv)")
+        ->group("Accuracy budget");
+    cli.integer("--eval-batches", a.eval_batches, 1, 1 << 20,
+                "auto: calibration batches the fidelity budget is\nmeasured on (the first N; "
+                "default 4)")
+        ->group("Accuracy budget");
+
     // Measurement
     cli.integer("--bench-runs", a.bench_runs, 0, 1 << 20,
                 "timed runs of each model (default 10; 0: no\nmeasurement)")
@@ -288,10 +329,41 @@ Args parse_args(int argc, char** argv) {
     if (a.output.extension() == ".ds")
         cli.error("-o: the .ds format is not written yet: write an .onnx file");
     const std::string mode(to_string(a.mode));
-    if (a.mode == QuantizeMode::int8_static) {
+    // The accuracy budget: one of four, for auto only.
+    const int budgets = static_cast<int>(min_cosine.has_value()) + min_top1.has_value() +
+                        max_l2.has_value() + a.max_accuracy_drop.has_value();
+    if (a.mode == QuantizeMode::automatic) {
+        if (budgets > 1)
+            cli.error("--min-cosine, --min-top1, --max-relative-l2 and --max-accuracy-drop: "
+                      "give one budget");
+        if (min_cosine && *min_cosine > 1.0)
+            cli.error(fmt::format("--min-cosine: a cosine is at most 1, got {}", *min_cosine));
+        if (min_top1 && *min_top1 > 1.0)
+            cli.error(fmt::format("--min-top1: a fraction is at most 1, got {}", *min_top1));
+        if (min_top1) a.budget.metric = FidelityMetric::top1, a.budget.threshold = *min_top1;
+        if (max_l2) a.budget.metric = FidelityMetric::relative_l2, a.budget.threshold = *max_l2;
+        if (min_cosine) a.budget.threshold = *min_cosine;
+        if (a.max_accuracy_drop) {
+            a.budget.max_drop = *a.max_accuracy_drop;
+            a.accuracy_data = accuracy_data.empty() ? fs::path(calibration) : fs::path(accuracy_data);
+            if (a.accuracy_data.extension() != ".csv")
+                cli.error("--max-accuracy-drop: needs labelled data: a .csv --calibration file or "
+                          "--accuracy-data FILE.csv");
+        } else if (!accuracy_data.empty()) {
+            cli.error("--accuracy-data: applies to --max-accuracy-drop");
+        }
+    } else {
+        for (const char* auto_only : {"--min-cosine", "--min-top1", "--max-relative-l2",
+                                      "--max-accuracy-drop", "--accuracy-data", "--eval-batches"})
+            if (cli.given(auto_only))
+                cli.error(fmt::format("{}: only --quantize auto uses it (--quantize is {})",
+                                      auto_only, mode));
+    }
+    if (calibrates(a.mode)) {
         if (calibration.empty())
-            cli.error("--quantize int8-static needs --calibration PATH (a folder of inputs or a "
-                      ".csv file)");
+            cli.error(fmt::format("--quantize {} needs --calibration PATH (a folder of inputs or a "
+                                  ".csv file)",
+                                  mode));
         a.calibration = calibration;
         std::error_code ec;
         if (fs::is_directory(a.calibration, ec)) {
@@ -320,7 +392,8 @@ Args parse_args(int argc, char** argv) {
              {"--calibration", "--calibration-method", "--percentile", "--calibration-batches",
               "--calibration-scale", "--batch-size", "--symmetric-activations"})
             if (cli.given(static_only))
-                cli.error(fmt::format("{}: only --quantize int8-static uses it (--quantize is {})",
+                cli.error(fmt::format("{}: only --quantize int8-static and auto use it "
+                                      "(--quantize is {})",
                                       static_only, mode));
     }
     if (!is_int8(a.mode))
@@ -418,7 +491,75 @@ QuantizerOptions quantizer_options(const Args& a) {
     o.int8.calibration.num_threads = a.threads;
     o.dynamic.per_channel = false;  // the library's default; --per-tensor keeps it
     o.dynamic.exclude = a.exclude;
+    o.automatic.budget = a.budget;
+    o.automatic.eval_batches = static_cast<std::size_t>(a.eval_batches);
     return o;
+}
+
+/// --max-accuracy-drop's task metric: top-1 accuracy of the model's first output on a CSV whose
+/// lines are "label,v1,...,vN" (the digits CSV), values scaled by --calibration-scale, for a
+/// model with one float32 input [batch, N].
+std::function<StatusOr<double>(const InferenceEngine&)> accuracy_metric(const Args& a) {
+    struct Data {
+        std::vector<int> labels;
+        std::vector<float> values;
+        std::int64_t width = 0;
+    };
+    auto d = std::make_shared<Data>();
+    std::ifstream in(a.accuracy_data);
+    if (!in)
+        throw Error(ErrorCode::io_error,
+                    fmt::format("--accuracy-data: cannot read '{}'", a.accuracy_data.string()));
+    std::size_t line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        std::vector<double> cells;
+        std::size_t at = 0;
+        while (at <= line.size()) {
+            const std::size_t comma = std::min(line.find(',', at), line.size());
+            double v = 0;
+            const std::string cell = line.substr(at, comma - at);
+            if (!bench::parse_number(cell, -1e300, false, "a number", v).empty())
+                throw Error(ErrorCode::invalid_argument,
+                            fmt::format("--accuracy-data '{}', line {}: '{}' is not a number",
+                                        a.accuracy_data.string(), line_no, cell));
+            cells.push_back(v);
+            at = comma + 1;
+        }
+        if (cells.size() < 2 || (d->width != 0 && static_cast<std::int64_t>(cells.size()) - 1 != d->width))
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("--accuracy-data '{}', line {}: expected a label and {} values",
+                                    a.accuracy_data.string(), line_no, d->width));
+        d->width = static_cast<std::int64_t>(cells.size()) - 1;
+        d->labels.push_back(static_cast<int>(cells[0]));
+        for (std::size_t k = 1; k < cells.size(); ++k)
+            d->values.push_back(static_cast<float>(cells[k]) * a.csv_scale());
+    }
+    if (d->labels.empty())
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("--accuracy-data '{}' holds no sample", a.accuracy_data.string()));
+    return [d](const InferenceEngine& e) -> StatusOr<double> {
+        const auto rows = static_cast<std::int64_t>(d->labels.size());
+        if (e.inputs().size() != 1)
+            return Status(ErrorCode::invalid_argument,
+                          "--max-accuracy-drop: the model must have one input");
+        DSINFER_ASSIGN_OR_RETURN(Tensor x, Tensor::allocate(DType::f32, Shape{rows, d->width}));
+        std::copy(d->values.begin(), d->values.end(), x.data<float>());
+        std::vector<NamedTensor> outs;
+        DSINFER_RETURN_IF_ERROR(e.try_run({{e.inputs()[0].name, x}}, outs));
+        const Tensor& y = outs.at(0).tensor;
+        if (y.dtype() != DType::f32 || y.num_dims() != 2 || y.shape()[0] != rows)
+            return Status(ErrorCode::invalid_argument,
+                          "--max-accuracy-drop: the first output must be float32 [rows, classes]");
+        const std::int64_t classes = y.shape()[1];
+        std::int64_t right = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* row = y.data<float>() + r * classes;
+            right += std::max_element(row, row + classes) - row == d->labels[static_cast<std::size_t>(r)];
+        }
+        return static_cast<double>(right) / static_cast<double>(rows);
+    };
 }
 
 /// quantize: the Quantizer of --quantize; int8-static calibrates on --calibration.
@@ -426,8 +567,9 @@ void quantize_stage(Graph& g, const Args& a, Conversion& c) {
     QuantizerOptions o = quantizer_options(a);
     bench::ProgressBar progress(a.quiet);
     o.int8.calibration.progress = progress.callback();
+    if (a.max_accuracy_drop) o.automatic.budget.task_metric = accuracy_metric(a);
     std::unique_ptr<CalibrationSource> data;
-    if (a.mode == QuantizeMode::int8_static)
+    if (calibrates(a.mode))
         data = (a.calibration_csv
                     ? calibration_csv(a.calibration, g, a.csv_batch_size(), a.csv_scale())
                     : calibration_folder(a.calibration, g))
@@ -453,12 +595,13 @@ void write_stage(const Graph& g, const Args& a, Conversion& c) {
 }
 
 /// measure: --bench-runs runs of INPUT and OUT each, alternating, on the same inputs.
-Measurement measure_stage(const Args& a) {
+Measurement measure_stage(const Args& a, bool auto_bf16) {
     EngineOptions o;
     o.num_threads = a.threads;
     const InferenceEngine before = InferenceEngine::load(a.input, o);
     if (a.mode == QuantizeMode::bf16) o.precision = Precision::bf16;
     if (a.mode == QuantizeMode::fp16) o.precision = Precision::fp16;
+    if (auto_bf16) o.precision = Precision::bf16;
     const InferenceEngine after = InferenceEngine::load(a.output, o);
     const bench::GeneratedInputs in = bench::make_inputs_or_exit(a.usage, before, a.shapes);
     const std::vector<NamedTensor> feeds = in.tensors();
@@ -519,13 +662,19 @@ void print_layers(const std::vector<LayerRecord>& layers) {
         op_w = std::max(op_w, layers[i].op_type.size());
         weights_w = std::max(weights_w, weights_text(layers[i]).size());
     }
-    fmt::print("\n  {:<{}}  {:<{}}  {:<9}  {:>{}}  {}\n", "node", node_w, "op", op_w, "precision",
-               "weight bytes", weights_w, "reason");
+    // auto: the sensitivity (the metric with the layer alone in INT8) and float32 time.
+    const bool measured = std::any_of(layers.begin(), layers.end(),
+                                      [](const LayerRecord& l) { return std::isfinite(l.sensitivity); });
+    const std::string head = measured ? fmt::format("  {:>12}  {:>9}", "alone INT8", "fp32 ms") : "";
+    fmt::print("\n  {:<{}}  {:<{}}  {:<9}  {:>{}}{}  {}\n", "node", node_w, "op", op_w, "precision",
+               "weight bytes", weights_w, head, "reason");
     for (std::size_t i = 0; i < shown; ++i) {
         const LayerRecord& l = layers[i];
+        const std::string cols =
+            measured ? fmt::format("  {:>12.8f}  {:>9.3f}", l.sensitivity, l.float_ms) : "";
         const std::string line =
-            fmt::format("  {:<{}}  {:<{}}  {:<9}  {:>{}}  {}", fit(l.node, kNodeWidth), node_w,
-                        l.op_type, op_w, l.precision, weights_text(l), weights_w, l.reason);
+            fmt::format("  {:<{}}  {:<{}}  {:<9}  {:>{}}{}  {}", fit(l.node, kNodeWidth), node_w,
+                        l.op_type, op_w, l.precision, weights_text(l), weights_w, cols, l.reason);
         fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
     }
     if (layers.size() > shown)
@@ -561,6 +710,20 @@ void print_summary(const Args& a, const Conversion& c) {
                    to_string(t.method), t.batches, t.seconds, t.ranges.size(),
                    a.calibration.string());
     }
+    if (q.automatic) {
+        const AutoQuantizeReport& r = *q.automatic;
+        const std::string what = r.task_metric ? std::string("accuracy drop") : std::string(to_string(r.metric));
+        const auto shown = [&](double v) { return r.task_metric ? r.float32_value - v : v; };
+        fmt::print("  auto         {} budget {} {}: all INT8 {:.6f}, chosen {:.6f} ({}); {} INT8 "
+                   "layers ({}), {} float ({}); {} evaluations\n",
+                   what,
+                   r.task_metric || r.metric == FidelityMetric::relative_l2 ? "<=" : ">=", r.budget,
+                   shown(r.all_int8_value), shown(r.achieved), r.met ? "met" : "NOT met: the best found",
+                   r.int8_layers, r.int8_form, r.float_layers, r.float_precision, r.evaluations);
+        if (r.float_precision == "bf16")
+            fmt::print("  {:<12} run OUT with precision bf16 (ds-benchmark --precision bf16; "
+                       "EngineOptions::precision)\n", "");
+    }
     if (c.measured) {
         const Measurement& m = *c.measured;
         const double ratio = m.ratio();
@@ -580,7 +743,24 @@ Json layer_json(const LayerRecord& l) {
             {"precision", l.precision},
             {"reason", l.reason},
             {"weight_bytes_before", l.weight_bytes_before},
-            {"weight_bytes_after", l.weight_bytes_after}};
+            {"weight_bytes_after", l.weight_bytes_after},
+            {"sensitivity", std::isfinite(l.sensitivity) ? Json(l.sensitivity) : Json(nullptr)},
+            {"float_ms", l.float_ms}};
+}
+
+Json auto_json(const std::optional<AutoQuantizeReport>& r) {
+    if (!r) return nullptr;
+    return {{"metric", r->task_metric ? std::string("accuracy_drop") : std::string(to_string(r->metric))},
+            {"budget", r->budget},
+            {"float32_value", r->float32_value},
+            {"all_int8_value", r->all_int8_value},
+            {"achieved", r->achieved},
+            {"met", r->met},
+            {"int8_form", r->int8_form},
+            {"float_precision", r->float_precision},
+            {"int8_layers", r->int8_layers},
+            {"float_layers", r->float_layers},
+            {"evaluations", r->evaluations}};
 }
 
 Json calibration_json(const CalibrationTable& t) {
@@ -661,6 +841,7 @@ Json report_json(const Args& a, const Conversion& c) {
         {"quantized_weight_bytes", q.quantized_weight_bytes},
         {"layers", std::move(layers)},
         {"calibration", q.calibration ? calibration_json(*q.calibration) : Json(nullptr)},
+        {"automatic", auto_json(q.automatic)},
         {"timings", std::move(timings)},
         {"machine",
          {{"cpu", cpu_model_name()},
@@ -688,7 +869,8 @@ int run(const Args& a) {
     write_stage(g, a, c);
     if (a.bench_runs > 0) {
         try {
-            c.measured = measure_stage(a);
+            c.measured = measure_stage(a, c.quantized.automatic &&
+                                              c.quantized.automatic->float_precision == "bf16");
         } catch (const Error& e) {
             throw Error(e.code(), fmt::format("{} is written, but measuring it failed: {}",
                                               a.output.string(), e.message()));

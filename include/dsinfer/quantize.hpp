@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,8 @@
 #include "dsinfer/tensor.hpp"
 
 namespace dsinfer {
+
+class InferenceEngine;  // dsinfer/engine.hpp
 
 /// What quantize_dynamic quantizes and how.
 struct DynamicQuantizeOptions {
@@ -177,7 +180,8 @@ struct StaticQuantizeOptions {
     /// Operator types to quantize; empty = the defaults: Conv, MatMul (constant B), Gemm
     /// (constant B), Add, Mul, MaxPool, GlobalAveragePool, Concat, and the data movement
     /// between them (Flatten, Reshape, Transpose, Squeeze, Unsqueeze), which share their
-    /// input's parameters.
+    /// input's parameters. Operators without weights are quantized only inside an INT8 chain:
+    /// when some input comes from a quantized layer (float regions get no Q/DQ pairs).
     std::vector<std::string> op_types{};
     /// Graph outputs stay float32 (the last layer's product is dequantized).
     bool keep_float_outputs = true;
@@ -191,6 +195,10 @@ struct LayerRecord {
     std::string precision;   ///< "int8", "bf16", "fp16" or "fp32"
     std::string reason;      ///< why it stayed at higher precision; empty when quantized
     std::uint64_t weight_bytes_before = 0, weight_bytes_after = 0;
+    /// automatic: the metric with this layer alone in INT8 (NaN when not measured) and its
+    /// measured float32 time per run (ms).
+    double sensitivity = std::numeric_limits<double>::quiet_NaN();
+    double float_ms = 0.0;
 };
 
 /// What quantize_static did.
@@ -276,16 +284,75 @@ enum class QuantizeMode : std::uint8_t {
     int8_weight,   ///< quantize_weight_only: s8 weights through DequantizeLinear, float compute
     bf16,          ///< weights stored bfloat16 (a Cast to float32 before their readers)
     fp16,          ///< the whole model float16 (convert_float_precision), interface float32
+    automatic,     ///< the precision controller: INT8 where the accuracy budget allows
 };
-/// "none", "int8-dynamic", "int8-static", "int8-weight", "bf16", "fp16".
+/// "none", "int8-dynamic", "int8-static", "int8-weight", "bf16", "fp16", "auto".
 DSINFER_API std::string_view to_string(QuantizeMode m) noexcept;
 /// Accepts the names above; invalid_argument listing them for another.
 DSINFER_API StatusOr<QuantizeMode> parse_quantize_mode(std::string_view name);
 
+/// The default fidelity metrics of the precision controller, against the float32 model's
+/// outputs on the calibration batches (every float output; the worst of them counts).
+enum class FidelityMetric : std::uint8_t {
+    cosine,       ///< cosine similarity of the whole outputs; budget: at least `threshold`
+    relative_l2,  ///< ||y - y_fp32|| / ||y_fp32||; budget: at most `threshold`
+    top1,         ///< fraction of rows (last axis) whose argmax agrees; budget: at least
+};
+/// "cosine", "relative-l2", "top1".
+DSINFER_API std::string_view to_string(FidelityMetric m) noexcept;
+
+/// What the precision controller must keep.
+struct AccuracyBudget {
+    FidelityMetric metric = FidelityMetric::cosine;
+    double threshold = 0.999;
+    /// A task metric instead (higher is better, e.g. accuracy on labelled data), computed by
+    /// the caller on an engine of the candidate model; the budget is then
+    /// task_metric(float32) - task_metric(candidate) <= max_drop.
+    std::function<StatusOr<double>(const InferenceEngine&)> task_metric{};
+    double max_drop = 0.005;
+};
+
+/// QuantizeMode::automatic.
+///
+/// The controller (1) measures each candidate layer's sensitivity: the model with that layer
+/// alone in INT8 (static QDQ when the model has convolutions, else dynamic) against the float32
+/// model on the calibration batches; (2) measures each layer's float32 time on this machine
+/// (the engine's per-node profile); (3) keeps in float the layers that cost the most accuracy
+/// per millisecond saved, choosing how many by bisection on the measured budget of the whole
+/// mixed model; (4) the float layers share one precision (the CPU engine's precision is per
+/// engine): bfloat16 when the machine computes it natively (AVX512_BF16) and the budget holds,
+/// else float32. If no mix meets the budget the best one found is returned, with
+/// AutoQuantizeReport::met false.
+struct AutoQuantizeOptions {
+    AccuracyBudget budget{};
+    /// Batches (of the calibration source) the budget is measured on; the first ones.
+    std::size_t eval_batches = 4;
+    /// Allow bfloat16 for the float layers.
+    bool allow_bf16 = true;
+    /// Timed runs per float32 profile.
+    int timing_runs = 3;
+};
+
+/// What the controller decided.
+struct AutoQuantizeReport {
+    FidelityMetric metric = FidelityMetric::cosine;
+    bool task_metric = false;
+    double budget = 0.0;           ///< threshold, or max_drop for a task metric
+    double float32_value = 0.0;    ///< the task metric of the float32 model (task metric only)
+    double all_int8_value = 0.0;   ///< the metric with every candidate layer in INT8
+    double achieved = 0.0;         ///< the metric of the returned model
+    bool met = false;
+    std::string int8_form;         ///< "static" or "dynamic"
+    std::string float_precision;   ///< "fp32" or "bf16": run the model at this precision
+    std::size_t int8_layers = 0, float_layers = 0;
+    std::size_t evaluations = 0;   ///< whole-model evaluations made
+};
+
 struct QuantizerOptions {
     QuantizeMode mode = QuantizeMode::int8_dynamic;
-    StaticQuantizeOptions int8{};       ///< int8_static and int8_weight
-    DynamicQuantizeOptions dynamic{};   ///< int8_dynamic
+    StaticQuantizeOptions int8{};       ///< int8_static and int8_weight (and automatic's static form)
+    DynamicQuantizeOptions dynamic{};   ///< int8_dynamic (and automatic's dynamic form)
+    AutoQuantizeOptions automatic{};    ///< automatic
 };
 
 /// What a Quantizer did, whatever the mode.
@@ -293,7 +360,8 @@ struct QuantizeReport {
     QuantizeMode mode = QuantizeMode::none;
     bool already_quantized = false;      ///< the graph held quantized operators: unchanged
     std::vector<LayerRecord> layers;     ///< every candidate node, in graph order
-    std::optional<CalibrationTable> calibration;  ///< int8_static
+    std::optional<CalibrationTable> calibration;  ///< int8_static, automatic (static form)
+    std::optional<AutoQuantizeReport> automatic;  ///< automatic
     std::size_t quantized_nodes = 0;
     std::uint64_t float_weight_bytes = 0;      ///< bytes of the weights that were replaced
     std::uint64_t quantized_weight_bytes = 0;  ///< bytes of their new forms
@@ -304,8 +372,10 @@ struct QuantizeReport {
 class DSINFER_API Quantizer {
 public:
     explicit Quantizer(QuantizerOptions options = {});
-    /// Quantizes `graph` in place. `data` is needed by int8_static (invalid_argument without it)
-    /// and ignored otherwise. On error the graph is left as it was.
+    /// Quantizes `graph` in place. `data` is needed by int8_static and automatic
+    /// (invalid_argument without it) and ignored otherwise. On error the graph is left as it
+    /// was. automatic: the mixed model's float layers are stored at the chosen float precision
+    /// (bf16: weights bfloat16 + Cast), and report.automatic says how to run it.
     StatusOr<QuantizeReport> run(Graph& graph, CalibrationSource* data = nullptr) const;
     const QuantizerOptions& options() const noexcept { return options_; }
 

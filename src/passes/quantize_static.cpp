@@ -262,11 +262,18 @@ StatusOr<StaticPlan> plan_static(const Graph& g, const StaticQuantizeOptions& o,
             ++plan.quantized_nodes;
             continue;
         }
+        // Ops without weights join an INT8 chain: at least one input must already be quantized
+        // (a quantized layer wrote it), so a float region stays free of Q/DQ pairs.
+        const auto in_chain = [&]() {
+            return std::any_of(n.inputs.begin(), n.inputs.end(),
+                               [&](ValueId v) { return v != kNoValue && plan.marked(v); });
+        };
         if (op == "Add" || op == "Mul") {
             if (n.inputs.size() != 2 || !activation(n.inputs[0]) || !activation(n.inputs[1])) {
                 reject("an operand is a constant or not float32");
                 continue;
             }
+            if (!in_chain()) { reject("no input comes from a quantized layer"); continue; }
             if (excluded) { reject("excluded by the caller"); continue; }
             const ValueId q = output_point(n.outputs[0]);
             if (q == kNoValue) { reject("its output stays float32 (a graph output)"); continue; }
@@ -275,6 +282,7 @@ StatusOr<StaticPlan> plan_static(const Graph& g, const StaticQuantizeOptions& o,
             mark(q);
         } else if (op == "GlobalAveragePool") {
             if (!activation(n.inputs[0])) { reject("input is not a float32 activation"); continue; }
+            if (!in_chain()) { reject("its input comes from no quantized layer"); continue; }
             if (excluded) { reject("excluded by the caller"); continue; }
             if (!activation(n.outputs[0]) ||
                 (o.keep_float_outputs && is_output[static_cast<std::size_t>(n.outputs[0])] != 0)) {

@@ -38,7 +38,16 @@ namespace {
 namespace fs = std::filesystem;
 using std::int64_t;
 
-std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quoted(const fs::path& p) {
+    // Appended rather than "'" + s + "'": GCC 12's -Wrestrict misfires on that form.
+    std::string s = p.string();
+    std::string out;
+    out.reserve(s.size() + 2);
+    out.push_back('\'');
+    out.append(s);
+    out.push_back('\'');
+    return out;
+}
 
 /// Runs `f` (returning a StatusOr or Status), turning the exceptions that may escape the
 /// standard library into Statuses: the public functions never throw.

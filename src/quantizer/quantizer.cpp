@@ -9,12 +9,14 @@
 #include <cmath>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "dsinfer/engine.hpp"
 #include "dsinfer/passes.hpp"
 #include "dsinfer/quantize.hpp"
 #include "passes/quantize_common.hpp"
+#include "quantizer/quantizer_internal.hpp"
 #include "quantizer/range_histogram.hpp"
 #include "runtime/parallel.hpp"
 
@@ -72,6 +74,10 @@ Status check_finite_inputs(const std::vector<NamedTensor>& batch, std::size_t in
     return Status::ok();
 }
 
+}  // namespace
+
+namespace quantizer {
+
 /// The graph the quantizer calibrates and rewrites: the optimizer's level-1 clean-up and
 /// constant folding, and BatchNormalization folded into the Conv before it (standard ONNX
 /// operators only, so ONNX Runtime runs the result too).
@@ -99,7 +105,8 @@ LayerRecord record(std::string node, std::string op, std::string precision, std:
 /// Weights of MatMul / Gemm / Conv stored bfloat16 (rounded to nearest even) with a Cast to
 /// float32 before their reader: half the bytes in the file; an engine at Precision::bf16 packs
 /// them for its bfloat16 GEMMs.
-Status store_weights_bf16(Graph& g, QuantizeReport& report) {
+Status store_weights_bf16(Graph& g, QuantizeReport& report,
+                          const std::unordered_set<std::string>* only) {
     std::unordered_map<ValueId, ValueId> cast_of;
     const std::size_t num_nodes = g.nodes.size();
     std::vector<Node> added;
@@ -108,6 +115,7 @@ Status store_weights_bf16(Graph& g, QuantizeReport& report) {
         const bool weighted = n.domain.empty() && (n.op_type == "MatMul" || n.op_type == "Gemm" ||
                                                    n.op_type == "Conv");
         if (!weighted || n.inputs.size() < 2) continue;
+        if (only != nullptr && only->count(layer_name(g, n)) == 0) continue;
         const ValueId wv = n.inputs[1];
         const Value& val = g.value(wv);
         if (!val.initializer || val.initializer->dtype() != DType::f32 ||
@@ -162,7 +170,17 @@ Status store_weights_bf16(Graph& g, QuantizeReport& report) {
     return g.sort_topologically();
 }
 
-}  // namespace
+std::string layer_name(const Graph& g, const Node& n) {
+    return n.name.empty() && !n.outputs.empty() && n.outputs[0] != kNoValue
+               ? g.value(n.outputs[0]).name
+               : n.name;
+}
+
+}  // namespace quantizer
+
+using quantizer::preprocess;
+using quantizer::record;
+using quantizer::store_weights_bf16;
 
 std::string_view to_string(CalibrationMethod m) noexcept {
     switch (m) {
@@ -190,16 +208,27 @@ std::string_view to_string(QuantizeMode m) noexcept {
         case QuantizeMode::int8_weight: return "int8-weight";
         case QuantizeMode::bf16: return "bf16";
         case QuantizeMode::fp16: return "fp16";
+        case QuantizeMode::automatic: return "auto";
+    }
+    return "?";
+}
+
+std::string_view to_string(FidelityMetric m) noexcept {
+    switch (m) {
+        case FidelityMetric::cosine: return "cosine";
+        case FidelityMetric::relative_l2: return "relative-l2";
+        case FidelityMetric::top1: return "top1";
     }
     return "?";
 }
 
 StatusOr<QuantizeMode> parse_quantize_mode(std::string_view name) {
     for (QuantizeMode m : {QuantizeMode::none, QuantizeMode::int8_dynamic, QuantizeMode::int8_static,
-                           QuantizeMode::int8_weight, QuantizeMode::bf16, QuantizeMode::fp16})
+                           QuantizeMode::int8_weight, QuantizeMode::bf16, QuantizeMode::fp16,
+                           QuantizeMode::automatic})
         if (name == to_string(m)) return m;
     return Status::error(ErrorCode::invalid_argument, "unknown quantization mode '", name,
-                         "' (expected none, int8-dynamic, int8-static, int8-weight, bf16 or fp16)");
+                         "' (expected none, int8-dynamic, int8-static, int8-weight, bf16, fp16 or auto)");
 }
 
 StatusOr<CalibrationTable> calibrate(const Graph& graph, const std::vector<std::string>& values,
@@ -237,7 +266,7 @@ StatusOr<CalibrationTable> calibrate(const Graph& graph, const std::vector<std::
             StatusOr<bool> more = data.next(batch);
             if (!more.is_ok())
                 return more.status().with_context("calibration batch " +
-                                                  std::to_string(table.batches));
+                                                  std::to_string(table.batches) + ": ");
             if (!*more) break;
             DSINFER_RETURN_IF_ERROR(check_finite_inputs(batch, table.batches));
             // Graph inputs are no node's output: the observer sees them from the batch.
@@ -245,7 +274,8 @@ StatusOr<CalibrationTable> calibrate(const Graph& graph, const std::vector<std::
                 if (!in.tensor.is_null()) observer.observe(in.name, in.tensor.view());
             Status st = engine->try_run(batch, outputs, ro);
             if (!st.is_ok())
-                return st.with_context("calibration batch " + std::to_string(table.batches));
+                return st.with_context("calibration batch " + std::to_string(table.batches) +
+                                       ": ");
             ++table.batches;
             if (o.progress) o.progress("calibration", table.batches, total);
         }
@@ -400,9 +430,15 @@ StatusOr<QuantizeReport> Quantizer::run(Graph& graph, CalibrationSource* data) c
                     return report;
                 }
                 Graph work = graph;
-                DSINFER_RETURN_IF_ERROR(store_weights_bf16(work, report));
+                DSINFER_RETURN_IF_ERROR(store_weights_bf16(work, report, nullptr));
                 graph = std::move(work);
                 return report;
+            }
+            case QuantizeMode::automatic: {
+                DSINFER_CHECK(data != nullptr, ErrorCode::invalid_argument,
+                              "Quantizer: auto needs calibration data (the accuracy budget is "
+                              "measured on it)");
+                return quantizer::auto_quantize(graph, *data, options_);
             }
             case QuantizeMode::fp16: {
                 if (passes::has_quantized_op(graph)) {

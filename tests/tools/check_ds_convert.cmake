@@ -1,7 +1,8 @@
 # ctest driver for ds-convert (tools/ds_convert.cpp).
 #   cmake -DCONVERT=<ds-convert> -DMODE=modes -DMODEL=<digits.onnx> -DWORK=<dir> \
 #         -P check_ds_convert.cmake
-#       converts the digits model in every mode (int8-dynamic, int8-weight, bf16, fp16, and
+#       converts the digits model in every mode (int8-dynamic, int8-weight, bf16, fp16, auto with
+#       --max-accuracy-drop 0.005, and
 #       int8-static calibrated on digits_train.csv beside the model, else digits_test.csv,
 #       pixels scaled by 1/16), each with --bench-runs 2 --report: exit 0, a summary on stdout,
 #       the output file written, the report's JSON parses and has the mode, the sizes (smaller
@@ -27,7 +28,12 @@ if(MODE STREQUAL "bad")
   # exit status | first stderr line must match | arguments, space-separated (@M@ is the model)
   check_bad_cases(ds-convert ${MODEL}
     "1|io_error|@M@.missing -o ${o}"
-    "2|--quantize: must be none, int8-dynamic, int8-static, int8-weight, bf16 or fp16, got 'int4'|@M@ -o ${o} --quantize int4"
+    "2|--quantize: must be none, int8-dynamic, int8-static, int8-weight, bf16, fp16 or auto, got 'int4'|@M@ -o ${o} --quantize int4"
+    "2|--quantize auto needs --calibration|@M@ -o ${o} --quantize auto --min-cosine 0.99"
+    "2|give one budget|@M@ -o ${o} --quantize auto --calibration ${csv} --min-cosine 0.99 --min-top1 0.9"
+    "2|--min-cosine: a cosine is at most 1|@M@ -o ${o} --quantize auto --calibration ${csv} --min-cosine 1.5"
+    "2|--min-cosine: only --quantize auto uses it|@M@ -o ${o} --quantize int8-dynamic --min-cosine 0.99"
+    "2|--max-accuracy-drop: needs labelled data|@M@ -o ${o} --quantize auto --calibration ${WORK} --max-accuracy-drop 0.01"
     "2|--quantize int8-static needs --calibration|@M@ -o ${o} --quantize int8-static"
     "2|--optimize-level: level 3 writes dsinfer's fused operators .*use 0 or 1|@M@ -o ${o} --optimize-level 3"
     "2|-o: '.*digits.onnx' is the input model itself|@M@ -o @M@"
@@ -35,7 +41,7 @@ if(MODE STREQUAL "bad")
     "2|INPUT.onnx is required|-o ${o}"
     "2|unknown option '--frobnicate'|@M@ -o ${o} --frobnicate"
     "2|unexpected argument 'extra'|@M@ extra -o ${o}"
-    "2|--calibration: only --quantize int8-static uses it|@M@ -o ${o} --quantize int8-dynamic --calibration ${csv}"
+    "2|--calibration: only --quantize int8-static and auto use it|@M@ -o ${o} --quantize int8-dynamic --calibration ${csv}"
     "2|--per-tensor: only the int8 modes use it|@M@ -o ${o} --quantize bf16 --per-tensor"
     "2|--calibration-method: must be minmax, percentile, entropy or mse|@M@ -o ${o} --quantize int8-static --calibration ${csv} --calibration-method kl"
     "2|--percentile: expects a percentile|@M@ -o ${o} --quantize int8-static --calibration ${csv} --percentile 40"
@@ -80,12 +86,15 @@ macro(json_length var)
 endmacro()
 
 file(SIZE ${MODEL} model_bytes)
-foreach(mode int8-dynamic int8-weight bf16 fp16 int8-static)
+foreach(mode int8-dynamic int8-weight bf16 fp16 int8-static auto)
   set(out ${WORK}/digits_${mode}.onnx)
   set(report ${WORK}/digits_${mode}.json)
   set(extra)
   if(mode STREQUAL "int8-static")
     set(extra --calibration ${csv} --calibration-scale 0.0625)
+  elseif(mode STREQUAL "auto")
+    # The task metric: top-1 accuracy on the labelled CSV may drop at most half a point.
+    set(extra --calibration ${csv} --calibration-scale 0.0625 --max-accuracy-drop 0.005)
   endif()
   run_tool(rc so se ${MODEL} -o ${out} --quantize ${mode} ${extra} --bench-runs 2 --threads 2
            --report ${report})
@@ -122,7 +131,7 @@ foreach(mode int8-dynamic int8-weight bf16 fp16 int8-static)
     message(FATAL_ERROR "${report}: sizes ${in_bytes} -> ${out_bytes}, the files have "
                         "${model_bytes} and ${file_bytes} bytes")
   endif()
-  if(mode MATCHES "^int8" AND NOT out_bytes LESS in_bytes)
+  if(mode MATCHES "^int8|auto" AND NOT out_bytes LESS in_bytes)
     message(FATAL_ERROR "--quantize ${mode}: the output (${out_bytes} bytes) is not smaller "
                         "than the input (${in_bytes})")
   endif()
@@ -162,8 +171,22 @@ foreach(mode int8-dynamic int8-weight bf16 fp16 int8-static)
     if(NOT so MATCHES "calibration ")
       message(FATAL_ERROR "--quantize int8-static: no calibration line in the summary:\n${so}")
     endif()
-  elseif(NOT calibration STREQUAL "NULL")
+  elseif(NOT calibration STREQUAL "NULL" AND NOT mode STREQUAL "auto")
     message(FATAL_ERROR "${report}: calibration is ${calibration} for ${mode}, want null")
+  endif()
+  json_type(automatic automatic)
+  if(mode STREQUAL "auto")
+    json_get(met automatic met)
+    json_get(metric automatic metric)
+    json_get(drop_budget automatic budget)
+    json_get(sens layers 0 sensitivity)
+    if(NOT met OR NOT metric STREQUAL "accuracy_drop" OR NOT drop_budget EQUAL 0.005 OR
+       NOT so MATCHES "auto +accuracy drop budget <= 0.005" OR NOT so MATCHES "alone INT8")
+      message(FATAL_ERROR "--quantize auto: met ${met}, metric ${metric}, budget ${drop_budget}, "
+                          "summary:\n${so}")
+    endif()
+  elseif(NOT automatic STREQUAL "NULL")
+    message(FATAL_ERROR "${report}: automatic is ${automatic} for ${mode}, want null")
   endif()
 endforeach()
 

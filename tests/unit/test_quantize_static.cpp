@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <iostream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -41,8 +43,10 @@ Tensor positive_f32(const std::vector<int64_t>& dims, std::uint32_t seed) {
 
 /// x [N,3,16,16] -> Conv 3x3 (bias) -> BatchNorm -> Relu (a) -> MaxPool 2x2 (b) -> Conv 3x3 (c)
 /// -> Relu (d) -> Conv 1x1 (e) -> Add(e, b) (f) -> Relu (g) -> GlobalAveragePool (h) ->
-/// Flatten (i) -> Gemm transB (y [N,5]).
-Graph mini_cnn() {
+/// Flatten (i) -> Gemm transB (y [N,5]). `sensitive_fc`: each row of the Gemm's weight has one
+/// weight 100x the others, so per-channel INT8 rounds the rest of the row coarsely (the layer
+/// the precision controller must keep float).
+Graph mini_cnn(bool sensitive_fc = false) {
     Graph g;
     g.name = "mini_cnn";
     g.opset_imports = {{"", 17}};
@@ -56,7 +60,10 @@ Graph mini_cnn() {
     const ValueId bn_v = g.add_initializer("bn_var", positive_f32({8}, 6));
     const ValueId w2 = g.add_initializer("w2", random_f32({8, 8, 3, 3}, 7, 0.2f));
     const ValueId w3 = g.add_initializer("w3", random_f32({8, 8, 1, 1}, 8, 0.3f));
-    const ValueId wf = g.add_initializer("wf", random_f32({5, 8}, 9, 0.5f));
+    Tensor wf_t = random_f32({5, 8}, 9, 0.5f);
+    if (sensitive_fc)
+        for (int64_t r = 0; r < 5; ++r) wf_t.data<float>()[r * 8 + r] = 50.f;
+    const ValueId wf = g.add_initializer("wf", wf_t);
     const ValueId bf = g.add_initializer("bf", random_f32({5}, 10, 0.1f));
     ValueId c1 = g.add_value("c1"), bn = g.add_value("bn"), a = g.add_value("a"),
             b = g.add_value("b"), c = g.add_value("c"), d = g.add_value("d"),
@@ -444,6 +451,138 @@ TEST_CASE("quantize_static: the digits model keeps its held-out accuracy within 
     INFO("fp32 " << before << "%, int8 " << after << "%");
     CHECK(before > 90.0);
     CHECK(before - after <= 0.5);
+}
+
+}  // namespace dsinfer::test
+
+namespace dsinfer::test {
+
+TEST_CASE("Quantizer auto: the precision controller meets the budget with the fewest float layers",
+          "[quantize_static]") {
+    const auto run_auto = [](const AccuracyBudget& budget, Graph& g) {
+        QuantizerOptions o;
+        o.mode = QuantizeMode::automatic;
+        o.automatic.budget = budget;
+        o.automatic.eval_batches = 2;
+        o.automatic.timing_runs = 1;
+        std::vector<std::string> phases;
+        o.int8.calibration.progress = [&](std::string_view phase, std::size_t, std::size_t) {
+            if (phases.empty() || phases.back() != phase) phases.emplace_back(phase);
+        };
+        auto data = calibration_batches(cnn_batches(4, 3, 500));
+        QuantizeReport r = Quantizer(o).run(g, data.get()).value_or_throw();
+        CHECK(phases == std::vector<std::string>{"calibration", "sensitivity"});
+        return r;
+    };
+    const auto in = cnn_batches(4, 3, 500);  // the eval batches are the source's first ones
+    const InferenceEngine ref = InferenceEngine::compile(mini_cnn());
+    // A loose budget: every layer INT8.
+    {
+        AccuracyBudget b;
+        b.threshold = 0.9;
+        Graph g = mini_cnn();
+        const QuantizeReport r = run_auto(b, g);
+        REQUIRE(r.automatic);
+        CHECK(r.automatic->met);
+        CHECK(r.automatic->int8_form == "static");
+        CHECK(r.automatic->float_layers == 0);
+        CHECK(r.automatic->int8_layers == 4);
+        CHECK(r.automatic->achieved >= 0.9);
+        for (const LayerRecord& l : r.layers) {
+            CHECK(l.precision == "int8");
+            CHECK(std::isfinite(l.sensitivity));
+            CHECK(l.sensitivity <= 1.0);
+        }
+    }
+    // A budget all-INT8 misses: the sensitive layer comes back to float, the result meets it.
+    {
+        Graph probe = mini_cnn(true);
+        AccuracyBudget loose;
+        loose.threshold = 0.9;
+        const QuantizeReport pr = run_auto(loose, probe);
+        const double all_int8 = pr.automatic->all_int8_value;
+        double fc_alone = 0, others_worst = 1;
+        for (const LayerRecord& l : pr.layers) {
+            if (l.node == "fc") fc_alone = l.sensitivity;
+            else others_worst = std::min(others_worst, l.sensitivity);
+        }
+        REQUIRE(fc_alone < others_worst);  // the crafted layer is the sensitive one
+        AccuracyBudget b;
+        b.threshold = 1.0 - (1.0 - all_int8) * 0.5;  // between all-INT8 and float32
+        Graph g = mini_cnn(true);
+        const QuantizeReport r = run_auto(b, g);
+        REQUIRE(r.automatic);
+        INFO(std::setprecision(10) << "all int8 " << all_int8 << ", budget " << b.threshold << ", achieved "
+                         << r.automatic->achieved);
+        CHECK(r.automatic->all_int8_value < b.threshold);
+        CHECK(r.automatic->met);
+        CHECK(r.automatic->achieved >= b.threshold);
+        CHECK(r.automatic->float_layers == 1);
+        for (const LayerRecord& l : r.layers) {
+            INFO(l.node);
+            CHECK((l.precision == "int8") == (l.node != "fc"));
+            if (l.node == "fc") CHECK_THAT(l.reason, Catch::Contains("kept float"));
+        }
+        // The returned graph is the model measured: re-measure its cosine.
+        EngineOptions eo;
+        eo.precision = r.automatic->float_precision == "bf16" ? Precision::bf16 : Precision::fp32;
+        const InferenceEngine q = InferenceEngine::compile(std::move(g), eo);
+        const InferenceEngine ref_fc = InferenceEngine::compile(mini_cnn(true));
+        double dot = 0, nq = 0, nr = 0;
+        for (std::size_t k = 0; k < 2; ++k) {
+            const Tensor a = run1(q, in[k]), b2 = run1(ref_fc, in[k]);
+            for (int64_t i = 0; i < a.num_elements(); ++i) {
+                dot += double(a.data<float>()[i]) * b2.data<float>()[i];
+                nq += double(a.data<float>()[i]) * a.data<float>()[i];
+                nr += double(b2.data<float>()[i]) * b2.data<float>()[i];
+            }
+        }
+        CHECK(dot / std::sqrt(nq * nr) == Approx(r.automatic->achieved).margin(1e-4));
+    }
+    // A budget nothing meets (a task metric only the float32 reference scores on): the best
+    // model found, met false.
+    {
+        AccuracyBudget b;
+        int calls = 0;
+        b.task_metric = [&](const InferenceEngine&) -> StatusOr<double> { return calls++ == 0 ? 1.0 : 0.0; };
+        b.max_drop = 0.1;
+        Graph g = mini_cnn();
+        const QuantizeReport r = run_auto(b, g);
+        REQUIRE(r.automatic);
+        CHECK_FALSE(r.automatic->met);
+        CHECK(r.automatic->float_precision == "fp32");
+        CHECK(r.automatic->float_layers == 4);
+    }
+    // A task metric from the caller.
+    {
+        AccuracyBudget b;
+        int calls = 0;
+        b.task_metric = [&](const InferenceEngine& e) -> StatusOr<double> {
+            ++calls;
+            return cosine(run1(e, in[3]), run1(ref, in[3]));
+        };
+        b.max_drop = 0.5;
+        Graph g = mini_cnn();
+        const QuantizeReport r = run_auto(b, g);
+        CHECK(r.automatic->task_metric);
+        CHECK(r.automatic->met);
+        CHECK(r.automatic->float32_value == Approx(1.0));
+        CHECK(calls >= 6);  // float32, four sensitivities, all-INT8
+    }
+    // Bad budgets and a missing source.
+    {
+        QuantizerOptions o;
+        o.mode = QuantizeMode::automatic;
+        o.automatic.budget.threshold = 2.0;
+        Graph g = mini_cnn();
+        auto data = calibration_batches(cnn_batches(1, 2, 1));
+        const auto r = Quantizer(o).run(g, data.get());
+        REQUIRE_FALSE(r.is_ok());
+        CHECK(r.status().code() == ErrorCode::invalid_argument);
+        const auto r2 = Quantizer(o).run(g, nullptr);
+        REQUIRE_FALSE(r2.is_ok());
+        CHECK_THAT(r2.status().message(), Catch::Contains("calibration data"));
+    }
 }
 
 }  // namespace dsinfer::test
