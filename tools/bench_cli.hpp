@@ -312,22 +312,20 @@ private:
     std::string model_;
 };
 
-/// The engine of `model` at `precision` (--precision): fp32, tf32, fp16 and bf16 set
-/// EngineOptions::precision; int8 runs a pre-quantized model as it is and quantizes a float32
-/// one dynamically at load (quantize_dynamic), its report in `int8` when given. Throws
-/// dsinfer::Error.
+/// The engine of `model` at `precision` (--precision), EngineOptions::precision: int8 runs a
+/// pre-quantized model as it is and quantizes a float32 one dynamically at load
+/// (Precision::int8), its report in `int8` when given. Throws dsinfer::Error.
 inline InferenceEngine load_at_precision(const std::filesystem::path& model, EngineOptions o,
                                          const std::string& precision,
                                          std::optional<DynamicQuantizeReport>* int8 = nullptr) {
     o.precision = precision == "tf32"   ? Precision::tf32
                   : precision == "fp16" ? Precision::fp16
                   : precision == "bf16" ? Precision::bf16
+                  : precision == "int8" ? Precision::int8
                                         : Precision::fp32;
-    if (precision != "int8") return InferenceEngine::load(model, o);
-    Graph g = load_onnx(model, o.limits);
-    DynamicQuantizeReport report = quantize_dynamic(g).value_or_throw();
-    if (int8 != nullptr) *int8 = std::move(report);
-    return InferenceEngine::compile(std::move(g), o);
+    InferenceEngine e = InferenceEngine::load(model, o);
+    if (int8 != nullptr && e.int8_report() != nullptr) *int8 = *e.int8_report();
+    return e;
 }
 
 /// The values --precision takes.

@@ -39,6 +39,7 @@
 #include "dsinfer/graph.hpp"
 #include "dsinfer/onnx.hpp"
 #include "dsinfer/passes.hpp"
+#include "dsinfer/quantize.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
 #include "dsinfer/weight_store.hpp"
@@ -62,6 +63,10 @@ enum class Precision : std::uint8_t {
     bf16,  ///< as fp16 with bfloat16 (on CPUs with AVX512_BF16 the CPU GEMMs also round
            ///< their activations to bfloat16 and multiply on vdpbf16ps, and so does the fused
            ///< MultiHeadAttention's Q·Kᵀ and P·V; its softmax stays float32)
+    int8,  ///< CPU only: a float32 model's MatMul/Gemm layers quantized dynamically at load
+           ///< (dsinfer/quantize.hpp quantize_dynamic: s8 weights, activations per run, ONNX
+           ///< Runtime's dynamic form; InferenceEngine::int8_report()); a pre-quantized model
+           ///< runs as it is. Everything else stays float32
 };
 
 /// How kernels with several algorithms for one shape pick one (EngineOptions::algo_search).
@@ -283,6 +288,8 @@ public:
     /// The compiled graph (nodes in execution order). Initializers whose kernels keep their
     /// own packed copies have their data freed after compile (dtype and shape remain).
     const Graph& graph() const noexcept;
+    /// EngineOptions::precision int8: what was quantized at load; null otherwise.
+    const DynamicQuantizeReport* int8_report() const noexcept;
     /// Milliseconds spent in load()/compile() (parsing, optimization, kernel creation, weight
     /// packing).
     double load_ms() const noexcept;

@@ -72,8 +72,12 @@ Status validate_options(const EngineOptions& o) {
     if (o.precision == Precision::tf32 && o.device == "cpu")
         return Status::error(ErrorCode::invalid_argument,
                              "EngineOptions::precision tf32 needs a CUDA device "
-                             "(EngineOptions::device = \"cuda\"); the CPU takes fp32, fp16 "
-                             "or bf16");
+                             "(EngineOptions::device = \"cuda\"); the CPU takes fp32, fp16, "
+                             "bf16 or int8");
+    if (o.precision == Precision::int8 && o.device != "cpu")
+        return Status::error(ErrorCode::invalid_argument,
+                             "EngineOptions::precision int8 (dynamic INT8 at load) runs on the "
+                             "CPU; device '", o.device, "' takes fp32, tf32, fp16 or bf16");
     DSINFER_CHECK(o.optimization_level >= 0 && o.optimization_level <= 3,
                   ErrorCode::invalid_argument,
                   "EngineOptions::optimization_level must be 0..3, got ", o.optimization_level);
@@ -160,6 +164,11 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
             std::any_of(impl->options.backends.begin(), impl->options.backends.end(),
                         [](const std::string& b) { return b != reference_backend()->name(); }))
             (void)detail::widen_half_float_compute(graph, &kernel_evaluator()).value_or_throw();
+        // precision int8: a float32 model's MatMul/Gemm layers quantized dynamically at load
+        // (ONNX Runtime's dynamic form, which the optimizer fuses onto the INT8 GEMM); a graph
+        // that holds quantized operators already is left as it is.
+        if (impl->options.precision == Precision::int8)
+            impl->int8 = quantize_dynamic(graph).value_or_throw();
         // Values an observer must see stay produced and row-major (Value::observed).
         if (!impl->options.observed_values.empty()) {
             std::unordered_map<std::string_view, std::size_t> by_name;
@@ -448,6 +457,10 @@ const std::vector<IOInfo>& InferenceEngine::outputs() const noexcept { return im
 const Graph& InferenceEngine::graph() const noexcept { return *impl_->graph; }
 double InferenceEngine::load_ms() const noexcept { return impl_->load_ms; }
 double InferenceEngine::first_run_ms() const noexcept { return impl_->first_run_ms.load(); }
+const DynamicQuantizeReport* InferenceEngine::int8_report() const noexcept {
+    return impl_->int8 ? &*impl_->int8 : nullptr;
+}
+
 const OptimizeReport& InferenceEngine::optimization_report() const noexcept {
     return impl_->optimization;
 }

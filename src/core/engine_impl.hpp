@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/executor.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/quantize.hpp"
 
 namespace dsinfer {
 
@@ -27,6 +29,8 @@ struct InferenceEngine::Impl {
     std::unordered_map<std::string, std::size_t> input_index;
     std::vector<std::string> providers;
     OptimizeReport optimization;
+    /// EngineOptions::precision int8: what quantize_dynamic did at load.
+    std::optional<DynamicQuantizeReport> int8;
     double load_ms = 0.0;
     /// The first run's wall time, published once by the run that claims it.
     mutable std::atomic<bool> first_run_claimed{false};

@@ -586,3 +586,34 @@ TEST_CASE("Quantizer auto: the precision controller meets the budget with the fe
 }
 
 }  // namespace dsinfer::test
+
+namespace dsinfer::test {
+
+TEST_CASE("EngineOptions::precision int8 quantizes a float32 model dynamically at load",
+          "[quantize_static]") {
+    EngineOptions o;
+    o.precision = Precision::int8;
+    const InferenceEngine e = InferenceEngine::compile(mini_mlp(), o);
+    REQUIRE(e.int8_report() != nullptr);
+    CHECK(e.int8_report()->matmuls == 1);
+    const bool fused = std::any_of(e.graph().nodes.begin(), e.graph().nodes.end(), [](const Node& n) {
+        return n.op_type == "DynamicQuantizeMatMul" || n.op_type == "MatMulIntegerToFloat";
+    });
+    CHECK(fused);
+    const InferenceEngine ref = InferenceEngine::compile(mini_mlp());
+    CHECK(ref.int8_report() == nullptr);
+    const std::vector<NamedTensor> in{{"x", random_f32({4, 8}, 3, 1.f)}};
+    CHECK(cosine(e.run(in)[0].tensor, ref.run(in)[0].tensor) > 0.999);
+    // Not on a GPU engine.
+    EngineOptions gpu = o;
+    gpu.device = "cuda";
+    try {
+        (void)InferenceEngine::compile(mini_mlp(), gpu);
+        FAIL("int8 on cuda compiled");
+    } catch (const Error& err) {
+        CHECK(err.code() == ErrorCode::invalid_argument);
+        CHECK_THAT(err.what(), Catch::Contains("runs on the CPU"));
+    }
+}
+
+}  // namespace dsinfer::test
