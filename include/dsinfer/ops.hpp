@@ -88,12 +88,20 @@ inline constexpr OpFormal kMatMulIntToFloatIn[] = {
     {"bias", true}};
 inline constexpr OpFormal kDynQuantConvIn[] = {
     {"X"}, {"W"}, {"w_scale"}, {"w_zero_point", true}, {"bias", true}};
+inline constexpr OpFormal kQLinearConvAddIn[] = {
+    {"x"},       {"x_scale"}, {"x_zero_point", true}, {"w"},       {"w_scale"},
+    {"w_zero_point", true},   {"y_scale"},            {"y_zero_point", true},
+    {"B", true}, {"Z"},       {"z_scale"},            {"z_zero_point", true},
+    {"c_scale"}, {"c_zero_point", true}};
+inline constexpr OpAttribute kQLinearConvAttrs[] = {{"auto_pad", "STRING"}, {"dilations", "INTS"},
+                                                    {"group", "INT"},       {"kernel_shape", "INTS"},
+                                                    {"pads", "INTS"},       {"strides", "INTS"}};
 inline constexpr OpFormal kY[] = {{"Y"}};
 inline constexpr OpFormal kYS[] = {{"Y"}, {"S", true}};
 }  // namespace ops_detail
 
 /// Every operator of kDsinferDomain at kDsinferOpsetVersion.
-inline constexpr std::array<OpSchema, 10> kDsinferOps{{
+inline constexpr std::array<OpSchema, 11> kDsinferOps{{
     {"FusedConv", 1, ops_detail::kConvIn, ops_detail::kY, ops_detail::kConvAttrs, "Conv"},
     {"FusedGemm", 1, ops_detail::kGemmIn, ops_detail::kY, ops_detail::kGemmAttrs, "Gemm"},
     {"FusedMatMul", 1, ops_detail::kMatMulIn, ops_detail::kY, ops_detail::kActivation, "MatMul"},
@@ -115,6 +123,13 @@ inline constexpr std::array<OpSchema, 10> kDsinferOps{{
     // w_zero_point: 1 or M (output channels) elements, bias M; Conv's attributes.
     {"DynamicQuantizeConv", 1, ops_detail::kDynQuantConvIn, ops_detail::kY, ops_detail::kConvAttrs,
      ""},
+    // A QDQ ResNet's block join (ONNX Runtime's static QDQ form after fuse_qdq):
+    // QLinearConv(x, .., y_scale, y_zero_point, B) -> com.microsoft QLinearAdd(y, Z) in one op.
+    // QLinearConv's inputs and attributes, then Z (Y's shape and 8-bit type), its scale and zero
+    // point, and the output's: QLinearAdd's A is the convolution's y (y_scale, y_zero_point),
+    // computed exactly as QLinearConv computes it; then QLinearAdd's float32 order.
+    {"QLinearConvAdd", 1, ops_detail::kQLinearConvAddIn, ops_detail::kY,
+     ops_detail::kQLinearConvAttrs, "QLinearConv"},
 }};
 
 /// The schema of `op_type` in kDsinferDomain, or nullptr.

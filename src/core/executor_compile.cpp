@@ -653,12 +653,16 @@ bool elementwise_in_place(const Node& n) {
 /// The in-place rule of node n (CompiledGraph::inplace_op_): 0 none, 1 elementwise (the first
 /// input of the output's dtype and shape), k + 2 only input k. FusedConv's residual Z (input 3)
 /// is summed into Y by every kernel that runs it (oneDNN's sum post-op; the reference kernel
-/// saves Z first), so Y may take Z's block.
+/// saves Z first), so Y may take Z's block. So may QLinearConvAdd's (Z input 9: every kernel
+/// reads each element of Z just before it writes that element of Y, or reads a copy of Z).
 char inplace_rule(const Node& n) {
     if (elementwise_in_place(n)) return 1;
     if (n.op_type == "FusedConv" && n.domain == kDsinferDomain && n.outputs.size() == 1 &&
         n.inputs.size() > 3 && n.inputs[3] != kNoValue)
         return 3 + 2;
+    if (n.op_type == "QLinearConvAdd" && n.domain == kDsinferDomain && n.outputs.size() == 1 &&
+        n.inputs.size() > 9 && n.inputs[9] != kNoValue)
+        return 9 + 2;
     return 0;
 }
 

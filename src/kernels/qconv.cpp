@@ -328,6 +328,18 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 if (p.b_scales != nullptr) pg.b_scales = p.b_scales + off;
                 if (p.bias != nullptr) pg.bias = p.bias + off;
                 if (p.bias_s32 != nullptr) pg.bias_s32 = p.bias_s32 + off;
+                if (p.residual != nullptr) {  // the chunk's rows, the group's channels
+                    const auto* rbase = static_cast<const unsigned char*>(p.residual);
+                    if (s.r_nhwc) {
+                        pg.residual = rbase + (n * pixels + r0 * s.ow) * s.m + off;
+                        pg.residual_row = s.m;
+                        pg.residual_col = 1;
+                    } else {
+                        pg.residual = rbase + (n * s.m + off) * pixels + r0 * s.ow;
+                        pg.residual_row = 1;
+                        pg.residual_col = pixels;
+                    }
+                }
                 // NHWC y: C goes straight to the group's channels of the chunk's pixel rows.
                 unsigned char* c = s.y_nhwc ? static_cast<unsigned char*>(y) +
                                                   static_cast<std::size_t>((n * pixels + r0 * s.ow) *

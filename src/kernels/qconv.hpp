@@ -16,6 +16,9 @@
 //      C [pixels, Mg] in the output type (s32, f32 dequantized, u8/s8 requantized);
 //   4. C transposed into the group's channels of the NCHW output; for an NHWC y, qgemm stores
 //      C straight into the group's channels of y's pixel rows (ldc = m).
+// com.dsinfer QLinearConvAdd: qgemm's u8/s8 epilogue also adds an 8-bit residual of y's shape
+// (QGemmParams::residual, NCHW or NHWC: QConvShape::r_nhwc), read at each element's position
+// just before the element is stored, so y may be the residual itself when both have one order.
 // Zero points, scales and biases are qgemm's per-column parameters (output channels); the
 // epilogue sees each element's exact s32 sum, so results are bitwise those of the reference
 // kernels for any thread count. Threads: one parallel region per convolution; each image is cut
@@ -47,6 +50,7 @@ struct QConvShape {
     std::int64_t pt = 0, pl = 0;                  ///< leading pads (the trailing ones follow from oh/ow)
     std::int64_t oh = 0, ow = 0;                  ///< y: [batch, m, oh, ow]
     bool x_nhwc = false, y_nhwc = false;          ///< channels-last memory order (else NCHW)
+    bool r_nhwc = false;  ///< the residual (QGemmParams::residual, [batch, m, oh, ow]) channels last
 
     std::int64_t cg() const noexcept { return c / group; }
     std::int64_t mg() const noexcept { return m / group; }

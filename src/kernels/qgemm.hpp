@@ -2,7 +2,8 @@
 // (A[m,k] - za) * (B[k,n] - zb[n]) with 8-bit A and B and 32-bit accumulation, for the
 // weights of MatMulInteger / QLinearMatMul / dynamically quantized Linear layers. The result
 // is stored as s32 (MatMulInteger), dequantized to f32 (scale_a * scale_b[n] * c + bias[n],
-// then an activation) or requantized to u8/s8 (QuantizeLinear of that f32 value), all fused
+// then an activation) or requantized to u8/s8 (QuantizeLinear of that f32 value, optionally
+// then com.microsoft QLinearAdd with an 8-bit residual: a QDQ ResNet's block join), all fused
 // into the store of each register tile: C is written once.
 //
 // Operand types. The micro-kernels multiply unsigned 8-bit A by signed 8-bit B (vpdpbusd's
@@ -52,6 +53,7 @@
 
 #include "kernels/simd.hpp"
 #include "ops/activation.hpp"
+#include "ops/qlinear.hpp"
 
 namespace dsinfer::detail {
 
@@ -117,6 +119,15 @@ struct QGemmParams {
     // u8, s8: QuantizeLinear(y): saturate(round_half_even(y / y_scale) + y_zero); NaN -> y_zero.
     float y_scale = 1.f;
     std::int32_t y_zero = 0;
+    // u8, s8 with a residual (com.dsinfer QLinearConvAdd): C[m, n] = QLinearAdd(a, r) of the
+    // requantized value a above (QLinearAdd's A: scale y_scale, zero point y_zero) and the 8-bit
+    // residual r (of C's type) at residual[m * residual_row + n * residual_col], with `add`'s
+    // multipliers and zero points (ops/qlinear.hpp qlinear_add_value, then qlinear_requantize
+    // with add.zc; add.za must be y_zero). The residual may be C itself (each element is read
+    // before it is written).
+    const void* residual = nullptr;
+    std::int64_t residual_row = 0, residual_col = 1;  ///< element strides along C's rows, columns
+    QLinearBinary add;
 };
 
 /// Bytes of workspace qgemm_packed uses for M rows against `b` on `threads` threads: the

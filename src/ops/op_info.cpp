@@ -1655,6 +1655,10 @@ std::vector<OpInfo> build_table() {
         infer_conv_integer);
     add(kOnnx, "QLinearConv", CF::produces, false, 1, bits({1, 2, 3, 4, 5, 6, 7, 8}),
         &qlinear_conv_axes, infer_qlinear_conv);
+    // QLinearConv's inputs, then the residual Z (9, of Y's shape and type) and the
+    // com.microsoft QLinearAdd parameters (10-13): QLinearConv's shape and type rule.
+    add(kDs, "QLinearConvAdd", CF::produces, false, 1,
+        bits({1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13}), &qlinear_conv_axes, infer_qlinear_conv);
     add(kDs, "DynamicQuantizeConv", CF::produces, false, 1, bits({1, 2, 3, 4}),
         &dyn_quant_conv_axes, infer_dequantizing_conv);
     add(kOnnx, "Gemm", CF::produces, false, kLast, bits({1, 2}), &gemm_axes, &infer_gemm);

@@ -30,6 +30,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "dsinfer/kernel.hpp"
 #include "ops/quantize.hpp"
@@ -73,6 +74,35 @@ inline float qlinear_mul_value(std::int32_t a, std::int32_t b, const QLinearBina
 template <class Q>
 inline Q qlinear_requantize(float v, std::int32_t zc) noexcept {
     return saturate_round<Q>(static_cast<double>(v), static_cast<double>(zc));
+}
+
+/// qlinear_requantize on the lanes of a GCC float vector V (the vector loops of the QLinear ops,
+/// src/cpu/fast/fast_qlinear_loops.inc, and the INT8 GEMM's fused QLinearAdd epilogue,
+/// src/kernels/qgemm_kernels.inc): each lane's output value as a float holding an integer of Q's
+/// range, bitwise what qlinear_requantize<Q> gives. v is first clamped to [-1024, 1024] (beyond
+/// which every value saturates either way), rounded half to even by adding and subtracting
+/// 1.5 * 2^23 (exact for |v| < 2^22), offset by the zero point vz and saturated; NaN lanes give
+/// the zero point. Always inlined, so it compiles for the calling loop's ISA.
+/// (Operands by reference: no vector crosses a call, whatever the caller's ISA.)
+template <class Q, class V>
+[[gnu::always_inline]] inline void qlinear_requantize_lanes(const V& v, const V& vz,
+                                                            V& out) noexcept {
+    constexpr float lo = std::numeric_limits<Q>::lowest(), hi = std::numeric_limits<Q>::max();
+    const V big = V{} + 1024.f, magic = V{} + 0x1.8p23f;
+    V r = v > big ? big : v;  // NaN lanes compare false: kept NaN until the last select
+    r = r < -big ? -big : r;
+    r = (r + magic) - magic + vz;
+    r = r > lo ? r : V{} + lo;
+    r = r < hi ? r : V{} + hi;
+    out = v == v ? r : vz;
+}
+
+/// qlinear_add_value on lanes: x = a - za and y = b - zb already as floats (exact: small
+/// integers); the two products, then the sum.
+template <class V>
+[[gnu::always_inline]] inline void qlinear_add_lanes(const V& x, const V& y, const V& ra,
+                                                     const V& rb, V& out) noexcept {
+    out = ra * x + rb * y;
 }
 
 /// QLinearGlobalAveragePool's multiplier for `count` elements per channel.

@@ -26,6 +26,7 @@ std::vector<std::unique_ptr<GraphPass>> default_passes() {
     p.push_back(make_fuse_conv_batchnorm());
     p.push_back(make_fuse_dynamic_quant_matmul());
     p.push_back(make_fuse_qdq());
+    p.push_back(make_fuse_qlinear_conv_add());
     p.push_back(make_fold_weight_dequantize());
     p.push_back(make_fuse_layer_norm());
     p.push_back(make_fuse_gelu());

@@ -18,6 +18,7 @@ std::unique_ptr<GraphPass> make_eliminate_dead_code();    // dead_code.cpp
 std::unique_ptr<GraphPass> make_fuse_conv_batchnorm();    // fuse_conv.cpp
 std::unique_ptr<GraphPass> make_fuse_dynamic_quant_matmul();  // fuse_quant.cpp
 std::unique_ptr<GraphPass> make_fuse_qdq();               // fuse_qdq.cpp
+std::unique_ptr<GraphPass> make_fuse_qlinear_conv_add();  // fuse_qlinear_conv_add.cpp
 std::unique_ptr<GraphPass> make_fold_weight_dequantize(); // constant_folding.cpp
 std::unique_ptr<GraphPass> make_fuse_layer_norm();        // fuse_norm.cpp
 std::unique_ptr<GraphPass> make_fuse_gelu();              // fuse_gelu.cpp

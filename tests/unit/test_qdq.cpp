@@ -80,11 +80,12 @@ struct Ran {
 };
 
 Ran run(const Graph& g, const std::vector<NamedTensor>& feeds, std::vector<std::string> backends,
-        int level, int threads) {
+        int level, int threads, std::vector<std::string> disabled_passes = {}) {
     EngineOptions o;
     o.backends = std::move(backends);
     o.num_threads = threads;
     o.optimization_level = level;
+    o.disabled_passes = std::move(disabled_passes);
     const InferenceEngine e = InferenceEngine::compile(g, o);
     Ran r;
     for (std::size_t i = 0; i < e.graph().nodes.size(); ++i) {
@@ -639,8 +640,9 @@ TEST_CASE("qdq: a Conv -> Conv -> Add chain keeps int8 in between", "[fast][qdq]
     const Graph g = b.done({q});
     // Each rounding of the chain can move the output by one step: 3 steps at most.
     const Ran r = check_fusion(g, {{"x", random_f32({1, 3, 10, 10}, 3, 5.f)}}, 3);
-    CHECK(count_op(r, "QLinearConv") == 2);
-    CHECK(count_op(r, "QLinearAdd") == 1);
+    CHECK(count_op(r, "QLinearConv") == 1);
+    CHECK(count_op(r, "QLinearConvAdd") == 1);  // fuse_qlinear_conv_add: the second conv + Add
+    CHECK(count_op(r, "QLinearAdd") == 0);
     CHECK(count_op(r, "QuantizeLinear") == 1);  // the input's
     CHECK(count_op(r, "DequantizeLinear") == 0);
 }
@@ -690,11 +692,12 @@ TEST_CASE("qdq: a ResNet-like chain runs channels last between its INT8 ops, bit
         const Graph g = b.done({q});
         // Each rounding of the chain can move the output by one step.
         const Ran r = check_fusion(g, {{"x", random_f32({batch, 3, 23, 21}, 17, 4.f)}}, 6);
-        CHECK(count_op(r, "QLinearConv", "cpu") == 5);
-        CHECK(count_op(r, "QLinearAdd", "cpu") == 1);
+        CHECK(count_op(r, "QLinearConv", "cpu") == 4);
+        CHECK(count_op(r, "QLinearConvAdd", "cpu") == 1);  // conv3 + the residual QLinearAdd
+        CHECK(count_op(r, "QLinearAdd", "cpu") == 0);
         CHECK(count_op(r, "MaxPool", "cpu") == 1);
         CHECK(count_op(r, "QLinearGlobalAveragePool", "cpu") == 1);
-        CHECK(r.blocked == 8);  // the 5 convolutions, MaxPool, QLinearAdd, the pooling
+        CHECK(r.blocked == 7);  // the 4 convolutions, QLinearConvAdd, MaxPool, the pooling
     }
 }
 
@@ -724,6 +727,126 @@ TEST_CASE("qdq: QLinearAdd writes into the block of an operand that dies at it",
     const MemoryPlanStats st = e.memory_plan_stats();
     CHECK(st.planned_values == 3);
     CHECK(st.planned_peak_bytes == 2 * 16 * 32 * 32);
+}
+
+namespace {
+
+/// The parameters of one QLinearConv -> QLinearAdd case.
+struct ConvAddCase {
+    int64_t batch = 1, c = 5, m = 7, h = 6, w = 5, k = 1;
+    int xz = 128, yz = 131, rz = 120, cz = 125;
+    float ys = 0.06f, rs = 0.05f, cs = 0.07f;
+    bool conv_first = true;   ///< Add(conv, residual) or Add(residual, conv)
+    bool relu = false;        ///< a Relu the output Q makes a no-op (cz = 0)
+    bool other_reader = false;  ///< the conv's output also read by a MaxPool: must not fuse
+};
+
+/// x -> 1x1 Conv -> Conv -> Q/DQ -> Add(.., residual x2 -> 1x1 Conv) [-> Relu] -> Q -> 1x1 Conv:
+/// the 1x1 QLinearConvs (each end channels last on its own where negotiated) give the fused
+/// op's x, Z and y NHWC neighbours at level 3; Z dies at the fused node (the output may take
+/// its block).
+Graph conv_add_graph(const ConvAddCase& t) {
+    QdqBuilder b;
+    const ValueId x = b.g.add_value("x", DType::f32, sym({t.batch, t.c, t.h, t.w}));
+    const ValueId x2 = b.g.add_value("x2", DType::f32, sym({t.batch, t.m, t.h, t.w}));
+    b.g.inputs = {x, x2};
+    const auto conv = [&](ValueId in, float in_scale, int64_t cin, int64_t cout, int64_t k) {
+        Tensor ws;
+        const ValueId wd = b.weight({cout, cin, k, k}, 0, cout, &ws);
+        const int64_t pad = k / 2;
+        return b.node("Conv", {in, wd, b.bias(in_scale, ws, cout)},
+                      {{"pads", attr_ints({pad, pad, pad, pad})}});
+    };
+    const ValueId xp = b.qdq(conv(b.qdq(x, 0.04f, t.xz), 0.04f, t.c, t.c, 1), 0.05f, t.xz);
+    // With another reader of y, Z is x2 itself (a conv's output there would fuse instead).
+    const ValueId rp = t.other_reader
+                           ? b.qdq(x2, t.rs, t.rz)
+                           : b.qdq(conv(b.qdq(x2, 0.03f, 128), 0.03f, t.m, t.m, 1), t.rs, t.rz);
+    const ValueId yd = b.qdq(conv(xp, 0.05f, t.c, t.m, t.k), t.ys, t.yz);
+    ValueId sum = t.conv_first ? b.node("Add", {yd, rp}) : b.node("Add", {rp, yd});
+    if (t.relu) sum = b.node("Relu", {sum});
+    const ValueId sd = b.qdq(sum, t.cs, t.cz);
+    std::vector<ValueId> outs{b.quantize(conv(sd, t.cs, t.m, 3, 1), 0.1f, 128)};
+    if (t.other_reader) outs.push_back(b.quantize(conv(yd, t.ys, t.m, 2, 1), 0.1f, 128));
+    return b.done(outs);
+}
+
+/// The unfused pair on the reference kernels vs the fused op on the reference and on the
+/// default backends (level 2: row-major; level 3: channels last where negotiated), 1 and 2
+/// threads: every output bitwise.
+void check_conv_add(const ConvAddCase& t) {
+    const Graph g = conv_add_graph(t);
+    const std::vector<NamedTensor> feeds{
+        {"x", random_f32({t.batch, t.c, t.h, t.w}, 31, 6.f)},
+        {"x2", random_f32({t.batch, t.m, t.h, t.w}, 32, 8.f)}};
+    const Ran want = run(g, feeds, {"reference"}, 3, 1, {"fuse_qlinear_conv_add"});
+    CHECK(count_op(want, "QLinearAdd") == 1);
+    CHECK(count_op(want, "QLinearConvAdd") == 0);
+    const int fused = t.other_reader ? 0 : 1;
+    for (int level : {2, 3})
+        for (const std::vector<std::string>& backends :
+             {std::vector<std::string>{"reference"}, std::vector<std::string>{}})
+            for (int threads : {1, 2}) {
+                INFO("level " << level << " backends " << (backends.empty() ? "default" : "reference")
+                              << " threads " << threads);
+                const Ran r = run(g, feeds, backends, level, threads, {});
+                CHECK(count_op(r, "QLinearConvAdd") == fused);
+                CHECK(count_op(r, "QLinearAdd") == 1 - fused);
+                if (backends.empty() && fused == 1)
+                    CHECK(count_op(r, "QLinearConvAdd", "cpu") == 1);
+                if (backends.empty() && level == 3 && fused == 1)
+                    CHECK(r.blocked == 4);  // the three 1x1 QLinearConvs and the fused op
+                REQUIRE(r.out.size() == want.out.size());
+                for (std::size_t o = 0; o < want.out.size(); ++o)
+                    require_bitwise(r.out[o].tensor, want.out[o].tensor);
+            }
+}
+
+}  // namespace
+
+TEST_CASE("qdq: QLinearConv -> QLinearAdd fuses into QLinearConvAdd, bitwise the unfused pair",
+          "[fast][qdq]") {
+    for (int64_t batch : {1, 3})
+        for (bool conv_first : {true, false}) {
+            INFO("batch " << batch << " conv first " << conv_first);
+            ConvAddCase t;
+            t.batch = batch;
+            t.conv_first = conv_first;
+            check_conv_add(t);
+        }
+    SECTION("zero points at both ends, saturation") {
+        for (int ends = 0; ends < 4; ++ends) {
+            INFO("ends " << ends);
+            ConvAddCase t;
+            t.batch = 2;
+            t.yz = ends % 2 == 0 ? 0 : 255;
+            t.rz = ends % 2 == 0 ? 255 : 0;
+            t.cz = ends < 2 ? 0 : 255;
+            t.relu = t.cz == 0;
+            t.cs = ends == 3 ? 0.004f : 0.07f;  // a small output scale saturates most sums
+            t.ys = ends == 1 ? 0.01f : 0.06f;   // and a small y scale the convolution
+            check_conv_add(t);
+        }
+    }
+    SECTION("odd channel counts, a 3x3 window, partial panels") {
+        ConvAddCase t;
+        t.batch = 3;
+        t.c = 13;
+        t.m = 37;
+        t.h = 7;
+        t.w = 9;
+        t.k = 3;
+        check_conv_add(t);
+        t.m = 67;
+        t.k = 1;
+        t.conv_first = false;
+        check_conv_add(t);
+    }
+    SECTION("the conv's output read by another node: not fused") {
+        ConvAddCase t;
+        t.other_reader = true;
+        check_conv_add(t);
+    }
 }
 
 TEST_CASE("qdq: islands that must not fuse are left alone", "[fast][qdq]") {

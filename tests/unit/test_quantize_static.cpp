@@ -218,7 +218,8 @@ TEST_CASE("quantize_static: a CNN becomes QDQ that runs on the INT8 kernels, clo
         int qconv = 0;
         for (const Node& n : q.graph().nodes) {
             CHECK(n.op_type != "Conv");
-            qconv += n.op_type == "QLinearConv";
+            // A residual Add after a QLinearConv fuses into it (QLinearConvAdd).
+            qconv += n.op_type == "QLinearConv" || n.op_type == "QLinearConvAdd";
         }
         CHECK(qconv == 3);
         for (const auto& in : held_out) {

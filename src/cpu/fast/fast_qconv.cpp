@@ -5,6 +5,9 @@
 //                  exact sum, then (float(sum) * (x_scale * w_scale[m])) / y_scale rounded half
 //                  to even plus y_zero_point, saturated (ops/quantize.hpp requantize_product,
 //                  which the reference kernel computes too);
+//   QLinearConvAdd (com.dsinfer)  QLinearConv, then com.microsoft QLinearAdd with the 8-bit
+//                  residual Z in the same store (ops/qlinear.hpp qlinear_add_value and
+//                  qlinear_requantize, as the QLinearAdd kernels): a QDQ ResNet's block join;
 //   DynamicQuantizeConv (com.dsinfer)  float32 x: DynamicQuantizeLinear's range and parameters,
 //                  x quantized while it is transposed to NHWC, then the f32 epilogue (x_scale
 //                  * w_scale[m], float bias[m], the fused activation: dequantize_product);
@@ -33,6 +36,7 @@
 #include "kernels/weight_forms.hpp"
 #include "ops/activation.hpp"
 #include "ops/conv.hpp"
+#include "ops/qlinear.hpp"
 #include "ops/quantize.hpp"
 #include "runtime/parallel.hpp"
 
@@ -41,7 +45,11 @@ namespace {
 
 using std::int64_t;
 
-enum class QConvKind { conv_integer, qlinear_conv, dynamic_quantize_conv };
+enum class QConvKind { conv_integer, qlinear_conv, dynamic_quantize_conv, qlinear_conv_add };
+
+/// com.dsinfer QLinearConvAdd's inputs after QLinearConv's nine: the residual Z, its scale and
+/// zero point, the output's scale and zero point.
+constexpr int kZ = 9, kZScale = 10, kZZero = 11, kCScale = 12, kCZero = 13;
 
 /// Input positions of one op's operands (-1: none).
 struct QConvInputs {
@@ -52,7 +60,11 @@ struct QConvInputs {
 constexpr QConvInputs inputs_of(QConvKind k) noexcept {
     if (k == QConvKind::conv_integer) return {};
     if (k == QConvKind::dynamic_quantize_conv) return {1, -1, 3, -1, 2, -1, -1, 4};
-    return {3, 2, 5, 1, 4, 6, 7, 8};
+    return {3, 2, 5, 1, 4, 6, 7, 8};  // QLinearConv, QLinearConvAdd
+}
+
+constexpr bool qlinear(QConvKind k) noexcept {
+    return k == QConvKind::qlinear_conv || k == QConvKind::qlinear_conv_add;
 }
 
 constexpr std::size_t align64(std::size_t b) noexcept { return (b + 63) & ~std::size_t{63}; }
@@ -75,23 +87,33 @@ public:
         DSINFER_RETURN_IF_ERROR(prepare_fallback(ctx));
         QConvShape s;
         if (!geometry(ctx.input(0).shape(), s)) return Status::ok();
-        const std::size_t own = channel_bytes() +
-                                qconv_workspace_bytes(s, *packed_, out_bytes(), max_threads());
+        std::size_t own = channel_bytes() +
+                          qconv_workspace_bytes(s, *packed_, out_bytes(), max_threads());
+        if (kind_ == QConvKind::qlinear_conv_add && z_nhwc_ != y_nhwc_)  // a copy of Z (run)
+            own += align64(static_cast<std::size_t>(ctx.input(kZ).num_bytes())) + 64;
         ctx.set_workspace(std::max(ctx.workspace_bytes(), own));
         return Status::ok();
     }
 
     /// QLinearConv whose fast path always runs (8-bit x and float32 scales declared): x and y
-    /// channels last, each on its own (the first convolution of a net transposes its input).
+    /// channels last, each on its own (the first convolution of a net transposes its input);
+    /// QLinearConvAdd's residual Z too (any of the orders of x, y and Z: Z is read at each
+    /// element's place; in place, where y takes Z's block, a Z of another order than y is
+    /// copied first).
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
-        if (kind_ != QConvKind::qlinear_conv || !release_ || n.inputs.empty() || n.outputs.empty() ||
+        if (!qlinear(kind_) || !release_ || n.inputs.empty() || n.outputs.empty() ||
             n.inputs[0] == kNoValue || n.outputs[0] == kNoValue ||
             !fast::int8_rank4(g.value(n.inputs[0])) || !fast::int8_rank4(g.value(n.outputs[0])))
             return {};
-        return {fast::kChannelsLastLayout, 1, 1, false};
+        std::uint64_t ins = 1;
+        if (kind_ == QConvKind::qlinear_conv_add && n.inputs.size() > kZ &&
+            n.inputs[kZ] != kNoValue && fast::int8_rank4(g.value(n.inputs[kZ])))
+            ins |= std::uint64_t{1} << kZ;
+        return {fast::kChannelsLastLayout, ins, 1, false};
     }
     Status use_layouts(std::uint64_t in, std::uint64_t out) override {
         x_nhwc_ = (in & 1u) != 0;
+        z_nhwc_ = ((in >> kZ) & 1u) != 0;
         y_nhwc_ = (out & 1u) != 0;
         return Status::ok();
     }
@@ -109,7 +131,7 @@ public:
         const bool dynamic = kind_ == QConvKind::dynamic_quantize_conv;
         if (dynamic ? x.dtype != DType::f32 : x.dtype != DType::u8 && x.dtype != DType::i8)
             return fallback_run(ctx);
-        if (kind_ == QConvKind::qlinear_conv &&
+        if (qlinear(kind_) &&
             (ctx.input(in_.x_scale).dtype != DType::f32 ||
              ctx.input(in_.w_scale).dtype != DType::f32 ||
              ctx.input(in_.y_scale).dtype != DType::f32))
@@ -168,8 +190,33 @@ public:
             }
             if (ctx.has_input(in_.bias)) p.bias_s32 = ctx.input(in_.bias).data<std::int32_t>();
         }
+        unsigned char* conv_ws = ws + channel_bytes();
+        std::size_t conv_bytes = ctx.workspace_bytes() - used - channel_bytes();
+        if (kind_ == QConvKind::qlinear_conv_add) {
+            // QLinearAdd(y as QLinearConv gives it, Z) in qgemm's epilogue: A's scale and zero
+            // point are y's (ops/qlinear.hpp's float32 order, as the QLinearAdd kernels).
+            const TensorView& z = ctx.input(kZ);
+            if (z.dtype != ctx.output(0).dtype || ctx.input(kZScale).dtype != DType::f32 ||
+                ctx.input(kCScale).dtype != DType::f32)
+                return fallback_run(ctx);
+            p.add = qlinear_add_params(p.y_scale, qlinear_scale(ctx, kZScale),
+                                       qlinear_scale(ctx, kCScale), p.y_zero,
+                                       qlinear_zero(ctx, kZZero), qlinear_zero(ctx, kCZero));
+            p.residual = z.raw;
+            s.r_nhwc = z_nhwc_;
+            if (z_nhwc_ != y_nhwc_ && z.raw == ctx.output(0).raw) {
+                // y took Z's block in another element order: read Z from a copy.
+                const std::size_t zb = align64(static_cast<std::size_t>(z.num_bytes()));
+                if (conv_bytes < zb)
+                    return Status::error(ErrorCode::internal, "QLinearConvAdd: workspace too small");
+                std::memcpy(conv_ws, z.raw, static_cast<std::size_t>(z.num_bytes()));
+                p.residual = conv_ws;
+                conv_ws += zb;
+                conv_bytes -= zb;
+            }
+        }
         if (!qconv(s, x.raw, dynamic ? &fx : nullptr, *packed_, ctx.output(0).raw, p,
-                        ws + channel_bytes(), ctx.workspace_bytes() - used - channel_bytes()))
+                        conv_ws, conv_bytes))
             return Status(ErrorCode::resource_exhausted,
                           "out of memory for the INT8 convolution's buffers");
         return Status::ok();
@@ -180,7 +227,7 @@ private:
     std::size_t channel_bytes() const noexcept {
         return align64(static_cast<std::size_t>(wshape_.m) * 4) + 64;
     }
-    std::size_t out_bytes() const noexcept { return kind_ == QConvKind::qlinear_conv ? 1 : 4; }
+    std::size_t out_bytes() const noexcept { return qlinear(kind_) ? 1 : 4; }
 
     /// The geometry for x's shape; false when x is not [N, C, H, W] of W's channels.
     bool geometry(const Shape& x, QConvShape& s) const noexcept {
@@ -213,6 +260,7 @@ private:
     std::shared_ptr<const PackedQConvW> packed_;
     bool release_;
     bool x_nhwc_ = false, y_nhwc_ = false;  ///< negotiated at compile (use_layouts)
+    bool z_nhwc_ = false;                   ///< QLinearConvAdd's residual, likewise
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QConvKind kind) {
@@ -238,8 +286,13 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
     // The scales' type decides at run whether the fast path runs; W is released only when it
     // always does (float32 declared).
     bool release = true;
-    if (kind == QConvKind::qlinear_conv)
+    if (qlinear(kind))
         for (int i : {in.x_scale, in.w_scale, in.y_scale}) {
+            const Value* v = ctx.input_value(i);
+            release = release && v != nullptr && v->dtype == DType::f32;
+        }
+    if (kind == QConvKind::qlinear_conv_add)
+        for (int i : {kZScale, kCScale}) {
             const Value* v = ctx.input_value(i);
             release = release && v != nullptr && v->dtype == DType::f32;
         }
@@ -262,6 +315,9 @@ void register_fast_qconv(KernelRegistry& r) {
           kPriorityCpu, "cpu");
     r.add({"QLinearConv", "", 10, kMaxOpset, DeviceKind::cpu},
           [](const KernelCreateContext& c) { return make_qconv(c, QConvKind::qlinear_conv); },
+          kPriorityCpu, "cpu");
+    r.add({"QLinearConvAdd", kDsinferDomain, 1, 1, DeviceKind::cpu},
+          [](const KernelCreateContext& c) { return make_qconv(c, QConvKind::qlinear_conv_add); },
           kPriorityCpu, "cpu");
     r.add({"DynamicQuantizeConv", kDsinferDomain, 1, 1, DeviceKind::cpu},
           [](const KernelCreateContext& c) {

@@ -20,6 +20,7 @@
 #include "ops/activation.hpp"
 #include "ops/conv.hpp"
 #include "ops/kernel_utils.hpp"
+#include "ops/qlinear.hpp"
 #include "ops/quantize.hpp"
 
 namespace dsinfer::detail {
@@ -890,9 +891,17 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_integer(const KernelCreateContext& c
     return make_kernel<ConvIntegerKernel>(std::move(a));
 }
 
+// QLinearConv, and com.dsinfer QLinearConvAdd (add_ true): QLinearConv's inputs, then Z (9), its
+// scale (10) and zero point (11, optional), the output's scale (12) and zero point (13,
+// optional): com.microsoft QLinearAdd(y, Z) with y's scale and zero point as A's, computed per
+// element from y's value as QLinearConv gives it (ops/qlinear.hpp, as the QLinearAdd kernels:
+// bitwise the unfused pair). Z has y's shape and type; the output may take Z's block (each
+// element of Z is read just before the same element of the output is written).
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 class QLinearConvKernel final : public Kernel {
 public:
-    explicit QLinearConvKernel(ConvAttrs a) : a_(std::move(a)) {}
+    explicit QLinearConvKernel(ConvAttrs a, bool add = false) : a_(std::move(a)), add_(add) {}
 
     Status prepare(PrepareContext& ctx) const override {
         const Tensor& x = ctx.input(0);
@@ -925,6 +934,26 @@ public:
                                      "], got ", dtype_name(bias.dtype()), " ",
                                      bias.shape().to_string());
         }
+        if (add_) {
+            const Tensor& z = ctx.input(9);
+            if (st != DType::f32)
+                return Status::error(ErrorCode::invalid_argument,
+                                     "QLinearConvAdd: scales must be float32, got ", dtype_name(st));
+            if (z.dtype() != out || !(z.shape() == g.out_shape))
+                return Status::error(ErrorCode::invalid_argument, "QLinearConvAdd: input 'Z' (",
+                                     dtype_name(z.dtype()), " ", z.shape().to_string(),
+                                     ") must have the output's type and shape (",
+                                     dtype_name(out), " ", g.out_shape.to_string(), ")");
+            for (const auto& [i, name] : {std::pair{10, "z_scale"}, std::pair{12, "c_scale"}}) {
+                DSINFER_RETURN_IF_ERROR(check_scale_input(ctx, i, DType::f32, name));
+                DSINFER_RETURN_IF_ERROR(check_one(ctx.input(i), name));
+            }
+            for (const auto& [i, name] :
+                 {std::pair{11, "z_zero_point"}, std::pair{13, "c_zero_point"}}) {
+                DSINFER_RETURN_IF_ERROR(check_zero_point(ctx, i, out, name));
+                if (ctx.has_input(i)) DSINFER_RETURN_IF_ERROR(check_one(ctx.input(i), name));
+            }
+        }
         ctx.set_output(0, out, g.out_shape);
         return Status::ok();
     }
@@ -932,6 +961,11 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         const TensorView& w = ctx.input(3);
+        QLinearBinary addp;
+        if (add_)  // A: y as QLinearConv writes it (y_scale, y_zero_point)
+            addp = qlinear_add_params(qlinear_scale(ctx, 6), qlinear_scale(ctx, 10),
+                                      qlinear_scale(ctx, 12), qlinear_zero(ctx, 7),
+                                      qlinear_zero(ctx, 11), qlinear_zero(ctx, 13));
         auto gs = make_conv_geom(a_, x.shape, w.shape);
         if (!gs.is_ok()) return gs.status();
         const QConvGeom& g = gs.value();
@@ -954,6 +988,7 @@ public:
             return dispatch_types(w.dtype, Int8Types{}, [&]<class W>() -> Status {
                 return dispatch_types(y.dtype, Int8Types{}, [&]<class Q>() -> Status {
                     Q* yp = y.data<Q>();
+                    const Q* zp = add_ ? ctx.input(9).data<Q>() : nullptr;
                     conv_int<X, W>(
                         g, x.data<X>(), w.data<W>(), xz, static_cast<const W*>(wz), wz_pc,
                         [&](std::int64_t o, std::int64_t m, std::int64_t acc) {
@@ -961,10 +996,17 @@ public:
                             const double sw = read_element_as_double(ws, st, ws_pc ? m : 0);
                             if (st == DType::f32) {  // the fast kernels' order (ops/quantize.hpp)
                                 // The s32 sum with the bias (wrapping, as the INT8 GEMM's).
-                                yp[o] = requantize_product<Q>(
+                                const Q q = requantize_product<Q>(
                                     static_cast<std::int32_t>(acc), static_cast<float>(xs),
                                     static_cast<float>(sw), nullptr, static_cast<float>(ys),
                                     static_cast<std::int32_t>(yz));
+                                if (zp == nullptr) {
+                                    yp[o] = q;
+                                    return;
+                                }
+                                // QLinearAdd(q, Z[o]), as the reference QLinearAdd.
+                                const float v = qlinear_add_value(q, zp[o], addp);
+                                yp[o] = qlinear_requantize<Q>(v, addp.zc);
                                 return;
                             }
                             const double mult = requant_multiplier(st, xs, sw, ys);
@@ -978,7 +1020,9 @@ public:
 
 private:
     ConvAttrs a_;
+    bool add_;
 };
+#pragma GCC pop_options
 
 StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv(const KernelCreateContext& ctx) {
     DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 7));
@@ -987,6 +1031,22 @@ StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv(const KernelCreateContext& c
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 4, "w_scale"));
     DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 6, "y_scale"));
     return make_kernel<QLinearConvKernel>(std::move(a));
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv_add(const KernelCreateContext& ctx) {
+    DSINFER_RETURN_IF_ERROR(require_inputs(ctx, 7));
+    DSINFER_CHECK(ctx.num_inputs() >= 13 && ctx.num_inputs() <= 14 && ctx.has_input(9) &&
+                      ctx.has_input(10) && ctx.has_input(12),
+                  ErrorCode::invalid_model,
+                  "QLinearConvAdd takes QLinearConv's inputs, then Z, z_scale, z_zero_point?, "
+                  "c_scale, c_zero_point? (13 or 14 inputs), got ", ctx.num_inputs());
+    DSINFER_ASSIGN_OR_RETURN(ConvAttrs a, parse_conv_attrs(ctx, false, /*w_input=*/3));
+    DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 1, "x_scale"));
+    DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 4, "w_scale"));
+    DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 6, "y_scale"));
+    DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 10, "z_scale"));
+    DSINFER_RETURN_IF_ERROR(check_scale_constant(ctx, 12, "c_scale"));
+    return make_kernel<QLinearConvKernel>(std::move(a), true);
 }
 
 // ---- dequantizing integer matmul: DynamicQuantizeMatMul, MatMulIntegerToFloat (com.dsinfer) -
@@ -1247,6 +1307,7 @@ void register_quant_kernels(KernelRegistry& r) {
     r.add({"QLinearConv", "", 10, kMaxOpset, DeviceKind::cpu}, &make_qlinear_conv);
     r.add({"DynamicQuantizeConv", kDsinferDomain, 1, 1, DeviceKind::cpu},
           &make_dynamic_quantize_conv);
+    r.add({"QLinearConvAdd", kDsinferDomain, 1, 1, DeviceKind::cpu}, &make_qlinear_conv_add);
     // com.microsoft (ONNX Runtime's contrib ops of the same inputs and semantics): one kernel.
     for (const char* domain : {kDsinferDomain, "com.microsoft"}) {
         r.add({"DynamicQuantizeMatMul", domain, 1, 1, DeviceKind::cpu},
