@@ -2,12 +2,17 @@
 // NCHW) against dsinfer's f32 NCHW convolution (conv_gemm_nchw, the "cpu" backend's im2col +
 // packed GEMM) on the same shapes, in the same run: ResNet-50's convolutions (1x1 256 -> 64 and
 // 64 -> 256 at 56x56, 3x3 64 -> 64 at 56x56, 3x3 stride-2 128 -> 128 from 56x56 to 28x28, 1x1
-// 2048 -> 512 at 7x7) at batch 1 and 8, and a 3x3 32 -> 32 convolution of a 1024x1024 image.
+// 2048 -> 512 at 7x7, the 7x7 stride-2 stem 3 -> 64 from 224x224) at batch 1 and 8, and a 3x3
+// 32 -> 32 convolution of a 1024x1024 image.
 // Weights are packed once outside the timing; each run gets its workspace, as the engine runs it.
 //
 // Args: n, c, hw, m, k (kernel edge), stride, impl, threads. impl 0 = qconv requantized to u8
 // (QLinearConv: per-channel scales, int32 bias); 1 = qconv s32 (ConvInteger); 2 = conv_gemm_nchw
-// f32 (the FP32 baseline, bias, no activation). Pads are k / 2. The GOPS counter counts 2
+// f32 (the FP32 baseline, bias, no activation); 3 = impl 0 channels last (x and y NHWC, as a QDQ
+// ResNet runs after layout negotiation); 4 = impl 3 plus an 8-bit residual added in the store,
+// in place on the residual (com.dsinfer QLinearConvAdd: a ResNet block's 1x1 expansion and its
+// join; 4 against 3 is what the fused add costs, against the separate QLinearAdd of
+// bench_qlinear's BM_QLinearAdd). Pads are k / 2. The GOPS counter counts 2
 // operations per multiply-add. Compare rows of one run, with interleaved repetitions and
 // medians, e.g.
 //   bench_qconv --benchmark_filter='threads:2' --benchmark_repetitions=3
@@ -15,6 +20,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,7 +47,7 @@ void BM_Qconv(benchmark::State& state) {
     const int64_t k = state.range(4), stride = state.range(5), impl = state.range(6);
     d::ThreadBudget budget(static_cast<int>(state.range(7)));
     const int64_t pad = k / 2, out = (hw + 2 * pad - k) / stride + 1;
-    if (impl <= 1) {
+    if (impl != 2) {
         d::QConvShape s;
         s.batch = n;
         s.c = c;
@@ -51,6 +57,8 @@ void BM_Qconv(benchmark::State& state) {
         s.sh = s.sw = stride;
         s.pt = s.pl = pad;
         s.oh = s.ow = out;
+        s.x_nhwc = s.y_nhwc = s.r_nhwc = impl >= 3;
+        const bool requantized = impl != 1;
         const auto x = bytes(n * c * hw * hw, 1);
         const auto w = bytes(m * c * k * k, 2);
         const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s);
@@ -58,17 +66,24 @@ void BM_Qconv(benchmark::State& state) {
         std::vector<std::int32_t> bias(static_cast<std::size_t>(m), 1000);
         d::QGemmParams p;
         p.a_zero = 128;
-        p.out = impl == 0 ? d::QGemmOutput::u8 : d::QGemmOutput::s32;
+        p.out = requantized ? d::QGemmOutput::u8 : d::QGemmOutput::s32;
         p.a_scale = 0.02f;
         p.b_scales = scales.data();
-        p.bias_s32 = impl == 0 ? bias.data() : nullptr;
+        p.bias_s32 = requantized ? bias.data() : nullptr;
         p.y_scale = 0.5f;
         p.y_zero = 128;
         std::vector<std::int32_t> y(static_cast<std::size_t>(n * m * out * out));
+        if (impl == 4) {
+            // The residual, updated in place each run (its values drift; the work does not).
+            const auto r = bytes(n * m * out * out, 4);
+            std::memcpy(y.data(), r.data(), r.size());
+            p.residual = y.data();
+            p.add = d::qlinear_add_params(p.y_scale, 0.4f, 0.6f, p.y_zero, 120, 125);
+        }
         std::vector<unsigned char> ws(d::qconv_workspace_bytes(
-            s, packed, impl == 0 ? 1 : 4, d::max_threads()));
-        state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
-                       (impl == 0 ? " u8" : " s32"));
+            s, packed, requantized ? 1 : 4, d::max_threads()));
+        const char* what[] = {" u8", " s32", "", " u8 nhwc", " u8 nhwc + residual"};
+        state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) + what[impl]);
         for (auto _ : state) {
             d::qconv(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
             benchmark::ClobberMemory();
@@ -105,11 +120,18 @@ template <int64_t Threads>
 void shapes(benchmark::internal::Benchmark* b) {
     // c, hw, m, k, stride
     const int64_t conv[][5] = {{256, 56, 64, 1, 1}, {64, 56, 64, 3, 1},  {64, 56, 256, 1, 1},
-                               {128, 56, 128, 3, 2}, {2048, 7, 512, 1, 1}};
+                               {128, 56, 128, 3, 2}, {2048, 7, 512, 1, 1}, {3, 224, 64, 7, 2}};
     for (int64_t n : {1, 8})
         for (const auto& s : conv)
             for (int64_t impl : {0, 1, 2}) b->Args({n, s[0], s[1], s[2], s[3], s[4], impl, Threads});
     for (int64_t impl : {0, 2}) b->Args({1, 32, 1024, 32, 3, 1, impl, Threads});
+    // The block joins of ResNet-50 (1x1 expansions with the residual add): 64 -> 256 at 56x56,
+    // 512 -> 2048 at 7x7.
+    for (int64_t n : {1, 8})
+        for (int64_t impl : {3, 4}) {
+            b->Args({n, 64, 56, 256, 1, 1, impl, Threads});
+            b->Args({n, 512, 7, 2048, 1, 1, impl, Threads});
+        }
 }
 
 BENCHMARK(BM_Qconv)

@@ -155,6 +155,23 @@ void quantize_to_nhwc(const float* x, int64_t c, int64_t lds, int64_t pix,
     }
 }
 
+/// n bytes from src to d for the short runs of im2col (a 7x7 window row of 3 channels is 21
+/// bytes): two overlapping fixed-size moves instead of a call to memcpy for each.
+inline void copy_run(std::uint8_t* d, const std::uint8_t* src, std::size_t n) noexcept {
+    if (n >= 16 && n <= 32) {
+        std::memcpy(d, src, 16);
+        std::memcpy(d + n - 16, src + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        std::memcpy(d, src, 8);
+        std::memcpy(d + n - 8, src + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        std::memcpy(d, src, 4);
+        std::memcpy(d + n - 4, src + n - 4, 4);
+    } else {
+        std::memcpy(d, src, n);
+    }
+}
+
 /// im2col rows [(r1 - r0) * ow, kh * kw * cg] of output rows [r0, r1), group g, from the NHWC
 /// rows [iy0, ...) of the image (pads: `pad`). kCg > 0: cg known at compile time (the copies
 /// of the common channel counts inline).
@@ -177,7 +194,7 @@ void im2col_rows_as(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, 
                 const bool row_in = iy >= 0 && iy < s.h;
                 const std::uint8_t* src = row_in ? nhwc + (iy - iy0) * s.w * s.c + g * cg : nhwc;
                 if (row_in && cols_in) {
-                    std::memcpy(d, src + ix0 * s.c, run_bytes);
+                    copy_run(d, src + ix0 * s.c, run_bytes);
                     d += run_bytes;
                     continue;
                 }

@@ -74,7 +74,8 @@ Tensor positive_f32(int64_t n, std::uint32_t seed, float lo, float hi) {
 }
 
 struct Ran {
-    std::vector<NamedTensor> out;
+    std::vector<NamedTensor> out;    ///< the second run's: on the planned arena, in place
+    std::vector<NamedTensor> first;  ///< the first run's (it records the plan)
     std::vector<std::string> ops, providers;
     int blocked = 0;  ///< nodes with a negotiated layout (blocked_layout_nodes)
 };
@@ -93,6 +94,7 @@ Ran run(const Graph& g, const std::vector<NamedTensor>& feeds, std::vector<std::
         r.providers.push_back(e.node_providers()[i]);
     }
     r.blocked = e.blocked_layout_nodes();
+    r.first = e.run(feeds);
     r.out = e.run(feeds);
     return r;
 }
@@ -739,6 +741,9 @@ struct ConvAddCase {
     bool conv_first = true;   ///< Add(conv, residual) or Add(residual, conv)
     bool relu = false;        ///< a Relu the output Q makes a no-op (cz = 0)
     bool other_reader = false;  ///< the conv's output also read by a MaxPool: must not fuse
+    /// Z straight from a QuantizeLinear (row-major) while y is channels last: y takes Z's
+    /// block, so the kernel reads Z from a copy.
+    bool z_from_quantize = false;
 };
 
 /// x -> 1x1 Conv -> Conv -> Q/DQ -> Add(.., residual x2 -> 1x1 Conv) [-> Relu] -> Q -> 1x1 Conv:
@@ -759,7 +764,7 @@ Graph conv_add_graph(const ConvAddCase& t) {
     };
     const ValueId xp = b.qdq(conv(b.qdq(x, 0.04f, t.xz), 0.04f, t.c, t.c, 1), 0.05f, t.xz);
     // With another reader of y, Z is x2 itself (a conv's output there would fuse instead).
-    const ValueId rp = t.other_reader
+    const ValueId rp = t.other_reader || t.z_from_quantize
                            ? b.qdq(x2, t.rs, t.rz)
                            : b.qdq(conv(b.qdq(x2, 0.03f, 128), 0.03f, t.m, t.m, 1), t.rs, t.rz);
     const ValueId yd = b.qdq(conv(xp, 0.05f, t.c, t.m, t.k), t.ys, t.yz);
@@ -795,10 +800,14 @@ void check_conv_add(const ConvAddCase& t) {
                 if (backends.empty() && fused == 1)
                     CHECK(count_op(r, "QLinearConvAdd", "cpu") == 1);
                 if (backends.empty() && level == 3 && fused == 1)
-                    CHECK(r.blocked == 4);  // the three 1x1 QLinearConvs and the fused op
+                    // The 1x1 QLinearConvs (three, or two where Z comes from a QuantizeLinear)
+                    // and the fused op.
+                    CHECK(r.blocked == (t.z_from_quantize ? 3 : 4));
                 REQUIRE(r.out.size() == want.out.size());
-                for (std::size_t o = 0; o < want.out.size(); ++o)
+                for (std::size_t o = 0; o < want.out.size(); ++o) {
+                    require_bitwise(r.first[o].tensor, want.out[o].tensor);
                     require_bitwise(r.out[o].tensor, want.out[o].tensor);
+                }
             }
 }
 
@@ -841,6 +850,15 @@ TEST_CASE("qdq: QLinearConv -> QLinearAdd fuses into QLinearConvAdd, bitwise the
         t.k = 1;
         t.conv_first = false;
         check_conv_add(t);
+    }
+    SECTION("Z row-major, y channels last in Z's block: Z read from a copy") {
+        for (int64_t k : {1, 3}) {
+            ConvAddCase t;
+            t.batch = 2;
+            t.k = k;
+            t.z_from_quantize = true;
+            check_conv_add(t);
+        }
     }
     SECTION("the conv's output read by another node: not fused") {
         ConvAddCase t;
