@@ -851,9 +851,9 @@ public:
                     return Status(ErrorCode::invalid_argument, "Clip bound is empty");
                 float v = 0.f;
                 switch (b.dtype) {
-                    case DType::f32: v = *b.data<float>(); break;
-                    case DType::f16: v = static_cast<float>(*b.data<float16>()); break;
-                    case DType::bf16: v = static_cast<float>(*b.data<bfloat16>()); break;
+                    case DType::f32: v = *b.data_unchecked<float>(); break;
+                    case DType::f16: v = static_cast<float>(*b.data_unchecked<float16>()); break;
+                    case DType::bf16: v = static_cast<float>(*b.data_unchecked<bfloat16>()); break;
                     default: return unsupported_dtype(b.dtype);
                 }
                 (i == 1 ? lo : hi) = v;

@@ -94,15 +94,15 @@ std::vector<float> to_float_vector(const Tensor& t) {
     std::vector<float> v(static_cast<std::size_t>(t.num_elements()));
     for (std::int64_t i = 0; i < t.num_elements(); ++i) {
         switch (t.dtype()) {
-            case DType::f32: v[static_cast<std::size_t>(i)] = t.data<float>()[i]; break;
+            case DType::f32: v[static_cast<std::size_t>(i)] = t.data_unchecked<float>()[i]; break;
             case DType::f16:
-                v[static_cast<std::size_t>(i)] = static_cast<float>(t.data<float16>()[i]);
+                v[static_cast<std::size_t>(i)] = static_cast<float>(t.data_unchecked<float16>()[i]);
                 break;
             case DType::bf16:
-                v[static_cast<std::size_t>(i)] = static_cast<float>(t.data<bfloat16>()[i]);
+                v[static_cast<std::size_t>(i)] = static_cast<float>(t.data_unchecked<bfloat16>()[i]);
                 break;
             case DType::f64:
-                v[static_cast<std::size_t>(i)] = static_cast<float>(t.data<double>()[i]);
+                v[static_cast<std::size_t>(i)] = static_cast<float>(t.data_unchecked<double>()[i]);
                 break;
             default: v[static_cast<std::size_t>(i)] = 0.f; break;
         }

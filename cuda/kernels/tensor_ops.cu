@@ -67,8 +67,8 @@ constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 
 /// Element i of a host int32/int64 tensor (callers check the dtype first).
 inline std::int64_t host_int(const TensorView& v, std::int64_t i) noexcept {
-    return v.dtype == DType::i32 ? static_cast<std::int64_t>(v.data<std::int32_t>()[i])
-                                 : v.data<std::int64_t>()[i];
+    return v.dtype == DType::i32 ? static_cast<std::int64_t>(v.data_unchecked<std::int32_t>()[i])
+                                 : v.data_unchecked<std::int64_t>()[i];
 }
 
 inline bool is_index_type(DType t) noexcept { return t == DType::i32 || t == DType::i64; }

@@ -9,6 +9,8 @@
 // Usage:
 //   static_assert(dsinfer::dtype_size(dsinfer::DType::f16) == 2);
 //   dsinfer::DType t = dsinfer::dtype_of<float>();          // DType::f32
+//   static_assert(dsinfer::dtype_of<long long>() == dsinfer::DType::i64);
+//   // dsinfer::dtype_of<char>() or <long double>: compile error listing the element types
 //   float x = static_cast<float>(dsinfer::float16(1.5f));   // 1.5f
 #pragma once
 
@@ -19,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace dsinfer {
 
@@ -217,23 +220,60 @@ constexpr std::string_view onnx_dtype_name(int v) noexcept {
     }
 }
 
-/// C++ type -> DType.
+namespace detail {
+template <class U>
+inline constexpr bool is_character_v =
+    std::is_same_v<U, char> || std::is_same_v<U, wchar_t> || std::is_same_v<U, char8_t> ||
+    std::is_same_v<U, char16_t> || std::is_same_v<U, char32_t>;
+
+/// The DType of the cv-unqualified type U as an int; -1 when U is not a tensor element type.
+template <class U>
+constexpr int element_dtype() noexcept {
+    if constexpr (std::is_same_v<U, float>) return static_cast<int>(DType::f32);
+    else if constexpr (std::is_same_v<U, double>) return static_cast<int>(DType::f64);
+    else if constexpr (std::is_same_v<U, float16>) return static_cast<int>(DType::f16);
+    else if constexpr (std::is_same_v<U, bfloat16>) return static_cast<int>(DType::bf16);
+    else if constexpr (std::is_same_v<U, bool>) return static_cast<int>(DType::boolean);
+    else if constexpr (std::is_same_v<U, std::string>) return static_cast<int>(DType::string);
+    else if constexpr (std::is_integral_v<U> && !is_character_v<U>) {
+        // By size and signedness, so that every spelling of a 64-bit integer is i64/u64: on
+        // LP64 Linux std::int64_t is `long` and `long long` is a distinct type of the same size.
+        constexpr bool s = std::is_signed_v<U>;
+        switch (sizeof(U)) {
+            case 1: return static_cast<int>(s ? DType::i8 : DType::u8);
+            case 2: return static_cast<int>(s ? DType::i16 : DType::u16);
+            case 4: return static_cast<int>(s ? DType::i32 : DType::u32);
+            case 8: return static_cast<int>(s ? DType::i64 : DType::u64);
+            default: return -1;  // __int128 and the like
+        }
+    } else {
+        return -1;
+    }
+}
+}  // namespace detail
+
+/// True for the C++ types a tensor holds (cv-qualifiers ignored): float, double, float16,
+/// bfloat16, bool, std::string and the signed and unsigned integers of 1, 2, 4 and 8 bytes
+/// (std::int8_t ... std::uint64_t; `long long` and `unsigned long long` are int64/uint64 too).
+/// Character types (char, wchar_t, char8_t, char16_t, char32_t) are not: their signedness or
+/// meaning is ambiguous, so write std::int8_t or std::uint8_t.
 template <class T>
-constexpr DType dtype_of() noexcept;
-template <> constexpr DType dtype_of<float>() noexcept { return DType::f32; }
-template <> constexpr DType dtype_of<float16>() noexcept { return DType::f16; }
-template <> constexpr DType dtype_of<bfloat16>() noexcept { return DType::bf16; }
-template <> constexpr DType dtype_of<double>() noexcept { return DType::f64; }
-template <> constexpr DType dtype_of<std::int8_t>() noexcept { return DType::i8; }
-template <> constexpr DType dtype_of<std::uint8_t>() noexcept { return DType::u8; }
-template <> constexpr DType dtype_of<std::int16_t>() noexcept { return DType::i16; }
-template <> constexpr DType dtype_of<std::uint16_t>() noexcept { return DType::u16; }
-template <> constexpr DType dtype_of<std::int32_t>() noexcept { return DType::i32; }
-template <> constexpr DType dtype_of<std::uint32_t>() noexcept { return DType::u32; }
-template <> constexpr DType dtype_of<std::int64_t>() noexcept { return DType::i64; }
-template <> constexpr DType dtype_of<std::uint64_t>() noexcept { return DType::u64; }
-template <> constexpr DType dtype_of<bool>() noexcept { return DType::boolean; }
-template <> constexpr DType dtype_of<std::string>() noexcept { return DType::string; }
+inline constexpr bool is_tensor_element_v = detail::element_dtype<std::remove_cv_t<T>>() >= 0;
+
+/// C++ type -> DType, at compile time. Any other type (long double, pointers, char, structs,
+/// std::complex) is a compile error naming the types that are accepted.
+template <class T>
+constexpr DType dtype_of() noexcept {
+    static_assert(is_tensor_element_v<T>,
+                  "dsinfer: T is not a tensor element type; use float, double, dsinfer::float16, "
+                  "dsinfer::bfloat16, std::int8_t, std::uint8_t, std::int16_t, std::uint16_t, "
+                  "std::int32_t, std::uint32_t, std::int64_t (or long long), std::uint64_t, "
+                  "bool or std::string (for char data use std::int8_t or std::uint8_t)");
+    return static_cast<DType>(detail::element_dtype<std::remove_cv_t<T>>());
+}
+static_assert(dtype_of<long long>() == DType::i64 && dtype_of<std::int64_t>() == DType::i64);
+static_assert(dtype_of<unsigned long long>() == DType::u64 && dtype_of<const float>() == DType::f32);
+static_assert(dtype_of<std::int8_t>() == DType::i8 && dtype_of<std::uint8_t>() == DType::u8);
 
 /// A small set of DTypes (bit set), used by kernel keys.
 class DTypeSet {

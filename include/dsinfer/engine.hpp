@@ -19,10 +19,11 @@
 // engine in the dsinfer::serving target: dsinfer/serving.hpp.
 //
 // Usage:
-//   auto engine = dsinfer::InferenceEngine::load("model.onnx");
+//   auto engine = dsinfer::InferenceEngine::load("models/digits/digits.onnx");
+//   std::vector<float> pixels(64);  // one 8x8 image
 //   auto x = dsinfer::Tensor::from_vector<float>({1, 64}, pixels);
-//   std::vector<dsinfer::NamedTensor> out = engine.run({{"input", x}});
-//   const float* logits = out[0].tensor.data<float>();
+//   dsinfer::NamedTensors out = engine.run({{"pixels", x}});
+//   const float* probs = out.get("probabilities").data<float>();  // checked: float32
 #pragma once
 
 #include <chrono>
@@ -49,7 +50,6 @@ namespace dsinfer {
 class MemoryPool;  // dsinfer/memory_pool.hpp
 class KernelRegistry;  // dsinfer/kernel_registry.hpp
 
-/// Options for InferenceEngine::load / compile. Every field has a safe default.
 /// Arithmetic precision of an engine (EngineOptions::precision).
 enum class Precision : std::uint8_t {
     fp32,  ///< float32 everywhere (the model as exported)
@@ -82,6 +82,7 @@ enum class AlgoSearch : std::uint8_t {
     measure,
 };
 
+/// Options for InferenceEngine::load / compile. Every field has a safe default.
 struct EngineOptions {
     /// Where the model runs: "cpu" (default), "cuda" (device 0) or "cuda:N". On a CUDA device,
     /// every node the CUDA backend supports runs there and the rest run on the CPU backends
@@ -166,7 +167,6 @@ struct EngineOptions {
     ModelLimits limits;
 };
 
-/// The activation memory plan of one input-shape class (liveness-planned arena).
 /// Where the nodes of a GPU engine run, and what crossed between host and device.
 struct NodePlacement {
     std::string device = "cpu";           ///< "cpu" or "cuda:N (<name>)"
@@ -178,6 +178,7 @@ struct NodePlacement {
     std::uint64_t graph_replays = 0;         ///< runs executed by replaying a captured CUDA graph
 };
 
+/// The activation memory plan of one input-shape class (liveness-planned arena).
 struct MemoryPlanStats {
     std::uint64_t planned_peak_bytes = 0;  ///< arena size: all planned intermediates + workspaces
     std::uint64_t lower_bound_bytes = 0;   ///< largest sum of simultaneously live bytes
@@ -218,7 +219,6 @@ DSINFER_API const char* cpu_kernel_isa() noexcept;
 /// oneDNN, else {"cpu"}.
 DSINFER_API std::vector<std::string> default_backends();
 
-/// Per-call options of run().
 /// Sees values as a run computes them (calibration, debugging): RunOptions::observer.
 class ValueObserver {
 public:
@@ -235,6 +235,7 @@ public:
     virtual bool any_layout() const noexcept { return false; }
 };
 
+/// Per-call options of run().
 struct RunOptions {
     /// Absolute deadline; exceeding it ends the run with deadline_exceeded (checked between
     /// nodes and inside Loop/Scan iterations).
@@ -268,13 +269,14 @@ public:
     ~InferenceEngine();
 
     /// Runs the model. `inputs` must name every graph input exactly once (no unknown names).
-    /// Returns the graph outputs in declaration order. Thread-safe; throws dsinfer::Error.
-    std::vector<NamedTensor> run(const std::vector<NamedTensor>& inputs,
-                                 const RunOptions& options = {}) const;
+    /// Returns the graph outputs in declaration order, also addressable by name
+    /// (NamedTensors::get("logits") / find). Thread-safe; throws dsinfer::Error.
+    NamedTensors run(const std::vector<NamedTensor>& inputs, const RunOptions& options = {}) const;
     /// Like run(), but returns a Status instead of throwing.
     Status try_run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>& outputs,
                    const RunOptions& options = {}) const noexcept;
-    /// The outputs of run().
+    /// The outputs of try_run() and of the serving futures, a plain vector; run() returns
+    /// NamedTensors, a std::vector<NamedTensor> that also finds an output by name.
     using Outputs = std::vector<NamedTensor>;
     /// run()'s input checks alone (names, element types, ranks, dims, symbols bound
     /// consistently): invalid_argument naming the input, else ok with the inputs, in the order

@@ -10,15 +10,21 @@
 //   dsinfer::Shape s{2, 3, 4};
 //   auto n = s.num_elements();          // 24
 //   auto checked = dsinfer::Shape::make({1LL << 40, 1LL << 40});  // error: overflow
+//   std::vector<int> dims{1, 64};
+//   dsinfer::Shape t = dsinfer::Shape::from(dims);   // throws dsinfer::Error on bad dims
+//   // Shape{1, 2, 3, 4, 5, 6, 7, 8, 9} throws: rank 9 exceeds the maximum rank 8
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <ostream>
+#include <iterator>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dsinfer/status.hpp"
@@ -32,13 +38,20 @@ inline constexpr int kMaxRank = 8;
 class Shape {
 public:
     constexpr Shape() noexcept = default;
-    /// Unchecked constructor for trusted dims (asserts rank in debug builds via make()).
-    Shape(std::initializer_list<std::int64_t> dims) noexcept {
-        for (auto d : dims) {
-            if (rank_ < kMaxRank) dims_[rank_++] = d;
-        }
+    /// Dims written in the code (`Shape{2, 3}`). Throws dsinfer::Error invalid_argument past
+    /// kMaxRank dims ("rank 9 exceeds the maximum rank 8") rather than truncating. The values
+    /// are not checked here: a negative dim is refused where a tensor is created
+    /// (Tensor::allocate/empty). For dims that come from data, use Shape::from (throws) or
+    /// Shape::make (StatusOr), which check every dim.
+    Shape(std::initializer_list<std::int64_t> dims) {
+        if (dims.size() > static_cast<std::size_t>(kMaxRank))
+            throw Error(ErrorCode::invalid_argument, "rank " + std::to_string(dims.size()) +
+                                                         " exceeds the maximum rank " +
+                                                         std::to_string(kMaxRank));
+        for (auto d : dims) dims_[static_cast<std::size_t>(rank_++)] = d;
     }
-    /// Checked construction from untrusted dims: rank, negative dims, element-count overflow.
+    /// Checked construction from untrusted dims: rank (unsupported past kMaxRank), negative
+    /// dims and element-count overflow (invalid_argument).
     static StatusOr<Shape> make(std::span<const std::int64_t> dims) {
         if (dims.size() > static_cast<std::size_t>(kMaxRank))
             return Status::error(ErrorCode::unsupported, "rank ", dims.size(),
@@ -46,17 +59,63 @@ public:
         Shape s;
         std::int64_t n = 1;
         for (auto d : dims) {
-            if (d < 0) return Status::error(ErrorCode::invalid_argument, "negative dimension ", d);
+            if (d < 0)
+                return Status::error(ErrorCode::invalid_argument, "negative dimension ", d,
+                                     " at axis ", s.rank_);
             if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
                 return Status::error(ErrorCode::invalid_argument,
                                      "element count overflows int64");
             n *= d;
-            s.dims_[s.rank_++] = d;
+            s.dims_[static_cast<std::size_t>(s.rank_++)] = d;
         }
         return s;
     }
     static StatusOr<Shape> make(std::initializer_list<std::int64_t> dims) {
         return make(std::span<const std::int64_t>(dims.begin(), dims.size()));
+    }
+    /// Checked construction from any range of integers: std::vector<int>,
+    /// std::vector<std::int64_t>, std::array, std::span, ... Throws dsinfer::Error
+    /// invalid_argument for a rank above kMaxRank, a negative dim (named with its axis), a
+    /// dim that does not fit int64, or an element count that overflows int64.
+    template <class R>
+    static Shape from(const R& range) {
+        using V = std::remove_cvref_t<decltype(*std::begin(range))>;
+        static_assert(std::is_integral_v<V> && !std::is_same_v<V, bool>,
+                      "dsinfer: Shape::from needs a range of integers (std::vector<int>, "
+                      "std::vector<std::int64_t>, std::array, std::span, ...)");
+        Shape s;
+        std::size_t rank = 0;
+        for (const auto& v : range) {
+            const V d = v;
+            const std::size_t axis = rank++;
+            if (axis >= static_cast<std::size_t>(kMaxRank)) continue;  // counted for the message
+            if constexpr (std::is_signed_v<V>) {
+                if (d < 0)
+                    throw Error(ErrorCode::invalid_argument,
+                                "negative dimension " + std::to_string(d) + " at axis " +
+                                    std::to_string(axis));
+            }
+            if (static_cast<std::uint64_t>(d) >
+                static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                throw Error(ErrorCode::invalid_argument,
+                            "dimension " + std::to_string(d) + " at axis " +
+                                std::to_string(axis) + " does not fit int64");
+            s.dims_[axis] = static_cast<std::int64_t>(d);
+        }
+        if (rank > static_cast<std::size_t>(kMaxRank))
+            throw Error(ErrorCode::invalid_argument, "rank " + std::to_string(rank) +
+                                                         " exceeds the maximum rank " +
+                                                         std::to_string(kMaxRank));
+        s.rank_ = static_cast<int>(rank);
+        std::int64_t n = 1;
+        for (int i = 0; i < s.rank_; ++i) {
+            const std::int64_t d = s.dims_[static_cast<std::size_t>(i)];
+            if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+                throw Error(ErrorCode::invalid_argument,
+                            "the element count of shape " + s.to_string() + " overflows int64");
+            n *= d;
+        }
+        return s;
     }
 
     constexpr int num_dims() const noexcept { return rank_; }

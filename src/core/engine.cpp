@@ -431,9 +431,9 @@ Status InferenceEngine::try_run(const std::vector<NamedTensor>& inputs,
     return st;
 }
 
-std::vector<NamedTensor> InferenceEngine::run(const std::vector<NamedTensor>& inputs,
-                                              const RunOptions& options) const {
-    std::vector<NamedTensor> outputs;
+NamedTensors InferenceEngine::run(const std::vector<NamedTensor>& inputs,
+                                  const RunOptions& options) const {
+    NamedTensors outputs;
     throw_if_error(try_run(inputs, outputs, options));
     return outputs;
 }

@@ -258,7 +258,7 @@ inline StatusOr<Tensor> copy_to(const Tensor& t, Allocator& alloc) {
     DSINFER_ASSIGN_OR_RETURN(Tensor c, Tensor::allocate(t.dtype(), t.shape(), alloc));
     if (t.dtype() == DType::string) {
         for (std::int64_t i = 0; i < t.num_elements(); ++i)
-            c.data<std::string>()[i] = t.data<std::string>()[i];
+            c.data_unchecked<std::string>()[i] = t.data_unchecked<std::string>()[i];
     } else if (t.num_bytes() > 0) {
         std::memcpy(c.raw_data(), t.raw_data(), t.num_bytes());
     }

@@ -910,7 +910,7 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
                                                           Shape{static_cast<std::int64_t>(4 * g.nodes.size())}));
         DSINFER_RETURN_IF_ERROR(dev->rt->memset_async(error_slots.raw_data(), 0, error_slots.num_bytes(), dev->stream));
     }
-    std::int64_t* slots = error_slots.is_null() ? nullptr : error_slots.data<std::int64_t>();
+    std::int64_t* slots = error_slots.is_null() ? nullptr : error_slots.data_unchecked<std::int64_t>();
     DSINFER_RETURN_IF_ERROR(run_nodes(frame, mem, dev, scratch.nodes, control, slots));
     outputs.clear();
     outputs.reserve(g.outputs.size());

@@ -64,7 +64,7 @@ StatusOr<std::shared_ptr<const WinogradWeights>> winograd_form(
             if (!oihw || oihw->raw_data() == nullptr)
                 return Status(ErrorCode::internal, "conv weights gone before their Winograd transform");
             auto w = std::make_shared<const WinogradWeights>(pack_winograd_weights(
-                std::shared_ptr<const float>(oihw, oihw->data<float>()), s));
+                std::shared_ptr<const float>(oihw, oihw->data_unchecked<float>()), s));
             std::uint64_t bytes = 0;
             for (const PackedB& u : w->u) bytes += u.bytes();
             return WeightBuild<WinogradWeights>{w, bytes};

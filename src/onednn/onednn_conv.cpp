@@ -115,7 +115,7 @@ public:
         if (c.winograd || c.gemm) {  // dsinfer's own convolutions on the blocked layouts
             const auto* x = static_cast<const float*>(x_raw);
             const auto* z = static_cast<const float*>(z_raw);
-            const float* b = bias_ ? bias_->data<float>() : nullptr;
+            const float* b = bias_ ? bias_->data_unchecked<float>() : nullptr;
             auto* y = static_cast<float*>(yv.raw);
             const bool done =
                 c.winograd ? conv_winograd_blocked(c.geometry, x, *c.winograd_weights, b, z, y,
@@ -410,7 +410,7 @@ private:
         if ((todo & conv_algo_bit(ConvAlgo::onednn_direct)) != 0) {
             d.weights_md = direct(x, y, true, true, geo, d);
             d_weights.emplace(d.weights_md, cpu_engine());
-            dnnl::memory user(user_md(), cpu_engine(), const_cast<float*>(w->data<float>()));
+            dnnl::memory user(user_md(), cpu_engine(), const_cast<float*>(w->data_unchecked<float>()));
             dnnl::reorder(user, *d_weights).execute(thread_stream(), user, *d_weights);
             thread_stream().wait();
             d.weights = std::shared_ptr<const dnnl::memory>(&*d_weights, [](const dnnl::memory*) {});
@@ -431,7 +431,7 @@ private:
         yv.raw = at(x_bytes + 64);
         yv.shape = y;
         void* ws = at(x_bytes + y_bytes + 128);
-        const float* wp = w->data<float>();
+        const float* wp = w->data_unchecked<float>();
         return measure_conv_algo(
             g, ConvLayout::blocked, candidates, static_cast<int>(threads), [&](ConvAlgo a) {
                 ConvPrim* c = &own;
@@ -459,12 +459,12 @@ private:
         if (gemm_w_) return gemm_w_;
         DSINFER_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> w, packer_.plain(user_md()));
         DSINFER_ASSIGN_OR_RETURN(auto packed, conv_gemm_form(packer_.store(), packer_.source(),
-                                                             w->data<float>(), g));
+                                                             w->data_unchecked<float>(), g));
         gemm_w_ = packed;
         const Shape shape = w_shape_;
         packer_.drop_original([packed, g, shape]() -> StatusOr<Tensor> {
             DSINFER_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(DType::f32, shape));
-            unpack_conv_gemm_weights(*packed, g, t.data<float>());
+            unpack_conv_gemm_weights(*packed, g, t.data_unchecked<float>());
             return t;
         });
         return gemm_w_;

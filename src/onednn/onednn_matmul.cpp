@@ -432,7 +432,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
                 cfg.bias_const = *c;  // shares the graph's buffer: held once
             } else {
                 Tensor scaled = c->clone();
-                float* p = scaled.data<float>();
+                float* p = scaled.data_unchecked<float>();
                 for (int64_t i = 0; i < scaled.num_elements(); ++i) p[i] *= cfg.beta;
                 cfg.bias_const = std::move(scaled);
             }

@@ -108,7 +108,7 @@ private:
         for (auto d : t.shape().dims()) out.add_dims(d);
         if (t.dtype() == DType::string) {
             for (std::int64_t i = 0; i < t.num_elements(); ++i)
-                out.add_string_data(t.data<std::string>()[i]);
+                out.add_string_data(t.data_unchecked<std::string>()[i]);
             return Status::ok();
         }
         DSINFER_CHECK(t.num_bytes() == 0 || t.raw_data() != nullptr, ErrorCode::invalid_argument,

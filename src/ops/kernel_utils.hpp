@@ -172,7 +172,7 @@ inline StatusOr<std::vector<std::int64_t>> read_ints(const Tensor& t, const char
     if (t.dtype() == DType::i64) {
         if (!v.empty()) std::memcpy(v.data(), t.raw_data(), v.size() * sizeof(std::int64_t));
     } else if (t.dtype() == DType::i32) {
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = t.data<std::int32_t>()[i];
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = t.data_unchecked<std::int32_t>()[i];
     } else {
         return Status::error(ErrorCode::invalid_model, what, " must be int32 or int64, got ",
                              dtype_name(t.dtype()));
@@ -187,7 +187,7 @@ inline StatusOr<double> read_scalar(const Tensor& t, const char* what) {
                              t.num_elements());
     double out = 0;
     Status st = dispatch_types(t.dtype(), PodTypes{}, [&]<class T>() {
-        out = static_cast<double>(load(*t.data<T>()));
+        out = static_cast<double>(load(*t.data_unchecked<T>()));
         return Status::ok();
     });
     if (!st.is_ok()) return st;

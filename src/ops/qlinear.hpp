@@ -119,14 +119,14 @@ inline Q qlinear_pool_value(std::int64_t sum, float m, std::int32_t zy) noexcept
 
 /// A run's float32 scale input i (prepare checked: one float32 element).
 inline float qlinear_scale(const RunContext& ctx, int i) noexcept {
-    return *ctx.input(i).data<float>();
+    return *ctx.input(i).data_unchecked<float>();
 }
 
 /// A run's zero point input i (u8 or s8, one element; prepare checked), 0 when omitted.
 inline std::int32_t qlinear_zero(const RunContext& ctx, int i) noexcept {
     if (!ctx.has_input(i)) return 0;
     const TensorView& z = ctx.input(i);
-    return z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+    return z.dtype == DType::i8 ? *z.data_unchecked<std::int8_t>() : *z.data_unchecked<std::uint8_t>();
 }
 
 /// QLinearAdd's (mul = false) or QLinearMul's per-run constants from a run's inputs (A_scale 1,

@@ -88,9 +88,9 @@ inline Status read_axes_view(const TensorView& v, std::array<std::int64_t, kMaxR
     for (int i = 0; i < count; ++i) {
         auto& dst = out[static_cast<std::size_t>(i)];
         if (v.dtype == DType::i64)
-            dst = v.data<std::int64_t>()[i];
+            dst = v.data_unchecked<std::int64_t>()[i];
         else if (v.dtype == DType::i32)
-            dst = v.data<std::int32_t>()[i];
+            dst = v.data_unchecked<std::int32_t>()[i];
         else
             return Status::error(ErrorCode::invalid_argument, "input 'axes' must be int64, got ",
                                  dtype_name(v.dtype));

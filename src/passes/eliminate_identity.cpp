@@ -32,9 +32,9 @@ std::optional<std::vector<std::int64_t>> const_ints(const Graph& g, ValueId v) {
     const Tensor& t = *val.initializer;
     std::vector<std::int64_t> out;
     if (t.dtype() == DType::i64) {
-        for (std::int64_t i = 0; i < t.num_elements(); ++i) out.push_back(t.data<std::int64_t>()[i]);
+        for (std::int64_t i = 0; i < t.num_elements(); ++i) out.push_back(t.data_unchecked<std::int64_t>()[i]);
     } else if (t.dtype() == DType::i32) {
-        for (std::int64_t i = 0; i < t.num_elements(); ++i) out.push_back(t.data<std::int32_t>()[i]);
+        for (std::int64_t i = 0; i < t.num_elements(); ++i) out.push_back(t.data_unchecked<std::int32_t>()[i]);
     } else {
         return std::nullopt;
     }
@@ -179,7 +179,7 @@ private:
         if (opset >= 12 && input(n, 2) != kNoValue) {
             const Value& tm = g_.value(input(n, 2));
             if (!tm.initializer || tm.initializer->dtype() != DType::boolean ||
-                tm.initializer->num_elements() != 1 || *tm.initializer->data<bool>())
+                tm.initializer->num_elements() != 1 || *tm.initializer->data_unchecked<bool>())
                 return false;
         }
         return bypass(ni);

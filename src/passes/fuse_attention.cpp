@@ -63,8 +63,8 @@ std::optional<std::vector<int64_t>> const_ints(const GraphIndex& ix, ValueId v) 
     if (t == nullptr || t->num_dims() > 1) return std::nullopt;
     std::vector<int64_t> out;
     for (int64_t i = 0; i < t->num_elements(); ++i) {
-        if (t->dtype() == DType::i64) out.push_back(t->data<int64_t>()[i]);
-        else if (t->dtype() == DType::i32) out.push_back(t->data<std::int32_t>()[i]);
+        if (t->dtype() == DType::i64) out.push_back(t->data_unchecked<int64_t>()[i]);
+        else if (t->dtype() == DType::i32) out.push_back(t->data_unchecked<std::int32_t>()[i]);
         else return std::nullopt;
     }
     return out;

@@ -73,19 +73,19 @@ public:
             }
             auto eps = bn.attr_or<float>("epsilon", 1e-5f);
             if (!ok || !eps.is_ok()) continue;
-            const float *scale = p[0]->data<float>(), *shift = p[1]->data<float>(),
-                        *mean = p[2]->data<float>(), *var = p[3]->data<float>();
+            const float *scale = p[0]->data_unchecked<float>(), *shift = p[1]->data_unchecked<float>(),
+                        *mean = p[2]->data_unchecked<float>(), *var = p[3]->data_unchecked<float>();
             Tensor w2 = w->clone();
             Tensor b2 = Tensor::zeros(DType::f32, Shape{m});
             const int64_t per = w->num_elements() / m;
-            float* pw = w2.data<float>();
-            float* pb = b2.data<float>();
+            float* pw = w2.data_unchecked<float>();
+            float* pb = b2.data_unchecked<float>();
             for (int64_t c = 0; c < m; ++c) {
                 const double s = static_cast<double>(scale[c]) /
                                  std::sqrt(static_cast<double>(var[c]) + eps.value());
                 for (int64_t i = 0; i < per; ++i)
                     pw[c * per + i] = static_cast<float>(pw[c * per + i] * s);
-                const double b0 = b != nullptr ? b->data<float>()[c] : 0.0;
+                const double b0 = b != nullptr ? b->data_unchecked<float>()[c] : 0.0;
                 pb[c] = static_cast<float>((b0 - mean[c]) * s + shift[c]);
             }
             const std::string base = conv.name.empty() ? bn.name : conv.name;
@@ -157,8 +157,8 @@ public:
                     if (k != nullptr && z == kNoValue) {
                         if (!channel_constant(*k, m, w->num_dims())) break;
                         if (!bias) bias = b != nullptr ? b->clone() : Tensor::zeros(DType::f32, Shape{m});
-                        float* pb = bias->data<float>();
-                        const float* pk = k->data<float>();
+                        float* pb = bias->data_unchecked<float>();
+                        const float* pk = k->data_unchecked<float>();
                         for (int64_t i = 0; i < m; ++i) pb[i] += pk[k->num_elements() == 1 ? 0 : i];
                     } else if (k == nullptr && z == kNoValue &&
                                same_shape(g.value(other).shape, g.value(out).shape) &&

@@ -30,7 +30,7 @@ bool mean_over_last_axis(const GraphIndex& ix, const Node& n, int rank) {
     } else if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
         const Tensor* t = ix.constant(n.inputs[1]);
         if (t == nullptr || t->dtype() != DType::i64) return false;
-        axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
+        axes.assign(t->data_unchecked<int64_t>(), t->data_unchecked<int64_t>() + t->num_elements());
     }
     return axes.size() == 1 && (axes[0] == -1 || (rank > 0 && axes[0] == rank - 1));
 }
@@ -277,23 +277,23 @@ public:
             const Tensor gamma_t = *gamma;
             const Tensor beta_t = beta != nullptr ? *beta : Tensor();
             gamma = nullptr;
-            const float* gp = gamma_t.data<float>();
+            const float* gp = gamma_t.data_unchecked<float>();
             for (int c : ix.consumers(y)) {
                 const Node& n = g.nodes[static_cast<std::size_t>(c)];
                 const Tensor* w = ix.constant(n.inputs[1]);
                 const int64_t nn = w->shape()[1];
                 Tensor w2 = w->clone();
-                float* pw = w2.data<float>();
+                float* pw = w2.data_unchecked<float>();
                 for (int64_t k = 0; k < h; ++k)
                     for (int64_t j = 0; j < nn; ++j) pw[k * nn + j] *= gp[k];
                 std::vector<double> b(static_cast<std::size_t>(nn), 0.0);
                 if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-                    const float* pb = ix.constant(n.inputs[2])->data<float>();
+                    const float* pb = ix.constant(n.inputs[2])->data_unchecked<float>();
                     for (int64_t j = 0; j < nn; ++j) b[static_cast<std::size_t>(j)] = pb[j];
                 }
                 if (!beta_t.is_null()) {
-                    const float* pbeta = beta_t.data<float>();
-                    const float* pw0 = w->data<float>();
+                    const float* pbeta = beta_t.data_unchecked<float>();
+                    const float* pw0 = w->data_unchecked<float>();
                     for (int64_t k = 0; k < h; ++k)
                         for (int64_t j = 0; j < nn; ++j)
                             b[static_cast<std::size_t>(j)] +=
@@ -301,7 +301,7 @@ public:
                 }
                 Tensor bt = Tensor::zeros(DType::f32, Shape{nn});
                 for (int64_t j = 0; j < nn; ++j)
-                    bt.data<float>()[j] = static_cast<float>(b[static_cast<std::size_t>(j)]);
+                    bt.data_unchecked<float>()[j] = static_cast<float>(b[static_cast<std::size_t>(j)]);
                 const std::string base = n.name.empty() ? "linear" : n.name;
                 const ValueId wv = rw.new_constant(base + "/ln_W", std::move(w2));
                 const ValueId bv = !beta_t.is_null() || n.inputs.size() > 2
@@ -314,7 +314,7 @@ public:
                 rw.remove(c);
             }
             Tensor ones = Tensor::zeros(DType::f32, Shape{h});
-            for (int64_t k = 0; k < h; ++k) ones.data<float>()[k] = 1.f;
+            for (int64_t k = 0; k < h; ++k) ones.data_unchecked<float>()[k] = 1.f;
             const ValueId ov = rw.new_constant((ln.name.empty() ? "ln" : ln.name) + "/unit_scale",
                                                std::move(ones));
             Node& n2 = rw.add(ln.op_type, ln.domain, {ln.inputs[0], ov}, {y}, ln.name);

@@ -62,18 +62,18 @@ struct QParam {
     DType type = DType::u8;     ///< the 8-bit type
     int64_t axis = 1;           ///< normalized when per-axis
     bool per_tensor() const { return s->num_elements() == 1; }
-    float scale0() const { return s->data<float>()[0]; }
+    float scale0() const { return s->data_unchecked<float>()[0]; }
     std::int32_t zero0() const {
         if (z == nullptr) return 0;
-        return type == DType::u8 ? std::int32_t{z->data<std::uint8_t>()[0]}
-                                 : std::int32_t{z->data<std::int8_t>()[0]};
+        return type == DType::u8 ? std::int32_t{z->data_unchecked<std::uint8_t>()[0]}
+                                 : std::int32_t{z->data_unchecked<std::int8_t>()[0]};
     }
 };
 
 bool good_scales(const Tensor& s) {
     if (s.dtype() != DType::f32 || s.num_dims() > 1 || s.num_elements() == 0) return false;
     for (int64_t i = 0; i < s.num_elements(); ++i) {
-        const float v = s.data<float>()[i];
+        const float v = s.data_unchecked<float>()[i];
         if (!(v > 0.f) || !std::isfinite(v)) return false;
     }
     return true;
@@ -233,7 +233,7 @@ private:
                     const Tensor* t = ix.constant(act.inputs[i]);
                     if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != 1)
                         return false;
-                    (i == 1 ? lo : hi) = t->data<float>()[0];
+                    (i == 1 ? lo : hi) = t->data_unchecked<float>()[0];
                 }
             }
             const float s = q.scale0();
@@ -308,14 +308,14 @@ private:
                 const Tensor* z = ix.constant(n.inputs[2]);
                 if (z == nullptr || z->dtype() != DType::i32) return kNoValue;
                 for (int64_t i = 0; i < z->num_elements(); ++i)
-                    if (z->data<std::int32_t>()[i] != 0) return kNoValue;
+                    if (z->data_unchecked<std::int32_t>()[i] != 0) return kNoValue;
             }
             const int64_t count = s->num_elements();
             if (count != 1 && count != m) return kNoValue;
             if (count == 1 && !w.per_tensor()) return kNoValue;
             for (int64_t c = 0; c < count; ++c) {
-                const float ws = w.s->data<float>()[w.per_tensor() ? 0 : c];
-                if (s->data<float>()[c] != a.scale0() * ws) return kNoValue;
+                const float ws = w.s->data_unchecked<float>()[w.per_tensor() ? 0 : c];
+                if (s->data_unchecked<float>()[c] != a.scale0() * ws) return kNoValue;
             }
             return n.inputs[0];
         }

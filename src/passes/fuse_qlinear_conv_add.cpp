@@ -37,7 +37,7 @@ int zero_value(const GraphIndex& ix, ValueId v, DType type) {
     if (v == kNoValue) return 0;
     const Tensor* t = one_element(ix, v);
     if (t == nullptr || t->dtype() != type) return -1000;
-    return type == DType::u8 ? int{t->data<std::uint8_t>()[0]} : int{t->data<std::int8_t>()[0]};
+    return type == DType::u8 ? int{t->data_unchecked<std::uint8_t>()[0]} : int{t->data_unchecked<std::int8_t>()[0]};
 }
 
 ValueId input_or_none(const Node& n, std::size_t i) {

@@ -24,12 +24,12 @@ std::optional<double> GraphIndex::scalar(ValueId v) const {
     const Tensor* t = constant(v);
     if (t == nullptr || t->num_elements() != 1) return std::nullopt;
     switch (t->dtype()) {
-        case DType::f32: return static_cast<double>(*t->data<float>());
-        case DType::f64: return *t->data<double>();
-        case DType::f16: return static_cast<double>(static_cast<float>(*t->data<float16>()));
-        case DType::bf16: return static_cast<double>(static_cast<float>(*t->data<bfloat16>()));
-        case DType::i32: return static_cast<double>(*t->data<std::int32_t>());
-        case DType::i64: return static_cast<double>(*t->data<std::int64_t>());
+        case DType::f32: return static_cast<double>(*t->data_unchecked<float>());
+        case DType::f64: return *t->data_unchecked<double>();
+        case DType::f16: return static_cast<double>(static_cast<float>(*t->data_unchecked<float16>()));
+        case DType::bf16: return static_cast<double>(static_cast<float>(*t->data_unchecked<bfloat16>()));
+        case DType::i32: return static_cast<double>(*t->data_unchecked<std::int32_t>());
+        case DType::i64: return static_cast<double>(*t->data_unchecked<std::int64_t>());
         default: return std::nullopt;
     }
 }
@@ -191,7 +191,7 @@ std::optional<detail::ActivationSpec> match_activation(const GraphIndex& index, 
                 const Tensor* t = index.constant(n.inputs[i]);
                 if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != 1)
                     return std::nullopt;
-                (i == 1 ? lo : hi) = *t->data<float>();
+                (i == 1 ? lo : hi) = *t->data_unchecked<float>();
             }
         }
         if (!(lo <= hi)) return std::nullopt;

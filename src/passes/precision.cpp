@@ -14,9 +14,9 @@ namespace {
 
 float load_float(const Tensor& t, std::int64_t i) {
     switch (t.dtype()) {
-        case DType::f16: return static_cast<float>(t.data<float16>()[i]);
-        case DType::bf16: return static_cast<float>(t.data<bfloat16>()[i]);
-        default: return t.data<float>()[i];
+        case DType::f16: return static_cast<float>(t.data_unchecked<float16>()[i]);
+        case DType::bf16: return static_cast<float>(t.data_unchecked<bfloat16>()[i]);
+        default: return t.data_unchecked<float>()[i];
     }
 }
 
@@ -25,9 +25,9 @@ StatusOr<Tensor> convert_tensor(const Tensor& t, DType to) {
     DSINFER_ASSIGN_OR_RETURN(Tensor c, Tensor::allocate(to, t.shape()));
     for (std::int64_t i = 0; i < t.num_elements(); ++i) {
         const float v = load_float(t, i);
-        if (to == DType::f16) c.data<float16>()[i] = float16(v);
-        else if (to == DType::bf16) c.data<bfloat16>()[i] = bfloat16(v);
-        else c.data<float>()[i] = v;
+        if (to == DType::f16) c.data_unchecked<float16>()[i] = float16(v);
+        else if (to == DType::bf16) c.data_unchecked<bfloat16>()[i] = bfloat16(v);
+        else c.data_unchecked<float>()[i] = v;
     }
     return c;
 }

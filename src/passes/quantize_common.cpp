@@ -24,7 +24,7 @@ bool has_quantized_op(const Graph& g) {
 }
 
 bool all_finite_f32(const Tensor& t) {
-    const float* p = t.data<float>();
+    const float* p = t.data_unchecked<float>();
     for (std::int64_t i = 0; i < t.num_elements(); ++i)
         if (!std::isfinite(p[i])) return false;
     return true;
@@ -44,7 +44,7 @@ StatusOr<SymmetricWeight> quantize_symmetric_s8(const Tensor& w, int axis) {
         for (int d = axis + 1; d < w.num_dims(); ++d) inner *= w.shape()[d];
     }
     const std::int64_t count = w.num_elements();
-    const float* src = w.data<float>();
+    const float* src = w.data_unchecked<float>();
     std::vector<float> amax(static_cast<std::size_t>(channels), 0.f);
     const auto channel = [&](std::int64_t i) {
         return axis < 0 ? std::int64_t{0} : (i / inner) % channels;
@@ -57,13 +57,13 @@ StatusOr<SymmetricWeight> quantize_symmetric_s8(const Tensor& w, int axis) {
     DSINFER_ASSIGN_OR_RETURN(out.q, Tensor::allocate(DType::i8, w.shape()));
     DSINFER_ASSIGN_OR_RETURN(out.scale,
                              Tensor::allocate(DType::f32, axis < 0 ? Shape{} : Shape{channels}));
-    float* scale = out.scale.data<float>();
+    float* scale = out.scale.data_unchecked<float>();
     for (std::int64_t c = 0; c < channels; ++c) {
         const float m = amax[static_cast<std::size_t>(c)];
         // Positive and normal: a slice of subnormal weights keeps a usable scale.
         scale[c] = m > 0.f ? std::max(m / 127.f, std::numeric_limits<float>::min()) : 1.f;
     }
-    auto* q = out.q.data<std::int8_t>();
+    auto* q = out.q.data_unchecked<std::int8_t>();
     for (std::int64_t i = 0; i < count; ++i) {
         const float r = std::nearbyint(src[i] / scale[channel(i)]);
         q[i] = static_cast<std::int8_t>(std::clamp(r, -127.f, 127.f));

@@ -36,8 +36,8 @@ StatusOr<QuantizedWeight> quantize_weight(const Tensor& b, bool transposed, bool
     w.scale = std::move(sw.scale);
     if (transposed) {
         DSINFER_ASSIGN_OR_RETURN(w.q, Tensor::allocate(DType::i8, Shape{k, n}));
-        const auto* src = sw.q.data<std::int8_t>();
-        auto* dst = w.q.data<std::int8_t>();
+        const auto* src = sw.q.data_unchecked<std::int8_t>();
+        auto* dst = w.q.data_unchecked<std::int8_t>();
         for (int64_t kk = 0; kk < k; ++kk)
             for (int64_t nn = 0; nn < n; ++nn) dst[kk * n + nn] = src[nn * k + kk];
     } else {

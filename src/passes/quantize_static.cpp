@@ -329,7 +329,7 @@ void drop_unread_initializers(Graph& g, const std::vector<ValueId>& candidates) 
 
 Tensor scalar_f32(float v) {
     Tensor t = Tensor::allocate(DType::f32, Shape{}).value_or_throw();
-    t.data<float>()[0] = v;
+    t.data_unchecked<float>()[0] = v;
     return t;
 }
 
@@ -377,11 +377,11 @@ Status rewrite_weights(Graph& g, Rewriter& rw, const StaticPlan& plan,
         DSINFER_ASSIGN_OR_RETURN(Tensor bq, Tensor::allocate(DType::i32, b.shape()));
         DSINFER_ASSIGN_OR_RETURN(Tensor bs, Tensor::allocate(DType::f32, per_channel ? Shape{count} : Shape{}));
         for (int64_t c = 0; c < (per_channel ? count : 1); ++c)
-            bs.data<float>()[c] = xs * w_scale.data<float>()[c];
+            bs.data_unchecked<float>()[c] = xs * w_scale.data_unchecked<float>()[c];
         for (int64_t c = 0; c < count; ++c) {
-            const float s = bs.data<float>()[per_channel ? c : 0];
-            bq.data<std::int32_t>()[c] = detail::saturate_round<std::int32_t>(
-                static_cast<double>(b.data<float>()[c] / s), 0.0);
+            const float s = bs.data_unchecked<float>()[per_channel ? c : 0];
+            bq.data_unchecked<std::int32_t>()[c] = detail::saturate_round<std::int32_t>(
+                static_cast<double>(b.data_unchecked<float>()[c] / s), 0.0);
         }
         float_bytes += b.num_bytes();
         int8_bytes += bq.num_bytes() + bs.num_bytes();
@@ -471,9 +471,9 @@ StatusOr<StaticQuantizeReport> apply_static_quantization(Graph& g, const Calibra
                 s = rw.new_constant(name + "_scale", scalar_f32(params[i].scale));
                 Tensor zt = Tensor::allocate(qtype, Shape{}).value_or_throw();
                 if (qtype == DType::u8)
-                    zt.data<std::uint8_t>()[0] = static_cast<std::uint8_t>(params[i].zero_point);
+                    zt.data_unchecked<std::uint8_t>()[0] = static_cast<std::uint8_t>(params[i].zero_point);
                 else
-                    zt.data<std::int8_t>()[0] = 0;
+                    zt.data_unchecked<std::int8_t>()[0] = 0;
                 z = rw.new_constant(name + "_zero_point", std::move(zt));
             }
             const ValueId q = rw.new_value(name + "_q", qtype, g.value(v).shape);

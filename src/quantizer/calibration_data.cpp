@@ -164,8 +164,8 @@ Status check_input(const InputSpec& spec, Tensor& t, const fs::path& file,
     const auto where = [&] { return quoted(file) + " (input '" + spec.name + "')"; };
     if (spec.dtype && *spec.dtype == DType::f32 && t.dtype() == DType::f64) {
         DSINFER_ASSIGN_OR_RETURN(Tensor f, Tensor::allocate(DType::f32, t.shape()));
-        const double* src = t.data<double>();
-        float* dst = f.data<float>();
+        const double* src = t.data_unchecked<double>();
+        float* dst = f.data_unchecked<float>();
         constexpr double kMax = std::numeric_limits<float>::max();
         for (int64_t i = 0; i < t.num_elements(); ++i) {
             // Finite values beyond float32 are bad data, not infinities (NaN and +-inf pass:
@@ -912,7 +912,7 @@ public:
             const std::size_t rows = std::min(batch_, rows_ - done_ * batch_);
             DSINFER_ASSIGN_OR_RETURN(
                 Tensor t, Tensor::allocate(DType::f32, Shape{static_cast<int64_t>(rows), width_}));
-            float* dst = t.data<float>();
+            float* dst = t.data_unchecked<float>();
             const std::size_t saved_line = reader_.line_no();
             for (std::size_t r = 0; r < rows;) {
                 DSINFER_ASSIGN_OR_RETURN(bool more, reader_.next(line_));

@@ -336,8 +336,8 @@ private:
         if (got.dtype() != DType::f32 || want.dtype() != DType::f32 ||
             got.num_elements() != want.num_elements())
             return;
-        const float* c = got.data<float>();
-        const float* r = want.data<float>();
+        const float* c = got.data_unchecked<float>();
+        const float* r = want.data_unchecked<float>();
         const std::int64_t count = got.num_elements();
         for (std::int64_t i = 0; i < count; ++i) {
             if (!std::isfinite(c[i]) || !std::isfinite(r[i])) {

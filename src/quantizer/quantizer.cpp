@@ -43,7 +43,7 @@ public:
             other_dtype_[it->second] = 1;
             return;
         }
-        hist_[it->second].add(value.data<float>(), static_cast<std::size_t>(value.num_elements()),
+        hist_[it->second].add(value.data_unchecked<float>(), static_cast<std::size_t>(value.num_elements()),
                               threads_);
     }
     /// Ranges and histograms do not depend on the elements' order: blocked values are shown.
@@ -64,7 +64,7 @@ Status check_finite_inputs(const std::vector<NamedTensor>& batch, std::size_t in
     for (const NamedTensor& in : batch) {
         const Tensor& t = in.tensor;
         if (t.is_null() || t.dtype() != DType::f32) continue;
-        const float* p = t.data<float>();
+        const float* p = t.data_unchecked<float>();
         std::int64_t bad = 0;
         for (std::int64_t i = 0; i < t.num_elements(); ++i) bad += std::isfinite(p[i]) ? 0 : 1;
         DSINFER_CHECK(bad == 0, ErrorCode::invalid_argument, "calibration batch ", index,
@@ -130,8 +130,8 @@ Status store_weights_bf16(Graph& g, QuantizeReport& report,
             const Tensor w = *val.initializer;
             const std::string name = val.name;
             DSINFER_ASSIGN_OR_RETURN(Tensor h, Tensor::allocate(DType::bf16, w.shape()));
-            const float* src = w.data<float>();
-            auto* dst = h.data<bfloat16>();
+            const float* src = w.data_unchecked<float>();
+            auto* dst = h.data_unchecked<bfloat16>();
             for (std::int64_t i = 0; i < w.num_elements(); ++i) dst[i] = bfloat16(src[i]);
             report.float_weight_bytes += w.num_bytes();
             report.quantized_weight_bytes += h.num_bytes();

@@ -258,11 +258,11 @@ public:
         if (slots < 1) return fallback_run(ctx);
 
         MhaProblem p{};
-        p.q = ctx.input(0).data<float>();
-        p.k = ctx.input(1).data<float>();
-        p.v = ctx.input(2).data<float>();
-        p.mask = d.has_mask ? ctx.input(3).data<float>() : nullptr;
-        p.y = ctx.output(0).data<float>();
+        p.q = ctx.input(0).data_unchecked<float>();
+        p.k = ctx.input(1).data_unchecked<float>();
+        p.v = ctx.input(2).data_unchecked<float>();
+        p.mask = d.has_mask ? ctx.input(3).data_unchecked<float>() : nullptr;
+        p.y = ctx.output(0).data_unchecked<float>();
         p.heads = d.heads;
         p.q_len = d.q_len;
         p.kv_len = d.kv_len;

@@ -56,13 +56,13 @@ public:
         if (half_from && to == DType::f32) {
             const auto fn = from == DType::f16 ? s.f16_to_f32 : s.bf16_to_f32;
             const auto* px = static_cast<const std::uint16_t*>(x.raw);
-            float* py = y.data<float>();
+            float* py = y.data_unchecked<float>();
             parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) { fn(px + b, py + b, e - b); });
             return Status::ok();
         }
         if (from == DType::f32 && half_to) {
             const auto fn = to == DType::f16 ? s.f32_to_f16 : s.f32_to_bf16;
-            const float* px = x.data<float>();
+            const float* px = x.data_unchecked<float>();
             auto* py = static_cast<std::uint16_t*>(y.raw);
             parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) { fn(px + b, py + b, e - b); });
             return Status::ok();
@@ -70,8 +70,8 @@ public:
         if (!kCastDTypes.contains(from) || !kCastDTypes.contains(to)) return fallback_run(ctx);
         return dispatch_types(from, CastTypes{}, [&]<class From>() {
             return dispatch_types(to, CastTypes{}, [&]<class To>() {
-                const From* px = x.data<From>();
-                To* py = y.data<To>();
+                const From* px = x.data_unchecked<From>();
+                To* py = y.data_unchecked<To>();
                 parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) {
                     for (std::int64_t i = b; i < e; ++i) py[i] = convert<To>(px[i]);
                 });

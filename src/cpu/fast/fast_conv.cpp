@@ -110,21 +110,21 @@ public:
         if (ctx.num_inputs() > 2 && ctx.has_input(2)) {
             const TensorView& b = ctx.input(2);
             if (b.dtype != DType::f32 || b.num_elements() != s.oc) return fallback_run(ctx);
-            bias = b.data<float>();
+            bias = b.data_unchecked<float>();
         }
         const float* z = nullptr;
         if (cfg_.fused && ctx.num_inputs() > 3 && ctx.has_input(3)) {
             const TensorView& zv = ctx.input(3);
             if (zv.dtype != DType::f32 || zv.shape != yv.shape) return fallback_run(ctx);
-            z = zv.data<float>();
+            z = zv.data_unchecked<float>();
         }
         g_path_runs[static_cast<std::size_t>(path)].fetch_add(1, std::memory_order_relaxed);
-        const float* x = xv.data<float>();
-        float* y = yv.data<float>();
+        const float* x = xv.data_unchecked<float>();
+        float* y = yv.data_unchecked<float>();
         const bool ok = path == ConvAlgo::winograd_f4x3
                             ? conv_winograd_nchw(s, x, *wino, bias, z, y, cfg_.act,
                                                  ctx.workspace(), ctx.workspace_bytes())
-                            : conv_gemm_nchw(s, x, w_->data<float>(), bias, z, y, cfg_.act,
+                            : conv_gemm_nchw(s, x, w_->data_unchecked<float>(), bias, z, y, cfg_.act,
                                              ctx.workspace(), ctx.workspace_bytes());
         if (!ok)
             return Status(ErrorCode::resource_exhausted, "out of memory for the convolution's buffers");
@@ -175,11 +175,11 @@ private:
                 if (a == ConvAlgo::winograd_f4x3) {
                     if (!wino)
                         wino = pack_winograd_weights(
-                            std::shared_ptr<const float>(w_, w_->data<float>()), s);
+                            std::shared_ptr<const float>(w_, w_->data_unchecked<float>()), s);
                     return conv_winograd_nchw(s, x.data(), *wino, nullptr, nullptr, y.data(),
                                               cfg_.act, ws, ws_bytes);
                 }
-                return conv_gemm_nchw(s, x.data(), w_->data<float>(), nullptr, nullptr, y.data(),
+                return conv_gemm_nchw(s, x.data(), w_->data_unchecked<float>(), nullptr, nullptr, y.data(),
                                       cfg_.act, ws, ws_bytes);
             });
     }

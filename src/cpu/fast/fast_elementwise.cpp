@@ -47,8 +47,8 @@ public:
         const SimdOps::UnaryFn fn = simd().unary[static_cast<int>(op_)];
         const std::int64_t grain = is_heavy(op_) ? kGrainHeavy : kGrain;
         if (x.dtype == DType::f32) {
-            const float* px = x.data<float>();
-            float* py = y.data<float>();
+            const float* px = x.data_unchecked<float>();
+            float* py = y.data_unchecked<float>();
             parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) { fn(px + b, py + b, e - b); });
             return Status::ok();
         }
@@ -78,8 +78,8 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         if (x.dtype != DType::boolean) return fallback_run(ctx);
-        const bool* px = x.data<bool>();
-        bool* py = ctx.output(0).data<bool>();
+        const bool* px = x.data_unchecked<bool>();
+        bool* py = ctx.output(0).data_unchecked<bool>();
         parallel_for(x.num_elements(), kGrain, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) py[i] = !px[i];
         });
@@ -186,9 +186,9 @@ void compare(Bin op, const LoopPlan<3>& p, const T* pa, const T* pb, bool* po) {
 /// loops; anything else is std::pow(float, float) per element like the reference.
 void float_pow(const LoopPlan<3>& p, const TensorView& a, const TensorView& b,
                const TensorView& y) noexcept {
-    const float* pa = a.data<float>();
-    const float* pb = b.data<float>();
-    float* py = y.data<float>();
+    const float* pa = a.data_unchecked<float>();
+    const float* pb = b.data_unchecked<float>();
+    float* py = y.data_unchecked<float>();
     if (b.num_elements() == 1) {
         const float e = *pb;
         const std::int64_t n = y.num_elements();
@@ -228,9 +228,9 @@ public:
         const DType dt = a.dtype;
         if (is_logical(op_)) {
             if (dt != DType::boolean) return fallback_run(ctx);
-            const bool* pa = a.data<bool>();
-            const bool* pb = b.data<bool>();
-            bool* po = y.data<bool>();
+            const bool* pa = a.data_unchecked<bool>();
+            const bool* pb = b.data_unchecked<bool>();
+            bool* po = y.data_unchecked<bool>();
             if (op_ == Bin::land) scalar_binary(p, pa, pb, po, [](bool x, bool z) { return x && z; });
             else if (op_ == Bin::lor) scalar_binary(p, pa, pb, po, [](bool x, bool z) { return x || z; });
             else scalar_binary(p, pa, pb, po, [](bool x, bool z) { return x != z; });
@@ -239,7 +239,7 @@ public:
         if (is_compare(op_)) {
             if (!kCompareDTypes.contains(dt)) return fallback_run(ctx);
             return dispatch_types(dt, CompareTypes{}, [&]<class T>() {
-                compare<T>(op_, p, a.data<T>(), b.data<T>(), y.data<bool>());
+                compare<T>(op_, p, a.data_unchecked<T>(), b.data_unchecked<T>(), y.data_unchecked<bool>());
                 return Status::ok();
             });
         }
@@ -249,16 +249,16 @@ public:
             return Status::ok();
         }
         if (dt == DType::f32) {
-            float_arith(arith(), p, a.data<float>(), b.data<float>(), y.data<float>());
+            float_arith(arith(), p, a.data_unchecked<float>(), b.data_unchecked<float>(), y.data_unchecked<float>());
             return Status::ok();
         }
         if (op_ == Bin::div) return fallback_run(ctx);  // integer division checks for zero
         if (dt == DType::i64)
-            return int_arith(op_, p, a.data<std::int64_t>(), b.data<std::int64_t>(),
-                             y.data<std::int64_t>());
+            return int_arith(op_, p, a.data_unchecked<std::int64_t>(), b.data_unchecked<std::int64_t>(),
+                             y.data_unchecked<std::int64_t>());
         if (dt == DType::i32)
-            return int_arith(op_, p, a.data<std::int32_t>(), b.data<std::int32_t>(),
-                             y.data<std::int32_t>());
+            return int_arith(op_, p, a.data_unchecked<std::int32_t>(), b.data_unchecked<std::int32_t>(),
+                             y.data_unchecked<std::int32_t>());
         return fallback_run(ctx);
     }
 
@@ -323,12 +323,12 @@ public:
         if (x.dtype == DType::string || c.dtype != DType::boolean) return fallback_run(ctx);
         if (o.num_elements() == 0) return Status::ok();
         const LoopPlan<4> p = plan_broadcast<4>(o.shape, {c.shape, x.shape, y.shape});
-        const bool* pc = c.data<bool>();
+        const bool* pc = c.data_unchecked<bool>();
         switch (dtype_size(x.dtype)) {
-            case 1: where_typed(p, pc, x.data<std::uint8_t>(), y.data<std::uint8_t>(), o.data<std::uint8_t>()); break;
-            case 2: where_typed(p, pc, x.data<std::uint16_t>(), y.data<std::uint16_t>(), o.data<std::uint16_t>()); break;
-            case 4: where_typed(p, pc, x.data<std::uint32_t>(), y.data<std::uint32_t>(), o.data<std::uint32_t>()); break;
-            case 8: where_typed(p, pc, x.data<std::uint64_t>(), y.data<std::uint64_t>(), o.data<std::uint64_t>()); break;
+            case 1: where_typed(p, pc, x.data_unchecked<std::uint8_t>(), y.data_unchecked<std::uint8_t>(), o.data_unchecked<std::uint8_t>()); break;
+            case 2: where_typed(p, pc, x.data_unchecked<std::uint16_t>(), y.data_unchecked<std::uint16_t>(), o.data_unchecked<std::uint16_t>()); break;
+            case 4: where_typed(p, pc, x.data_unchecked<std::uint32_t>(), y.data_unchecked<std::uint32_t>(), o.data_unchecked<std::uint32_t>()); break;
+            case 8: where_typed(p, pc, x.data_unchecked<std::uint64_t>(), y.data_unchecked<std::uint64_t>(), o.data_unchecked<std::uint64_t>()); break;
             default: return fallback_run(ctx);
         }
         return Status::ok();

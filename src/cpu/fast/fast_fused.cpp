@@ -19,8 +19,8 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         if (x.dtype != DType::f32) return fallback_run(ctx);
-        const float* px = x.data<float>();
-        float* py = ctx.output(0).data<float>();
+        const float* px = x.data_unchecked<float>();
+        float* py = ctx.output(0).data_unchecked<float>();
         const auto fn = simd().unary[static_cast<int>(op_)];
         parallel_for(x.num_elements(), kGrainHeavy,
                      [&](std::int64_t b, std::int64_t e) { fn(px + b, py + b, e - b); });
@@ -50,13 +50,13 @@ public:
         const std::int64_t h = x.shape[x.shape.rank() - 1];
         if (h == 0) return Status::ok();
         const std::int64_t rows = x.num_elements() / h;
-        const float* px = x.data<float>();
-        const float* ps = ctx.input(1).data<float>();
-        const float* gamma = ctx.input(2).data<float>();
-        const float* beta = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
-        const float* bias = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
-        float* py = ctx.output(0).data<float>();
-        float* psum = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+        const float* px = x.data_unchecked<float>();
+        const float* ps = ctx.input(1).data_unchecked<float>();
+        const float* gamma = ctx.input(2).data_unchecked<float>();
+        const float* beta = ctx.has_input(3) ? ctx.input(3).data_unchecked<float>() : nullptr;
+        const float* bias = ctx.has_input(4) ? ctx.input(4).data_unchecked<float>() : nullptr;
+        float* py = ctx.output(0).data_unchecked<float>();
+        float* psum = ctx.has_output(1) ? ctx.output(1).data_unchecked<float>() : nullptr;
         const SimdOps& s = simd();
         const auto add = s.vv[static_cast<int>(Arith::add)];
         const auto mul = s.vv[static_cast<int>(Arith::mul)];

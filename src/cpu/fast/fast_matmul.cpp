@@ -84,10 +84,10 @@ public:
         // Rows of C: A's leading dims folded (rank-1 A is one row).
         const int64_t m = a.num_elements() / cfg_.k;
         if (m == 0) return Status::ok();
-        float* y = ctx.output(0).data<float>();
+        float* y = ctx.output(0).data_unchecked<float>();
         const bool relu = cfg_.act.kind == Activation::relu;
-        if (!sgemm_packed(m, a.data<float>(), cfg_.k, *b, y, cfg_.n,
-                          cfg_.bias ? cfg_.bias->data<float>() : nullptr, cfg_.alpha,
+        if (!sgemm_packed(m, a.data_unchecked<float>(), cfg_.k, *b, y, cfg_.n,
+                          cfg_.bias ? cfg_.bias->data_unchecked<float>() : nullptr, cfg_.alpha,
                           relu ? GemmActivation::relu : GemmActivation::none, ctx.workspace(),
                           ctx.workspace_bytes()))
             return Status(ErrorCode::resource_exhausted,
@@ -124,7 +124,7 @@ StatusOr<std::unique_ptr<Kernel>> finish(const KernelCreateContext& ctx, const T
     const DType width = ctx.weight_precision() == DType::f16 || ctx.weight_precision() == DType::bf16
                             ? ctx.weight_precision()
                             : DType::f32;
-    DSINFER_ASSIGN_OR_RETURN(auto packed, packed_b_form(*store, store->source(b), b.data<float>(),
+    DSINFER_ASSIGN_OR_RETURN(auto packed, packed_b_form(*store, store->source(b), b.data_unchecked<float>(),
                                                         cfg.k, cfg.n, cfg.transposed, width));
     return make_kernel<PackedMatMulKernel>(std::move(fallback), std::move(packed), std::move(cfg));
 }
@@ -175,7 +175,7 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const KernelCreateContext& ctx) {
                          (c->num_dims() == 1 || (c->num_dims() == 2 && c->shape()[0] == 1));
         if (!row) return Status::error(ErrorCode::unsupported, "C must be a constant row vector");
         Tensor scaled = c->clone();
-        for (int64_t i = 0; i < cfg.n; ++i) scaled.data<float>()[i] *= beta;
+        for (int64_t i = 0; i < cfg.n; ++i) scaled.data_unchecked<float>()[i] *= beta;
         cfg.bias = std::move(scaled);
     }
     return finish(ctx, *b, std::move(cfg));

@@ -204,8 +204,8 @@ public:
         bool identity = true;
         for (int g = 0; g < t.rank; ++g) identity = identity && t.perm[static_cast<std::size_t>(g)] == g;
         const bool done = with_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = y.data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = y.data_unchecked<T>();
             if (identity) {
                 parallel_copy(out, in, x.num_bytes());
             } else if (t.perm[static_cast<std::size_t>(t.rank - 1)] == t.rank - 1) {
@@ -268,8 +268,8 @@ public:
         }
         if (y.num_elements() == 0) return Status::ok();
         const bool done = with_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = y.data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = y.data_unchecked<T>();
             const std::int64_t rows = outer * n;
             const std::int64_t grain = std::max<std::int64_t>(
                 1, kGrainBytes / static_cast<std::int64_t>(sizeof(T)) / inner);
@@ -319,7 +319,7 @@ void join_range(T* joined, std::int64_t joined_inner, int num_parts, Part&& part
     }
     while (begin < end) {
         const std::int64_t cnt = std::min(start + inner - c, end - begin);
-        T* p = part(i).template data<T>() + o * inner + (c - start);
+        T* p = part(i).template data_unchecked<T>() + o * inner + (c - start);
         if (kConcat) std::memcpy(joined + begin, p, static_cast<std::size_t>(cnt) * sizeof(T));
         else std::memcpy(p, joined + begin, static_cast<std::size_t>(cnt) * sizeof(T));
         begin += cnt;
@@ -455,8 +455,8 @@ public:
         if (!ok || !(out == y.shape)) return fallback_run(ctx);
         if (y.num_elements() == 0) return Status::ok();
         const bool done = with_storage(x.dtype, [&]<class T>() {
-            plan_copy(make_plan<2>(out, {contiguous_strides(out), st}), x.data<T>() + base,
-                      y.data<T>());
+            plan_copy(make_plan<2>(out, {contiguous_strides(out), st}), x.data_unchecked<T>() + base,
+                      y.data_unchecked<T>());
         });
         return done ? Status::ok() : fallback_run(ctx);
     }
@@ -490,7 +490,7 @@ public:
         const TensorView& y = ctx.output(0);
         if (y.num_elements() == 0) return Status::ok();
         const bool done = with_storage(x.dtype, [&]<class T>() {
-            plan_copy(plan_broadcast<2>(y.shape, {x.shape}), x.data<T>(), y.data<T>());
+            plan_copy(plan_broadcast<2>(y.shape, {x.shape}), x.data_unchecked<T>(), y.data_unchecked<T>());
         });
         return done ? Status::ok() : fallback_run(ctx);
     }
@@ -514,9 +514,9 @@ public:
         const bool has_value = ctx.has_input(2) && ctx.input(2).num_elements() == 1 &&
                                ctx.input(2).dtype == x.dtype;
         const bool done = with_storage(x.dtype, [&]<class T>() {
-            const T value = has_value ? ctx.input(2).data<T>()[0] : T{};
+            const T value = has_value ? ctx.input(2).data_unchecked<T>()[0] : T{};
             if (r == 0) {
-                *y.data<T>() = *x.data<T>();
+                *y.data_unchecked<T>() = *x.data_unchecked<T>();
                 return;
             }
             pad_rows(x, y, begin, value);
@@ -550,8 +550,8 @@ private:
         const std::int64_t lo = std::clamp<std::int64_t>(shift, 0, len);
         const std::int64_t hi = std::max(lo, std::clamp<std::int64_t>(shift + x.shape[r - 1], 0, len));
         const Strides cs = contiguous_strides(x.shape);
-        const T* in = x.data<T>();
-        T* out = y.data<T>();
+        const T* in = x.data_unchecked<T>();
+        T* out = y.data_unchecked<T>();
         const std::int64_t grain =
             std::max<std::int64_t>(1, kGrainBytes / static_cast<std::int64_t>(sizeof(T)) / len);
         parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {

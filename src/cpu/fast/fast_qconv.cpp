@@ -140,7 +140,7 @@ public:
         p.a_signed = x.dtype == DType::i8;
         if (!dynamic && ctx.has_input(in_.x_zero)) {
             const TensorView& z = ctx.input(in_.x_zero);
-            p.a_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+            p.a_zero = z.dtype == DType::i8 ? *z.data_unchecked<std::int8_t>() : *z.data_unchecked<std::uint8_t>();
         }
         auto* ws = reinterpret_cast<unsigned char*>(
             align64(reinterpret_cast<std::uintptr_t>(ctx.workspace())));
@@ -154,7 +154,7 @@ public:
             const int64_t count = z.num_elements();
             for (int64_t j = 0; j < s.m; ++j) {
                 const int64_t i = count == 1 ? 0 : j;
-                zeros[j] = z.dtype == DType::i8 ? z.data<std::int8_t>()[i] : z.data<std::uint8_t>()[i];
+                zeros[j] = z.dtype == DType::i8 ? z.data_unchecked<std::int8_t>()[i] : z.data_unchecked<std::uint8_t>()[i];
             }
             p.b_zeros = zeros;
         }
@@ -164,31 +164,31 @@ public:
         } else if (dynamic) {
             // DynamicQuantizeLinear of x (quantized while it is transposed), then the f32
             // epilogue: dequantize_product(c, x_scale, w_scale[m], bias[m]) and the activation.
-            fx.x = x.data<float>();
+            fx.x = x.data_unchecked<float>();
             fx.q = dynamic_quant_params(dynamic_quant_range(fx.x, x.num_elements()));
             fx.quantize = dynamic_quantize_loop();
             p.a_zero = fx.q.zero_point;
             p.out = QGemmOutput::f32;
             p.a_scale = fx.q.scale;
             const TensorView& wsc = ctx.input(in_.w_scale);
-            if (wsc.num_elements() == 1) p.b_scale = *wsc.data<float>();
-            else p.b_scales = wsc.data<float>();
-            if (ctx.has_input(in_.bias)) p.bias = ctx.input(in_.bias).data<float>();
+            if (wsc.num_elements() == 1) p.b_scale = *wsc.data_unchecked<float>();
+            else p.b_scales = wsc.data_unchecked<float>();
+            if (ctx.has_input(in_.bias)) p.bias = ctx.input(in_.bias).data_unchecked<float>();
             p.act = act_;
         } else {
             // ops/quantize.hpp's requantize_product: (float(c) * (x_scale * w_scale[m])) /
             // y_scale, rounded, + y_zero (qgemm's u8/s8 epilogue; the bias is in c).
             const TensorView& wsc = ctx.input(in_.w_scale);
             p.out = ctx.output(0).dtype == DType::i8 ? QGemmOutput::s8 : QGemmOutput::u8;
-            p.a_scale = *ctx.input(in_.x_scale).data<float>();
-            if (wsc.num_elements() == 1) p.b_scale = *wsc.data<float>();
-            else p.b_scales = wsc.data<float>();
-            p.y_scale = *ctx.input(in_.y_scale).data<float>();
+            p.a_scale = *ctx.input(in_.x_scale).data_unchecked<float>();
+            if (wsc.num_elements() == 1) p.b_scale = *wsc.data_unchecked<float>();
+            else p.b_scales = wsc.data_unchecked<float>();
+            p.y_scale = *ctx.input(in_.y_scale).data_unchecked<float>();
             if (ctx.has_input(in_.y_zero)) {
                 const TensorView& z = ctx.input(in_.y_zero);
-                p.y_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+                p.y_zero = z.dtype == DType::i8 ? *z.data_unchecked<std::int8_t>() : *z.data_unchecked<std::uint8_t>();
             }
-            if (ctx.has_input(in_.bias)) p.bias_s32 = ctx.input(in_.bias).data<std::int32_t>();
+            if (ctx.has_input(in_.bias)) p.bias_s32 = ctx.input(in_.bias).data_unchecked<std::int32_t>();
         }
         unsigned char* conv_ws = ws + channel_bytes();
         std::size_t conv_bytes = ctx.workspace_bytes() - used - channel_bytes();

@@ -155,7 +155,7 @@ public:
         if (f != DType::f32 || s.dtype != DType::f32 || (q != DType::u8 && q != DType::i8) ||
             (has_zp && ctx.input(2).dtype != q) || !make_walk(x.shape, s.shape, axis_, w))
             return fallback_run(ctx);
-        const float* sp = s.data<float>();
+        const float* sp = s.data_unchecked<float>();
         const void* zp = has_zp ? ctx.input(2).raw : nullptr;
         if (q == DType::u8) run_as<std::uint8_t>(w, x.raw, sp, zp, y.raw);
         else run_as<std::int8_t>(w, x.raw, sp, zp, y.raw);

@@ -164,9 +164,9 @@ public:
         const auto go = [&]<class Q>() {
             const QlLoops<Q> loops = ql_loops<Q>();
             const auto f = Mul ? loops.mul : loops.add;
-            const Q* ap = a.data<Q>();
-            const Q* bp = b.data<Q>();
-            Q* cp = c.data<Q>();
+            const Q* ap = a.data_unchecked<Q>();
+            const Q* bp = b.data_unchecked<Q>();
+            Q* cp = c.data_unchecked<Q>();
             fast::parallel_pieces(plan, fast::kGrain,
                                   [&](const std::array<int64_t, 3>& off, int64_t n) {
                                       f(ap + off[1], plan.step(1), bp + off[2], plan.step(2),
@@ -222,8 +222,8 @@ public:
         const int64_t bias = -static_cast<int64_t>(zx) * count;
         const auto go = [&]<class Q>() {
             const QlLoops<Q> loops = ql_loops<Q>();
-            const Q* xp = x.data<Q>();
-            Q* yp = ctx.output(0).data<Q>();
+            const Q* xp = x.data_unchecked<Q>();
+            Q* yp = ctx.output(0).data_unchecked<Q>();
             if (!last) {
                 const int64_t grain = std::max<int64_t>(1, fast::kGrain / count);
                 parallel_for(n * c, grain, [&](int64_t b, int64_t e) {
@@ -316,13 +316,13 @@ private:
 std::optional<float> const_scale(const KernelCreateContext& ctx, int i) {
     const Tensor* t = ctx.constant_input(i);
     if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != 1) return std::nullopt;
-    return *t->data<float>();
+    return *t->data_unchecked<float>();
 }
 std::optional<std::int32_t> const_zero(const KernelCreateContext& ctx, int i, DType want) {
     if (!ctx.has_input(i)) return 0;
     const Tensor* t = ctx.constant_input(i);
     if (t == nullptr || t->dtype() != want || t->num_elements() != 1) return std::nullopt;
-    return want == DType::i8 ? *t->data<std::int8_t>() : *t->data<std::uint8_t>();
+    return want == DType::i8 ? *t->data_unchecked<std::int8_t>() : *t->data_unchecked<std::uint8_t>();
 }
 
 template <QLinearLut Kind>
@@ -393,8 +393,8 @@ private:
     static void pool(const TensorView& x, const TensorView& y, const WindowGeom& g) noexcept {
         const int64_t planes = x.shape[0] * x.shape[1];
         const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1];
-        const Q* xp = x.data<Q>();
-        Q* yp = y.data<Q>();
+        const Q* xp = x.data_unchecked<Q>();
+        Q* yp = y.data_unchecked<Q>();
         // float32: -inf below every value, and the first NaN in a window wins (the reference's
         // rule; taken vertically then horizontally, so of several NaN payloads another may win).
         constexpr Q lowest = std::is_same_v<Q, float> ? -std::numeric_limits<float>::infinity()
@@ -453,8 +453,8 @@ private:
     static void pool_nhwc(const TensorView& x, const TensorView& y, const WindowGeom& g) noexcept {
         const int64_t c = x.shape[1], rows = x.shape[0] * g.out[0];
         const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1];
-        const Q* xp = x.data<Q>();
-        Q* yp = y.data<Q>();
+        const Q* xp = x.data_unchecked<Q>();
+        Q* yp = y.data_unchecked<Q>();
         const auto max_into = ql_loops<Q>().max_into;
         const int64_t grain =
             std::max<int64_t>(1, fast::kGrain / std::max<int64_t>(1, ow * c * g.k[0] * g.k[1]));

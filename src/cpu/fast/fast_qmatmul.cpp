@@ -100,10 +100,10 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         if (x.dtype != DType::f32) return fallback_run(ctx);
-        const DynamicQuantParams p = dynamic_quantize(x.data<float>(), x.num_elements(),
-                                                      ctx.output(0).data<std::uint8_t>());
-        *ctx.output(1).data<float>() = p.scale;
-        *ctx.output(2).data<std::uint8_t>() = p.zero_point;
+        const DynamicQuantParams p = dynamic_quantize(x.data_unchecked<float>(), x.num_elements(),
+                                                      ctx.output(0).data_unchecked<std::uint8_t>());
+        *ctx.output(1).data_unchecked<float>() = p.scale;
+        *ctx.output(2).data_unchecked<std::uint8_t>() = p.zero_point;
         return Status::ok();
     }
 };
@@ -189,7 +189,7 @@ public:
         if (cfg_.a_zero_input >= 0 && ctx.has_input(cfg_.a_zero_input)) {
             const TensorView& z = ctx.input(cfg_.a_zero_input);
             if (z.num_elements() != 1) return fallback_run(ctx);  // per-row: B was kept
-            p.a_zero = z.dtype == DType::i8 ? *z.data<std::int8_t>() : *z.data<std::uint8_t>();
+            p.a_zero = z.dtype == DType::i8 ? *z.data_unchecked<std::int8_t>() : *z.data_unchecked<std::uint8_t>();
         }
         if (cfg_.a_scale_input >= 0 && ctx.input(cfg_.a_scale_input).num_elements() != 1)
             return fallback_run(ctx);  // per-row (QLinearMatMul): B was kept
@@ -203,13 +203,13 @@ public:
                 p.out = QGemmOutput::f32;
                 break;
             case QKind::matmul_integer_to_float:
-                p.a_scale = *ctx.input(cfg_.a_scale_input).data<float>();
+                p.a_scale = *ctx.input(cfg_.a_scale_input).data_unchecked<float>();
                 p.out = QGemmOutput::f32;
                 break;
             case QKind::matmul_integer: p.out = QGemmOutput::s32; break;
             case QKind::qlinear_matmul:
             case QKind::qgemm:
-                p.a_scale = cfg_.alpha * *ctx.input(cfg_.a_scale_input).data<float>();
+                p.a_scale = cfg_.alpha * *ctx.input(cfg_.a_scale_input).data_unchecked<float>();
                 p.out = cfg_.out;
                 p.y_scale = cfg_.y_scale;
                 p.y_zero = cfg_.y_zero;
@@ -250,13 +250,13 @@ public:
         unsigned char* y = add_c && final_out != QGemmOutput::f32 ? ws + l.a_bytes : out;
         DynamicQuantParams q;
         if (cfg_.kind == QKind::dynamic_quantize_matmul) {
-            q = dynamic_quant_params(quant_range(a.data<float>(), m * cfg_.k));
+            q = dynamic_quant_params(quant_range(a.data_unchecked<float>(), m * cfg_.k));
             p.a_zero = q.zero_point;
             p.a_scale = q.scale;
             aq = ws;
-            if (team == 1) quantize_into(a.data<float>(), m * cfg_.k, q, ws);
+            if (team == 1) quantize_into(a.data_unchecked<float>(), m * cfg_.k, q, ws);
             else l.quantize = &q;
-            l.x = a.data<float>();
+            l.x = a.data_unchecked<float>();
         }
         if (team == 1) {
             // qgemm's own threads over the whole product.
@@ -376,9 +376,9 @@ bool read_column_param(const KernelCreateContext& ctx, int i, int64_t n, ColumnP
     std::vector<T> v(static_cast<std::size_t>(count));
     for (int64_t j = 0; j < count; ++j) {
         switch (t->dtype()) {
-            case DType::f32: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data<float>()[j]); break;
-            case DType::i8: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data<std::int8_t>()[j]); break;
-            case DType::u8: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data<std::uint8_t>()[j]); break;
+            case DType::f32: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data_unchecked<float>()[j]); break;
+            case DType::i8: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data_unchecked<std::int8_t>()[j]); break;
+            case DType::u8: v[static_cast<std::size_t>(j)] = static_cast<T>(t->data_unchecked<std::uint8_t>()[j]); break;
             default: return false;
         }
     }
@@ -417,7 +417,7 @@ StatusOr<std::unique_ptr<Kernel>> make_qmatmul(const KernelCreateContext& ctx, Q
         const Tensor* t = ctx.constant_input(bias);
         if (t == nullptr || t->dtype() != DType::f32 || t->num_elements() != cfg.n)
             return Status::error(ErrorCode::unsupported, "a constant float32 bias [N] only");
-        cfg.bias.assign(t->data<float>(), t->data<float>() + cfg.n);
+        cfg.bias.assign(t->data_unchecked<float>(), t->data_unchecked<float>() + cfg.n);
     }
     // The fallback validates the node (its errors are the reference kernel's) before B is packed.
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
@@ -468,7 +468,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&
 /// A constant float32 of one element at input i (a_scale, y_scale), or nullptr.
 const float* constant_scalar_f32(const KernelCreateContext& ctx, int i) {
     const Tensor* t = ctx.has_input(i) ? ctx.constant_input(i) : nullptr;
-    return t != nullptr && t->dtype() == DType::f32 && t->num_elements() == 1 ? t->data<float>()
+    return t != nullptr && t->dtype() == DType::f32 && t->num_elements() == 1 ? t->data_unchecked<float>()
                                                                               : nullptr;
 }
 
@@ -482,8 +482,8 @@ bool read_output_quant(const KernelCreateContext& ctx, int ys, int yz, QConfig& 
     if (!ctx.has_input(yz)) return true;
     const Tensor* z = ctx.constant_input(yz);
     if (z == nullptr || z->num_elements() != 1) return false;
-    if (z->dtype() == DType::u8) cfg.y_zero = *z->data<std::uint8_t>();
-    else if (z->dtype() == DType::i8) cfg.y_zero = *z->data<std::int8_t>(), cfg.out = QGemmOutput::s8;
+    if (z->dtype() == DType::u8) cfg.y_zero = *z->data_unchecked<std::uint8_t>();
+    else if (z->dtype() == DType::i8) cfg.y_zero = *z->data_unchecked<std::int8_t>(), cfg.out = QGemmOutput::s8;
     else return false;
     return true;
 }
@@ -531,7 +531,7 @@ StatusOr<std::unique_ptr<Kernel>> make_qgemm(const KernelCreateContext& ctx) {
         const Shape& cs = c->shape();
         cfg.c_cols = cs.rank() >= 1 ? cs[cs.rank() - 1] : 1;
         cfg.c_rows = cs.rank() == 2 ? cs[0] : 1;
-        cfg.c.assign(c->data<std::int32_t>(), c->data<std::int32_t>() + c->num_elements());
+        cfg.c.assign(c->data_unchecked<std::int32_t>(), c->data_unchecked<std::int32_t>() + c->num_elements());
     }
     cfg.release_b = scalar_input(ctx, 2);
     return make_qmatmul(ctx, std::move(cfg), 4, 5, -1);

@@ -157,8 +157,8 @@ public:
                 ++g;
             }
         }
-        const float* px = x.data<float>();
-        float* py = y.data<float>();
+        const float* px = x.data_unchecked<float>();
+        float* py = y.data_unchecked<float>();
         if (g == 0 || (g == 1 && !role[0])) {  // nothing reduced: one element per output
             reduce_rows(op_, px, py, x.num_elements(), 1);
         } else if (g == 1) {  // everything

@@ -15,8 +15,8 @@ Status copy_elements(const Tensor& src, std::int64_t src_off, Tensor& dst, std::
                      std::int64_t count) {
     if (count == 0) return Status::ok();
     if (src.dtype() == DType::string) {
-        const auto* s = src.data<std::string>() + src_off;
-        auto* d = dst.data<std::string>() + dst_off;
+        const auto* s = src.data_unchecked<std::string>() + src_off;
+        auto* d = dst.data_unchecked<std::string>() + dst_off;
         for (std::int64_t i = 0; i < count; ++i) d[i] = s[i];
     } else {
         const std::size_t es = dtype_size(src.dtype());
@@ -135,7 +135,7 @@ public:
     }
     Status run(RunContext& ctx) const noexcept override {
         try {
-            const bool cond = *ctx.input(0).data<std::uint8_t>() != 0;
+            const bool cond = *ctx.input(0).data_unchecked<std::uint8_t>() != 0;
             std::vector<Tensor> outs;
             DSINFER_RETURN_IF_ERROR(
                 (cond ? then_ : else_)->run({}, ctx.frame(), ctx.control(), outs));
@@ -214,8 +214,8 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         try {
             std::int64_t trip = std::numeric_limits<std::int64_t>::max();
-            if (ctx.has_input(0)) trip = *ctx.input(0).data<std::int64_t>();
-            bool cond = ctx.has_input(1) ? *ctx.input(1).data<std::uint8_t>() != 0 : true;
+            if (ctx.has_input(0)) trip = *ctx.input(0).data_unchecked<std::int64_t>();
+            bool cond = ctx.has_input(1) ? *ctx.input(1).data_unchecked<std::uint8_t>() != 0 : true;
             std::vector<Tensor> carried;
             for (int i = 0; i < n_; ++i) carried.push_back(as_tensor(ctx.input(2 + i)));
             std::vector<std::vector<Tensor>> scans(static_cast<std::size_t>(k_));
@@ -239,7 +239,7 @@ public:
                 if (c.dtype() != DType::boolean || c.num_elements() != 1)
                     return Status::error(ErrorCode::invalid_model,
                                          "Loop body's first output (cond) must be a bool scalar");
-                cond = *c.data<std::uint8_t>() != 0;
+                cond = *c.data_unchecked<std::uint8_t>() != 0;
                 for (int i = 0; i < n_; ++i)
                     carried[static_cast<std::size_t>(i)] = outs[static_cast<std::size_t>(1 + i)];
                 for (int i = 0; i < k_; ++i)

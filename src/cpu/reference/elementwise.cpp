@@ -41,13 +41,13 @@ public:
         const TensorView& x = ctx.input(0);
         const TensorView& y = ctx.output(0);
         return dispatch_types(x.dtype, Types{}, [&]<class T>() {
-            const T* px = x.data<T>();
+            const T* px = x.data_unchecked<T>();
             const std::int64_t n = x.num_elements();
             if constexpr (Op::kBoolOut) {
-                bool* py = y.data<bool>();
+                bool* py = y.data_unchecked<bool>();
                 for (std::int64_t i = 0; i < n; ++i) py[i] = op_(load(px[i]));
             } else {
-                T* py = y.data<T>();
+                T* py = y.data_unchecked<T>();
                 for (std::int64_t i = 0; i < n; ++i) py[i] = store<T>(op_(load(px[i])));
             }
             return Status::ok();

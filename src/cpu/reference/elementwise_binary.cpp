@@ -250,7 +250,7 @@ public:
                 return dispatch_types(a.dtype, FloatTypes{}, [&]<class T>() {
                     using C = compute_t<T>;
                     const C alpha = static_cast<C>(alpha_);
-                    binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<T>(), y.shape,
+                    binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<T>(), y.shape,
                                  [alpha](T x, T z) {
                                      const C v = load(x);
                                      return store<T>(v / (C(1) + std::exp(-alpha * v)) * load(z));
@@ -260,7 +260,7 @@ public:
             case BinOp::pow:
                 return dispatch_types(a.dtype, PowBaseTypes{}, [&]<class T>() -> Status {
                     if (b.dtype == a.dtype) {
-                        binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<T>(),
+                        binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<T>(),
                                      y.shape, [](T x, T e) { return pow_one(x, e); });
                         return Status::ok();
                     }
@@ -271,8 +271,8 @@ public:
                         ld = &load_exp<E>;
                         return Status::ok();
                     }));
-                    const T* pa = a.data<T>();
-                    T* py = y.data<T>();
+                    const T* pa = a.data_unchecked<T>();
+                    T* py = y.data_unchecked<T>();
                     const void* pb = b.raw;
                     broadcast_runs<2>(y.shape, {a.shape, sb},
                                       [&](const auto& off, const auto& st, std::int64_t n) {
@@ -286,10 +286,10 @@ public:
                 return dispatch_types(a.dtype, UnsignedTypes{}, [&]<class T>() {
                     constexpr T bits = static_cast<T>(sizeof(T) * 8);
                     if (op_ == BinOp::shl) {
-                        binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<T>(), y.shape,
+                        binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<T>(), y.shape,
                                      [](T x, T s) { return s >= bits ? T(0) : T(x << s); });
                     } else {
-                        binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<T>(), y.shape,
+                        binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<T>(), y.shape,
                                      [](T x, T s) { return s >= bits ? T(0) : T(x >> s); });
                     }
                     return Status::ok();
@@ -297,7 +297,7 @@ public:
             case BinOp::bit_and: case BinOp::bit_or: case BinOp::bit_xor:
                 return dispatch_types(a.dtype, IntTypes{}, [&]<class T>() {
                     const BinOp op = op_;
-                    binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<T>(), y.shape,
+                    binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<T>(), y.shape,
                                  [op](T x, T z) {
                                      if (op == BinOp::bit_and) return T(x & z);
                                      if (op == BinOp::bit_or) return T(x | z);
@@ -307,9 +307,9 @@ public:
                 });
             case BinOp::log_and: case BinOp::log_or: case BinOp::log_xor:
                 return dispatch_types(a.dtype, TypeList<bool>{}, [&]<class T>() {
-                    const bool* pa = a.data<bool>();
-                    const bool* pb = b.data<bool>();
-                    bool* py = y.data<bool>();
+                    const bool* pa = a.data_unchecked<bool>();
+                    const bool* pb = b.data_unchecked<bool>();
+                    bool* py = y.data_unchecked<bool>();
                     if (op_ == BinOp::log_and)
                         binary_apply(pa, a.shape, pb, sb, py, y.shape,
                                      [](bool x, bool z) { return x && z; });
@@ -323,7 +323,7 @@ public:
                 });
             case BinOp::eq:
                 return dispatch_types(a.dtype, AllTypes{}, [&]<class T>() {
-                    binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<bool>(), y.shape,
+                    binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<bool>(), y.shape,
                                  [](const T& x, const T& z) {
                                      if constexpr (std::is_same_v<T, std::string>) return x == z;
                                      else return load(x) == load(z);
@@ -333,7 +333,7 @@ public:
             case BinOp::lt: case BinOp::le: case BinOp::gt: case BinOp::ge:
                 return dispatch_types(a.dtype, CompareTypes{}, [&]<class T>() {
                     const BinOp op = op_;
-                    binary_apply(a.data<T>(), a.shape, b.data<T>(), sb, y.data<bool>(), y.shape,
+                    binary_apply(a.data_unchecked<T>(), a.shape, b.data_unchecked<T>(), sb, y.data_unchecked<bool>(), y.shape,
                                  [op](T x, T z) {
                                      const auto p = load(x);
                                      const auto q = load(z);
@@ -402,9 +402,9 @@ private:
     template <class T>
     Status arith(const TensorView& a, const Shape& sb, const TensorView& b,
                  const TensorView& y) const noexcept {
-        const T* pa = a.data<T>();
-        const T* pb = b.data<T>();
-        T* py = y.data<T>();
+        const T* pa = a.data_unchecked<T>();
+        const T* pb = b.data_unchecked<T>();
+        T* py = y.data_unchecked<T>();
         if constexpr (std::is_integral_v<T>) {
             switch (op_) {
                 case BinOp::add:
@@ -566,7 +566,7 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
             bool zero = false;
             (void)dispatch_types(d->dtype(), IntTypes{}, [&]<class T>() {
                 for (std::int64_t i = 0; i < d->num_elements(); ++i)
-                    if (d->data<T>()[i] == T(0)) zero = true;
+                    if (d->data_unchecked<T>()[i] == T(0)) zero = true;
                 return Status::ok();
             });
             if (zero)
@@ -584,9 +584,9 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const KernelCreateContext& ctx) {
             (void)dispatch_types(d->dtype(), IntTypes{}, [&]<class T>() {
                 if constexpr (std::is_signed_v<T>) {
                     for (std::int64_t i = 0; i < a->num_elements(); ++i)
-                        if (a->data<T>()[i] == std::numeric_limits<T>::min()) min_a = true;
+                        if (a->data_unchecked<T>()[i] == std::numeric_limits<T>::min()) min_a = true;
                     for (std::int64_t i = 0; i < d->num_elements(); ++i)
-                        if (d->data<T>()[i] == T(-1)) minus_one_d = true;
+                        if (d->data_unchecked<T>()[i] == T(-1)) minus_one_d = true;
                 }
                 return Status::ok();
             });
@@ -669,21 +669,21 @@ public:
         const TensorView& y = ctx.output(0);
         return dispatch_types(y.dtype, NumericTypes{}, [&]<class T>() {
             using C = compute_t<T>;
-            T* py = y.data<T>();
+            T* py = y.data_unchecked<T>();
             const int n = ctx.num_inputs();
             const TensorView& x0 = ctx.input(0);
             if (n == 1) {
                 const std::int64_t cnt = y.num_elements();
-                for (std::int64_t i = 0; i < cnt; ++i) py[i] = x0.data<T>()[i];
+                for (std::int64_t i = 0; i < cnt; ++i) py[i] = x0.data_unchecked<T>()[i];
             } else {
                 // The output is also the left operand after the first step; each element only
                 // reads its own position, so updating in place is safe.
                 const VarOp op = op_;
                 auto f = [op](T p, T q) { return store<T>(var_combine<C>(op, load(p), load(q))); };
-                binary_apply(x0.data<T>(), x0.shape, ctx.input(1).data<T>(), ctx.input(1).shape,
+                binary_apply(x0.data_unchecked<T>(), x0.shape, ctx.input(1).data_unchecked<T>(), ctx.input(1).shape,
                              py, y.shape, f);
                 for (int i = 2; i < n; ++i)
-                    binary_apply(static_cast<const T*>(py), y.shape, ctx.input(i).data<T>(),
+                    binary_apply(static_cast<const T*>(py), y.shape, ctx.input(i).data_unchecked<T>(),
                                  ctx.input(i).shape, py, y.shape, f);
             }
             if (op_ == VarOp::mean) {
@@ -732,10 +732,10 @@ public:
         const TensorView& y = ctx.input(2);
         const TensorView& o = ctx.output(0);
         return dispatch_types(x.dtype, AllTypes{}, [&]<class T>() -> Status {
-            const bool* pc = c.data<bool>();
-            const T* px = x.data<T>();
-            const T* py = y.data<T>();
-            T* po = o.data<T>();
+            const bool* pc = c.data_unchecked<bool>();
+            const T* px = x.data_unchecked<T>();
+            const T* py = y.data_unchecked<T>();
+            T* po = o.data_unchecked<T>();
             try {
                 broadcast_runs<3>(o.shape, {c.shape, x.shape, y.shape},
                                   [&](const auto& off, const auto& st, std::int64_t n) {
@@ -809,11 +809,11 @@ public:
                     hi = float_to_int<C>(hi_);
                 }
             } else {
-                if (ctx.has_input(1)) lo = load(*ctx.input(1).data<T>());
-                if (ctx.has_input(2)) hi = load(*ctx.input(2).data<T>());
+                if (ctx.has_input(1)) lo = load(*ctx.input(1).data_unchecked<T>());
+                if (ctx.has_input(2)) hi = load(*ctx.input(2).data_unchecked<T>());
             }
-            const T* px = x.data<T>();
-            T* py = y.data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = y.data_unchecked<T>();
             const std::int64_t n = x.num_elements();
             for (std::int64_t i = 0; i < n; ++i) {
                 C v = load(px[i]);

@@ -208,8 +208,8 @@ std::size_t format_value(const From& v, char* out) noexcept {
 
 template <class From, class To>
 Status cast_loop(const TensorView& x, const TensorView& y) noexcept {
-    const From* px = x.data<From>();
-    To* py = y.data<To>();
+    const From* px = x.data_unchecked<From>();
+    To* py = y.data_unchecked<To>();
     const std::int64_t n = x.num_elements();
     if constexpr (std::is_same_v<From, To> && !std::is_same_v<To, std::string>) {
         if (n > 0) std::memcpy(py, px, static_cast<std::size_t>(n) * sizeof(To));

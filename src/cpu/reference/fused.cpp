@@ -91,7 +91,7 @@ private:
         std::size_t inner_ws = ctx.workspace_bytes();
         if (residual_ >= 0 && ctx.has_input(residual_)) {
             const TensorView& zv = ctx.input(residual_);
-            z = zv.data<T>();
+            z = zv.data_unchecked<T>();
             if (zv.raw == ctx.output(0).raw && zv.num_bytes() > 0) {
                 inner_ws = ctx.workspace_bytes() - zv.num_bytes();
                 auto* saved = static_cast<unsigned char*>(ctx.workspace()) + inner_ws;
@@ -108,9 +108,9 @@ private:
             std::span<const TensorView* const>(in.data(), static_cast<std::size_t>(num_in)),
             ctx.output(0), ctx.workspace(), inner_ws));
         const TensorView& yv = ctx.output(0);
-        T* y = yv.data<T>();
+        T* y = yv.data_unchecked<T>();
         const int64_t total = yv.num_elements();
-        const T* b = bias_ >= 0 && ctx.has_input(bias_) ? ctx.input(bias_).data<T>() : nullptr;
+        const T* b = bias_ >= 0 && ctx.has_input(bias_) ? ctx.input(bias_).data_unchecked<T>() : nullptr;
         const int64_t n = b != nullptr ? ctx.input(bias_).num_elements() : 1;
         if (z == nullptr && b == nullptr && act_.empty()) return Status::ok();
         for (int64_t i = 0; i < total; ++i) {
@@ -193,13 +193,13 @@ private:
         const TensorView& x = ctx.input(0);
         const int64_t h = x.shape[x.shape.rank() - 1];
         const int64_t rows = h == 0 ? 0 : x.num_elements() / h;
-        const T* px = x.data<T>();
-        const T* ps = ctx.input(1).data<T>();
-        const T* gamma = ctx.input(2).data<T>();
-        const T* beta = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
-        const T* bias = ctx.has_input(4) ? ctx.input(4).data<T>() : nullptr;
-        T* y = ctx.output(0).data<T>();
-        T* sum_out = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
+        const T* px = x.data_unchecked<T>();
+        const T* ps = ctx.input(1).data_unchecked<T>();
+        const T* gamma = ctx.input(2).data_unchecked<T>();
+        const T* beta = ctx.has_input(3) ? ctx.input(3).data_unchecked<T>() : nullptr;
+        const T* bias = ctx.has_input(4) ? ctx.input(4).data_unchecked<T>() : nullptr;
+        T* y = ctx.output(0).data_unchecked<T>();
+        T* sum_out = ctx.has_output(1) ? ctx.output(1).data_unchecked<T>() : nullptr;
         auto f = [](T v) { return static_cast<float>(v); };
         float* s = static_cast<float*>(ctx.workspace());
         if (rows > 0 && h > 0 && (s == nullptr || ctx.workspace_bytes() < static_cast<std::size_t>(h) * sizeof(float)))

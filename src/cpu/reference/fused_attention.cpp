@@ -56,11 +56,11 @@ private:
         const StatusOr<MhaDims> dims = mha_dims(ctx, heads_);
         if (!dims.is_ok()) return dims.status();
         const MhaDims& d = *dims;
-        const T* q = ctx.input(0).data<T>();
-        const T* k = ctx.input(1).data<T>();
-        const T* v = ctx.input(2).data<T>();
-        const T* mask = d.has_mask ? ctx.input(3).data<T>() : nullptr;
-        T* y = ctx.output(0).data<T>();
+        const T* q = ctx.input(0).data_unchecked<T>();
+        const T* k = ctx.input(1).data_unchecked<T>();
+        const T* v = ctx.input(2).data_unchecked<T>();
+        const T* mask = d.has_mask ? ctx.input(3).data_unchecked<T>() : nullptr;
+        T* y = ctx.output(0).data_unchecked<T>();
         C* scores = static_cast<C*>(ctx.workspace());
         const C scale = static_cast<C>(mha_scale(has_scale_, scale_, d.head));
         const C neg_inf = -std::numeric_limits<C>::infinity();

@@ -91,10 +91,10 @@ public:
         const int64_t c = x.shape[1];
         const int64_t d = x.shape.size_between(2, x.shape.rank());
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            const T* pw = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
-            T* logp = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
-            T* out = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            const T* pw = ctx.has_input(2) ? ctx.input(2).data_unchecked<T>() : nullptr;
+            T* logp = ctx.has_output(1) ? ctx.output(1).data_unchecked<T>() : nullptr;
+            T* out = ctx.output(0).data_unchecked<T>();
             double total = 0.0;
             double total_w = 0.0;
             for (int64_t i = 0; i < n; ++i) {
@@ -102,8 +102,8 @@ public:
                     const int64_t pos = i * d + j;
                     const int64_t base = i * c * d + j;
                     const int64_t label = labels.dtype == DType::i64
-                                              ? labels.data<int64_t>()[pos]
-                                              : labels.data<std::int32_t>()[pos];
+                                              ? labels.data_unchecked<int64_t>()[pos]
+                                              : labels.data_unchecked<std::int32_t>()[pos];
                     // log-softmax over the class axis (computed in double).
                     double mx = 0.0, lse = 0.0;
                     if (softmax_) {

@@ -84,7 +84,7 @@ public:
         std::array<int64_t, kMaxRank> img{}, blk{}, nblk{};
         for (std::size_t d = 0; d < nd; ++d) {
             img[d] = y.shape[static_cast<int>(d) + 2];
-            blk[d] = bt.dtype == DType::i64 ? bt.data<int64_t>()[d] : bt.data<std::int32_t>()[d];
+            blk[d] = bt.dtype == DType::i64 ? bt.data_unchecked<int64_t>()[d] : bt.data_unchecked<std::int32_t>()[d];
             nblk[d] = (img[d] + pad_b(d, nd) + pad_e(d, nd) - (dil(d) * (blk[d] - 1) + 1)) /
                           stride(d) + 1;
         }
@@ -92,8 +92,8 @@ public:
         const int64_t kprod = x.shape[1] / c, lprod = x.shape[2];
         const int64_t isz = y.shape.size_between(2, y.shape.rank());
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = y.data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = y.data_unchecked<T>();
             for (int64_t i = 0; i < y.num_elements(); ++i) py[i] = store<T>(0.0f);
             for (int64_t b = 0; b < n * c; ++b) {
                 std::array<int64_t, kMaxRank> k{};
@@ -205,9 +205,9 @@ public:
         const int64_t def_total = def.num_elements();
         const bool same = def == y.shape;
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            const int64_t* pi = ind.data<int64_t>();
-            T* py = y.data<T>();
+            const T* px = x.data_unchecked<T>();
+            const int64_t* pi = ind.data_unchecked<int64_t>();
+            T* py = y.data_unchecked<T>();
             for (int64_t i = 0; i < total; ++i) py[i] = store<T>(0.0f);
             for (int64_t i = 0; i < x.num_elements(); ++i) {
                 if (pi[i] < 0 || pi[i] >= def_total)
@@ -290,13 +290,13 @@ public:
         const int64_t nb = x.shape[0], ch = x.shape[1], h = x.shape[2], w = x.shape[3];
         const int64_t nr = rois.shape[0];
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            const T* pr = rois.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            const T* pr = rois.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             const double off = half_pixel_ ? 0.5 : 0.0;
             for (int64_t r = 0; r < nr; ++r) {
-                const int64_t b = bi.dtype == DType::i64 ? bi.data<int64_t>()[r]
-                                                         : bi.data<std::int32_t>()[r];
+                const int64_t b = bi.dtype == DType::i64 ? bi.data_unchecked<int64_t>()[r]
+                                                         : bi.data_unchecked<std::int32_t>()[r];
                 if (b < 0 || b >= nb)
                     return Status::error(ErrorCode::invalid_argument, "batch index ", b,
                                          " is outside [0, ", nb, ")");
@@ -469,12 +469,12 @@ public:
         const int64_t oh = y.shape[2], ow = y.shape[3];
         const int64_t ocpg = oc / group_, cpog = c / og_, kk = kh * kw;
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            const T* pw = wt.data<T>();
-            const T* po = ctx.input(2).data<T>();
-            const T* pb = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
-            const T* pm = ctx.has_input(4) ? ctx.input(4).data<T>() : nullptr;
-            T* py = y.data<T>();
+            const T* px = x.data_unchecked<T>();
+            const T* pw = wt.data_unchecked<T>();
+            const T* po = ctx.input(2).data_unchecked<T>();
+            const T* pb = ctx.has_input(3) ? ctx.input(3).data_unchecked<T>() : nullptr;
+            const T* pm = ctx.has_input(4) ? ctx.input(4).data_unchecked<T>() : nullptr;
+            T* py = y.data_unchecked<T>();
             auto f = [](T v) { return static_cast<double>(load(v)); };
             for (int64_t b = 0; b < n; ++b) {
                 for (int64_t o = 0; o < oc; ++o) {
@@ -587,8 +587,8 @@ public:
         const int64_t batch = x.shape.size_between(0, r - 2);
         auto* a = static_cast<double*>(ctx.workspace());
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t b = 0; b < batch; ++b) {
                 for (int64_t i = 0; i < m * m; ++i)
                     a[i] = static_cast<double>(load(px[b * m * m + i]));

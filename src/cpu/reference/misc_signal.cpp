@@ -58,7 +58,7 @@ public:
         const int64_t n = y.shape[0];
         const double denom = static_cast<double>(periodic_ ? n : n - 1);
         return dispatch_types(y.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            T* py = y.data<T>();
+            T* py = y.data_unchecked<T>();
             for (int64_t i = 0; i < n; ++i) {
                 const double a = denom > 0 ? kTwoPi * static_cast<double>(i) / denom : 0.0;
                 double v = 0.0;
@@ -172,7 +172,7 @@ public:
         int64_t axis = axis_;
         if (axis_input_ && ctx.has_input(2)) {
             const TensorView& t = ctx.input(2);
-            axis = t.dtype == DType::i64 ? t.data<int64_t>()[0] : t.data<std::int32_t>()[0];
+            axis = t.dtype == DType::i64 ? t.data_unchecked<int64_t>()[0] : t.data_unchecked<std::int32_t>()[0];
         }
         if (axis < 0) axis += r;
         p.axis = static_cast<int>(axis);
@@ -182,14 +182,14 @@ public:
         p.cout = y.shape[r - 1];
         if (ctx.has_input(1)) {
             const TensorView& t = ctx.input(1);
-            p.len = t.dtype == DType::i64 ? t.data<int64_t>()[0] : t.data<std::int32_t>()[0];
+            p.len = t.dtype == DType::i64 ? t.data_unchecked<int64_t>()[0] : t.data_unchecked<std::int32_t>()[0];
         } else {
             p.len = (inverse_ && onesided_) ? p.n_out : p.n_in;
         }
         p.outer = x.shape.size_between(0, p.axis);
         p.inner = x.shape.size_between(p.axis + 1, r - 1);
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            transform<T>(x.data<T>(), y.data<T>(), p);
+            transform<T>(x.data_unchecked<T>(), y.data_unchecked<T>(), p);
             return Status::ok();
         });
     }
@@ -313,7 +313,7 @@ public:
         const TensorView& y = ctx.output(0);
         const TensorView& st = ctx.input(1);
         const int64_t step =
-            st.dtype == DType::i64 ? st.data<int64_t>()[0] : st.data<std::int32_t>()[0];
+            st.dtype == DType::i64 ? st.data_unchecked<int64_t>()[0] : st.data_unchecked<std::int32_t>()[0];
         const int64_t batch = x.shape[0], len = x.shape[1], cin = x.shape[2];
         const int64_t frames = y.shape[1], bins = y.shape[2];
         int64_t fl;
@@ -321,12 +321,12 @@ public:
             fl = ctx.input(2).shape[0];
         } else {
             const TensorView& t = ctx.input(3);
-            fl = t.dtype == DType::i64 ? t.data<int64_t>()[0] : t.data<std::int32_t>()[0];
+            fl = t.dtype == DType::i64 ? t.data_unchecked<int64_t>()[0] : t.data_unchecked<std::int32_t>()[0];
         }
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            const T* pw = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
-            T* py = y.data<T>();
+            const T* px = x.data_unchecked<T>();
+            const T* pw = ctx.has_input(2) ? ctx.input(2).data_unchecked<T>() : nullptr;
+            T* py = y.data_unchecked<T>();
             for (int64_t b = 0; b < batch; ++b) {
                 for (int64_t f = 0; f < frames; ++f) {
                     for (int64_t k = 0; k < bins; ++k) {
@@ -383,13 +383,13 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         auto int_at = [&](int i) -> int64_t {
             const TensorView& t = ctx.input(i);
-            return t.dtype == DType::i64 ? t.data<int64_t>()[0] : t.data<std::int32_t>()[0];
+            return t.dtype == DType::i64 ? t.data_unchecked<int64_t>()[0] : t.data_unchecked<std::int32_t>()[0];
         };
         auto float_at = [&](int i) -> float {
             const TensorView& t = ctx.input(i);
             float v = 0.0f;
             (void)dispatch_types(t.dtype, NumericTypes{}, [&]<class T>() -> Status {
-                v = static_cast<float>(load(t.data<T>()[0]));
+                v = static_cast<float>(load(t.data_unchecked<T>()[0]));
                 return Status::ok();
             });
             return v;
@@ -413,7 +413,7 @@ public:
             return static_cast<int64_t>(b);
         };
         return dispatch_types(y.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            T* py = y.data<T>();
+            T* py = y.data_unchecked<T>();
             for (int64_t i = 0; i < spec * bins; ++i) py[i] = store<T>(0.0);
             for (int64_t m = 0; m < bins; ++m) {
                 const int64_t l = edge(m), c = edge(m + 1), h = edge(m + 2);

@@ -54,7 +54,7 @@ public:
         if (!ctx.has_data(0)) return Status::ok();
         int64_t kept = 0;
         for (int64_t i = 0; i < x.num_elements(); ++i)
-            if (!is_stopword(x.data<std::string>()[i])) ++kept;
+            if (!is_stopword(x.data_unchecked<std::string>()[i])) ++kept;
         // All filtered out: a single empty string.
         const int64_t n = std::max<int64_t>(kept, 1);
         ctx.set_output(0, DType::string, s.rank() == 1 ? Shape{n} : Shape{1, n});
@@ -64,8 +64,8 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         const TensorView& y = ctx.output(0);
-        const std::string* px = x.data<std::string>();
-        std::string* py = y.data<std::string>();
+        const std::string* px = x.data_unchecked<std::string>();
+        std::string* py = y.data_unchecked<std::string>();
         try {
             int64_t o = 0;
             for (int64_t i = 0; i < x.num_elements(); ++i) {
@@ -173,7 +173,7 @@ public:
         if (!ctx.has_data(0)) return Status::ok();
         int64_t most = 0;
         for (int64_t i = 0; i < x.num_elements(); ++i)
-            most = std::max(most, py_split(x.data<std::string>()[i], delim_, maxsplit_,
+            most = std::max(most, py_split(x.data_unchecked<std::string>()[i], delim_, maxsplit_,
                                            [](std::string_view) {}));
         Shape out = x.shape();
         out.push_back(most);
@@ -184,9 +184,9 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         const TensorView& y = ctx.output(0);
-        const std::string* px = x.data<std::string>();
-        std::string* py = y.data<std::string>();
-        int64_t* pn = ctx.has_output(1) ? ctx.output(1).data<int64_t>() : nullptr;
+        const std::string* px = x.data_unchecked<std::string>();
+        std::string* py = y.data_unchecked<std::string>();
+        int64_t* pn = ctx.has_output(1) ? ctx.output(1).data_unchecked<int64_t>() : nullptr;
         const int64_t width = y.shape[y.shape.rank() - 1];
         try {
             for (int64_t i = 0; i < x.num_elements(); ++i) {
@@ -234,9 +234,9 @@ public:
         const TensorView& y = ctx.output(0);
         const std::array<Strides, 2> st{broadcast_strides(a.shape, y.shape),
                                         broadcast_strides(b.shape, y.shape)};
-        const std::string* pa = a.data<std::string>();
-        const std::string* pb = b.data<std::string>();
-        std::string* py = y.data<std::string>();
+        const std::string* pa = a.data_unchecked<std::string>();
+        const std::string* pb = b.data_unchecked<std::string>();
+        std::string* py = y.data_unchecked<std::string>();
         int64_t i = 0;
         try {
             for_each_offset(y.shape, st, [&](const std::array<int64_t, 2>& off) {
@@ -270,8 +270,8 @@ public:
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
-        const std::string* px = x.data<std::string>();
-        bool* py = ctx.output(0).data<bool>();
+        const std::string* px = x.data_unchecked<std::string>();
+        bool* py = ctx.output(0).data_unchecked<bool>();
         try {
             for (int64_t i = 0; i < x.num_elements(); ++i) py[i] = std::regex_match(px[i], re_);
         } catch (const std::exception& e) {
@@ -324,12 +324,12 @@ public:
         const TensorView& y = ctx.output(0);
         const int64_t n = x.num_elements();
         return dispatch_types(y.dtype, AllTypes{}, [&]<class V>() -> Status {
-            const V* vals = values_.data<V>();
-            const V& dflt = *default_.data<V>();
-            V* py = y.data<V>();
+            const V* vals = values_.data_unchecked<V>();
+            const V& dflt = *default_.data_unchecked<V>();
+            V* py = y.data_unchecked<V>();
             try {
                 if (string_keys_) {
-                    const std::string* px = x.data<std::string>();
+                    const std::string* px = x.data_unchecked<std::string>();
                     for (int64_t i = 0; i < n; ++i) {
                         auto it = skeys_.find(px[i]);
                         py[i] = it == skeys_.end() ? dflt : vals[it->second];
@@ -337,7 +337,7 @@ public:
                     return Status::ok();
                 }
                 return dispatch_types(x.dtype, NumericTypes{}, [&]<class K>() -> Status {
-                    const K* px = x.data<K>();
+                    const K* px = x.data_unchecked<K>();
                     for (int64_t i = 0; i < n; ++i) {
                         auto it = nkeys_.find(static_cast<double>(load(px[i])));
                         py[i] = it == nkeys_.end() ? dflt : vals[it->second];
@@ -378,12 +378,12 @@ StatusOr<std::unique_ptr<Kernel>> make_label_encoder(const KernelCreateContext& 
         if (t.dtype() == DType::string) {
             string_keys = true;
             for (int64_t i = 0; i < t.num_elements(); ++i)
-                skeys.push_back(t.data<std::string>()[i]);
+                skeys.push_back(t.data_unchecked<std::string>()[i]);
         } else {
             DSINFER_RETURN_IF_ERROR(
                 dispatch_types(t.dtype(), NumericTypes{}, [&]<class T>() -> Status {
                     for (int64_t i = 0; i < t.num_elements(); ++i)
-                        nkeys.push_back(static_cast<double>(load(t.data<T>()[i])));
+                        nkeys.push_back(static_cast<double>(load(t.data_unchecked<T>()[i])));
                     return Status::ok();
                 }));
         }
@@ -431,7 +431,7 @@ StatusOr<std::unique_ptr<Kernel>> make_label_encoder(const KernelCreateContext& 
         fallback = Tensor::empty(values.dtype(), Shape{});
         DSINFER_RETURN_IF_ERROR(
             dispatch_types(values.dtype(), PodTypes{}, [&]<class T>() -> Status {
-                *fallback.data<T>() = fl ? store<T>(-0.0f) : store<T>(-1);
+                *fallback.data_unchecked<T>() = fl ? store<T>(-0.0f) : store<T>(-1);
                 return Status::ok();
             }));
     }
@@ -463,8 +463,8 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
         return dispatch_types(x.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t i = 0; i < x.num_elements(); ++i) {
                 const double v = static_cast<double>(load(px[i]));
                 // NaN stays NaN (the comparison is false for it).
@@ -511,14 +511,14 @@ public:
         const int64_t last = x.shape[x.shape.rank() - 1];
         const int64_t outer = x.num_elements() / std::max<int64_t>(last, 1);
         const int64_t k = ind.num_elements();
-        const int64_t* pi = ind.data<int64_t>();
+        const int64_t* pi = ind.data_unchecked<int64_t>();
         for (int64_t j = 0; j < k; ++j)
             if (pi[j] < 0 || pi[j] >= last)
                 return Status::error(ErrorCode::invalid_argument, "index ", pi[j],
                                      " is outside [0, ", last, ")");
         return dispatch_types(x.dtype, AllTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             try {
                 for (int64_t o = 0; o < (last == 0 ? 0 : outer); ++o)
                     for (int64_t j = 0; j < k; ++j) py[o * k + j] = px[o * last + pi[j]];

@@ -82,21 +82,21 @@ public:
         const TensorView& x = ctx.input(0);
         const int64_t rows = x.shape.rank() == 2 ? x.shape[0] : 1;
         const int64_t cols = x.shape.rank() == 0 ? 1 : x.shape[x.shape.rank() - 1];
-        float* y = ctx.output(0).data<float>();
+        float* y = ctx.output(0).data_unchecked<float>();
         std::fill(y, y + rows * c_.out_size, 0.f);
         for (int64_t r = 0; r < rows; ++r) {
             float* out = y + r * c_.out_size;
             if (c_.strings) {
-                const std::string* row = x.data<std::string>() + r * cols;
+                const std::string* row = x.data_unchecked<std::string>() + r * cols;
                 count_row(
                     c_.str_trie, [&](int64_t i) -> const std::string& { return row[i]; }, cols,
                     out);
             } else if (x.dtype == DType::i32) {
-                const std::int32_t* row = x.data<std::int32_t>() + r * cols;
+                const std::int32_t* row = x.data_unchecked<std::int32_t>() + r * cols;
                 count_row(
                     c_.int_trie, [&](int64_t i) { return int64_t{row[i]}; }, cols, out);
             } else {
-                const int64_t* row = x.data<int64_t>() + r * cols;
+                const int64_t* row = x.data_unchecked<int64_t>() + r * cols;
                 count_row(
                     c_.int_trie, [&](int64_t i) { return row[i]; }, cols, out);
             }

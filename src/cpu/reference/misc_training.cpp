@@ -54,8 +54,8 @@ public:
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& rv = ctx.input(0);
-        const double r = rv.dtype == DType::f64 ? *rv.data<double>() : *rv.data<float>();
-        const std::int64_t t = *ctx.input(1).data<std::int64_t>();
+        const double r = rv.dtype == DType::f64 ? *rv.data_unchecked<double>() : *rv.data_unchecked<float>();
+        const std::int64_t t = *ctx.input(1).data_unchecked<std::int64_t>();
         for (int i = 0; i < n_; ++i) {
             DSINFER_RETURN_IF_ERROR(
                 dispatch_types(ctx.input(2 + i).dtype, TypeList<float, double>{}, [&]<class T>() {
@@ -69,13 +69,13 @@ public:
 private:
     template <class T>
     void update(RunContext& ctx, int i, double r, std::int64_t t) const noexcept {
-        const T* x = ctx.input(2 + i).data<T>();
-        const T* g = ctx.input(2 + n_ + i).data<T>();
-        const T* s1 = ctx.input(2 + 2 * n_ + i).data<T>();
-        const T* s2 = c_.kind == Optimizer::adam ? ctx.input(2 + 3 * n_ + i).data<T>() : nullptr;
-        T* xo = ctx.has_output(i) ? ctx.output(i).data<T>() : nullptr;
-        T* s1o = ctx.has_output(n_ + i) ? ctx.output(n_ + i).data<T>() : nullptr;
-        T* s2o = s2 != nullptr && ctx.has_output(2 * n_ + i) ? ctx.output(2 * n_ + i).data<T>()
+        const T* x = ctx.input(2 + i).data_unchecked<T>();
+        const T* g = ctx.input(2 + n_ + i).data_unchecked<T>();
+        const T* s1 = ctx.input(2 + 2 * n_ + i).data_unchecked<T>();
+        const T* s2 = c_.kind == Optimizer::adam ? ctx.input(2 + 3 * n_ + i).data_unchecked<T>() : nullptr;
+        T* xo = ctx.has_output(i) ? ctx.output(i).data_unchecked<T>() : nullptr;
+        T* s1o = ctx.has_output(n_ + i) ? ctx.output(n_ + i).data_unchecked<T>() : nullptr;
+        T* s2o = s2 != nullptr && ctx.has_output(2 * n_ + i) ? ctx.output(2 * n_ + i).data_unchecked<T>()
                                                              : nullptr;
         const std::int64_t count = ctx.input(2 + i).num_elements();
         const double td = static_cast<double>(t);

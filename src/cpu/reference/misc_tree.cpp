@@ -24,7 +24,7 @@ StatusOr<std::vector<double>> tensor_attr_doubles(const Node& node, const char* 
     DSINFER_ASSIGN_OR_RETURN(Tensor t, node.attr<Tensor>(name));
     DSINFER_RETURN_IF_ERROR(dispatch_types(t.dtype(), NumericTypes{}, [&]<class T>() -> Status {
         for (int64_t i = 0; i < t.num_elements(); ++i)
-            out.push_back(static_cast<double>(load(t.data<T>()[i])));
+            out.push_back(static_cast<double>(load(t.data_unchecked<T>()[i])));
         return Status::ok();
     }));
     return out;
@@ -69,8 +69,8 @@ public:
         auto* acc = static_cast<double*>(ctx.workspace());
         auto* hit = reinterpret_cast<bool*>(acc + n_targets_);
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t r = 0; r < rows; ++r) {
                 std::fill(acc, acc + n_targets_, 0.0);
                 std::fill(hit, hit + n_targets_, false);

@@ -250,15 +250,15 @@ private:
         F* xf = nullptr;
         if constexpr (is_half_v<T>) {
             F* wbuf = col + kk * g.out_size;
-            widen(w.data<T>(), wbuf, w.num_elements());
+            widen(w.data_unchecked<T>(), wbuf, w.num_elements());
             wf = wbuf;
             yf = wbuf + w.num_elements();
             xf = yf + mg * g.out_size;
         } else {
-            wf = w.data<T>();
+            wf = w.data_unchecked<T>();
         }
-        const T* px = x.data<T>();
-        T* py = y.data<T>();
+        const T* px = x.data_unchecked<T>();
+        T* py = y.data_unchecked<T>();
         for (int64_t i = 0; i < n; ++i) {
             for (int64_t gi = 0; gi < a_.group; ++gi) {
                 const T* xg = px + (i * c + gi * cg) * g.in_size;
@@ -296,7 +296,7 @@ private:
                 T* dst = py + (i * m + gi * mg) * g.out_size;
                 for (int64_t mm = 0; mm < mg; ++mm) {
                     const F bias = op.b != nullptr
-                                       ? static_cast<F>(load(op.b->data<T>()[gi * mg + mm]))
+                                       ? static_cast<F>(load(op.b->data_unchecked<T>()[gi * mg + mm]))
                                        : F(0);
                     F* orow = out + mm * g.out_size;
                     T* drow = dst + mm * g.out_size;
@@ -314,9 +314,9 @@ private:
         const TensorView& w = *op.w;
         const int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
         const int64_t mult = m / c;
-        const T* px = x.data<T>();
-        const T* pw = w.data<T>();
-        T* py = op.y->data<T>();
+        const T* px = x.data_unchecked<T>();
+        const T* pw = w.data_unchecked<T>();
+        T* py = op.y->data_unchecked<T>();
         const int nsp = g.nsp;
         Dims in_st{};
         int64_t acc = 1;
@@ -329,7 +329,7 @@ private:
                 const T* xc = px + (i * c + oc / mult) * g.in_size;
                 const T* wk = pw + oc * g.k_size;
                 T* yc = py + (i * m + oc) * g.out_size;
-                const F bias = op.b != nullptr ? static_cast<F>(load(op.b->data<T>()[oc])) : F(0);
+                const F bias = op.b != nullptr ? static_cast<F>(load(op.b->data_unchecked<T>()[oc])) : F(0);
                 Dims opos{};
                 for (int64_t o = 0; o < g.out_size; ++o) {
                     F sum = bias;
@@ -458,20 +458,20 @@ private:
             F* wb = col + rows * g.in_size;
             F* xb = wb + w.num_elements();
             F* yb = xb + x.num_elements();
-            widen(w.data<T>(), wb, w.num_elements());
-            widen(x.data<T>(), xb, x.num_elements());
+            widen(w.data_unchecked<T>(), wb, w.num_elements());
+            widen(x.data_unchecked<T>(), xb, x.num_elements());
             wf = wb;
             xf = xb;
             yf = yb;
         } else {
-            wf = w.data<T>();
-            xf = x.data<T>();
-            yf = y.data<T>();
+            wf = w.data_unchecked<T>();
+            xf = x.data_unchecked<T>();
+            yf = y.data_unchecked<T>();
         }
         // Y starts as the bias.
         for (int64_t i = 0; i < n; ++i)
             for (int64_t oc = 0; oc < m; ++oc) {
-                const F b = op.b != nullptr ? static_cast<F>(load(op.b->data<T>()[oc])) : F(0);
+                const F b = op.b != nullptr ? static_cast<F>(load(op.b->data_unchecked<T>()[oc])) : F(0);
                 std::fill(yf + (i * m + oc) * g.out_size, yf + (i * m + oc + 1) * g.out_size, b);
             }
         const int nsp = g.nsp;
@@ -527,7 +527,7 @@ private:
                 }
             }
         if constexpr (is_half_v<T>) {
-            T* py = y.data<T>();
+            T* py = y.data_unchecked<T>();
             for (int64_t e = 0; e < y.num_elements(); ++e) py[e] = store<T>(yf[e]);
         }
     }

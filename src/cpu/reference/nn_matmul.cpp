@@ -167,9 +167,9 @@ private:
     Status run_typed(const TensorView& a, const TensorView& b, const TensorView& y,
                      const MatMulDims& d, void* ws, std::size_t ws_bytes) const {
         return dispatch_types(a.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            const T* pa = a.data<T>();
-            const T* pb = b.data<T>();
-            T* py = y.data<T>();
+            const T* pa = a.data_unchecked<T>();
+            const T* pb = b.data_unchecked<T>();
+            T* py = y.data_unchecked<T>();
             const int64_t sa = d.m * d.k, sb = d.k * d.n, sy = d.m * d.n;
             std::size_t own = 0;
             if constexpr (is_half_v<T>)
@@ -306,9 +306,9 @@ private:
         const int64_t k = trans_a_ ? a.shape[0] : a.shape[1];
         return dispatch_types(a.dtype, NumericTypes{}, [&]<class T>() -> Status {
             using C = acc_t<T>;
-            const T* pa = a.data<T>();
-            const T* pb = b.data<T>();
-            T* py = y.data<T>();
+            const T* pa = a.data_unchecked<T>();
+            const T* pb = b.data_unchecked<T>();
+            T* py = y.data_unchecked<T>();
             if constexpr (std::is_integral_v<T>) {
                 const C alpha = static_cast<C>(static_cast<int64_t>(alpha_));
                 for (int64_t i = 0; i < m; ++i)
@@ -381,7 +381,7 @@ private:
 
     template <class T>
     void add_c(const TensorView& c, T* py, int64_t m, int64_t n) const noexcept {
-        const T* pc = c.data<T>();
+        const T* pc = c.data_unchecked<T>();
         const int r = c.shape.rank();
         const int64_t cm = r == 2 ? c.shape[0] : 1;
         const int64_t cn = r >= 1 ? c.shape[r - 1] : 1;
@@ -585,8 +585,8 @@ private:
     void compute(RunContext& ctx, const EinsumPlan& p, int ni) const noexcept {
         using C = acc_t<T>;
         std::array<const T*, kMaxEinsumInputs> in{};
-        for (int i = 0; i < ni; ++i) in[static_cast<std::size_t>(i)] = ctx.input(i).data<T>();
-        T* out = ctx.output(0).data<T>();
+        for (int i = 0; i < ni; ++i) in[static_cast<std::size_t>(i)] = ctx.input(i).data_unchecked<T>();
+        T* out = ctx.output(0).data_unchecked<T>();
         const int64_t out_total = p.out_shape.num_elements();
         int64_t red_total = 1;
         for (int r = 0; r < p.red_count; ++r)

@@ -17,10 +17,10 @@ using std::int64_t;
 /// Element i of a floating-point tensor as double (no dispatch_types: used in hot loops).
 inline double elem(const TensorView& t, int64_t i) noexcept {
     switch (t.dtype) {
-        case DType::f32: return t.data<float>()[i];
-        case DType::f64: return t.data<double>()[i];
-        case DType::f16: return static_cast<float>(t.data<float16>()[i]);
-        case DType::bf16: return static_cast<float>(t.data<bfloat16>()[i]);
+        case DType::f32: return t.data_unchecked<float>()[i];
+        case DType::f64: return t.data_unchecked<double>()[i];
+        case DType::f16: return static_cast<float>(t.data_unchecked<float16>()[i]);
+        case DType::bf16: return static_cast<float>(t.data_unchecked<bfloat16>()[i]);
         default: return 0.0;
     }
 }
@@ -101,8 +101,8 @@ public:
         }
         return dispatch_float(x.dtype, [&]<class T>() -> Status {
             using F = compute_t<T>;
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t i = 0; i < n; ++i)
                 for (int64_t c = 0; c < p; ++c) {
                     const F ac = static_cast<F>(a[c]), bc = static_cast<F>(b[c]);
@@ -139,7 +139,7 @@ private:
                 if (!ctx.has_output(k)) continue;
                 const double run = (k == 1 ? mean[c] : var[c]) * mo + (k == 1 ? m : v) * (1 - mo);
                 (void)dispatch_float(ctx.output(k).dtype, [&]<class T>() {
-                    ctx.output(k).data<T>()[c] = store<T>(run);
+                    ctx.output(k).data_unchecked<T>()[c] = store<T>(run);
                     return Status::ok();
                 });
             }
@@ -219,8 +219,8 @@ public:
         const int64_t block = cpg * spatial;
         return dispatch_float(x.dtype, [&]<class T>() -> Status {
             using F = compute_t<T>;
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t i = 0; i < n; ++i)
                 for (int64_t gi = 0; gi < g; ++gi) {
                     const int64_t base = (i * g + gi) * block;
@@ -317,7 +317,7 @@ public:
         const bool has_b = !rms_ && ctx.has_input(2);
         return dispatch_float(x.dtype, [&]<class T>() -> Status {
             using F = compute_t<T>;
-            const T* px = x.data<T>();
+            const T* px = x.data_unchecked<T>();
             for (int64_t o = 0; o < outer; ++o) {
                 const T* row = px + o * norm;
                 double m = 0;
@@ -334,7 +334,7 @@ public:
                 mean[o] = m;
                 inv[o] = 1.0 / std::sqrt(var + double(eps_));
             }
-            T* py = ctx.output(0).data<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             const Shape& xs = x.shape;
             const std::array<Strides, 3> st{
                 contiguous_strides(xs), broadcast_strides(ctx.input(1).shape, xs),
@@ -353,7 +353,7 @@ public:
                 if (!ctx.has_output(k)) continue;
                 const double* src = k == 1 ? mean : inv;
                 DSINFER_RETURN_IF_ERROR(dispatch_float(stash_, [&]<class U>() -> Status {
-                    U* out = ctx.output(k).data<U>();
+                    U* out = ctx.output(k).data_unchecked<U>();
                     for (int64_t o = 0; o < outer; ++o)
                         out[o] = store<U>(static_cast<compute_t<U>>(src[o]));
                     return Status::ok();
@@ -409,8 +409,8 @@ public:
         const int64_t lo = (size_ - 1) / 2, hi = size_ - 1 - lo;
         const double scale = double(alpha_) / static_cast<double>(size_);
         return dispatch_float(x.dtype, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t i = 0; i < n; ++i)
                 for (int64_t ch = 0; ch < c; ++ch) {
                     const int64_t c0 = std::max<int64_t>(0, ch - lo);
@@ -496,8 +496,8 @@ public:
         std::fill(s1, s1 + 2 * kept, 0.0);
         const std::array<Strides, 2> st{contiguous_strides(xs), ss};
         return dispatch_float(x.dtype, [&]<class T>() -> Status {
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for_each_offset<2>(xs, st, [&](const std::array<int64_t, 2>& off) {
                 const double v = static_cast<double>(load(px[off[0]]));
                 if (lp_ == 0) {

@@ -76,9 +76,9 @@ private:
         using F = std::conditional_t<std::is_same_v<T, double>, double,
                                      std::conditional_t<std::is_integral_v<T>, T, float>>;
         const TensorView& x = ctx.input(0);
-        const T* px = x.data<T>();
-        T* py = ctx.output(0).data<T>();
-        int64_t* pi = ctx.has_output(1) ? ctx.output(1).data<int64_t>() : nullptr;
+        const T* px = x.data_unchecked<T>();
+        T* py = ctx.output(0).data_unchecked<T>();
+        int64_t* pi = ctx.has_output(1) ? ctx.output(1).data_unchecked<int64_t>() : nullptr;
         const int nsp = g.nsp;
         const int64_t planes = x.shape[0] * x.shape[1];
         // Row-major strides (and column-major ones for Indices with storage_order 1).
@@ -227,8 +227,8 @@ public:
         const int64_t sp = x.shape.size_between(2, x.shape.rank());
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
             using F = compute_t<T>;
-            const T* px = x.data<T>();
-            T* py = ctx.output(0).data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = ctx.output(0).data_unchecked<T>();
             for (int64_t pl = 0; pl < planes; ++pl) {
                 const T* xp = px + pl * sp;
                 double r;

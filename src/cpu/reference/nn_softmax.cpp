@@ -59,8 +59,8 @@ public:
         }
         return dispatch_types(x.dtype, FloatTypes{}, [&]<class T>() -> Status {
             using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
-            const T* px = x.data<T>();
-            T* py = y.data<T>();
+            const T* px = x.data_unchecked<T>();
+            T* py = y.data_unchecked<T>();
             for (int64_t o = 0; o < outer; ++o) {
                 for (int64_t i = 0; i < inner; ++i) {
                     const T* xs = px + o * n * inner + i;

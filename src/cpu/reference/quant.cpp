@@ -210,7 +210,7 @@ public:
         const bool narrow = is_half(prec) && (precision_.has_value() || x.dtype == s.dtype);
         const bool dbl = prec == DType::f64;
         return dispatch_types(y.dtype, QuantTypes{}, [&]<class Q>() -> Status {
-            Q* yp = y.data<Q>();
+            Q* yp = y.data_unchecked<Q>();
             const void* zpp = has_zp ? ctx.input(2).raw : nullptr;
             std::int64_t e = 0;
             for (std::int64_t o = 0; o < l.outer; ++o)
@@ -322,7 +322,7 @@ public:
         if (!lo.is_ok()) return lo.status();
         const QuantLayout l = lo.value();
         return dispatch_types(y.dtype, FloatTypes{}, [&]<class F>() -> Status {
-            F* yp = y.data<F>();
+            F* yp = y.data_unchecked<F>();
             std::int64_t e = 0;
             for (std::int64_t o = 0; o < l.outer; ++o)
                 for (std::int64_t a = 0; a < l.n; ++a)
@@ -368,10 +368,10 @@ StatusOr<std::unique_ptr<Kernel>> make_dequantize(const KernelCreateContext& ctx
     // int32 data is dequantized without a zero point (the spec fixes it at 0).
     if (const Tensor* zp = ctx.constant_input(2); zp != nullptr && zp->dtype() == DType::i32) {
         for (std::int64_t i = 0; i < zp->num_elements(); ++i)
-            if (zp->data<std::int32_t>()[i] != 0)
+            if (zp->data_unchecked<std::int32_t>()[i] != 0)
                 return Status::error(ErrorCode::invalid_model,
                                      "x_zero_point must be 0 for int32 input, got ",
-                                     zp->data<std::int32_t>()[i]);
+                                     zp->data_unchecked<std::int32_t>()[i]);
     }
     return make_kernel<DequantizeKernel>(axis, block, ctx.opset(), out_dtype);
 }
@@ -404,11 +404,11 @@ public:
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);
-        const float* xp = x.data<float>();
+        const float* xp = x.data_unchecked<float>();
         const std::int64_t n = x.num_elements();
-        const DynamicQuantParams p = dynamic_quantize(xp, n, ctx.output(0).data<std::uint8_t>());
-        *ctx.output(1).data<float>() = p.scale;
-        *ctx.output(2).data<std::uint8_t>() = p.zero_point;
+        const DynamicQuantParams p = dynamic_quantize(xp, n, ctx.output(0).data_unchecked<std::uint8_t>());
+        *ctx.output(1).data_unchecked<float>() = p.scale;
+        *ctx.output(2).data_unchecked<std::uint8_t>() = p.zero_point;
         return Status::ok();
     }
 };
@@ -582,11 +582,11 @@ public:
             bm = m.value();
             bzp = ctx.input(3).raw;
         }
-        auto* y = ctx.output(0).data<std::int32_t>();
+        auto* y = ctx.output(0).data_unchecked<std::int32_t>();
         return dispatch_types(a.dtype, Int8Types{}, [&]<class A>() -> Status {
             return dispatch_types(b.dtype, Int8Types{}, [&]<class B>() -> Status {
                 matmul_int<A, B>(
-                    g, a.data<A>(), b.data<B>(), azp, am, bzp, bm,
+                    g, a.data_unchecked<A>(), b.data_unchecked<B>(), azp, am, bzp, bm,
                     [&](std::int64_t o, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                         std::int64_t acc) { y[o] = static_cast<std::int32_t>(acc); });
                 return Status::ok();
@@ -674,9 +674,9 @@ public:
         return dispatch_types(a.dtype, Int8Types{}, [&]<class A>() -> Status {
             return dispatch_types(b.dtype, Int8Types{}, [&]<class B>() -> Status {
                 return dispatch_types(y.dtype, Int8Types{}, [&]<class Q>() -> Status {
-                    Q* yp = y.data<Q>();
+                    Q* yp = y.data_unchecked<Q>();
                     matmul_int<A, B>(
-                        g, a.data<A>(), b.data<B>(), has_az ? ctx.input(2).raw : nullptr, mp.az,
+                        g, a.data_unchecked<A>(), b.data_unchecked<B>(), has_az ? ctx.input(2).raw : nullptr, mp.az,
                         has_bz ? ctx.input(5).raw : nullptr, mp.bz,
                         [&](std::int64_t o, std::int64_t ab, std::int64_t bb, std::int64_t i,
                             std::int64_t j, std::int64_t acc) {
@@ -869,10 +869,10 @@ public:
             ctx.has_input(2) ? read_element_as_int(ctx.input(2).raw, x.dtype, 0) : 0;
         const void* wz = ctx.has_input(3) ? ctx.input(3).raw : nullptr;
         const bool pc = wz != nullptr && ctx.input(3).num_elements() > 1;
-        auto* y = ctx.output(0).data<std::int32_t>();
+        auto* y = ctx.output(0).data_unchecked<std::int32_t>();
         return dispatch_types(x.dtype, Int8Types{}, [&]<class X>() -> Status {
             return dispatch_types(w.dtype, Int8Types{}, [&]<class W>() -> Status {
-                conv_int<X, W>(g, x.data<X>(), w.data<W>(), xz, static_cast<const W*>(wz), pc,
+                conv_int<X, W>(g, x.data_unchecked<X>(), w.data_unchecked<W>(), xz, static_cast<const W*>(wz), pc,
                                [&](std::int64_t o, std::int64_t, std::int64_t acc) {
                                    y[o] = static_cast<std::int32_t>(acc);
                                });
@@ -978,7 +978,7 @@ public:
             ctx.has_input(2) ? read_element_as_int(ctx.input(2).raw, x.dtype, 0) : 0;
         const void* wz = ctx.has_input(5) ? ctx.input(5).raw : nullptr;
         const bool wz_pc = wz != nullptr && ctx.input(5).num_elements() > 1;
-        const std::int32_t* bias = ctx.has_input(8) ? ctx.input(8).data<std::int32_t>() : nullptr;
+        const std::int32_t* bias = ctx.has_input(8) ? ctx.input(8).data_unchecked<std::int32_t>() : nullptr;
         const TensorView& y = ctx.output(0);
         const double yz =
             ctx.has_input(7)
@@ -987,10 +987,10 @@ public:
         return dispatch_types(x.dtype, Int8Types{}, [&]<class X>() -> Status {
             return dispatch_types(w.dtype, Int8Types{}, [&]<class W>() -> Status {
                 return dispatch_types(y.dtype, Int8Types{}, [&]<class Q>() -> Status {
-                    Q* yp = y.data<Q>();
-                    const Q* zp = add_ ? ctx.input(9).data<Q>() : nullptr;
+                    Q* yp = y.data_unchecked<Q>();
+                    const Q* zp = add_ ? ctx.input(9).data_unchecked<Q>() : nullptr;
                     conv_int<X, W>(
-                        g, x.data<X>(), w.data<W>(), xz, static_cast<const W*>(wz), wz_pc,
+                        g, x.data_unchecked<X>(), w.data_unchecked<W>(), xz, static_cast<const W*>(wz), wz_pc,
                         [&](std::int64_t o, std::int64_t m, std::int64_t acc) {
                             if (bias != nullptr) acc += bias[m];
                             const double sw = read_element_as_double(ws, st, ws_pc ? m : 0);
@@ -1107,12 +1107,12 @@ Status run_dequant_matmul(RunContext& ctx, const MatMulGeom& g, const A* a, cons
     auto ms = dequant_maps(b.shape, g, ctx.input(bs).shape, ctx.has_input(bz) ? &zs : nullptr);
     if (!ms.is_ok()) return ms.status();
     const DequantMaps& m = ms.value();
-    const float* sp = ctx.input(bs).data<float>();
+    const float* sp = ctx.input(bs).data_unchecked<float>();
     const void* zp = ctx.has_input(bz) ? ctx.input(bz).raw : nullptr;
-    const float* bp = ctx.has_input(bias) ? ctx.input(bias).data<float>() : nullptr;
-    float* y = ctx.output(0).data<float>();
+    const float* bp = ctx.has_input(bias) ? ctx.input(bias).data_unchecked<float>() : nullptr;
+    float* y = ctx.output(0).data_unchecked<float>();
     return dispatch_types(b.dtype, Int8Types{}, [&]<class B>() -> Status {
-        matmul_int<A, B>(g, a, b.data<B>(), az, ParamMap{}, zp, m.bz,
+        matmul_int<A, B>(g, a, b.data_unchecked<B>(), az, ParamMap{}, zp, m.bz,
                          [&](std::int64_t o, std::int64_t, std::int64_t bb, std::int64_t,
                              std::int64_t j, std::int64_t acc) {
                              const float v = dequantize_product(
@@ -1148,7 +1148,7 @@ public:
         auto gs = make_matmul_geom(a.shape, ctx.input(1).shape);
         if (!gs.is_ok()) return gs.status();
         auto* aq = static_cast<std::uint8_t*>(ctx.workspace());
-        const DynamicQuantParams p = dynamic_quantize(a.data<float>(), a.num_elements(), aq);
+        const DynamicQuantParams p = dynamic_quantize(a.data_unchecked<float>(), a.num_elements(), aq);
         return run_dequant_matmul<std::uint8_t>(ctx, gs.value(), aq, &p.zero_point, p.scale, 2,
                                                 3, 4, act_);
     }
@@ -1198,10 +1198,10 @@ public:
         const TensorView& a = ctx.input(0);
         auto gs = make_matmul_geom(a.shape, ctx.input(1).shape);
         if (!gs.is_ok()) return gs.status();
-        const float a_scale = *ctx.input(2).data<float>();
+        const float a_scale = *ctx.input(2).data_unchecked<float>();
         const void* az = ctx.has_input(4) ? ctx.input(4).raw : nullptr;
         return dispatch_types(a.dtype, Int8Types{}, [&]<class A>() -> Status {
-            return run_dequant_matmul<A>(ctx, gs.value(), a.data<A>(), az, a_scale, 3, 5, 6, act_);
+            return run_dequant_matmul<A>(ctx, gs.value(), a.data_unchecked<A>(), az, a_scale, 3, 5, 6, act_);
         });
     }
 
@@ -1255,17 +1255,17 @@ public:
         auto gs = make_conv_geom(a_, x.shape, w.shape);
         if (!gs.is_ok()) return gs.status();
         auto* xq = static_cast<std::uint8_t*>(ctx.workspace());
-        const DynamicQuantParams q = dynamic_quantize(x.data<float>(), x.num_elements(), xq);
+        const DynamicQuantParams q = dynamic_quantize(x.data_unchecked<float>(), x.num_elements(), xq);
         const TensorView& ws = ctx.input(2);
-        const float* sp = ws.data<float>();
+        const float* sp = ws.data_unchecked<float>();
         const bool s_pc = ws.num_elements() > 1;
         const void* wz = ctx.has_input(3) ? ctx.input(3).raw : nullptr;
         const bool z_pc = wz != nullptr && ctx.input(3).num_elements() > 1;
-        const float* bias = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
-        float* y = ctx.output(0).data<float>();
+        const float* bias = ctx.has_input(4) ? ctx.input(4).data_unchecked<float>() : nullptr;
+        float* y = ctx.output(0).data_unchecked<float>();
         return dispatch_types(w.dtype, Int8Types{}, [&]<class W>() -> Status {
             conv_int<std::uint8_t, W>(
-                gs.value(), xq, w.data<W>(), q.zero_point, static_cast<const W*>(wz), z_pc,
+                gs.value(), xq, w.data_unchecked<W>(), q.zero_point, static_cast<const W*>(wz), z_pc,
                 [&](std::int64_t o, std::int64_t m, std::int64_t acc) {
                     const float v =
                         dequantize_product(static_cast<std::int32_t>(acc), q.scale,

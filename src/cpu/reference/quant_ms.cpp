@@ -76,7 +76,7 @@ Status check_node(const KernelCreateContext& ctx, std::initializer_list<int> req
         const Tensor* s = ctx.constant_input(i);
         if (s == nullptr || s->dtype() != DType::f32) continue;  // prepare checks the type
         for (int64_t e = 0; e < s->num_elements(); ++e) {
-            const float v = s->data<float>()[e];
+            const float v = s->data_unchecked<float>()[e];
             if (!(v > 0.f) || !std::isfinite(v))
                 return Status::error(ErrorCode::invalid_model, "input '", name, "' element ", e,
                                      " is ", v, "; scales must be positive and finite");
@@ -118,9 +118,9 @@ public:
         const std::array<Strides, 2> st{broadcast_strides(a.shape, c.shape),
                                         broadcast_strides(b.shape, c.shape)};
         return dispatch_types(a.dtype, Int8Types{}, [&]<class Q>() -> Status {
-            const Q* ap = a.data<Q>();
-            const Q* bp = b.data<Q>();
-            Q* cp = c.data<Q>();
+            const Q* ap = a.data_unchecked<Q>();
+            const Q* bp = b.data_unchecked<Q>();
+            Q* cp = c.data_unchecked<Q>();
             int64_t e = 0;
             for_each_offset<2>(c.shape, st, [&](const std::array<int64_t, 2>& off) {
                 const std::int32_t x = ap[off[0]], y = bp[off[1]];
@@ -189,8 +189,8 @@ public:
             qlinear_pool_multiplier(qlinear_scale(ctx, 1), qlinear_scale(ctx, 3), g.count);
         const std::int32_t zx = qlinear_zero(ctx, 2), zy = qlinear_zero(ctx, 4);
         return dispatch_types(x.dtype, Int8Types{}, [&]<class Q>() -> Status {
-            const Q* xp = x.data<Q>();
-            Q* yp = ctx.output(0).data<Q>();
+            const Q* xp = x.data_unchecked<Q>();
+            Q* yp = ctx.output(0).data_unchecked<Q>();
             for (int64_t n = 0; n < g.n; ++n)
                 for (int64_t c = 0; c < g.c; ++c) {
                     int64_t sum = 0;
@@ -243,8 +243,8 @@ public:
         p.zx = qlinear_zero(ctx, 2);
         p.zy = qlinear_zero(ctx, 4);
         return dispatch_types(x.dtype, Int8Types{}, [&]<class Q>() -> Status {
-            const Q* xp = x.data<Q>();
-            Q* yp = ctx.output(0).data<Q>();
+            const Q* xp = x.data_unchecked<Q>();
+            Q* yp = ctx.output(0).data_unchecked<Q>();
             const int64_t n = x.num_elements();
             for (int64_t i = 0; i < n; ++i) yp[i] = qlinear_lut_value<Q>(xp[i], p);
             return Status::ok();

@@ -38,7 +38,7 @@ Status check_scale_values(const KernelCreateContext& ctx, int i, const char* nam
     const Tensor* s = ctx.constant_input(i);
     if (s == nullptr || s->dtype() != DType::f32) return Status::ok();
     for (std::int64_t e = 0; e < s->num_elements(); ++e) {
-        const float v = s->data<float>()[e];
+        const float v = s->data_unchecked<float>()[e];
         if (!(v > 0.f) || !std::isfinite(v))
             return Status::error(ErrorCode::invalid_model, "input '", name, "' element ", e,
                                  " is ", v, "; scales must be positive and finite");
@@ -101,7 +101,7 @@ public:
         const TensorView& b = ctx.input(3);
         const std::int64_t m = a.shape[trans_a_ ? 1 : 0], k = a.shape[trans_a_ ? 0 : 1];
         const std::int64_t n = b.shape[trans_b_ ? 0 : 1];
-        const float a_scale = alpha_ * *ctx.input(1).data<float>();
+        const float a_scale = alpha_ * *ctx.input(1).data_unchecked<float>();
         const std::int64_t za = ctx.has_input(2) ? element(ctx.input(2), 0) : 0;
         const TensorView& bs = ctx.input(4);
         const bool has_bz = ctx.has_input(5);
@@ -114,7 +114,7 @@ public:
         }
         const TensorView& y = ctx.output(0);
         const bool quantized = ctx.has_input(7);
-        const float y_scale = quantized ? *ctx.input(7).data<float>() : 1.f;
+        const float y_scale = quantized ? *ctx.input(7).data_unchecked<float>() : 1.f;
         const auto y_zero =
             static_cast<std::int32_t>(quantized && ctx.has_input(8) ? element(ctx.input(8), 0) : 0);
         for (std::int64_t i = 0; i < m; ++i)
@@ -128,17 +128,17 @@ public:
                 }
                 std::int32_t c = static_cast<std::int32_t>(acc);
                 if (has_c)
-                    c = add_wrapping(c, ctx.input(6).data<std::int32_t>()
+                    c = add_wrapping(c, ctx.input(6).data_unchecked<std::int32_t>()
                                             [(c_rows == 1 ? 0 : i) * c_cols + (c_cols == 1 ? 0 : j)]);
-                const float sb = bs.data<float>()[per(bs, j)];
+                const float sb = bs.data_unchecked<float>()[per(bs, j)];
                 const std::int64_t o = i * n + j;
                 if (!quantized)
-                    y.data<float>()[o] = dequantize_product(c, a_scale, sb, nullptr);
+                    y.data_unchecked<float>()[o] = dequantize_product(c, a_scale, sb, nullptr);
                 else if (y.dtype == DType::u8)
-                    y.data<std::uint8_t>()[o] =
+                    y.data_unchecked<std::uint8_t>()[o] =
                         requantize_product<std::uint8_t>(c, a_scale, sb, nullptr, y_scale, y_zero);
                 else
-                    y.data<std::int8_t>()[o] =
+                    y.data_unchecked<std::int8_t>()[o] =
                         requantize_product<std::int8_t>(c, a_scale, sb, nullptr, y_scale, y_zero);
             }
         return Status::ok();
@@ -162,7 +162,7 @@ private:
                                  " elements");
         if (want == DType::f32)
             for (std::int64_t j = 0; j < e; ++j) {
-                const float v = t.data<float>()[j];
+                const float v = t.data_unchecked<float>()[j];
                 if (!(v > 0.f) || !std::isfinite(v))
                     return Status::error(ErrorCode::invalid_argument, "QGemm: input '", name,
                                          "' element ", j, " is ", v,
@@ -174,8 +174,8 @@ private:
         return t.num_elements() == 1 ? 0 : j;
     }
     static std::int64_t element(const TensorView& t, std::int64_t i) noexcept {
-        return t.dtype == DType::i8 ? std::int64_t{t.data<std::int8_t>()[i]}
-                                    : std::int64_t{t.data<std::uint8_t>()[i]};
+        return t.dtype == DType::i8 ? std::int64_t{t.data_unchecked<std::int8_t>()[i]}
+                                    : std::int64_t{t.data_unchecked<std::uint8_t>()[i]};
     }
 
     float alpha_;

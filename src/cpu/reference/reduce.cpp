@@ -257,11 +257,11 @@ public:
         const ReducePlan& p = plan.value();
         const TensorView& y = ctx.output(0);
         if (x.dtype == DType::boolean) {
-            reduce_loop<bool>(op_, p, x.data<bool>(), y.data<bool>());
+            reduce_loop<bool>(op_, p, x.data_unchecked<bool>(), y.data_unchecked<bool>());
             return Status::ok();
         }
         return dispatch_types(x.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            reduce_loop<T>(op_, p, x.data<T>(), y.data<T>());
+            reduce_loop<T>(op_, p, x.data_unchecked<T>(), y.data_unchecked<T>());
             return Status::ok();
         });
     }

@@ -76,9 +76,9 @@ public:
         const std::int64_t outer = x.shape.size_between(0, axis);
         const std::int64_t n = x.shape[axis];
         const std::int64_t inner = x.shape.size_between(axis + 1, rank);
-        auto* y = ctx.output(0).data<std::int64_t>();
+        auto* y = ctx.output(0).data_unchecked<std::int64_t>();
         return dispatch_types(x.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            const T* xp = x.data<T>();
+            const T* xp = x.data_unchecked<T>();
             for (std::int64_t o = 0; o < outer; ++o) {
                 for (std::int64_t i = 0; i < inner; ++i) {
                     const T* base = xp + o * n * inner + i;
@@ -168,7 +168,7 @@ public:
                 return Status::error(ErrorCode::invalid_argument,
                                      "input 'K' must be a 1-element int64 tensor, got ",
                                      dtype_name(kt.dtype()), " ", kt.shape().to_string());
-            k = *kt.data<std::int64_t>();
+            k = *kt.data_unchecked<std::int64_t>();
         }
         if (k < 0 || k > x.shape()[axis])
             return Status::error(ErrorCode::invalid_argument, "K = ", k, " is outside [0, ",
@@ -193,10 +193,10 @@ public:
         if (ctx.workspace_bytes() < static_cast<std::size_t>(n) * sizeof(std::int64_t))
             return Status(ErrorCode::internal, "TopK workspace too small");
         auto* idx = static_cast<std::int64_t*>(ctx.workspace());
-        auto* yi = ctx.output(1).data<std::int64_t>();
+        auto* yi = ctx.output(1).data_unchecked<std::int64_t>();
         return dispatch_types(x.dtype, NumericTypes{}, [&]<class T>() -> Status {
-            const T* xp = x.data<T>();
-            T* yv = ctx.output(0).data<T>();
+            const T* xp = x.data_unchecked<T>();
+            T* yv = ctx.output(0).data_unchecked<T>();
             for (std::int64_t o = 0; o < outer; ++o) {
                 for (std::int64_t i = 0; i < inner; ++i) {
                     const T* base = xp + o * n * inner + i;

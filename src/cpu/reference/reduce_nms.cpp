@@ -83,7 +83,7 @@ public:
         ctx.set_output_dynamic(0, DType::i64);
         if (!ctx.has_input(2) || !ctx.has_data(2)) return Status::ok();
         const std::int64_t max_out =
-            std::clamp<std::int64_t>(*ctx.input(2).data<std::int64_t>(), 0, bs[1]);
+            std::clamp<std::int64_t>(*ctx.input(2).data_unchecked<std::int64_t>(), 0, bs[1]);
         // Scratch: the sorted candidate order and kept boxes of one class, then every
         // selected triple (staged before the output can be allocated).
         const auto per_class = static_cast<std::size_t>(bs[1]);
@@ -100,11 +100,11 @@ public:
         const std::int64_t classes = scores.shape[1];
         Params p;
         if (ctx.has_input(2))
-            p.max_out = std::clamp<std::int64_t>(*ctx.input(2).data<std::int64_t>(), 0, nboxes);
-        if (ctx.has_input(3)) p.iou = *ctx.input(3).data<float>();
+            p.max_out = std::clamp<std::int64_t>(*ctx.input(2).data_unchecked<std::int64_t>(), 0, nboxes);
+        if (ctx.has_input(3)) p.iou = *ctx.input(3).data_unchecked<float>();
         if (ctx.has_input(4)) {
             p.has_score = true;
-            p.score = *ctx.input(4).data<float>();
+            p.score = *ctx.input(4).data_unchecked<float>();
         }
         const auto per_class = static_cast<std::size_t>(nboxes);
         const auto total = static_cast<std::size_t>(batches * classes * p.max_out);
@@ -116,8 +116,8 @@ public:
         std::int64_t* kept = ws + per_class;
         std::int64_t* triples = ws + 2 * per_class;
         std::int64_t num_selected = 0;
-        const float* bp = boxes.data<float>();
-        const float* sp = scores.data<float>();
+        const float* bp = boxes.data_unchecked<float>();
+        const float* sp = scores.data_unchecked<float>();
         for (std::int64_t b = 0; b < batches && p.max_out > 0; ++b) {
             const float* bb = bp + b * nboxes * 4;
             for (std::int64_t c = 0; c < classes; ++c) {
@@ -147,7 +147,7 @@ public:
         Status st = ctx.allocate_output(0, DType::i64, Shape{num_selected, 3});
         if (!st.is_ok()) return st;
         if (num_selected > 0)
-            std::copy(triples, triples + 3 * num_selected, ctx.output(0).data<std::int64_t>());
+            std::copy(triples, triples + 3 * num_selected, ctx.output(0).data_unchecked<std::int64_t>());
         return Status::ok();
     }
 

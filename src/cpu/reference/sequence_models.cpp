@@ -254,18 +254,18 @@ private:
         const std::int64_t hid = ctx.input(2).shape[2];
         const std::int64_t g = gates_;
         const std::int64_t nd = num_directions_;
-        const T* x = xv.data<T>();
-        const T* w = ctx.input(1).data<T>();
-        const T* r = ctx.input(2).data<T>();
-        const T* bias = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
+        const T* x = xv.data_unchecked<T>();
+        const T* w = ctx.input(1).data_unchecked<T>();
+        const T* r = ctx.input(2).data_unchecked<T>();
+        const T* bias = ctx.has_input(3) ? ctx.input(3).data_unchecked<T>() : nullptr;
         const TensorView* seq_lens = ctx.has_input(4) ? &ctx.input(4) : nullptr;
-        const T* init_h = ctx.has_input(5) ? ctx.input(5).data<T>() : nullptr;
+        const T* init_h = ctx.has_input(5) ? ctx.input(5).data_unchecked<T>() : nullptr;
         const bool lstm = kind_ == RnnKind::lstm;
-        const T* init_c = lstm && ctx.has_input(6) ? ctx.input(6).data<T>() : nullptr;
-        const T* peep = lstm && ctx.has_input(7) ? ctx.input(7).data<T>() : nullptr;
-        T* y = ctx.has_output(0) ? ctx.output(0).data<T>() : nullptr;
-        T* y_h = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
-        T* y_c = lstm && ctx.has_output(2) ? ctx.output(2).data<T>() : nullptr;
+        const T* init_c = lstm && ctx.has_input(6) ? ctx.input(6).data_unchecked<T>() : nullptr;
+        const T* peep = lstm && ctx.has_input(7) ? ctx.input(7).data_unchecked<T>() : nullptr;
+        T* y = ctx.has_output(0) ? ctx.output(0).data_unchecked<T>() : nullptr;
+        T* y_h = ctx.has_output(1) ? ctx.output(1).data_unchecked<T>() : nullptr;
+        T* y_c = lstm && ctx.has_output(2) ? ctx.output(2).data_unchecked<T>() : nullptr;
 
         C* h = static_cast<C*>(ctx.workspace());
         C* c = h + hid;
@@ -296,8 +296,8 @@ private:
             for (std::int64_t b = 0; b < batch; ++b) {
                 std::int64_t len = seq;
                 if (seq_lens != nullptr) {
-                    len = seq_lens->dtype == DType::i32 ? seq_lens->data<std::int32_t>()[b]
-                                                        : seq_lens->data<std::int64_t>()[b];
+                    len = seq_lens->dtype == DType::i32 ? seq_lens->data_unchecked<std::int32_t>()[b]
+                                                        : seq_lens->data_unchecked<std::int64_t>()[b];
                     if (len < 0 || len > seq)
                         return Status::error(ErrorCode::invalid_argument, "sequence_lens[", b,
                                              "] = ", len, " is outside [0, ", seq, "]");

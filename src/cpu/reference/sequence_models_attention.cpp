@@ -176,12 +176,12 @@ private:
         const bool has_past = ctx.has_input(4) && ctx.has_input(5);
         if (has_past) a.past = ctx.input(4).shape[2];
         const std::int64_t total = a.total();
-        const T* q = qv.data<T>();
-        const T* k = kv.data<T>();
-        const T* v = vv.data<T>();
-        const T* pk = has_past ? ctx.input(4).data<T>() : nullptr;
-        const T* pv = has_past ? ctx.input(5).data<T>() : nullptr;
-        const std::int64_t* nonpad = ctx.has_input(6) ? ctx.input(6).data<std::int64_t>() : nullptr;
+        const T* q = qv.data_unchecked<T>();
+        const T* k = kv.data_unchecked<T>();
+        const T* v = vv.data_unchecked<T>();
+        const T* pk = has_past ? ctx.input(4).data_unchecked<T>() : nullptr;
+        const T* pv = has_past ? ctx.input(5).data_unchecked<T>() : nullptr;
+        const std::int64_t* nonpad = ctx.has_input(6) ? ctx.input(6).data_unchecked<std::int64_t>() : nullptr;
         if (nonpad != nullptr)
             for (std::int64_t b = 0; b < a.batch; ++b)
                 if (nonpad[b] < 0 || nonpad[b] > total)
@@ -203,8 +203,8 @@ private:
         };
 
         if (ctx.has_output(1) || ctx.has_output(2)) {
-            T* ok = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
-            T* ov = ctx.has_output(2) ? ctx.output(2).data<T>() : nullptr;
+            T* ok = ctx.has_output(1) ? ctx.output(1).data_unchecked<T>() : nullptr;
+            T* ov = ctx.has_output(2) ? ctx.output(2).data_unchecked<T>() : nullptr;
             for (std::int64_t b = 0; b < a.batch; ++b)
                 for (std::int64_t kh = 0; kh < a.kv_heads; ++kh)
                     for (std::int64_t j = 0; j < total; ++j) {
@@ -239,8 +239,8 @@ private:
         C* scores = static_cast<C*>(ctx.workspace());
         C* probs = scores + total;
         C* acc = probs + total;
-        T* y = ctx.has_output(0) ? ctx.output(0).data<T>() : nullptr;
-        T* qk_out = ctx.has_output(3) ? ctx.output(3).data<T>() : nullptr;
+        T* y = ctx.has_output(0) ? ctx.output(0).data_unchecked<T>() : nullptr;
+        T* qk_out = ctx.has_output(3) ? ctx.output(3).data_unchecked<T>() : nullptr;
         const std::int64_t group = a.q_heads / a.kv_heads;
 
         for (std::int64_t b = 0; b < a.batch; ++b) {
@@ -275,9 +275,9 @@ private:
                             } else {
                                 const std::int64_t mo = b * ms[0] + h * ms[1] + i * ms[2] + j;
                                 if (mask_bool)
-                                    bias = mask->data<bool>()[mo] ? C(0) : neg_inf;
+                                    bias = mask->data_unchecked<bool>()[mo] ? C(0) : neg_inf;
                                 else
-                                    bias = load(mask->data<T>()[mo]);
+                                    bias = load(mask->data_unchecked<T>()[mo]);
                             }
                         }
                         if (causal_ && j > i + offset) bias = neg_inf;
@@ -405,12 +405,12 @@ public:
         return dispatch_types(ctx.input(0).dtype, FloatTypes{}, [&]<class T>() -> Status {
             using C = compute_t<T>;
             const TensorView& xv = ctx.input(0);
-            const T* x = xv.data<T>();
-            const T* cs = ctx.input(1).data<T>();
-            const T* sn = ctx.input(2).data<T>();
+            const T* x = xv.data_unchecked<T>();
+            const T* cs = ctx.input(1).data_unchecked<T>();
+            const T* sn = ctx.input(2).data_unchecked<T>();
             const std::int64_t* pos =
-                ctx.has_input(3) ? ctx.input(3).data<std::int64_t>() : nullptr;
-            T* y = ctx.output(0).data<T>();
+                ctx.has_input(3) ? ctx.input(3).data_unchecked<std::int64_t>() : nullptr;
+            T* y = ctx.output(0).data_unchecked<T>();
             const bool four = xv.shape.rank() == 4;
             const std::int64_t batch = xv.shape[0];
             const std::int64_t heads = four ? xv.shape[1] : num_heads_;

@@ -68,9 +68,9 @@ private:
         const std::int64_t B = qv.shape[0], Hq = qv.shape[1], L = qv.shape[2], E = qv.shape[3];
         const std::int64_t Hkv = kv.shape[1], S = kv.shape[2], Ev = vv.shape[3];
         const std::int64_t group = Hq / Hkv;
-        const T* q = qv.data<T>();
-        const T* k = kv.data<T>();
-        const T* v = vv.data<T>();
+        const T* q = qv.data_unchecked<T>();
+        const T* k = kv.data_unchecked<T>();
+        const T* v = vv.data_unchecked<T>();
         C* scores = static_cast<C*>(ctx.workspace());
         const C scale =
             scale_ != 0.f ? static_cast<C>(scale_) : C(1) / std::sqrt(static_cast<C>(E));
@@ -103,7 +103,7 @@ private:
             for (std::int64_t s = 0; s < S; ++s) row[s] /= sum;
         }
         DSINFER_RETURN_IF_ERROR(apply(ctx, kProbMod, scores, score_shape));
-        T* y = ctx.output(0).data<T>();
+        T* y = ctx.output(0).data_unchecked<T>();
         for_rows([&](std::int64_t r, std::int64_t kvh) {
             const C* p = scores + r * S;
             const T* vh = v + kvh * S * Ev;
@@ -130,7 +130,7 @@ private:
                 outs.size() == 1 && outs[0].dtype() == dtype_of<C>() && outs[0].shape() == shape,
                 ErrorCode::invalid_argument, kModNames[m], " must return one ",
                 dtype_name(dtype_of<C>()), " tensor of shape ", shape.to_string());
-            std::copy_n(outs[0].data<C>(), shape.num_elements(), buf);
+            std::copy_n(outs[0].data_unchecked<C>(), shape.num_elements(), buf);
             return Status::ok();
         } catch (const std::bad_alloc&) {
             return Status(ErrorCode::resource_exhausted,

@@ -99,9 +99,9 @@ private:
         }
         std::int64_t out_plane = 1;
         for (int d = 0; d < r; ++d) out_plane *= gv.shape[d + 1];
-        const T* x = xv.data<T>();
-        const G* grid = gv.data<G>();
-        T* y = yv.data<T>();
+        const T* x = xv.data_unchecked<T>();
+        const G* grid = gv.data_unchecked<G>();
+        T* y = yv.data_unchecked<T>();
         const int ntaps = mode_ == GsMode::nearest ? 1 : (mode_ == GsMode::linear ? 2 : 4);
         // Per spatial axis: tap offsets (-1 = zero padding) and weights.
         std::array<std::array<std::int64_t, 4>, kMaxSpatial> toff{};
@@ -279,8 +279,8 @@ public:
                                : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(s - 1);
                 return -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(s);
             };
-            const T* theta = tv.data<T>();
-            T* y = yv.data<T>();
+            const T* theta = tv.data_unchecked<T>();
+            T* y = yv.data_unchecked<T>();
             std::int64_t plane = 1;
             for (int d = 0; d < nd; ++d) plane *= sz[static_cast<std::size_t>(d)];
             for (std::int64_t n = 0; n < n_batch; ++n) {

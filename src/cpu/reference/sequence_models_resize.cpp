@@ -79,7 +79,7 @@ struct ResizePlan {
 inline double read_as_double(const TensorView& t, std::int64_t i) noexcept {
     double v = 0;
     (void)dispatch_types(t.dtype, NumericTypes{}, [&]<class T>() {
-        v = static_cast<double>(load(t.data<T>()[i]));
+        v = static_cast<double>(load(t.data_unchecked<T>()[i]));
         return Status::ok();
     });
     return v;
@@ -87,7 +87,7 @@ inline double read_as_double(const TensorView& t, std::int64_t i) noexcept {
 
 // The float32 value of element i (exact for float32/float16/bfloat16 tensors).
 inline float read_as_float(const TensorView& t, std::int64_t i) noexcept {
-    return t.dtype == DType::f32 ? t.data<float>()[i] : static_cast<float>(read_as_double(t, i));
+    return t.dtype == DType::f32 ? t.data_unchecked<float>()[i] : static_cast<float>(read_as_double(t, i));
 }
 
 inline bool present(const TensorView* t) noexcept { return t != nullptr && t->num_elements() > 0; }
@@ -148,7 +148,7 @@ StatusOr<ResizePlan> make_plan(const ResizeConfig& cfg, const Shape& in, const T
                       "input sizes must be int64, got ", dtype_name(sizes->dtype));
         for (int i = 0; i < n_axes; ++i) {
             const int d = axes[static_cast<std::size_t>(i)];
-            const std::int64_t s = sizes->data<std::int64_t>()[i];
+            const std::int64_t s = sizes->data_unchecked<std::int64_t>()[i];
             DSINFER_CHECK(s >= 0, ErrorCode::invalid_argument, "input sizes[", i,
                           "] must not be negative, got ", s);
             DSINFER_CHECK(in[d] > 0 || s == 0, ErrorCode::invalid_argument,
@@ -399,7 +399,7 @@ public:
             cursor += plan.out[du] * plan.taps[du];
         }
         return dispatch_types(x.dtype, ResizeTypes{}, [&]<class T>() {
-            compute<T>(x.data<T>(), y.data<T>(), y.shape, plan, tables);
+            compute<T>(x.data_unchecked<T>(), y.data_unchecked<T>(), y.shape, plan, tables);
             return Status::ok();
         });
     }

@@ -80,12 +80,12 @@ private:
     void compute(RunContext& ctx) const noexcept {
         using C = acc_t<T>;
         const TensorView& x = ctx.input(0);
-        const T* xp = x.data<T>();
-        const T* wp = ctx.input(1).data<T>();
-        const T* bp = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
-        const T* pp = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
-        T* yp = ctx.output(0).data<T>();
-        T* sp = ctx.has_output(1) ? ctx.output(1).data<T>() : nullptr;
+        const T* xp = x.data_unchecked<T>();
+        const T* wp = ctx.input(1).data_unchecked<T>();
+        const T* bp = ctx.has_input(2) ? ctx.input(2).data_unchecked<T>() : nullptr;
+        const T* pp = ctx.has_input(3) ? ctx.input(3).data_unchecked<T>() : nullptr;
+        T* yp = ctx.output(0).data_unchecked<T>();
+        T* sp = ctx.has_output(1) ? ctx.output(1).data_unchecked<T>() : nullptr;
         const std::int64_t batch = x.shape[0], chans = x.shape[1], len = x.shape[2];
         const std::int64_t k = ctx.input(1).shape[2], km1 = k - 1;
         // Element j of the padded row [past (k-1) | input (len)].
@@ -244,19 +244,19 @@ private:
     void compute(RunContext& ctx, const LaDims& d) const noexcept {
         const std::int64_t hq = c_.q_heads, hkv = c_.kv_heads, group = hq / hkv;
         const std::int64_t dk = d.dk, dv = d.dv, T_ = d.t;
-        const T* q = ctx.input(kQuery).data<T>();
-        const T* k = ctx.input(kKey).data<T>();
-        const T* v = ctx.input(kValue).data<T>();
-        const T* g = ctx.has_input(kDecay) ? ctx.input(kDecay).data<T>() : nullptr;
-        const T* be = ctx.has_input(kBeta) ? ctx.input(kBeta).data<T>() : nullptr;
-        const T* eg = ctx.has_input(kEraseGate) ? ctx.input(kEraseGate).data<T>() : nullptr;
-        T* out = ctx.output(0).data<T>();
+        const T* q = ctx.input(kQuery).data_unchecked<T>();
+        const T* k = ctx.input(kKey).data_unchecked<T>();
+        const T* v = ctx.input(kValue).data_unchecked<T>();
+        const T* g = ctx.has_input(kDecay) ? ctx.input(kDecay).data_unchecked<T>() : nullptr;
+        const T* be = ctx.has_input(kBeta) ? ctx.input(kBeta).data_unchecked<T>() : nullptr;
+        const T* eg = ctx.has_input(kEraseGate) ? ctx.input(kEraseGate).data_unchecked<T>() : nullptr;
+        T* out = ctx.output(0).data_unchecked<T>();
         C* state = static_cast<C*>(ctx.workspace());
         C* vrow = state + d.b * hkv * dk * dv;
         C* krow = vrow + dv;
         const std::int64_t state_n = d.b * hkv * dk * dv;
         if (ctx.has_input(kPastState)) {
-            const S* ps = ctx.input(kPastState).data<S>();
+            const S* ps = ctx.input(kPastState).data_unchecked<S>();
             for (std::int64_t i = 0; i < state_n; ++i) state[i] = static_cast<C>(load(ps[i]));
         } else {
             for (std::int64_t i = 0; i < state_n; ++i) state[i] = C(0);
@@ -309,7 +309,7 @@ private:
             }
         }
         if (ctx.has_output(1)) {
-            S* ps = ctx.output(1).data<S>();
+            S* ps = ctx.output(1).data_unchecked<S>();
             for (std::int64_t i = 0; i < state_n; ++i) ps[i] = store<S>(state[i]);
         }
     }

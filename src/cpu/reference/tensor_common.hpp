@@ -40,14 +40,14 @@ inline Status copy_all(const TensorView& in, const TensorView& out) noexcept {
     if (in.num_elements() != out.num_elements() || in.dtype != out.dtype)
         return Status(ErrorCode::internal, "copy: input and output do not match");
     return dispatch_storage(in.dtype, [&]<class T>() {
-        copy_elems(in.data<T>(), in.num_elements(), out.data<T>());
+        copy_elems(in.data_unchecked<T>(), in.num_elements(), out.data_unchecked<T>());
         return Status::ok();
     });
 }
 
 /// Element i of an int32/int64 tensor as int64.
 inline std::int64_t int_at(const TensorView& v, std::int64_t i) noexcept {
-    return v.dtype == DType::i32 ? v.data<std::int32_t>()[i] : v.data<std::int64_t>()[i];
+    return v.dtype == DType::i32 ? v.data_unchecked<std::int32_t>()[i] : v.data_unchecked<std::int64_t>()[i];
 }
 
 inline Status check_int_input(const Tensor& t, const char* what) {

@@ -164,8 +164,8 @@ public:
             if (!wrap_index(idx, dim)) return index_error("indices", int_at(ind, j), dim);
         }
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             for (std::int64_t o = 0; o < outer; ++o)
                 for (std::int64_t j = 0; j < n; ++j) {
                     std::int64_t idx = int_at(ind, j);
@@ -227,8 +227,8 @@ public:
             if (!wrap_index(idx, dim)) return index_error("indices", int_at(ind, j), dim);
         }
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             for_each_index(ind.shape, [&](const auto& idx, std::int64_t e) {
                 std::int64_t off = 0;
                 for (std::size_t d = 0; d < static_cast<std::size_t>(r); ++d)
@@ -286,8 +286,8 @@ public:
         }
         DSINFER_RETURN_IF_ERROR(copy_all(x, ctx.output(0)));
         return dispatch_scatter(x.dtype, red_, [&]<class T>() {
-            T* out = ctx.output(0).data<T>();
-            const T* u = upd.data<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
+            const T* u = upd.data_unchecked<T>();
             for_each_index(ind.shape, [&](const auto& idx, std::int64_t e) {
                 std::int64_t off = 0;
                 for (std::size_t d = 0; d < static_cast<std::size_t>(r); ++d)
@@ -360,8 +360,8 @@ public:
             if (!wrap_index(idx, dim)) return index_error("indices", int_at(ind, j), dim);
         }
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             for (std::int64_t bt = 0; bt < batches; ++bt)
                 for (std::int64_t t = 0; t < per_batch; ++t) {
                     const std::int64_t tuple = bt * per_batch + t;
@@ -436,8 +436,8 @@ public:
         }
         DSINFER_RETURN_IF_ERROR(copy_all(x, ctx.output(0)));
         return dispatch_scatter(x.dtype, red_, [&]<class T>() {
-            T* out = ctx.output(0).data<T>();
-            const T* u = upd.data<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
+            const T* u = upd.data_unchecked<T>();
             for (std::int64_t t = 0; t < tuples; ++t) {
                 std::int64_t off = 0;
                 for (int d = 0; d < k; ++d) {
@@ -506,11 +506,11 @@ public:
         const std::int64_t outer = ind.shape.size_between(0, axis);
         const std::int64_t inner = ind.shape.size_between(axis, ind.shape.rank());
         return dispatch_storage(y.dtype, [&]<class T>() {
-            T* out = y.data<T>();
-            const T* v = vals.data<T>();
+            T* out = y.data_unchecked<T>();
+            const T* v = vals.data_unchecked<T>();
             for (std::int64_t i = 0; i < y.num_elements(); ++i) out[i] = v[0];
             return dispatch_types(ind.dtype, PodTypes{}, [&]<class I>() {
-                const I* id = ind.data<I>();
+                const I* id = ind.data_unchecked<I>();
                 for (std::int64_t o = 0; o < outer; ++o)
                     for (std::int64_t i = 0; i < inner; ++i) {
                         const double dv = static_cast<double>(load(id[o * inner + i]));
@@ -568,7 +568,7 @@ public:
         geometry(x.shape(), outer, dim, inner);
         std::int64_t count = 0;
         for (std::int64_t j = 0; j < c.num_elements(); ++j) {
-            if (!c.data<bool>()[j]) continue;
+            if (!c.data_unchecked<bool>()[j]) continue;
             DSINFER_CHECK(j < dim, ErrorCode::invalid_argument, "input 'condition' selects entry ",
                           j, " but the compressed axis has size ", dim);
             ++count;
@@ -590,12 +590,12 @@ public:
         geometry(x.shape, outer, dim, inner);
         const std::int64_t n = std::min(dim, c.num_elements());
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             std::int64_t k = 0;
             for (std::int64_t o = 0; o < outer; ++o)
                 for (std::int64_t j = 0; j < n; ++j)
-                    if (c.data<bool>()[j]) {
+                    if (c.data_unchecked<bool>()[j]) {
                         copy_elems(in + (o * dim + j) * inner, inner, out + k * inner);
                         ++k;
                     }
@@ -634,7 +634,7 @@ public:
         std::int64_t count = 0;
         DSINFER_RETURN_IF_ERROR(dispatch_types(x.dtype(), PodTypes{}, [&]<class T>() {
             for (std::int64_t i = 0; i < x.num_elements(); ++i)
-                count += is_nonzero(x.data<T>()[i]) ? 1 : 0;
+                count += is_nonzero(x.data_unchecked<T>()[i]) ? 1 : 0;
             return Status::ok();
         }));
         ctx.set_output(0, DType::i64, Shape{x.num_dims(), count});
@@ -645,11 +645,11 @@ public:
         const TensorView& y = ctx.output(0);
         const std::int64_t nnz = y.shape[1];
         const int r = x.shape.rank();
-        std::int64_t* out = y.data<std::int64_t>();
+        std::int64_t* out = y.data_unchecked<std::int64_t>();
         return dispatch_types(x.dtype, PodTypes{}, [&]<class T>() {
             std::int64_t c = 0;
             for_each_index(x.shape, [&](const auto& idx, std::int64_t e) {
-                if (!is_nonzero(x.data<T>()[e]) || c >= nnz) return;
+                if (!is_nonzero(x.data_unchecked<T>()[e]) || c >= nnz) return;
                 for (int d = 0; d < r; ++d) out[d * nnz + c] = idx[static_cast<std::size_t>(d)];
                 ++c;
             });
@@ -696,8 +696,8 @@ public:
         const std::int64_t inner = x.shape.size_between(2, x.shape.rank());
         const std::int64_t tmax = x.shape[time_axis_];
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             for (std::int64_t b = 0; b < x.shape[batch_axis_]; ++b) {
                 const std::int64_t l = int_at(lens, b);
                 if (l < 0 || l > tmax)
@@ -772,8 +772,8 @@ public:
         const std::int64_t inner = past.shape.size_between(axis + 1, past.shape.rank());
         const bool has_idx = ctx.has_input(2);
         return dispatch_storage(past.dtype, [&]<class T>() {
-            const T* u = upd.data<T>();
-            T* y = out.data<T>();
+            const T* u = upd.data_unchecked<T>();
+            T* y = out.data_unchecked<T>();
             for (std::int64_t p = 0; p < prefix; ++p) {
                 const std::int64_t start = has_idx ? int_at(ctx.input(2), p / per_batch) : 0;
                 DSINFER_RETURN_IF_ERROR(check_index(start, max_len, len));
@@ -848,8 +848,8 @@ public:
         const std::int64_t rows = x.shape[r - 2], cols = x.shape[r - 1];
         const std::int64_t mats = x.shape.size_between(0, r - 2);
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             for (std::int64_t m = 0; m < mats; ++m)
                 for (std::int64_t i = 0; i < rows; ++i)
                     for (std::int64_t j = 0; j < cols; ++j) {
@@ -889,7 +889,7 @@ public:
         const TensorView& y = ctx.output(0);
         const std::int64_t rows = y.shape[0], cols = y.shape[1];
         return dispatch_types(y.dtype, PodTypes{}, [&]<class T>() {
-            T* out = y.data<T>();
+            T* out = y.data_unchecked<T>();
             for (std::int64_t i = 0; i < y.num_elements(); ++i) out[i] = store<T>(0.0f);
             // The k_ bounds keep i + k_ from overflowing.
             if (k_ < cols && k_ > -rows)

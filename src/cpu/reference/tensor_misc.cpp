@@ -54,8 +54,8 @@ void pad_copy(const TensorView& x, const TensorView& y, const std::array<std::in
               PadMode mode, const T& value) noexcept {
     const int r = y.shape.rank();
     const Strides cs = contiguous_strides(x.shape);
-    const T* in = x.data<T>();
-    T* out = y.data<T>();
+    const T* in = x.data_unchecked<T>();
+    T* out = y.data_unchecked<T>();
     const std::int64_t total = y.num_elements();
     std::array<std::int64_t, kMaxRank> idx{};
     for (std::int64_t e = 0; e < total; ++e) {
@@ -177,7 +177,7 @@ public:
         return dispatch_storage(x.dtype, [&]<class T>() {
             T value{};
             if (has_value) {
-                value = ctx.input(2).data<T>()[0];
+                value = ctx.input(2).data_unchecked<T>()[0];
             } else if constexpr (!std::is_same_v<T, std::string>) {
                 std::memcpy(&value, bits.data(), sizeof(T));
             }
@@ -272,7 +272,7 @@ public:
         return dispatch_storage(y.dtype, [&]<class T>() {
             // Storage type T may differ from the dtype: read through the raw pointer.
             const T v = static_cast<const T*>(value_.raw_data())[0];
-            T* out = y.data<T>();
+            T* out = y.data_unchecked<T>();
             for (std::int64_t i = 0; i < y.num_elements(); ++i) out[i] = v;
             return Status::ok();
         });
@@ -347,9 +347,9 @@ public:
             if (!ctx.has_data(i)) return Status::ok();
         return dispatch_types(dt, RangeTypes{}, [&]<class T>() -> Status {
             DSINFER_ASSIGN_OR_RETURN(
-                std::int64_t n, range_count<T>(ctx.input(0).data<T>()[0],
-                                               ctx.input(1).data<T>()[0],
-                                               ctx.input(2).data<T>()[0]));
+                std::int64_t n, range_count<T>(ctx.input(0).data_unchecked<T>()[0],
+                                               ctx.input(1).data_unchecked<T>()[0],
+                                               ctx.input(2).data_unchecked<T>()[0]));
             ctx.set_output(0, dt, Shape{n});
             return Status::ok();
         });
@@ -357,9 +357,9 @@ public:
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& y = ctx.output(0);
         return dispatch_types(y.dtype, RangeTypes{}, [&]<class T>() {
-            const T start = ctx.input(0).data<T>()[0];
-            const T delta = ctx.input(2).data<T>()[0];
-            T* out = y.data<T>();
+            const T start = ctx.input(0).data_unchecked<T>()[0];
+            const T delta = ctx.input(2).data_unchecked<T>()[0];
+            T* out = y.data_unchecked<T>();
             for (std::int64_t i = 0; i < y.num_elements(); ++i) {
                 if constexpr (std::is_integral_v<T>)
                     out[i] = static_cast<T>(static_cast<std::uint64_t>(start) +
@@ -418,8 +418,8 @@ public:
         const std::int64_t inner = x.shape.size_between(axis + 1, r);
         return dispatch_types(x.dtype, NumericTypes{}, [&]<class T>() {
             using C = compute_t<T>;
-            const T* in = x.data<T>();
-            T* out = ctx.output(0).data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = ctx.output(0).data_unchecked<T>();
             for (std::int64_t o = 0; o < outer; ++o)
                 for (std::int64_t i = 0; i < inner; ++i) {
                     C acc = product_ ? C(1) : C(0);
@@ -547,7 +547,7 @@ public:
         std::vector<std::int64_t> ws(static_cast<std::size_t>(6 * n));
         std::int64_t g = 0;
         DSINFER_RETURN_IF_ERROR(dispatch_types(x.dtype(), AllTypes{}, [&]<class T>() {
-            g = unique_core(x.data<T>(), outer, n, inner, sorted_, ws.data());
+            g = unique_core(x.data_unchecked<T>(), outer, n, inner, sorted_, ws.data());
             return Status::ok();
         }));
         Shape y;
@@ -574,7 +574,7 @@ public:
             return Status(ErrorCode::internal, "Unique: workspace too small");
         auto* ws = static_cast<std::int64_t*>(ctx.workspace());
         return dispatch_types(x.dtype, AllTypes{}, [&]<class T>() {
-            const T* in = x.data<T>();
+            const T* in = x.data_unchecked<T>();
             const std::int64_t g = unique_core(in, outer, n, inner, sorted_, ws);
             const std::int64_t* grp = ws + n;
             const std::int64_t* first = ws + 2 * n;
@@ -585,20 +585,20 @@ public:
             if (y.shape.rank() != (axis < 0 ? 1 : x.shape.rank()) ||
                 y.shape[axis < 0 ? 0 : axis] != g)
                 return Status(ErrorCode::internal, "Unique: output shape changed since prepare");
-            T* out = y.data<T>();
+            T* out = y.data_unchecked<T>();
             for (std::int64_t o = 0; o < outer; ++o)
                 for (std::int64_t j = 0; j < g; ++j)
                     for (std::int64_t i = 0; i < inner; ++i)
                         out[(o * g + j) * inner + i] = in[(o * n + first[order[j]]) * inner + i];
             if (ctx.has_output(1))
                 for (std::int64_t j = 0; j < g; ++j)
-                    ctx.output(1).data<std::int64_t>()[j] = first[order[j]];
+                    ctx.output(1).data_unchecked<std::int64_t>()[j] = first[order[j]];
             if (ctx.has_output(2))
                 for (std::int64_t i = 0; i < n; ++i)
-                    ctx.output(2).data<std::int64_t>()[i] = pos[grp[i]];
+                    ctx.output(2).data_unchecked<std::int64_t>()[i] = pos[grp[i]];
             if (ctx.has_output(3))
                 for (std::int64_t j = 0; j < g; ++j)
-                    ctx.output(3).data<std::int64_t>()[j] = cnt[order[j]];
+                    ctx.output(3).data_unchecked<std::int64_t>()[j] = cnt[order[j]];
             return Status::ok();
         });
     }

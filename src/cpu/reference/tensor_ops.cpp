@@ -71,7 +71,7 @@ public:
         return Status::ok();
     }
     Status run(RunContext& ctx) const noexcept override {
-        *ctx.output(0).data<bool>() = ctx.has_input(0);
+        *ctx.output(0).data_unchecked<bool>() = ctx.has_input(0);
         return Status::ok();
     }
 };
@@ -100,7 +100,7 @@ public:
             DSINFER_CHECK(tm.dtype() == DType::boolean && tm.num_elements() == 1,
                           ErrorCode::invalid_argument,
                           "input 'training_mode' must be a bool scalar");
-            if (*tm.data<bool>()) {
+            if (*tm.data_unchecked<bool>()) {
                 double ratio = 0.5;
                 if (ctx.has_input(1)) {
                     if (!ctx.has_data(1)) return Status::ok();
@@ -119,11 +119,11 @@ public:
         if (!ctx.has_output(1)) return Status::ok();
         const TensorView& m = ctx.output(1);
         if (m.dtype == DType::boolean) {
-            for (std::int64_t i = 0; i < m.num_elements(); ++i) m.data<bool>()[i] = true;
+            for (std::int64_t i = 0; i < m.num_elements(); ++i) m.data_unchecked<bool>()[i] = true;
             return Status::ok();
         }
         return dispatch_types(m.dtype, NumericTypes{}, [&]<class T>() {
-            for (std::int64_t i = 0; i < m.num_elements(); ++i) m.data<T>()[i] = store<T>(1.0f);
+            for (std::int64_t i = 0; i < m.num_elements(); ++i) m.data_unchecked<T>()[i] = store<T>(1.0f);
             return Status::ok();
         });
     }
@@ -188,7 +188,7 @@ Factory make_constant(const KernelCreateContext& ctx) {
         } else if (n.has_attr("value_string")) {
             DSINFER_ASSIGN_OR_RETURN(std::string v, n.attr<std::string>("value_string"));
             t = Tensor::empty(DType::string, Shape{});
-            t.data<std::string>()[0] = v;
+            t.data_unchecked<std::string>()[0] = v;
         } else {
             DSINFER_ASSIGN_OR_RETURN(auto v, n.attr<std::vector<std::string>>("value_strings"));
             t = Tensor::from_vector(Shape{static_cast<std::int64_t>(v.size())}, v);
@@ -222,7 +222,7 @@ public:
         const Shape& s = ctx.input(0).shape;
         std::int64_t b = 0, e = 0;
         range(s.rank(), b, e);
-        auto* out = ctx.output(0).data<std::int64_t>();
+        auto* out = ctx.output(0).data_unchecked<std::int64_t>();
         for (std::int64_t i = b; i < e; ++i) out[i - b] = s[static_cast<int>(i)];
         return Status::ok();
     }
@@ -252,7 +252,7 @@ public:
         return Status::ok();
     }
     Status run(RunContext& ctx) const noexcept override {
-        *ctx.output(0).data<std::int64_t>() = ctx.input(0).num_elements();
+        *ctx.output(0).data_unchecked<std::int64_t>() = ctx.input(0).num_elements();
         return Status::ok();
     }
 };
@@ -488,7 +488,7 @@ Status permute_copy(const TensorView& in, const Shape& in_shape, const int* perm
         st[static_cast<std::size_t>(i)] = cs[static_cast<std::size_t>(perm[i])];
     }
     return dispatch_storage(in.dtype, [&]<class T>() {
-        strided_copy(in.data<T>(), 0, st, out_shape, out.data<T>());
+        strided_copy(in.data_unchecked<T>(), 0, st, out_shape, out.data_unchecked<T>());
         return Status::ok();
     });
 }
@@ -568,8 +568,8 @@ public:
                 const TensorView& x = ctx.input(i);
                 const std::int64_t inner = x.shape.size_between(axis, r);
                 for (std::int64_t o = 0; o < outer; ++o)
-                    copy_elems(x.data<T>() + o * inner, inner,
-                               y.data<T>() + o * out_inner + off);
+                    copy_elems(x.data_unchecked<T>() + o * inner, inner,
+                               y.data_unchecked<T>() + o * out_inner + off);
                 off += inner;
             }
             return Status::ok();
@@ -653,7 +653,7 @@ public:
                 const TensorView& y = ctx.output(i);
                 const std::int64_t inner = y.shape.size_between(axis, r);
                 for (std::int64_t o = 0; o < outer; ++o)
-                    copy_elems(x.data<T>() + o * in_inner + off, inner, y.data<T>() + o * inner);
+                    copy_elems(x.data_unchecked<T>() + o * in_inner + off, inner, y.data_unchecked<T>() + o * inner);
                 off += inner;
             }
             return Status::ok();
@@ -784,7 +784,7 @@ public:
         SliceGeom g;
         DSINFER_RETURN_IF_ERROR(geometry(x.shape, v, g));
         return dispatch_storage(x.dtype, [&]<class T>() {
-            strided_copy(x.data<T>(), g.base, g.strides, g.out, ctx.output(0).data<T>());
+            strided_copy(x.data_unchecked<T>(), g.base, g.strides, g.out, ctx.output(0).data_unchecked<T>());
             return Status::ok();
         });
     }
@@ -831,7 +831,7 @@ public:
         const TensorView& y = ctx.output(0);
         const Strides st = broadcast_strides(x.shape, y.shape);
         return dispatch_storage(x.dtype, [&]<class T>() {
-            strided_copy(x.data<T>(), 0, st, y.shape, y.data<T>());
+            strided_copy(x.data_unchecked<T>(), 0, st, y.shape, y.data_unchecked<T>());
             return Status::ok();
         });
     }
@@ -874,8 +874,8 @@ public:
         if (total == 0) return Status::ok();
         const Strides cs = contiguous_strides(x.shape);
         return dispatch_storage(x.dtype, [&]<class T>() {
-            const T* in = x.data<T>();
-            T* out = y.data<T>();
+            const T* in = x.data_unchecked<T>();
+            T* out = y.data_unchecked<T>();
             std::array<std::int64_t, kMaxRank> idx{}, src{};
             std::int64_t off = 0;
             for (std::int64_t e = 0; e < total; ++e) {
