@@ -6,9 +6,9 @@
 //     value is converted and range-checked while parsing, so a bad command line ends the
 //     process before any work with exit status 2, one line "<program>: <problem>" on stderr
 //     (a problem names its flag first: "--batch: must be in [1, 16777216], got 0") and the
-//     help; -h/--help prints the help on stdout and exits 0. The help is the synopsis, the
-//     option groups CLI11 lays out and a footer; CLI11's own errors are worded by
-//     tools/tool_cli.hpp, as ds-conformance's;
+//     usage (ManPage::usage(): the synopsis); -h/--help prints the tool's manual page on
+//     stdout and --version its version (tools/tool_cli.hpp), each exiting 0. CLI11's own
+//     errors are worded by tools/tool_cli.hpp, as ds-conformance's;
 //   * add_common() registers the flags both tools share (--model, --json, the input
 //     generator's --batch, --seq, --shape, --seed, and the engine's --threads, --backends,
 //     --opt-level) into CommonArgs, whose engine_options() fills EngineOptions;
@@ -22,14 +22,17 @@
 // Usage:
 //   struct Args : bench::CommonArgs { std::int64_t n = 10; };
 //   Args a;
-//   bench::Cli cli("ds-tool", kSynopsis, "What the tool does.", kFooter);
+//   bench::Cli cli({"ds-tool", "what it does", kSynopsis, kDescription, kExamples, kExitStatus});
 //   cli.add_common(a);
 //   cli.integer("--iterations", a.n, 1, 1 << 30, "at least N timed runs (default 10)");
-//   cli.parse(argc, argv);   // exits 0 (help) or 2 (bad command line; --model is required)
+//   cli.parse(argc, argv);   // exits 0 (help, version) or 2 (bad command line; --model is
+//                            // required)
 //   fmt::print("{}\n", bench::json_text(bench::Json{{"n", a.n}}));
 #pragma once
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <sched.h>
 
 #include <dsinfer/quantize.hpp>
@@ -65,12 +68,12 @@ inline constexpr int kExitUsage = 2;  ///< bad command line
 
 // ---- command line ----
 
-/// A tool's name and help, for command-line errors found after parsing (an input --shape
+/// A tool's name and usage, for command-line errors found after parsing (an input --shape
 /// names, known once the model is loaded).
 struct Usage {
     std::string program;
-    std::string text;
-    /// Prints "<program>: <message>" and the help to stderr; exits 2.
+    std::string text;  ///< ManPage::usage()
+    /// Prints "<program>: <message>" and the usage to stderr; exits 2.
     [[noreturn]] void error(const std::string& message) const {
         fmt::print(stderr, "{}: {}\n{}", program, message, text);
         std::exit(kExitUsage);
@@ -131,11 +134,8 @@ public:
     /// Converts one value of an option into its target: a problem, or "" when valid.
     using Convert = std::function<std::string(const std::string&)>;
 
-    Cli(std::string program, std::string synopsis, std::string description, std::string footer = {})
-        : program_(std::move(program)), app_(std::move(description), program_) {
-        app_.formatter(std::make_shared<SynopsisFormatter>(std::move(synopsis)));
-        app_.get_formatter()->column_width(26);
-        app_.footer(std::move(footer));
+    explicit Cli(ManPage page) : page_(std::move(page)), app_(page_.summary, page_.program) {
+        use_man_page(app_, page_, 26);
         app_.allow_extras();   // reported by parse() as "unknown option", in the tools' words
         app_.set_help_flag();  // added by parse(), last in the help
     }
@@ -236,17 +236,26 @@ public:
             ->group("Engine");
     }
 
-    /// Parses argv: -h/--help prints the help and exits 0; a bad command line exits 2. With
-    /// add_common(), --model is required.
+    /// Parses argv: -h/--help prints the manual page and --version the version, each exiting
+    /// 0; a bad command line exits 2. With add_common(), --model is required.
     void parse(int argc, char** argv) {
         if (common_)
             flag("--json", common_->json, "print one JSON object on one line")->group("Output");
-        app_.set_help_flag("-h,--help", "print this help and exit")
-            ->group(common_ ? "Output" : "Options");
+        // --version and --help close the help: in the "Output" group when the tool has one.
+        const bool has_output = !app_.get_options([](const CLI::Option* o) {
+                                         return o->get_group() == "Output";
+                                     }).empty();
+        const std::string last_group = has_output ? "Output" : "Options";
+        names_.insert("--version");
+        add_version_flag(app_, page_.program)->group(last_group);
+        app_.set_help_flag("-h,--help", "print this help and exit")->group(last_group);
         try {
             app_.parse(argc, argv);
         } catch (const CLI::CallForHelp&) {
             std::cout << app_.help();
+            std::exit(0);
+        } catch (const CLI::CallForVersion& v) {
+            std::cout << v.what() << "\n";
             std::exit(0);
         } catch (const CLI::ParseError& e) {
             error(cli_problem(e));
@@ -262,7 +271,7 @@ public:
     /// True when `name` was on the command line.
     bool given(const std::string& name) const { return app_.count(name) > 0; }
     [[noreturn]] void error(const std::string& message) const { usage().error(message); }
-    Usage usage() const { return {program_, app_.help()}; }
+    Usage usage() const { return {page_.program, page_.usage()}; }
 
     /// "input_ids=2x128" -> {"input_ids", {2, 128}} into `req.overrides`.
     static std::string parse_shape(std::string_view text, ShapeRequest& req) {
@@ -305,7 +314,7 @@ public:
     }
 
 private:
-    std::string program_;
+    ManPage page_;
     CLI::App app_;
     std::set<std::string> names_ = {"-h", "--help"};
     CommonArgs* common_ = nullptr;
@@ -373,6 +382,39 @@ inline std::vector<double> load_average() {
     in >> l[0] >> l[1] >> l[2];
     return l;
 }
+
+/// CPU time of the whole machine and of this process, to tell how much of the processors
+/// other processes (or the hypervisor: steal) took between two samples.
+struct CpuSample {
+    double busy_s = -1;  ///< all processors' non-idle time since boot (/proc/stat), -1: unknown
+    double self_s = 0;   ///< this process's user + system time
+    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+
+    static CpuSample now() {
+        CpuSample c;
+        std::ifstream in("/proc/stat");
+        std::string cpu;
+        double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+        if (in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal &&
+            cpu == "cpu") {
+            const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+            c.busy_s = (user + nice + system + irq + softirq + steal) / hz;
+        }
+        rusage ru{};
+        getrusage(RUSAGE_SELF, &ru);
+        c.self_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                   static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+        c.at = std::chrono::steady_clock::now();
+        return c;
+    }
+    /// Processors' worth of time others used from `start` to this sample (0 .. processors;
+    /// -1 when unknown or the interval is too short for /proc/stat's ticks).
+    double others_since(const CpuSample& start) const {
+        const double wall = std::chrono::duration<double>(at - start.at).count();
+        if (busy_s < 0 || start.busy_s < 0 || wall < 0.2) return -1;
+        return std::max(0.0, (busy_s - start.busy_s) - (self_s - start.self_s)) / wall;
+    }
+};
 
 // ---- the machine, as the tools report it ----
 

@@ -57,14 +57,31 @@ const char* const kSynopsis =
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
     "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3]\n"
     "                    [--algo-search rule|measure] [--profile] [--profile-nodes N] [--json]\n"
-    "       ds-benchmark --help\n";
+    "       ds-benchmark --help | --version\n";
 
-const char* const kFooter =
+const char* const kDescription =
+    "Times one model at one shape with InferenceEngine: latency percentiles (p50, p90, p99,\n"
+    "mean, min), throughput, the process's memory by phase, the kernel provider of each node\n"
+    "and the memory plan.\n"
+    "\n"
     "Runs: the load, the first run alone, --warmup runs, then timed runs until both\n"
     "--iterations runs and --min-time seconds are reached. Inputs are random and valid (the\n"
-    "shapes and values of the ONNX Runtime peer harness). Exit status: 0 ok; 1 engine error\n"
-    "(no GPU for --device cuda, a precision the device does not run); 2 bad command\n"
-    "line (nothing runs).\n";
+    "shapes and values of the ONNX Runtime peer harness). GFLOP/s are reported when a\n"
+    "models.json beside the model gives the FLOPs per sample.\n";
+
+const char* const kExamples =
+    "ds-benchmark --model models/digits/digits.onnx --batch 32\n"
+    "    latency and throughput at batch 32 on every processor\n"
+    "ds-benchmark --model bert.onnx --batch 1 --seq 128 --threads 4 --profile\n"
+    "    a BERT at sequence length 128 on 4 threads, then the time per op type\n"
+    "ds-benchmark --model resnet50.onnx --precision int8 --json\n"
+    "    the model quantized to INT8 at load, the result as one JSON line\n";
+
+const char* const kExitStatus =
+    "0  ok\n"
+    "1  engine error (the model does not load, no GPU for --device cuda, a precision the\n"
+    "   device does not run)\n"
+    "2  bad command line (nothing runs)\n";
 
 struct Args : bench::CommonArgs {
     std::string device = "cpu";
@@ -77,10 +94,8 @@ struct Args : bench::CommonArgs {
 
 Args parse_args(int argc, char** argv) {
     Args a;
-    bench::Cli cli("ds-benchmark", kSynopsis,
-                   "Times one model at one shape with InferenceEngine: latency percentiles,\n"
-                   "throughput, memory by phase, kernel providers and the memory plan.",
-                   kFooter);
+    bench::Cli cli({"ds-benchmark", "time one model at one shape", kSynopsis, kDescription,
+                    kExamples, kExitStatus});
     cli.add_common(a);
     cli.text("--device", a.device, "D",
              "cpu (default), cuda or cuda:N (unsupported nodes fall\nback to the CPU)",
@@ -93,8 +108,8 @@ Args parse_args(int argc, char** argv) {
              })
         ->group("Engine");
     cli.text("--precision", a.precision, "P",
-             "fp32 (default); fp16, bf16 (half-width weights on the CPU; tensors on a CUDA "
-             "device); tf32 (CUDA); int8 (a pre-quantized model as it is, a float32 one "
+             "fp32 (default); fp16, bf16 (half-width weights on\nthe CPU; tensors on a CUDA "
+             "device); tf32 (CUDA);\nint8 (a pre-quantized model as it is, a float32 one\n"
              "quantized dynamically at load)",
              bench::check_precision)
         ->group("Engine");
@@ -221,6 +236,7 @@ struct Result {
     std::int64_t peak_rss = 0;
     RssPhases rss;
     std::vector<double> loadavg;
+    double others_cpus = -1;  ///< processors other processes took during the timed runs
     std::map<std::string, int> providers;  // nodes per kernel provider
     int blocked_nodes = 0;
     OptimizeReport optimization;
@@ -311,6 +327,7 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         {"kernel_isa", cpu_kernel_isa()},
         {"isa_extensions", cpu_isa_extensions()},
         {"loadavg", r.loadavg},
+        {"other_processes_cpus", r.others_cpus >= 0 ? Json(r.others_cpus) : Json(nullptr)},
         {"nodes_by_provider", r.providers},
         {"blocked_layout_nodes", r.blocked_nodes},
         {"optimization",
@@ -452,6 +469,10 @@ void print_profile(const InferenceEngine& engine, const std::vector<NamedTensor>
     }
 }
 
+/// Processors' worth of other processes' time during the timed runs above which ds-benchmark
+/// warns (a tenth of a core: a busy loop elsewhere shows as ~1).
+constexpr double kSuspectOthers = 0.1;
+
 int run(const Args& a) {
     using Clock = std::chrono::steady_clock;
     auto ms_since = [](Clock::time_point t0) {
@@ -486,6 +507,7 @@ int run(const Args& a) {
     const bool peak_reset = reset_peak_rss();
     for (int i = 0; i < a.warmup; ++i) (void)engine.run(inputs);
 
+    const bench::CpuSample cpu_start = bench::CpuSample::now();
     const auto start = Clock::now();
     while (true) {
         t0 = Clock::now();
@@ -496,6 +518,7 @@ int run(const Args& a) {
             r.timed_s >= a.min_time_s)
             break;
     }
+    r.others_cpus = bench::CpuSample::now().others_since(cpu_start);
     std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
     r.placement = engine.node_placement();
     r.runs = 1 + static_cast<std::size_t>(a.warmup) + r.latencies_ms.size();
@@ -509,6 +532,15 @@ int run(const Args& a) {
     r.weights = engine.weight_memory();
     r.pool_peak_reserved = default_memory_pool()->stats().peak_bytes_reserved;
     const int threads = a.threads > 0 ? a.threads : available_processors();
+    // Figures taken while other processes used the processors are suspect: say so (stderr, so
+    // JSON on stdout stays clean).
+    if (r.others_cpus > kSuspectOthers)
+        fmt::print(stderr,
+                   "ds-benchmark: warning: the machine was busy: other processes used {:.2f} of "
+                   "the {} processors during the timed runs (load average {:.2f} before the load). "
+                   "Latencies are suspect; compare ratios against a peer timed in the same "
+                   "sitting, alternating.\n",
+                   std::max(0.0, r.others_cpus), available_processors(), r.loadavg.at(0));
     if (a.json)
         print_json(a, backends, generated, threads, r);
     else

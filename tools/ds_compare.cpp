@@ -23,12 +23,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_cli.hpp"
+#include "output_fidelity.hpp"
 
 using namespace dsinfer;
 
@@ -44,13 +44,39 @@ struct Args : bench::CommonArgs {
     std::filesystem::path inputs;  ///< --inputs DIR: batches from files instead of generated
 };
 
+const char* const kSynopsis =
+    "usage: ds-compare --model CANDIDATE --reference REFERENCE [--precision P]\n"
+    "                  [--reference-precision P] [--batch N] [--seq N] [--shape NAME=DxD]...\n"
+    "                  [--seed N] [--seeds K] [--inputs DIR] [--threads N] [--backends LIST]\n"
+    "                  [--opt-level N] [--json]\n"
+    "       ds-compare --help | --version\n";
+
+const char* const kDescription =
+    "Compares a model's outputs with a reference model's on the same inputs, e.g. a quantized\n"
+    "or half-precision form against its float32 original: per output, the cosine similarity,\n"
+    "the relative L2 error, the largest absolute difference, NaN mismatches and the top-1\n"
+    "agreement of the last axis.\n"
+    "\n"
+    "Both models load with the same engine options, each at its own precision. The inputs are\n"
+    "generated as ds-benchmark makes them, once per seed (--seed, --seed + 1, ...), or read\n"
+    "from --inputs DIR (one .npy / .pb file per batch, or a folder per batch). Outputs are\n"
+    "matched by name, else in order.\n";
+
+const char* const kExamples =
+    "ds-compare --model digits_int8.onnx --reference models/digits/digits.onnx --seeds 8\n"
+    "    an INT8 model against its float32 original on 8 generated input sets\n"
+    "ds-compare --model m.onnx --reference m.onnx --precision bf16 --json\n"
+    "    the model at bfloat16 against itself at float32, as one JSON line\n";
+
+const char* const kExitStatus =
+    "0  ok\n"
+    "1  engine error (a model does not load or run)\n"
+    "2  bad command line (nothing runs)\n";
+
 Args parse_args(int argc, char** argv) {
     Args a;
-    bench::Cli cli("ds-compare",
-                   "usage: ds-compare --model CANDIDATE --reference REFERENCE [--precision P] [options]",
-                   "Compares a model's outputs with a reference model's on the same generated "
-                   "inputs:\ncosine, relative L2, max difference and top-1 agreement per output.",
-                   "Exit status: 0 ok; 1 engine error; 2 bad command line (nothing runs).");
+    bench::Cli cli({"ds-compare", "compare a model's outputs with a reference model's",
+                    kSynopsis, kDescription, kExamples, kExitStatus});
     cli.add_common(a);
     std::string reference;
     cli.text("--reference", reference, "PATH", "the reference ONNX model (required)")
@@ -60,8 +86,8 @@ Args parse_args(int argc, char** argv) {
         ->group("Model and inputs");
     std::string inputs;
     cli.text("--inputs", inputs, "DIR",
-             "compare on the batches in DIR (.npy / .pb files, one per batch, or a folder per "
-             "batch) instead of generated inputs")
+             "compare on the batches in DIR (.npy / .pb files,\none per batch, or a folder per "
+             "batch) instead\nof generated inputs")
         ->group("Model and inputs");
     cli.text("--precision", a.precision, "P",
              "the candidate's precision as in ds-benchmark (default fp32)",
@@ -77,110 +103,12 @@ Args parse_args(int argc, char** argv) {
     return a;
 }
 
-struct Stats {
-    std::string name;
-    double dot = 0, nc = 0, nr = 0, diff2 = 0, max_abs = 0;
-    std::int64_t elements = 0, nan_mismatch = 0, rows = 0, top1_same = 0;
-    Json json() const {
-        return {{"name", name},
-                {"elements", elements},
-                {"cosine", cosine()},
-                {"relative_l2", nr > 0 ? std::sqrt(diff2 / nr) : 0.0},
-                {"max_abs_diff", max_abs},
-                {"nan_mismatches", nan_mismatch},
-                {"rows", rows},
-                {"top1_agree", top1_same}};
-    }
-    double cosine() const { return nc > 0 && nr > 0 ? dot / std::sqrt(nc * nr) : 1.0; }
-};
-
-/// The tensor as float64 values (float types only; others are not compared).
-bool as_doubles(const Tensor& t, std::vector<double>& out) {
-    out.resize(static_cast<std::size_t>(t.num_elements()));
-    switch (t.dtype()) {
-        case DType::f32:
-            for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.data<float>()[i];
-            return true;
-        case DType::f16:
-            for (std::size_t i = 0; i < out.size(); ++i)
-                out[i] = static_cast<float>(t.data<float16>()[i]);
-            return true;
-        case DType::bf16:
-            for (std::size_t i = 0; i < out.size(); ++i)
-                out[i] = static_cast<float>(t.data<bfloat16>()[i]);
-            return true;
-        case DType::f64:
-            for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.data<double>()[i];
-            return true;
-        default: return false;
-    }
-}
-
-void accumulate(Stats& s, const Tensor& cand, const Tensor& ref) {
-    if (cand.shape() != ref.shape())
-        throw Error(ErrorCode::invalid_argument,
-                    "output '" + s.name + "' has shape " + cand.shape().to_string() +
-                        " in the candidate and " + ref.shape().to_string() + " in the reference");
-    std::vector<double> c, r;
-    if (!as_doubles(cand, c) || !as_doubles(ref, r))
-        throw Error(ErrorCode::unsupported, "output '" + s.name + "' is not a float tensor");
-    for (std::size_t i = 0; i < c.size(); ++i) {
-        if (std::isnan(c[i]) != std::isnan(r[i])) ++s.nan_mismatch;
-        if (std::isnan(c[i]) || std::isnan(r[i])) continue;
-        s.dot += c[i] * r[i];
-        s.nc += c[i] * c[i];
-        s.nr += r[i] * r[i];
-        s.diff2 += (c[i] - r[i]) * (c[i] - r[i]);
-        s.max_abs = std::max(s.max_abs, std::fabs(c[i] - r[i]));
-    }
-    s.elements += static_cast<std::int64_t>(c.size());
-    const std::int64_t width = cand.shape().rank() > 0 ? cand.shape()[cand.shape().rank() - 1] : 1;
-    if (width <= 1) return;
-    for (std::size_t row = 0; row + static_cast<std::size_t>(width) <= c.size();
-         row += static_cast<std::size_t>(width)) {
-        std::size_t bc = row, br = row;
-        for (std::size_t k = row; k < row + static_cast<std::size_t>(width); ++k) {
-            if (c[k] > c[bc]) bc = k;
-            if (r[k] > r[br]) br = k;
-        }
-        ++s.rows;
-        s.top1_same += bc == br;
-    }
-}
-
-/// `feeds` with float inputs converted to the element type `engine` declares for them (a
-/// float16 model against its float32 original gets the same values, widened).
-std::vector<NamedTensor> as_inputs_of(const InferenceEngine& engine,
-                                      const std::vector<NamedTensor>& feeds) {
-    std::vector<NamedTensor> out = feeds;
-    for (NamedTensor& f : out) {
-        for (const IOInfo& info : engine.inputs()) {
-            if (info.name != f.name || !info.dtype || *info.dtype == f.tensor.dtype()) continue;
-            std::vector<double> v;
-            if (!as_doubles(f.tensor, v)) continue;
-            Tensor t = Tensor::allocate(*info.dtype, f.tensor.shape()).value_or_throw();
-            for (std::size_t i = 0; i < v.size(); ++i) {
-                const auto x = static_cast<float>(v[i]);
-                switch (*info.dtype) {
-                    case DType::f32: t.data<float>()[i] = x; break;
-                    case DType::f16: t.data<float16>()[i] = float16(x); break;
-                    case DType::bf16: t.data<bfloat16>()[i] = bfloat16(x); break;
-                    case DType::f64: t.data<double>()[i] = v[i]; break;
-                    default: break;
-                }
-            }
-            f.tensor = std::move(t);
-        }
-    }
-    return out;
-}
-
 int run(const Args& a) {
     const EngineOptions options = a.engine_options();
     std::optional<DynamicQuantizeReport> int8;
     const InferenceEngine cand = bench::load_at_precision(a.model, options, a.precision, &int8);
     const InferenceEngine ref = bench::load_at_precision(a.reference, options, a.reference_precision);
-    std::vector<Stats> stats;
+    std::vector<bench::OutputFidelity> stats;
     // Batches from files (--inputs), else generated per seed.
     std::unique_ptr<CalibrationSource> files;
     if (!a.inputs.empty()) {
@@ -199,20 +127,12 @@ int run(const Args& a) {
         }
         ++sets;
         const std::vector<NamedTensor> co = cand.run(feeds);
-        const std::vector<NamedTensor> ro = ref.run(as_inputs_of(ref, feeds));
-        std::map<std::string, const Tensor*> by_name;
-        for (const auto& o : ro) by_name[o.name] = &o.tensor;
-        for (std::size_t i = 0; i < co.size(); ++i) {
-            const auto it = by_name.find(co[i].name);
-            const Tensor* r = it != by_name.end() ? it->second : (i < ro.size() ? &ro[i].tensor : nullptr);
-            if (r == nullptr) continue;
-            if (stats.size() <= i) stats.push_back(Stats{co[i].name});
-            accumulate(stats[i], co[i].tensor, *r);
-        }
+        const std::vector<NamedTensor> ro = ref.run(bench::as_inputs_of(ref, feeds));
+        bench::accumulate_outputs(stats, co, ro);
     }
     if (a.json) {
         Json outs = Json::array();
-        for (const Stats& s : stats) outs.push_back(s.json());
+        for (const bench::OutputFidelity& s : stats) outs.push_back(s.json());
         Json doc = {{"model", a.model.string()},
                     {"reference", a.reference.string()},
                     {"precision", a.precision},
@@ -228,14 +148,7 @@ int run(const Args& a) {
     fmt::print("ds-compare {} ({}) vs {} ({}), {} input set(s){}\n", a.model.string(), a.precision,
                a.reference.string(), a.reference_precision, sets,
                files != nullptr ? " from " + a.inputs.string() : std::string());
-    for (const Stats& s : stats) {
-        fmt::print("  {:<24} cosine {:.6f}  relative L2 {:.3e}  max |diff| {:.3e}  NaN "
-                   "mismatches {}",
-                   s.name, s.cosine(), s.nr > 0 ? std::sqrt(s.diff2 / s.nr) : 0.0, s.max_abs,
-                   s.nan_mismatch);
-        if (s.rows > 0) fmt::print("  top-1 {} of {}", s.top1_same, s.rows);
-        fmt::print("\n");
-    }
+    for (const bench::OutputFidelity& s : stats) fmt::print("  {}\n", s.text());
     return 0;
 }
 

@@ -14,7 +14,7 @@
 //                                       also runs at level 0; outputs must agree within
 //                                       1e-4 relative + 1e-5 absolute, NaNs in the same
 //                                       places, integers exactly; a mismatch is a failure)
-//   ds-conformance --help
+//   ds-conformance --help | --version
 //
 // A test is a subfolder of the suite holding model.onnx; --filter (a regex searched in the
 // folder name) selects among them. Each test runs in a forked child with a timeout (--timeout,
@@ -42,8 +42,9 @@
 // unknown option, a missing or malformed value, an unknown backend or device, a suite folder
 // or --expect-pass file that cannot be read, a --json file that cannot be written), found
 // before any test runs: a first stderr line "ds-conformance: <problem>", then the usage.
-// --help / -h prints the usage with every option on stdout and exits 0. Options are parsed
-// with CLI11; the engine options are checked by the engine's own validation.
+// --help / -h prints the manual page (tools/tool_cli.hpp) on stdout and --version the version,
+// each exiting 0. Options are parsed with CLI11; the engine options are checked by the engine's
+// own validation.
 #include <CLI/CLI.hpp>
 #include <dsinfer/dsinfer.hpp>
 #include <sys/wait.h>
@@ -442,30 +443,37 @@ const char* const kSynopsis =
     "                      [--expect-pass FILE] [--timeout SECONDS] [--no-fork] [--quiet]\n"
     "                      [--stats] [--backends LIST] [--device cpu|cuda|cuda:N]\n"
     "                      [--precision fp32|tf32|fp16|bf16] [--compare-levels]\n"
-    "       ds-conformance --help\n";
+    "       ds-conformance --help | --version\n";
 
-const char* const kFooter =
+const char* const kDescription =
+    "Runs ONNX backend-test folders (DIR/TEST/model.onnx beside\n"
+    "DIR/TEST/test_data_set_*/{input,output}_N.pb) through dsinfer's InferenceEngine and\n"
+    "compares the outputs: |actual - expected| <= atol + rtol * |expected|, NaN equal to NaN,\n"
+    "integers, strings, shapes and dtypes exactly.\n"
+    "\n"
     "A test is a subfolder of DIR holding model.onnx. Outcomes: pass; fail (wrong outputs, an\n"
     "engine error, a crash or a hang); broken (the test's own data is unusable: no\n"
     "test_data_set_*, a .pb that cannot be read or parsed, no output_0.pb, gaps in the\n"
     "numbering, more files than the model has inputs or outputs); unsupported (the engine\n"
     "lacks an op, opset or dtype). The last line counts them: \"skipped\" is unsupported\n"
-    "plus \"not run\", the tests --filter left out; broken data is a failure of its own.\n"
-    "Exit status: 0 when no test failed or had broken data and not every test was\n"
-    "unsupported (with --expect-pass: every listed test passed, nothing crashed, hung or had\n"
-    "broken data); 1 otherwise, also when no test matched or the --json file could not be\n"
-    "written; 2 for a bad command line (nothing runs).\n";
+    "plus \"not run\", the tests --filter left out; broken data is a failure of its own.\n";
 
-// The help: the synopsis first, then what the tool does, every option and the footer.
-class HelpFormatter : public CLI::Formatter {
-public:
-    std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode mode) const override {
-        std::ostringstream out;
-        out << kSynopsis << "\n" << app->get_description() << "\n" << make_groups(app, mode) << "\n"
-            << make_footer(app);
-        return out.str();
-    }
-};
+const char* const kExamples =
+    "ds-conformance --suite onnx-backend-tests/node --quiet\n"
+    "    every node test, printing only the failures\n"
+    "ds-conformance --suite onnx-backend-tests/node --filter '^test_conv' --backends reference\n"
+    "    the convolution tests on the reference kernels alone\n"
+    "ds-conformance --suite onnx-backend-tests/node --expect-pass tests/conformance/node_pass.txt\n"
+    "    the must-pass list: the exit status follows the listed tests\n";
+
+const char* const kExitStatus =
+    "0  no test failed or had broken data and not every test was unsupported (with\n"
+    "   --expect-pass: every listed test passed, nothing crashed, hung or had broken data)\n"
+    "1  otherwise, also when no test matched or the --json file could not be written\n"
+    "2  bad command line (nothing runs)\n";
+
+const bench::ManPage kManPage{kProgram, "run ONNX backend tests through the engine", kSynopsis,
+                              kDescription, kExamples, kExitStatus};
 
 /// A CLI11 check running `convert` on the option's text: an error message, or "" when valid.
 CLI::Validator checked(std::function<std::string(const std::string&)> convert) {
@@ -519,14 +527,8 @@ std::string engine_rejects(const EngineOptions& eo) {
 
 /// Parses and validates the command line into `opt`: -1 to go on, else the exit status.
 int parse_command_line(int argc, char** argv, Options& opt) {
-    CLI::App app("Runs ONNX backend-test folders (DIR/TEST/model.onnx beside\n"
-                 "DIR/TEST/test_data_set_*/{input,output}_N.pb) through dsinfer's InferenceEngine\n"
-                 "and compares the outputs: |actual - expected| <= atol + rtol * |expected|, NaN\n"
-                 "equal to NaN, integers, strings, shapes and dtypes exactly.",
-                 kProgram);
-    app.formatter(std::make_shared<HelpFormatter>());
-    app.get_formatter()->column_width(24);
-    app.footer(kFooter);
+    CLI::App app(kManPage.summary, kProgram);
+    bench::use_man_page(app, kManPage, 24);
     app.allow_extras();  // reported below as "unknown option", in this tool's words
 
     std::set<std::string> names = {"-h", "--help"};
@@ -598,16 +600,20 @@ int parse_command_line(int argc, char** argv, Options& opt) {
                  "a test that passes also runs at optimization level 0; outputs\n"
                  "must agree within 1e-4 relative + 1e-5 absolute, NaNs in the\n"
                  "same places, integers exactly");
-    names.insert({"--no-fork", "--quiet", "--stats", "--compare-levels"});
+    names.insert({"--no-fork", "--quiet", "--stats", "--compare-levels", "--version"});
+    bench::add_version_flag(app, kProgram);
 
     auto bad = [&app](const std::string& problem) {
-        std::cerr << kProgram << ": " << problem << "\n" << app.help();
+        std::cerr << kProgram << ": " << problem << "\n" << kManPage.usage();
         return 2;
     };
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
         std::cout << app.help();
+        return 0;
+    } catch (const CLI::CallForVersion& v) {
+        std::cout << v.what() << "\n";
         return 0;
     } catch (const CLI::ParseError& e) {
         return bad(bench::cli_problem(e));  // "--rtol: missing value"

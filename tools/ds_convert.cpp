@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "bench_cli.hpp"
+#include "output_fidelity.hpp"
 #include "progress.hpp"
 
 namespace fs = std::filesystem;
@@ -69,11 +70,29 @@ const char* const kSynopsis =
     "                  [--threads N] [--quiet]\n"
     "       ds-convert --help | --version\n";
 
-const char* const kFooter =
-    "Stages: load -> optimize (--optimize-level) -> quantize (--quantize) -> write OUT, then\n"
-    "the sizes, the per-layer table and the speed of INPUT and OUT (--bench-runs runs of each,\n"
-    "alternating, on the same generated inputs). Exit status: 0 ok; 1 the conversion failed;\n"
-    "2 bad command line (nothing runs).\n";
+const char* const kDescription =
+    "Converts an ONNX model into a smaller or faster ONNX model, in stages: load -> optimize\n"
+    "(--optimize-level) -> quantize (--quantize: INT8 dynamic, static with calibration or\n"
+    "weight-only; bfloat16 or float16 weights; auto within an accuracy budget) -> write OUT.\n"
+    "\n"
+    "Then it prints the file sizes, the quantizer's per-layer table, the calibration, and the\n"
+    "speed and output fidelity of INPUT and OUT: --bench-runs runs of each, alternating, on the\n"
+    "same generated inputs. --report writes all of it as JSON.\n";
+
+const char* const kExamples =
+    "ds-convert models/digits/digits.onnx -o digits_int8.onnx --quantize int8-dynamic\n"
+    "    INT8 weights, activations quantized per run\n"
+    "ds-convert models/digits/digits.onnx -o digits_s8.onnx --quantize int8-static \\\n"
+    "        --calibration models/digits/digits_train.csv --calibration-scale 0.0625\n"
+    "    static INT8, calibrated on CSV rows scaled by 1/16\n"
+    "ds-convert bert.onnx -o bert_auto.onnx --quantize auto --calibration calib/ \\\n"
+    "        --min-cosine 0.999 --report bert_auto.json\n"
+    "    INT8 where the outputs' cosine to float32 stays >= 0.999, the rest float\n";
+
+const char* const kExitStatus =
+    "0  ok\n"
+    "1  the conversion failed (the error names the node, input or file)\n"
+    "2  bad command line (nothing runs)\n";
 
 constexpr std::size_t kTableRows = 30;  // layers printed; --report has them all
 
@@ -145,11 +164,8 @@ bool same_file(const fs::path& a, const fs::path& b) {
 
 Args parse_args(int argc, char** argv) {
     Args a;
-    bench::Cli cli("ds-convert", kSynopsis,
-                   "Converts an ONNX model: optimizes it (level 0-1), quantizes it (INT8 dynamic,\n"
-                   "static with calibration or weight-only; bfloat16 or float16 weights) and\n"
-                   "writes it as ONNX, then compares the sizes and speeds of both models.",
-                   kFooter);
+    bench::Cli cli({"ds-convert", "optimize and quantize an ONNX model", kSynopsis,
+                    kDescription, kExamples, kExitStatus});
     // Quantization (the help lists the groups in the order of their first option)
     constexpr int kModes = 7, kMethods = 4;
     cli.option("--quantize", "MODE",
@@ -281,7 +297,7 @@ Args parse_args(int argc, char** argv) {
 
     // Output
     std::string input;
-    cli.app().add_option("INPUT", input, "the float32 ONNX model")->group("Output");
+    cli.app().add_option("INPUT", input, "the float32 ONNX model")->type_name("");
     std::string output;
     cli.option("-o,--output", "OUT.onnx", "the converted model (required; not INPUT)",
                [&output](const std::string& s) {
@@ -297,14 +313,8 @@ Args parse_args(int argc, char** argv) {
         ->group("Output");
     cli.flag("--quiet", a.quiet, "no progress and no summary (errors and notes only)")
         ->group("Output");
-    bool version = false;
-    cli.flag("--version", version, "print the version and exit")->group("Output");
 
     cli.parse(argc, argv);
-    if (version) {
-        fmt::print("ds-convert (dsinfer {})\n", DSINFER_VERSION_STRING);
-        std::exit(0);
-    }
     a.usage = cli.usage();
 
     // What the options say of each other.
@@ -415,6 +425,10 @@ using bench::cpu_model_name;
 /// The speed of INPUT and OUT on the same inputs.
 struct Measurement {
     std::vector<double> input_ms, output_ms;  ///< in run order
+    /// OUT's outputs against INPUT's on the measurement's inputs: the metrics against the
+    /// float32 model.
+    std::vector<bench::OutputFidelity> fidelity;
+    std::string fidelity_inputs;  ///< what they were compared on
     std::optional<std::int64_t> batch, seq;
     int threads = 0;  ///< the engines' (0 resolved to the processors available)
     static double median(std::vector<double> v) {
@@ -594,7 +608,11 @@ void write_stage(const Graph& g, const Args& a, Conversion& c) {
     c.output_bytes = fs::file_size(a.output, ec);
 }
 
-/// measure: --bench-runs runs of INPUT and OUT each, alternating, on the same inputs.
+/// The most calibration batches the fidelity of OUT is measured on.
+constexpr std::int64_t kFidelityBatches = 32;
+
+/// measure: --bench-runs runs of INPUT and OUT each, alternating, on the same inputs, and OUT's
+/// outputs against INPUT's.
 Measurement measure_stage(const Args& a, bool auto_bf16) {
     EngineOptions o;
     o.num_threads = a.threads;
@@ -612,6 +630,27 @@ Measurement measure_stage(const Args& a, bool auto_bf16) {
     // One untimed run each: the first run plans memory and packs weights.
     (void)before.run(feeds);
     (void)after.run(feeds);
+    // The metrics against INPUT: on the calibration data where there is some (the inputs the
+    // user calls representative; the ranges came from them), else on the generated inputs.
+    std::int64_t sets = 0;
+    if (calibrates(a.mode)) {
+        std::unique_ptr<CalibrationSource> data =
+            (a.calibration_csv
+                 ? calibration_csv(a.calibration, before.graph(), a.csv_batch_size(), a.csv_scale())
+                 : calibration_folder(a.calibration, before.graph()))
+                .value_or_throw();
+        std::vector<NamedTensor> batch;
+        for (; sets < kFidelityBatches && data->next(batch).value_or_throw(); ++sets)
+            bench::accumulate_outputs(m.fidelity, after.run(bench::as_inputs_of(after, batch)),
+                                      before.run(batch));
+        m.fidelity_inputs = fmt::format("{} batch{} of {}", sets, sets == 1 ? "" : "es",
+                                        a.calibration.string());
+    }
+    if (sets == 0) {
+        bench::accumulate_outputs(m.fidelity, after.run(bench::as_inputs_of(after, feeds)),
+                                  before.run(feeds));
+        m.fidelity_inputs = fmt::format("the generated inputs (seed {})", a.shapes.seed);
+    }
     using Clock = std::chrono::steady_clock;
     const auto timed = [&feeds](const InferenceEngine& e) {
         const auto t0 = Clock::now();
@@ -734,6 +773,11 @@ void print_summary(const Args& a, const Conversion& c) {
                    m.batch.value_or(a.shapes.batch), m.seq ? fmt::format(", seq {}", *m.seq) : "",
                    m.threads, ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower");
     }
+    if (c.measured) {
+        fmt::print("  fidelity     OUT against INPUT on {}:\n", c.measured->fidelity_inputs);
+        for (const bench::OutputFidelity& f : c.measured->fidelity)
+            fmt::print("  {:<12} {}\n", "", f.text());
+    }
     print_layers(q.layers);
 }
 
@@ -801,7 +845,7 @@ Json report_json(const Args& a, const Conversion& c) {
                     {"fired", c.optimized->fired}};
     Json layers = Json::array();
     for (const LayerRecord& l : q.layers) layers.push_back(layer_json(l));
-    Json timings = nullptr;
+    Json timings = nullptr, fidelity = nullptr;
     if (c.measured) {
         const Measurement& m = *c.measured;
         timings = {{"runs", m.input_ms.size()},
@@ -813,10 +857,13 @@ Json report_json(const Args& a, const Conversion& c) {
                    {"input_median_ms", Measurement::median(m.input_ms)},
                    {"output_median_ms", Measurement::median(m.output_ms)},
                    {"speed_ratio", m.ratio()}};
+        Json outputs = Json::array();
+        for (const bench::OutputFidelity& f : m.fidelity) outputs.push_back(f.json());
+        fidelity = {{"inputs", m.fidelity_inputs}, {"outputs", std::move(outputs)}};
     }
     return {
         {"tool", "ds-convert"},
-        {"version", DSINFER_VERSION_STRING},
+        {"version", dsinfer::version()},
         {"input", a.input.string()},
         {"output", a.output.string()},
         {"mode", std::string(to_string(a.mode))},
@@ -843,6 +890,7 @@ Json report_json(const Args& a, const Conversion& c) {
         {"calibration", q.calibration ? calibration_json(*q.calibration) : Json(nullptr)},
         {"automatic", auto_json(q.automatic)},
         {"timings", std::move(timings)},
+        {"fidelity", std::move(fidelity)},
         {"machine",
          {{"cpu", cpu_model_name()},
           {"isa", cpu_isa()},

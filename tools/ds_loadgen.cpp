@@ -62,14 +62,31 @@ const char* const kSynopsis =
     "                  [--threads N] [--batch N] [--seq N] [--shape NAME=DxD]... [--seed N]\n"
     "                  [--backends LIST] [--opt-level N] [--deadline-ms X] [--warmup N]\n"
     "                  [--drain-s S] [--timeline] [--json]\n"
-    "       ds-loadgen --help\n";
+    "       ds-loadgen --help | --version\n";
 
-const char* const kFooter =
+const char* const kDescription =
+    "Drives serving::BatchingEngine::submit() (the dynamic batcher) with an open-loop or a\n"
+    "closed-loop load and reports throughput, latency percentiles, the requests' outcomes and\n"
+    "the batches formed (docs/LOADGEN.md).\n"
+    "\n"
     "Open loop (--rate, --rate-steps): Poisson arrivals on an absolute schedule; latency from\n"
     "each request's scheduled arrival (no coordinated omission). Closed loop (--concurrency):\n"
-    "clients submit and wait, back to back; latency from the submit. Exit status: 0 ok\n"
-    "(whatever the requests' outcomes); 1 engine error (load, first run, warm-up); 2 bad\n"
-    "command line (nothing runs).\n";
+    "clients submit and wait, back to back; latency from the submit. Inputs are generated as\n"
+    "ds-benchmark makes them.\n";
+
+const char* const kExamples =
+    "ds-loadgen --model models/digits/digits.onnx --rate 500 --duration 10\n"
+    "    500 requests/s for 10 s, dynamically batched\n"
+    "ds-loadgen --model models/digits/digits.onnx --concurrency 8 --duration 5 --batching off\n"
+    "    8 clients back to back, each request run alone\n"
+    "ds-loadgen --model bert.onnx --seq 128 --rate-steps 50:5,400:5 --adaptive \\\n"
+    "        --p99-target-ms 20 --json\n"
+    "    a rate step with the adaptive batcher holding p99 at 20 ms, as one JSON line\n";
+
+const char* const kExitStatus =
+    "0  ok (whatever the requests' outcomes)\n"
+    "1  engine error (load, first run, warm-up)\n"
+    "2  bad command line (nothing runs)\n";
 
 /// One piece of an open-loop schedule: Poisson arrivals at `qps` for `seconds`.
 struct RateStep {
@@ -131,10 +148,8 @@ std::string parse_rate_steps(std::string_view text, std::vector<RateStep>& out) 
 Args parse_args(int argc, char** argv) {
     Args a;
     std::optional<double> rate;
-    bench::Cli cli("ds-loadgen", kSynopsis,
-                   "Drives serving::BatchingEngine::submit() (the dynamic batcher) with an open-loop or a\n"
-                   "closed-loop load and reports throughput, latency, outcomes and batching.",
-                   kFooter);
+    bench::Cli cli({"ds-loadgen", "load-test the dynamic batcher", kSynopsis, kDescription,
+                    kExamples, kExitStatus});
     cli.add_common(a);
     const char* load = "Load";
     cli.number("--rate", rate, 0.0, true, "a rate", "QPS",

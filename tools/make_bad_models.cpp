@@ -5,6 +5,7 @@
 // ModelLimits it must be loaded with where they differ from the defaults.
 //
 //   make-bad-models OUT_DIR [--filter SUBSTRING]   (CLI11; exit 2 on a bad command line)
+//   make-bad-models --help | --version
 //
 // The folder is for fuzzers and other loaders; the unit test test_bad_models.cpp loads every case
 // and checks the code. Note: one case is a sparse 2 GiB + 1 byte file (a few KiB on disk); copy
@@ -46,15 +47,25 @@ Json limits_json(const dsinfer::ModelLimits& l) {
 int main(int argc, char** argv) {
     std::string out_dir, filter;
     dsinfer::bench::Cli cli(
-        "make-bad-models",
-        "usage: make-bad-models OUT_DIR [--filter SUBSTRING]\n       make-bad-models --help\n",
-        "Writes the malformed-model corpus of tests/unit/bad_models.hpp into OUT_DIR, one\n"
-        "folder per case, with a manifest.json.",
-        "One case is a sparse 2 GiB + 1 byte file: copy the folder with tools that keep sparse\n"
-        "files, symlinks, hard links and FIFOs (cp -a, tar). Exit status: 0 ok; 1 a case could\n"
-        "not be written; 2 bad command line.\n");
+        {"make-bad-models", "write the malformed-model corpus",
+         "usage: make-bad-models OUT_DIR [--filter SUBSTRING]\n"
+         "       make-bad-models --help | --version\n",
+         "Writes the malformed-model corpus of tests/unit/bad_models.hpp into OUT_DIR, one\n"
+         "folder per case (the model and its side files), with a manifest.json listing each\n"
+         "case's name, file, expected ErrorCode, description and the ModelLimits to load it with.\n"
+         "\n"
+         "One case is a sparse 2 GiB + 1 byte file: copy the folder with tools that keep sparse\n"
+         "files, symlinks, hard links and FIFOs (cp -a, tar).\n",
+         "make-bad-models /tmp/bad\n"
+         "    every case\n"
+         "make-bad-models /tmp/bad --filter truncated\n"
+         "    the cases whose name contains 'truncated'\n",
+         "0  ok\n"
+         "1  a case could not be written\n"
+         "2  bad command line\n"});
     cli.app()
         .add_option("OUT_DIR", out_dir, "the folder to write (created when missing)")
+        ->type_name("")
         ->required();
     cli.text("--filter", filter, "SUBSTRING", "only the cases whose name contains SUBSTRING");
     cli.parse(argc, argv);

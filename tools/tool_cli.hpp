@@ -5,16 +5,35 @@
 // CLI11 parse error into the one-line problem the tools print after "<program>: " (CLI11's
 // "--rtol: 1 required X missing" becomes "--rtol: missing value", "json was given a disallowed
 // flag override" becomes "--json: takes no value") and extras_problem() an argument no option
-// took ("unknown option '--x'", "unexpected argument 'x'"); SynopsisFormatter lays the help out as
-// the synopsis, the description, CLI11's option groups and the footer. Used by bench::Cli
-// (tools/bench_cli.hpp: ds-benchmark, ds-loadgen, make-bad-models) and ds-conformance.
+// took ("unknown option '--x'", "unexpected argument 'x'"). One help and one version for every
+// tool: a ManPage holds a tool's manual page and use_man_page() makes it the tool's --help, in
+// the sections of a man page (NAME, SYNOPSIS, DESCRIPTION, OPTIONS as CLI11 lays out the option
+// groups, EXAMPLES, EXIT STATUS); ManPage::usage() is the short usage a bad command line prints
+// after its problem; add_version_flag() adds --version, which prints version_text(): "<program>
+// (dsinfer X.Y.Z)" (the running library's dsinfer::version()) and a line of build facts. Used
+// by bench::Cli (tools/bench_cli.hpp: ds-benchmark, ds-compare, ds-convert, ds-inspect,
+// ds-loadgen, make-bad-models) and ds-conformance.
 //
 // Usage:
+//   const bench::ManPage page{"ds-tool", "what it does", kSynopsis, kDescription, kExamples,
+//                             kExitStatus};
+//   CLI::App app(page.summary, page.program);
+//   bench::use_man_page(app, page, 26);   // the option column 26 wide
+//   bench::add_version_flag(app, page.program);
 //   try { app.parse(argc, argv); }
-//   catch (const CLI::ParseError& e) { std::cerr << "tool: " << bench::cli_problem(e) << "\n"; }
+//   catch (const CLI::CallForHelp&) { std::cout << app.help(); }
+//   catch (const CLI::CallForVersion& v) { std::cout << v.what() << "\n"; }
+//   catch (const CLI::ParseError& e) {
+//       std::cerr << "ds-tool: " << bench::cli_problem(e) << "\n" << page.usage();
+//   }
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <dsinfer/version.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,22 +68,100 @@ inline std::string extras_problem(const CLI::App& app) {
                                                : "unexpected argument '" + extra + "'";
 }
 
-/// The help: the synopsis first, then the description, every option group and the footer.
-class SynopsisFormatter : public CLI::Formatter {
+/// A tool's manual page: its --help, around the option groups CLI11 lays out. Each text is
+/// lines ending in '\n', unindented: the help indents them under their section's heading.
+struct ManPage {
+    std::string program;      ///< "ds-inspect"
+    std::string summary;      ///< NAME: what it does, in a few words ("describe an ONNX model")
+    /// "usage: ds-x ARGS\n       ds-x --help | --version\n": the SYNOPSIS (without "usage: ")
+    /// and, as it is, the usage a bad command line prints.
+    std::string synopsis;
+    std::string description;  ///< DESCRIPTION: what it does, its output and its caveats
+    std::string examples;     ///< EXAMPLES: command lines, each followed by what it does
+    std::string exit_status;  ///< EXIT STATUS: "0  ok\n1  ...\n2  bad command line\n"
+
+    /// What a bad command line prints after its problem: the synopsis and where the rest is.
+    std::string usage() const {
+        return synopsis + "Run '" + program + " --help' for the options, examples and exit status.\n";
+    }
+};
+
+/// `text`, each non-empty line indented by `indent` spaces.
+inline std::string indented(std::string_view text, std::size_t indent) {
+    std::string out;
+    while (!text.empty()) {
+        const auto eol = text.find('\n');
+        const std::string_view line = text.substr(0, eol);
+        if (!line.empty()) out.append(indent, ' ').append(line);
+        out += '\n';
+        if (eol == std::string_view::npos) break;
+        text.remove_prefix(eol + 1);
+    }
+    return out;
+}
+
+/// The help as a manual page: NAME, SYNOPSIS, DESCRIPTION, OPTIONS (the positional arguments,
+/// then CLI11's option groups), EXAMPLES and EXIT STATUS.
+class ManPageFormatter : public CLI::Formatter {
 public:
-    explicit SynopsisFormatter(std::string synopsis) : synopsis_(std::move(synopsis)) {}
-    std::string make_help(const CLI::App* app, std::string,
-                          CLI::AppFormatMode mode) const override {
-        std::string help = synopsis_ + "\n" + app->get_description() + "\n" +
-                           make_groups(app, mode) + "\n" + make_footer(app);
-        // CLI11 ends each group with two blank lines: keep one.
+    explicit ManPageFormatter(ManPage page) : page_(std::move(page)) {
+        label("Positionals", "Arguments");
+    }
+    std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode mode) const override {
+        // The synopsis without "usage: ", its continuation lines moved left as far.
+        constexpr std::string_view kUsage = "usage: ";
+        std::string synopsis;
+        std::string_view text = page_.synopsis;
+        while (!text.empty()) {
+            const auto eol = text.find('\n');
+            std::string_view line = text.substr(0, eol);
+            if (line.substr(0, kUsage.size()) == kUsage ||
+                line.find_first_not_of(' ') >= kUsage.size())
+                line.remove_prefix(std::min(kUsage.size(), line.size()));
+            synopsis.append(line).append("\n");
+            if (eol == std::string_view::npos) break;
+            text.remove_prefix(eol + 1);
+        }
+        std::string options = make_positionals(app) + make_groups(app, mode);
+        if (!options.empty() && options[0] == '\n') options.erase(0, 1);
+        std::string help = "NAME\n" + indented(page_.program + " - " + page_.summary, 4) +
+                           "\nSYNOPSIS\n" + indented(synopsis, 4) + "\nDESCRIPTION\n" +
+                           indented(page_.description, 4) + "\nOPTIONS\n" + options + "\n";
+        if (!page_.examples.empty()) help += "EXAMPLES\n" + indented(page_.examples, 4) + "\n";
+        if (!page_.exit_status.empty()) help += "EXIT STATUS\n" + indented(page_.exit_status, 4);
+        // CLI11 ends each group with blank lines: keep one between sections, none at the end.
         for (auto at = help.find("\n\n\n"); at != std::string::npos; at = help.find("\n\n\n", at))
             help.erase(at, 1);
+        while (help.size() > 1 && help.compare(help.size() - 2, 2, "\n\n") == 0) help.pop_back();
         return help;
     }
 
 private:
-    std::string synopsis_;
+    ManPage page_;
 };
+
+/// Makes `page` the help of `app` (the option list `column_width` wide before the
+/// descriptions).
+inline void use_man_page(CLI::App& app, const ManPage& page, std::size_t column_width) {
+    app.formatter(std::make_shared<ManPageFormatter>(page));
+    app.get_formatter()->column_width(column_width);
+}
+
+/// What --version prints: "<program> (dsinfer X.Y.Z)" with the running library's version, then
+/// how the library was built.
+inline std::string version_text(const std::string& program) {
+    const dsinfer::BuildInfo& b = dsinfer::build_info();
+    std::string build_type = *b.build_type != '\0' ? std::string(", ") + b.build_type : "";
+    return program + " (dsinfer " + dsinfer::version() + ")\nbuilt with " + b.compiler +
+           build_type + "; oneDNN backend: " + (b.with_onednn ? "yes" : "no") +
+           "; CUDA plugin: " + (b.with_cuda ? "yes" : "no");
+}
+
+/// Adds --version to `app`: parsing it throws CLI::CallForVersion, whose what() is
+/// version_text(program); the caller prints it on stdout and exits 0.
+inline CLI::Option* add_version_flag(CLI::App& app, const std::string& program) {
+    return app.set_version_flag(
+        "--version", [program] { return version_text(program); }, "print the version and exit");
+}
 
 }  // namespace dsinfer::bench

@@ -15,4 +15,5 @@
 #include "dsinfer/memory_pool.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/version.hpp"
 #include "dsinfer/weight_store.hpp"

@@ -195,6 +195,17 @@ private:
     }
 };
 
+/// What a model file says of itself. load_onnx sets it on the model's graph (not on
+/// subgraphs); a graph built in code leaves it empty. save_onnx writes its own IR version and
+/// producer ("dsinfer").
+struct ModelInfo {
+    std::int64_t ir_version = 0;  ///< ONNX IR version; 0 when not read from a file
+    std::string producer_name;    ///< the program that wrote the file ("pytorch", "tf2onnx")
+    std::string producer_version;
+    std::string domain;           ///< the model's reverse-DNS namespace, if any
+    std::int64_t model_version = 0;
+};
+
 struct OpsetImport {
     std::string domain;  ///< "" (or "ai.onnx") for the default domain
     std::int64_t version = 0;
@@ -209,6 +220,8 @@ public:
     std::vector<ValueId> outputs;  ///< graph outputs in declaration order
     /// Opset imports of the model; subgraphs share their model's imports.
     std::vector<OpsetImport> opset_imports;
+    /// The model file's IR version and producer (the model's graph only).
+    ModelInfo model_info;
 
     ValueId add_value(std::string value_name, std::optional<DType> dtype = std::nullopt,
                       SymbolicShape shape = {}) {

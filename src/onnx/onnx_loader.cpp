@@ -783,6 +783,8 @@ Status Converter::convert_model(const onnx::ModelProto& model, Graph& out) {
         opsets_.push_back({"", 1});
     }
     out.opset_imports = opsets_;
+    out.model_info = {model.ir_version(), model.producer_name(), model.producer_version(),
+                      model.domain(), model.model_version()};
     std::vector<Scope*> scopes;
     return convert_graph(model.graph(), out, scopes, 0);
 }

@@ -1,7 +1,8 @@
 # Run with cmake -P (see CMakeLists.txt). Steps:
 #  1. install the dsinfer build tree into a fresh prefix, then MOVE the prefix elsewhere (the
 #     package must be relocatable); the installed *.cmake files must name no absolute path of
-#     the build, the source, the first prefix or the CUDA toolkit, and no CUDA library;
+#     the build, the source, the first prefix or the CUDA toolkit, and no CUDA library; the
+#     tools run from the moved bin/ (--version) and the docs are in share/doc/dsinfer;
 #  2. the CPU-only consumer configures with the CUDA toolkit hidden (CMAKE_DISABLE_FIND_PACKAGE_
 #     CUDAToolkit, the toolkit's prefix ignored, no nvcc on PATH), builds, has no CUDA library
 #     (nor the plugin) among its NEEDED entries, stays small, and runs a CPU engine without
@@ -72,6 +73,23 @@ endif()
 if(NOT EXISTS ${prefix}/include/dsinfer/dsinfer.hpp)
   message(FATAL_ERROR "package_consumer: the install has no include/dsinfer/dsinfer.hpp")
 endif()
+# The tools in bin/ (when the build has them), running from the moved prefix, and the docs.
+if(EXISTS ${DSINFER_BINARY_DIR}/tools/ds-inspect)
+  foreach(tool ds-benchmark ds-compare ds-conformance ds-convert ds-inspect ds-loadgen)
+    execute_process(COMMAND ${prefix}/bin/${tool} --version RESULT_VARIABLE rc
+                    OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0 OR NOT out MATCHES "^${tool} \\(dsinfer [0-9]+\\.[0-9]+\\.[0-9]+\\)")
+      message(FATAL_ERROR "package_consumer: ${prefix}/bin/${tool} --version: exit ${rc}\n"
+                          "${out}${err}")
+    endif()
+  endforeach()
+  message(STATUS "package_consumer: the tools in bin/ run from the moved prefix")
+endif()
+foreach(doc README.md LICENSE ARCHITECTURE.md)
+  if(NOT EXISTS ${prefix}/share/doc/dsinfer/${doc})
+    message(FATAL_ERROR "package_consumer: the install has no share/doc/dsinfer/${doc}")
+  endif()
+endforeach()
 
 file(GLOB_RECURSE installed_cmake ${prefix}/*.cmake)
 if(NOT installed_cmake)

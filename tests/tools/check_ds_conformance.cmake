@@ -1,6 +1,7 @@
 # ctest driver for ds-conformance's command line and exit status.
 #   cmake -DCONFORMANCE=<ds-conformance> -DMODE=cli -DWORK=<dir> -P check_ds_conformance.cmake
-#       --help and -h (exit 0, every flag documented on stdout); bad command lines (exit 2,
+#       --help and -h (exit 0, the manual page with every flag documented on stdout),
+#       --version; bad command lines (exit 2,
 #       "ds-conformance: <problem>" then the usage on stderr, nothing on stdout): malformed and
 #       out-of-range numbers, unknown options, missing values, an unknown backend or device, a
 #       suite folder that does not exist, a --json file that cannot be written; an empty suite
@@ -46,12 +47,15 @@ if(MODE STREQUAL "cli")
     if(NOT se STREQUAL "")
       message(FATAL_ERROR "${h} printed on stderr:\n${se}")
     endif()
-    expect_match("${h}" so "^usage: ds-conformance --suite DIR")
+    expect_match("${h}" so "^NAME\n    ds-conformance - " "\nSYNOPSIS\n    ds-conformance --suite DIR"
+                 "\nEXIT STATUS\n")
     foreach(f IN LISTS flags)
       # In the synopsis and with its own line in the option list.
       expect_match("${h}: ${f}" so "[[ ]${f}[] \n]" "\n  (-h,)?${f}[ \n]")
     endforeach()
   endforeach()
+
+  check_version(ds-conformance)
 
   file(WRITE ${WORK}/not_a_folder "")
   # exit status | first stderr line must match | arguments, space-separated (@M@: an empty folder)

@@ -120,6 +120,9 @@ foreach(mode int8-dynamic int8-weight bf16 fp16 int8-static auto)
   json_length(n_in timings input_ms)
   json_length(n_out timings output_ms)
   json_get(ratio timings speed_ratio)
+  json_length(n_fidelity fidelity outputs)
+  json_get(cosine fidelity outputs 0 cosine)
+  json_get(fidelity_rows fidelity outputs 0 rows)
   json_length(n_layers layers)
   json_get(isa machine isa)
   json_get(kernel_isa machine kernel_isa)
@@ -138,6 +141,13 @@ foreach(mode int8-dynamic int8-weight bf16 fp16 int8-static auto)
   if(NOT runs EQUAL 2 OR NOT n_in EQUAL 2 OR NOT n_out EQUAL 2 OR NOT ratio GREATER 0)
     message(FATAL_ERROR "${report}: timings: ${runs} runs, ${n_in} and ${n_out} times, ratio "
                         "${ratio}; want 2, 2, 2 and > 0")
+  endif()
+  # OUT against INPUT (logits, probabilities) on the calibration CSV where one is given, else on
+  # the generated inputs: every mode keeps the digits logits close.
+  if(NOT n_fidelity EQUAL 2 OR NOT cosine GREATER 0.99 OR NOT fidelity_rows GREATER 0
+     OR NOT so MATCHES "fidelity +OUT against INPUT[^\n]*\n +logits +cosine")
+    message(FATAL_ERROR "${report}: fidelity: ${n_fidelity} outputs, cosine ${cosine}, "
+                        "${fidelity_rows} rows; want 2, > 0.99, > 0, and a fidelity line:\n${so}")
   endif()
   if(n_layers EQUAL 0)
     message(FATAL_ERROR "${report}: no layers")

@@ -5,8 +5,11 @@
 #       each CASE is "exit status|regex|arguments separated by spaces" (@M@ = MODEL): the tool
 #       must exit with that status, print nothing on stdout, and a first stderr line
 #       "PROGRAM: ..." matching the regex; exit status 2 must also print the usage.
-#   check_help(PROGRAM OPTION...)   -h and --help exit 0 and print the usage and every OPTION
-#       on stdout, nothing on stderr
+#   check_help(PROGRAM OPTION...)   -h and --help exit 0 and print the manual page on stdout
+#       (NAME "PROGRAM - ...", then SYNOPSIS, DESCRIPTION, OPTIONS, EXAMPLES and EXIT STATUS,
+#       the synopsis naming PROGRAM) with every OPTION on a line of its own, nothing on stderr
+#   check_version(PROGRAM [VERSION])   --version exits 0 and prints "PROGRAM (dsinfer X.Y.Z)"
+#       first (X.Y.Z = VERSION when given), nothing on stderr
 #   run_json(PROGRAM ARG...)   runs TOOL ARG... --json: it must exit 0 and print one line
 #       holding a JSON object, which is set as `line` (and echoed)
 #   get_field(VAR KEY...) / expect_positive(KEY...)   read the JSON document in `line`
@@ -44,8 +47,19 @@ endfunction()
 function(check_help program)
   foreach(h -h --help)
     run_tool(rc so se ${h})
-    if(NOT rc EQUAL 0 OR NOT se STREQUAL "" OR NOT so MATCHES "^usage: ${program} ")
+    if(NOT rc EQUAL 0 OR NOT se STREQUAL "" OR NOT so MATCHES "^NAME\n    ${program} - ")
       message(FATAL_ERROR "${program} ${h}: exit ${rc}, stdout:\n${so}\nstderr:\n${se}")
+    endif()
+    set(at 0)
+    foreach(section SYNOPSIS DESCRIPTION OPTIONS EXAMPLES "EXIT STATUS")
+      string(FIND "${so}" "\n${section}\n" next)
+      if(next LESS at)
+        message(FATAL_ERROR "${program} ${h}: no ${section} section after the previous one:\n${so}")
+      endif()
+      set(at ${next})
+    endforeach()
+    if(NOT so MATCHES "\nSYNOPSIS\n    ${program} ")
+      message(FATAL_ERROR "${program} ${h}: the synopsis does not start with ${program}:\n${so}")
     endif()
     foreach(option IN LISTS ARGN)
       string(FIND "${so}" "  ${option} " at)
@@ -54,6 +68,18 @@ function(check_help program)
       endif()
     endforeach()
   endforeach()
+endfunction()
+
+function(check_version program)
+  run_tool(rc so se --version)
+  set(want "[0-9]+\\.[0-9]+\\.[0-9]+")
+  if(ARGC GREATER 1)
+    string(REPLACE "." "\\." want "${ARGV1}")
+  endif()
+  if(NOT rc EQUAL 0 OR NOT se STREQUAL "" OR NOT so MATCHES "^${program} \\(dsinfer ${want}\\)\n")
+    message(FATAL_ERROR "${program} --version: exit ${rc}, want a first line "
+                        "'${program} (dsinfer ${want})'; stdout:\n${so}\nstderr:\n${se}")
+  endif()
 endfunction()
 
 function(run_json program)
