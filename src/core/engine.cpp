@@ -235,6 +235,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         co.shape_buckets = impl->options.shape_buckets;
         co.bucket_edges = impl->options.shape_bucket_edges;
         co.transient_shapes = impl->options.transient_shapes;
+        co.serial_small_nodes = impl->options.num_threads == 0;
         impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
         for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
             const Value& v = impl->graph->value(impl->graph->inputs[i]);

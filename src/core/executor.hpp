@@ -86,6 +86,9 @@ struct CompileOptions {
     DType weight_precision = DType::f32;
     /// EngineOptions::algo_search == measure (KernelCreateContext::measure_algorithms).
     bool measure_algorithms = false;
+    /// EngineOptions::num_threads == 0: nodes too small to gain from a second thread
+    /// (small_node()) prepare and run on the calling thread alone.
+    bool serial_small_nodes = false;
     /// EngineOptions::cuda_graphs: capture a whole run per shape class and replay it.
     bool cuda_graphs = true;
     /// The engine's weight store (KernelCreateContext::weight_store); null = a new one for this
@@ -351,6 +354,7 @@ private:
     // Shape buckets: per graph input and dim, whether the dim is symbolic (declared).
     bool buckets_ = false;
     bool transient_shapes_ = false;  // CompileOptions::transient_shapes
+    bool serial_small_nodes_ = false;  // CompileOptions::serial_small_nodes
     std::vector<std::int64_t> bucket_edges_;
     std::vector<std::vector<char>> input_symbolic_;
     /// Cleared when measure_bucket found a reason that holds for every bucket (subgraphs,

@@ -3,6 +3,7 @@
 #include "core/executor.hpp"
 #include "core/executor_internal.hpp"
 #include "core/memory_planner.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/engine.hpp"
 
 #if defined(__GLIBC__)
@@ -68,6 +69,55 @@ void node_offsets(const Graph& g, std::vector<std::uint32_t>& begin, Count count
     begin.assign(g.nodes.size() + 1, 0);
     for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
         begin[ni + 1] = begin[ni] + static_cast<std::uint32_t>(count(g.nodes[ni]));
+}
+
+/// Below these a node runs faster on one thread than on two (CompileOptions::
+/// serial_small_nodes): a parallel region costs ~5 us on an idle machine, the ~1 MFLOP that two
+/// AVX-512 cores do in that time (the oneDNN matmul's rule of thumb, onednn_matmul.cpp), and a
+/// whole scheduler time slice when another process holds the second core (the digits model at
+/// batch 64 on 2 threads, one core busy: p99 36 ms against p50 0.02 ms).
+constexpr std::int64_t kSerialMacs = std::int64_t{1} << 19;
+constexpr std::int64_t kSerialElements = std::int64_t{1} << 15;
+
+std::int64_t elements_of(const TensorView& v) noexcept {
+    return v.raw == nullptr && v.shape.num_dims() == 0 ? 0 : v.shape.num_elements();
+}
+
+/// Whether node n, on inputs of these shapes, is too small to gain from threads: its
+/// multiply-adds (the product and convolution families, attention) below kSerialMacs, and for
+/// every node all its inputs (weights included) below kSerialElements elements. Control flow
+/// (whose bodies decide per node) never is. A function of the node and its input shapes, so
+/// prepare and run agree.
+bool small_node(const Node& n, const TensorView* in, std::size_t num_in) noexcept {
+    const std::string& op = n.op_type;
+    if (op == "If" || op == "Loop" || op == "Scan" || num_in == 0) return false;
+    std::int64_t total = 0;
+    for (std::size_t k = 0; k < num_in; ++k) total += elements_of(in[k]);
+    if (total >= kSerialElements) return false;
+    const auto dim = [](const TensorView& v, int i) -> std::int64_t {
+        const int r = v.shape.num_dims();
+        return r == 0 ? 1 : v.shape[i < 0 ? r + i : i];
+    };
+    std::int64_t macs = 0;
+    const bool conv = op.find("Conv") != std::string::npos;
+    const bool product = op.find("MatMul") != std::string::npos || op.find("Gemm") != std::string::npos;
+    if (conv) {
+        // MACs ~ W's elements x X's pixels (output pixels at stride 1).
+        const std::size_t w = op.rfind("QLinear", 0) == 0 ? 3 : 1;
+        if (w < num_in && in[0].shape.num_dims() >= 2 && dim(in[0], 1) > 0)
+            macs = elements_of(in[w]) * (elements_of(in[0]) / dim(in[0], 1));
+    } else if (product) {
+        // MACs = A's elements x B's other dimension (QLinearMatMul's B is input 3).
+        const std::size_t b = op == "QLinearMatMul" ? 3 : 1;
+        if (b < num_in && in[b].shape.num_dims() >= 1) {
+            const std::int64_t kb = dim(in[b], 0), nb = dim(in[b], -1);
+            macs = elements_of(in[0]) * std::max(kb, nb);
+        }
+    } else if (op == "MultiHeadAttention" || op == "Attention") {
+        // Q·Kᵀ and P·V: 2 x B x S x S x H (Q [B, S, H]).
+        if (in[0].shape.num_dims() >= 2) macs = 2 * elements_of(in[0]) * dim(in[0], 1);
+    }
+    return macs < kSerialMacs;
 }
 
 /// Calls node n's prepare on `inputs` (device tensors as meta tensors: dtype and shape; the
@@ -531,6 +581,10 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                                 step.workspace_bytes, *allocator_, control);
                 ContextAccess::set_frame(rctx, &frame);
                 ContextAccess::set_prepared_state(rctx, step.state);
+                std::optional<ThreadBudget> one;
+                if (serial_small_nodes_ &&
+                    small_node(n, prog->in_views.data() + step.views, step.num_in))
+                    one.emplace(1);
                 if (hook != nullptr) hook(n, true);
                 st = cn.kernel->run(rctx);
                 if (hook != nullptr) hook(n, false);
@@ -604,6 +658,10 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             views = in_views.data();
         }
         const std::span<const Tensor* const> node_in(inputs.data(), num_in);
+        // A small node prepares and runs on this thread alone (a primitive sizes its team when
+        // prepare creates it).
+        std::optional<ThreadBudget> one;
+        if (serial_small_nodes_ && !on_dev && small_node(n, views, num_in)) one.emplace(1);
         // Output specs, workspace and kernel state: on a planned run of a stable node, what
         // the recording run's prepare said; else from prepare now.
         if (mem.prepared != nullptr && cn.stable_prepare && !on_dev) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "dsinfer/engine.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
+#include "runtime/parallel.hpp"
 
 using namespace dsinfer;
 
@@ -534,5 +536,70 @@ TEST_CASE("a node's attributes are parsed once for its whole fallback chain", "[
         CHECK(a.value().get() == b.value().get());
         CHECK(a.value()->by == 2.5f);
         CHECK(shift_parses.load() == before + 1);
+    }
+}
+
+namespace {
+
+/// y = x, recording the intra-op threads its prepare and run were given.
+std::atomic<int> seen_prepare_threads{0}, seen_run_threads{0};
+class ThreadsSeen final : public Kernel {
+public:
+    Status prepare(PrepareContext& ctx) const override {
+        seen_prepare_threads = detail::max_threads();
+        ctx.set_output(0, ctx.input(0).dtype(), ctx.input(0).shape());
+        return Status::ok();
+    }
+    Status run(RunContext& ctx) const noexcept override {
+        seen_run_threads = detail::max_threads();
+        std::memcpy(ctx.output(0).raw, ctx.input(0).raw,
+                    static_cast<std::size_t>(ctx.input(0).num_bytes()));
+        return Status::ok();
+    }
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_threads_seen(const KernelCreateContext&) {
+    return std::unique_ptr<Kernel>(std::make_unique<ThreadsSeen>());
+}
+
+}  // namespace
+
+TEST_CASE("num_threads 0 runs a node too small for a second thread on the calling thread alone",
+          "[custom_ops][engine][threads]") {
+    Graph g;
+    g.opset_imports = {{"", 17}, {kDomain, 1}};
+    const auto x = g.add_value("x", DType::f32, dims({Dim::named("rows"), Dim::fixed(1024)}));
+    const auto y = g.add_value("y", DType::f32);
+    g.inputs = {x};
+    g.outputs = {y};
+    g.add_node("ThreadsSeen", {x}, {y}, "seen").domain = kDomain;
+    auto kernels = std::make_shared<KernelRegistry>();
+    kernels->add(KernelKey{"ThreadsSeen", kDomain, 1, kMaxOpset}, &make_threads_seen, 0, "app");
+    EngineOptions o;
+    o.custom_kernels = kernels;
+    // What a run with a budget of N threads gives a kernel (OMP_THREAD_LIMIT may cap it).
+    const auto budget_of = [](int n) {
+        detail::ThreadBudget b(n);
+        return detail::max_threads();
+    };
+    const auto threads_for = [&](const InferenceEngine& e, std::int64_t rows) {
+        seen_prepare_threads = seen_run_threads = -1;
+        const auto out = e.run({{"x", Tensor::zeros(DType::f32, Shape{rows, 1024})}});
+        REQUIRE(out.get("y").shape() == Shape{rows, 1024});
+        // Prepared for this shape now (a new shape class) or earlier: run and prepare agree.
+        if (seen_prepare_threads >= 0) CHECK(seen_prepare_threads == seen_run_threads);
+        return seen_run_threads.load();
+    };
+    SECTION("num_threads 0: 4 K elements on one thread, 64 K on the processors available") {
+        const InferenceEngine e = InferenceEngine::compile(g, o);
+        CHECK(threads_for(e, 4) == 1);
+        CHECK(threads_for(e, 64) == budget_of(0));
+        CHECK(threads_for(e, 4) == 1);  // a planned run of the small shape class again
+    }
+    SECTION("an explicit num_threads is kept for every node") {
+        o.num_threads = 2;
+        const InferenceEngine e = InferenceEngine::compile(g, o);
+        CHECK(threads_for(e, 4) == budget_of(2));
+        CHECK(threads_for(e, 64) == budget_of(2));
     }
 }
