@@ -238,6 +238,56 @@ find_app(${cpu_build} cpu_app)
 check_consumer_binary(${cpu_app})
 run_step("run the CPU-only consumer (a CPU engine maps no CUDA library)" ${cpu_app})
 
+# ---- 2b. the README's quick start, as a user copies it -----------------------------------------
+# The first ```cpp block after "## Quick start" and the first ```cmake block after "## Using
+# dsinfer from another CMake project", written to a fresh folder, configured with only
+# CMAKE_PREFIX_PATH (as the README says), built, and run from the source tree (its model path
+# is relative): the README's run, outputs by name, submit and metrics must work as written.
+function(readme_block heading lang out_var)
+  file(READ ${SOURCE_DIR}/README.md readme)
+  string(FIND "${readme}" "${heading}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "package_consumer: README.md has no '${heading}'")
+  endif()
+  string(SUBSTRING "${readme}" ${at} -1 rest)
+  string(FIND "${rest}" "```${lang}\n" open)
+  if(open EQUAL -1)
+    message(FATAL_ERROR "package_consumer: README.md has no ```${lang} block after '${heading}'")
+  endif()
+  string(LENGTH "```${lang}\n" skip)
+  math(EXPR open "${open} + ${skip}")
+  string(SUBSTRING "${rest}" ${open} -1 rest)
+  string(FIND "${rest}" "```" close)
+  string(SUBSTRING "${rest}" 0 ${close} block)
+  set(${out_var} "${block}" PARENT_SCOPE)
+endfunction()
+set(readme_src ${WORK_DIR}/readme-app)
+set(readme_build ${WORK_DIR}/readme-app-build)
+file(REMOVE_RECURSE ${readme_src} ${readme_build})
+readme_block("## Quick start" "cpp" readme_cpp)
+readme_block("## Using dsinfer from another CMake project" "cmake" readme_cmake)
+file(WRITE ${readme_src}/main.cpp "${readme_cpp}")
+file(WRITE ${readme_src}/CMakeLists.txt "${readme_cmake}")
+set(readme_args -S ${readme_src} -B ${readme_build} -G ${GENERATOR} -DCMAKE_BUILD_TYPE=${CONFIG}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+    -C ${hide_cuda_cache})
+if(EXTRA_FLAGS)
+  list(APPEND readme_args "-DCMAKE_CXX_FLAGS=${EXTRA_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS}")
+endif()
+run_step("configure the README's quick start" ${hide_cuda_env} ${CMAKE_COMMAND} ${readme_args})
+run_step("build the README's quick start" ${CMAKE_COMMAND} --build ${readme_build} --config ${CONFIG})
+find_app(${readme_build} readme_app)
+message(STATUS "package_consumer: run the README's quick start")
+execute_process(COMMAND ${readme_app} WORKING_DIRECTORY ${SOURCE_DIR} RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+# 100 submitted requests all answered, batched (mean batch size printed), and the Prometheus text.
+if(NOT rc EQUAL 0 OR NOT out MATCHES "100 ok, mean batch [0-9.]+" OR NOT out MATCHES "dsinfer ")
+  message(FATAL_ERROR "package_consumer: the README's quick start exited ${rc} or printed "
+                      "no '100 ok, mean batch ...':\n${out}${err}")
+endif()
+
 # ---- 3. COMPONENTS cuda ----------------------------------------------------------------------
 set(cuda_build ${WORK_DIR}/consumer-cuda-build)
 set(negative_build ${WORK_DIR}/consumer-cuda-negative)
