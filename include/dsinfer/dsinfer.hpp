@@ -15,5 +15,6 @@
 #include "dsinfer/memory_pool.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/threads.hpp"
 #include "dsinfer/version.hpp"
 #include "dsinfer/weight_store.hpp"

@@ -16,6 +16,7 @@
 #include "core/executor.hpp"
 #include "core/graph_evaluator.hpp"
 #include "runtime/parallel.hpp"
+#include "runtime/thread_lease.hpp"
 #include "dsinfer/backend.hpp"
 #include "dsinfer/backends/cpu.hpp"
 #include "dsinfer/memory_pool.hpp"
@@ -236,6 +237,7 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
         co.bucket_edges = impl->options.shape_bucket_edges;
         co.transient_shapes = impl->options.transient_shapes;
         co.serial_small_nodes = impl->options.num_threads == 0;
+        co.prepare_threads = impl->run_threads;
         impl->compiled = detail::CompiledGraph::compile(impl->graph, co).value_or_throw();
         for (std::size_t i = 0; i < impl->graph->inputs.size(); ++i) {
             const Value& v = impl->graph->value(impl->graph->inputs[i]);
@@ -384,7 +386,10 @@ Status InferenceEngine::Impl::execute(std::vector<Tensor> args, std::vector<Name
     control.observer = options.observer;
     control.max_loop_iterations = this->options.limits.max_loop_iterations;
     std::vector<Tensor> outs;
-    detail::ThreadBudget threads(run_threads);
+    // The run's threads: num_threads, or fewer where the process budget (dsinfer/threads.hpp)
+    // has fewer helpers free now.
+    const detail::ThreadLease lease(run_threads);
+    detail::ThreadBudget threads(lease.threads());
     DSINFER_RETURN_IF_ERROR(compiled->execute(args, nullptr, control, outs));
     outputs.clear();
     outputs.reserve(outs.size());

@@ -89,6 +89,10 @@ struct CompileOptions {
     /// EngineOptions::num_threads == 0: nodes too small to gain from a second thread
     /// (small_node()) prepare and run on the calling thread alone.
     bool serial_small_nodes = false;
+    /// The threads kernels prepare for (workspaces, primitives): the engine's num_threads, the
+    /// most a run may get; a run's lease of the process budget may give it fewer (never more).
+    /// 0 = the run's own budget.
+    int prepare_threads = 0;
     /// EngineOptions::cuda_graphs: capture a whole run per shape class and replay it.
     bool cuda_graphs = true;
     /// The engine's weight store (KernelCreateContext::weight_store); null = a new one for this
@@ -355,6 +359,7 @@ private:
     bool buckets_ = false;
     bool transient_shapes_ = false;  // CompileOptions::transient_shapes
     bool serial_small_nodes_ = false;  // CompileOptions::serial_small_nodes
+    int prepare_threads_ = 0;          // CompileOptions::prepare_threads
     std::vector<std::int64_t> bucket_edges_;
     std::vector<std::vector<char>> input_symbolic_;
     /// Cleared when measure_bucket found a reason that holds for every bucket (subgraphs,

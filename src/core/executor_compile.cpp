@@ -104,6 +104,7 @@ StatusOr<std::shared_ptr<CompiledGraph>> CompiledGraph::compile(std::shared_ptr<
     const Graph& g = *cg->graph_;
     cg->transient_shapes_ = options.transient_shapes;
     cg->serial_small_nodes_ = options.serial_small_nodes;
+    cg->prepare_threads_ = options.prepare_threads;
     if (parent == nullptr && options.shape_buckets) {
         for (std::size_t i = 0; i < options.bucket_edges.size(); ++i)
             DSINFER_CHECK(options.bucket_edges[i] > 0 &&

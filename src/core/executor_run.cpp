@@ -669,8 +669,12 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             wb = mem.prepared->workspace_bytes[ni];
             state = mem.prepared->node_states[ni].get();
         } else {
+            // Prepared for the engine's whole thread count, which a run's lease never exceeds.
+            std::optional<ThreadBudget> full;
+            if (!one && prepare_threads_ > 0) full.emplace(prepare_threads_);
             Status st = prepare_node(n, *cn.kernel, mem.transient, node_in,
                                      scratch.prepare_inputs, scratch.specs, scratch.state, wb);
+            full.reset();
             if (!st.is_ok()) return st.with_context(node_context(n));
             specs = scratch.specs.data();
             state = scratch.state.get();

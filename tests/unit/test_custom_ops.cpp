@@ -6,10 +6,15 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -20,6 +25,7 @@
 #include "dsinfer/engine.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
+#include "dsinfer/threads.hpp"
 #include "runtime/parallel.hpp"
 
 using namespace dsinfer;
@@ -602,4 +608,92 @@ TEST_CASE("num_threads 0 runs a node too small for a second thread on the callin
         CHECK(threads_for(e, 4) == budget_of(2));
         CHECK(threads_for(e, 64) == budget_of(2));
     }
+}
+
+namespace {
+
+/// y = x; its run records its threads, then waits (at most 5 s) until `rendezvous` runs have
+/// arrived, so concurrent runs overlap for certain.
+std::mutex meet_mu;
+std::condition_variable meet_cv;
+int meet_arrived = 0, meet_wanted = 0;
+std::vector<int> meet_threads;
+class Meet final : public Kernel {
+public:
+    Status prepare(PrepareContext& ctx) const override {
+        ctx.set_output(0, ctx.input(0).dtype(), ctx.input(0).shape());
+        return Status::ok();
+    }
+    Status run(RunContext& ctx) const noexcept override {
+        std::memcpy(ctx.output(0).raw, ctx.input(0).raw,
+                    static_cast<std::size_t>(ctx.input(0).num_bytes()));
+        std::unique_lock<std::mutex> lock(meet_mu);
+        meet_threads.push_back(detail::max_threads());
+        ++meet_arrived;
+        meet_cv.notify_all();
+        meet_cv.wait_for(lock, std::chrono::seconds(5), [] { return meet_arrived >= meet_wanted; });
+        return Status::ok();
+    }
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_meet(const KernelCreateContext&) {
+    return std::unique_ptr<Kernel>(std::make_unique<Meet>());
+}
+
+}  // namespace
+
+TEST_CASE("set_thread_budget shares helper threads among concurrent runs of every engine",
+          "[custom_ops][engine][threads]") {
+    REQUIRE_THROWS_AS(set_thread_budget(-1), Error);
+    Graph g;
+    g.opset_imports = {{"", 17}, {kDomain, 1}};
+    const auto x = g.add_value("x", DType::f32, dims({Dim::fixed(4)}));
+    const auto y = g.add_value("y", DType::f32);
+    g.inputs = {x};
+    g.outputs = {y};
+    g.add_node("Meet", {x}, {y}, "meet").domain = kDomain;
+    auto kernels = std::make_shared<KernelRegistry>();
+    kernels->add(KernelKey{"Meet", kDomain, 1, kMaxOpset}, &make_meet, 0, "app");
+    EngineOptions o;
+    o.custom_kernels = kernels;
+    o.num_threads = 3;
+    // Two engines, each run wanting 3 threads, run at once.
+    const InferenceEngine a = InferenceEngine::compile(g, o), b = InferenceEngine::compile(g, o);
+    const auto both = [&] {
+        {
+            std::lock_guard<std::mutex> lock(meet_mu);
+            meet_arrived = 0;
+            meet_wanted = 2;
+            meet_threads.clear();
+        }
+        const Tensor in = Tensor::zeros(DType::f32, Shape{4});
+        std::thread other([&] { (void)b.run({{"x", in}}); });
+        (void)a.run({{"x", in}});
+        other.join();
+        std::lock_guard<std::mutex> lock(meet_mu);
+        std::vector<int> t = meet_threads;
+        std::sort(t.begin(), t.end());
+        return t;
+    };
+    const auto budget_of = [](int n) {
+        detail::ThreadBudget tb(n);
+        return detail::max_threads();
+    };
+    SECTION("no budget (the default): each run takes its num_threads") {
+        set_thread_budget(0);
+        CHECK(both() == std::vector<int>{budget_of(3), budget_of(3)});
+    }
+    SECTION("a budget of 3: the helpers (2) go to the run that comes first") {
+        set_thread_budget(3);
+        const std::vector<int> t = both();
+        CHECK(t.size() == 2);
+        CHECK(t[0] + t[1] == 2 + std::min(2, budget_of(3) - 1));  // 2 callers + 2 helpers
+        CHECK(thread_budget_in_use() == 0);                        // all given back
+    }
+    SECTION("a budget of 1: every run on its caller alone") {
+        set_thread_budget(1);
+        CHECK(both() == std::vector<int>{1, 1});
+    }
+    set_thread_budget(0);
+    CHECK(thread_budget() == 0);
 }
