@@ -321,17 +321,22 @@ private:
     std::string model_;
 };
 
+/// The Precision a --precision value names (check_precision() accepted it; fp32 otherwise).
+inline Precision precision_of(const std::string& precision) {
+    return precision == "tf32"   ? Precision::tf32
+           : precision == "fp16" ? Precision::fp16
+           : precision == "bf16" ? Precision::bf16
+           : precision == "int8" ? Precision::int8
+                                 : Precision::fp32;
+}
+
 /// The engine of `model` at `precision` (--precision), EngineOptions::precision: int8 runs a
 /// pre-quantized model as it is and quantizes a float32 one dynamically at load
 /// (Precision::int8), its report in `int8` when given. Throws dsinfer::Error.
 inline InferenceEngine load_at_precision(const std::filesystem::path& model, EngineOptions o,
                                          const std::string& precision,
                                          std::optional<DynamicQuantizeReport>* int8 = nullptr) {
-    o.precision = precision == "tf32"   ? Precision::tf32
-                  : precision == "fp16" ? Precision::fp16
-                  : precision == "bf16" ? Precision::bf16
-                  : precision == "int8" ? Precision::int8
-                                        : Precision::fp32;
+    o.precision = precision_of(precision);
     InferenceEngine e = InferenceEngine::load(model, o);
     if (int8 != nullptr && e.int8_report() != nullptr) *int8 = *e.int8_report();
     return e;

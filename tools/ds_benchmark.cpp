@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "bench_cli.hpp"
+#include "node_profile.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsinfer;
@@ -424,45 +425,33 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
                static_cast<double>(r.weights.derived_bytes) / 1048576.0, r.weights.held_twice.size());
 }
 
-/// Per op type and provider: total ms per run over 3 profiled runs (after the timed runs).
+/// Per op type and provider: each node's median ms over 3 profiled runs (after the timed
+/// runs; tools/node_profile.hpp, as ds-profiler collects them), summed.
 void print_profile(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs, int top,
                    bool to_stderr) {
-    std::vector<double> ms;
-    RunOptions ro;
-    ro.node_ms = &ms;
     constexpr int kRuns = 3;
-    for (int i = 0; i < kRuns; ++i) (void)engine.run(inputs, ro);
-    std::map<std::string, std::pair<double, int>> by;
+    const std::vector<double> ms = bench::profile_runs(engine, inputs, kRuns).node_median();
     double total = 0;
-    const auto& nodes = engine.graph().nodes;
-    for (std::size_t i = 0; i < nodes.size() && i < ms.size(); ++i) {
-        auto& e = by[nodes[i].op_type + " (" + engine.node_providers()[i] + ")"];
-        e.first += ms[i] / kRuns;
-        e.second += 1;
-        total += ms[i] / kRuns;
-    }
-    std::vector<std::pair<std::string, std::pair<double, int>>> rows(by.begin(), by.end());
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+    for (double t : ms) total += t;
+    const std::vector<bench::OpGroup> rows = bench::group_by_op(engine, ms);
     std::FILE* out = to_stderr ? stderr : stdout;
-    fmt::print(out, "  profile (ms per run by op, {} runs; total {:.2f} ms)\n", kRuns, total);
-    for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i)
-        fmt::print(out, "    {:>9.3f} ms {:5.1f}%  {:4d} x  {}\n", rows[static_cast<std::size_t>(i)].second.first,
-                   100.0 * rows[static_cast<std::size_t>(i)].second.first / total,
-                   rows[static_cast<std::size_t>(i)].second.second, rows[static_cast<std::size_t>(i)].first);
+    fmt::print(out, "  profile (ms per run by op, median of {} runs; total {:.2f} ms)\n", kRuns,
+               total);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(top) && i < rows.size(); ++i)
+        fmt::print(out, "    {:>9.3f} ms {:5.1f}%  {:4d} x  {} ({})\n", rows[i].ms,
+                   100.0 * rows[i].ms / total, rows[i].nodes.size(), rows[i].op,
+                   rows[i].provider);
     // The slowest nodes, with the shapes of their first two inputs and their first output.
-    std::vector<std::size_t> order;
-    for (std::size_t i = 0; i < nodes.size() && i < ms.size(); ++i) order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return ms[x] > ms[y]; });
+    const std::vector<std::size_t> order = bench::slowest_nodes(ms);
     const Graph& g = engine.graph();
     auto shape_of = [&](const std::vector<ValueId>& ids, std::size_t k) -> std::string {
         if (k >= ids.size() || ids[k] == kNoValue) return "-";
         return g.value(ids[k]).shape.to_string();
     };
     fmt::print(out, "  slowest nodes (ms per run; inputs 0 and 1 -> output 0)\n");
-    for (int i = 0; i < top && i < static_cast<int>(order.size()); ++i) {
-        const Node& n = nodes[order[static_cast<std::size_t>(i)]];
-        const double t = ms[order[static_cast<std::size_t>(i)]] / kRuns;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(top) && i < order.size(); ++i) {
+        const Node& n = g.nodes[order[i]];
+        const double t = ms[order[i]];
         fmt::print(out, "    {:>9.3f} ms {:5.1f}%  {} '{}'  {} {} -> {}\n", t, 100.0 * t / total,
                    n.op_type, n.name, shape_of(n.inputs, 0), shape_of(n.inputs, 1),
                    shape_of(n.outputs, 0));

@@ -10,8 +10,9 @@
 //   * the graph inputs and outputs with their element types and declared (symbolic) shapes;
 //   * the node count and the op histogram by domain (subgraph nodes included and counted apart);
 //   * the parameters: the elements and bytes of every initializer (subgraphs' included);
-//   * estimated FLOPs: 2 x the multiply-adds of MatMul, Gemm, Conv, ConvTranspose and their
-//     quantized and fused forms (the top-level graph), at the shapes the inputs get by the
+//   * estimated FLOPs: 2 x the multiply-adds of MatMul, Gemm, Conv, ConvTranspose, their
+//     quantized and fused forms and attention (the top-level graph; tools/model_cost.hpp, the
+//     count ds-profiler shares), at the shapes the inputs get by the
 //     tools' convention (tools/bench_inputs.hpp: the first symbolic dim of each input is
 //     --batch, every later one --seq, both 1 unless given; --shape sets a whole input), the
 //     other values' shapes inferred from them by kernel_evaluator() (dsinfer/passes.hpp, the
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "bench_cli.hpp"
+#include "model_cost.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsinfer;
@@ -70,9 +72,10 @@ const char* const kDescription =
     "which nodes no backend of this build supports and which would run only on the reference\n"
     "kernels.\n"
     "\n"
-    "FLOPs are 2 x the multiply-adds of MatMul, Gemm, Conv, ConvTranspose and their quantized\n"
-    "and fused forms, at the shapes the inputs get as in ds-benchmark: the first symbolic dim\n"
-    "of each input is --batch, every later one --seq (both 1 unless given), the rest inferred.\n"
+    "FLOPs are 2 x the multiply-adds of MatMul, Gemm, Conv, ConvTranspose, their quantized\n"
+    "and fused forms and attention (Q.K^T and P.V), at the shapes the inputs get as in\n"
+    "ds-benchmark: the first symbolic dim of each input is --batch, every later one --seq\n"
+    "(both 1 unless given), the rest inferred.\n"
     "\n"
     "Kernel support is looked up in the kernel registry of the backends an engine would use,\n"
     "for the model as written: the engine fuses nodes first, and a kernel may still decline a\n"
@@ -234,83 +237,6 @@ void walk(const Graph& g, int depth, Report& r) {
 
 // ---- FLOPs ----
 
-/// The static shape of value `id`, or nullopt.
-std::optional<std::vector<std::int64_t>> static_dims(const Graph& g, ValueId id) {
-    if (id == kNoValue || id < 0 || static_cast<std::size_t>(id) >= g.num_values())
-        return std::nullopt;
-    const SymbolicShape& s = g.value(id).shape;
-    if (!s.is_static()) return std::nullopt;
-    std::vector<std::int64_t> dims;
-    for (const Dim& d : s.dims) dims.push_back(d.value);
-    return dims;
-}
-
-double elements(const std::vector<std::int64_t>& dims) {
-    double n = 1;
-    for (std::int64_t d : dims) n *= static_cast<double>(d);
-    return n;
-}
-
-ValueId input_at(const Node& n, std::size_t i) {
-    return i < n.inputs.size() ? n.inputs[i] : kNoValue;
-}
-
-/// 2 x the multiply-adds of `n` when it is a MatMul, Gemm or convolution (in any of their
-/// quantized or fused forms) with known shapes; nullopt for other ops, -1 when the shapes are
-/// not known.
-std::optional<double> node_flops(const Graph& g, const Node& n) {
-    struct Rule {
-        std::string_view op;
-        enum { matmul, gemm, conv, conv_transpose } kind;
-        std::size_t a, w;  ///< input positions of A (X) and B (W)
-    };
-    static constexpr Rule kRules[] = {
-        {"MatMul", Rule::matmul, 0, 1},
-        {"MatMulInteger", Rule::matmul, 0, 1},
-        {"QLinearMatMul", Rule::matmul, 0, 3},
-        {"FusedMatMul", Rule::matmul, 0, 1},
-        {"DynamicQuantizeMatMul", Rule::matmul, 0, 1},
-        {"MatMulIntegerToFloat", Rule::matmul, 0, 1},
-        {"Gemm", Rule::gemm, 0, 1},
-        {"FusedGemm", Rule::gemm, 0, 1},
-        {"Conv", Rule::conv, 0, 1},
-        {"FusedConv", Rule::conv, 0, 1},
-        {"ConvInteger", Rule::conv, 0, 1},
-        {"QLinearConv", Rule::conv, 0, 3},
-        {"DynamicQuantizeConv", Rule::conv, 0, 1},
-        {"QLinearConvAdd", Rule::conv, 0, 3},
-        {"ConvTranspose", Rule::conv_transpose, 0, 1},
-    };
-    const Rule* rule = nullptr;
-    for (const Rule& r : kRules)
-        if (r.op == n.op_type) rule = &r;
-    if (rule == nullptr) return std::nullopt;
-    const auto a = static_dims(g, input_at(n, rule->a));
-    const auto w = static_dims(g, input_at(n, rule->w));
-    const auto y = static_dims(g, n.outputs.empty() ? kNoValue : n.outputs[0]);
-    switch (rule->kind) {
-        case Rule::matmul:
-            // Y [..., M, N] = A [..., M, K] x B [..., K, N]: K multiply-adds per element of Y.
-            if (!a || !y || a->empty()) return -1.0;
-            return 2 * elements(*y) * static_cast<double>(a->back());
-        case Rule::gemm: {
-            if (!a || !y || a->size() != 2) return -1.0;
-            const auto trans_a = n.attr_or<std::int64_t>("transA", 0);
-            const std::int64_t k = trans_a.is_ok() && *trans_a != 0 ? (*a)[0] : (*a)[1];
-            return 2 * elements(*y) * static_cast<double>(k);
-        }
-        case Rule::conv:
-            // W [M, C / group, k...]: each element of Y is C / group x k... multiply-adds.
-            if (!w || !y || w->empty() || (*w)[0] == 0) return -1.0;
-            return 2 * elements(*y) * elements(*w) / static_cast<double>((*w)[0]);
-        case Rule::conv_transpose:
-            // W [C, M / group, k...]: each element of X scatters M / group x k... of them.
-            if (!a || !w || w->empty() || (*w)[0] == 0) return -1.0;
-            return 2 * elements(*a) * elements(*w) / static_cast<double>((*w)[0]);
-    }
-    return std::nullopt;
-}
-
 /// Binds the inputs of `g` to concrete shapes (the tools' convention), infers every other shape
 /// and sums the FLOPs of the top-level nodes into `r`.
 void estimate_flops(Graph g, const Args& a, Report& r) {
@@ -336,8 +262,9 @@ void estimate_flops(Graph g, const Args& a, Report& r) {
     }
     // Best effort: what cannot be inferred stays unknown, and its nodes are not counted.
     throw_if_error(kernel_evaluator().infer_shapes(g));
+    const bench::ValueDims dims = [&g](ValueId id) { return bench::static_dims(g, id); };
     for (const Node& n : g.nodes) {
-        const auto f = node_flops(g, n);
+        const auto f = bench::node_flops(n, dims);
         if (!f) continue;
         if (*f < 0) {
             ++r.flop_nodes_unknown;
@@ -526,9 +453,7 @@ Json report_json(const Report& r) {
           {"notes", r.flop_notes},
           {"counted_nodes", r.flop_nodes},
           {"nodes_without_shapes", r.flop_nodes_unknown},
-          {"counts",
-           "2 x multiply-adds of MatMul, Gemm, Conv, ConvTranspose and their quantized and "
-           "fused forms, top-level graph"}}},
+          {"counts", std::string(bench::kFlopsCounted) + "; top-level graph"}}},
         {"kernels",
          {{"backends", r.backends},
           {"providers", r.providers},

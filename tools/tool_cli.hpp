@@ -12,7 +12,7 @@
 // after its problem; add_version_flag() adds --version, which prints version_text(): "<program>
 // (dsinfer X.Y.Z)" (the running library's dsinfer::version()) and a line of build facts. Used
 // by bench::Cli (tools/bench_cli.hpp: ds-benchmark, ds-compare, ds-convert, ds-inspect,
-// ds-loadgen, make-bad-models) and ds-conformance.
+// ds-loadgen, ds-profiler, make-bad-models) and ds-conformance.
 //
 // Usage:
 //   const bench::ManPage page{"ds-tool", "what it does", kSynopsis, kDescription, kExamples,

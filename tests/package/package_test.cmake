@@ -75,7 +75,7 @@ if(NOT EXISTS ${prefix}/include/dsinfer/dsinfer.hpp)
 endif()
 # The tools in bin/ (when the build has them), running from the moved prefix, and the docs.
 if(EXISTS ${DSINFER_BINARY_DIR}/tools/ds-inspect)
-  foreach(tool ds-benchmark ds-compare ds-conformance ds-convert ds-inspect ds-loadgen)
+  foreach(tool ds-benchmark ds-compare ds-conformance ds-convert ds-inspect ds-loadgen ds-profiler)
     execute_process(COMMAND ${prefix}/bin/${tool} --version RESULT_VARIABLE rc
                     OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if(NOT rc EQUAL 0 OR NOT out MATCHES "^${tool} \\(dsinfer [0-9]+\\.[0-9]+\\.[0-9]+\\)")
