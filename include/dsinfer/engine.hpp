@@ -18,6 +18,10 @@
 // Serving (dynamic batching, adaptive control, metrics, several models by name) wraps the
 // engine in the dsinfer::serving target: dsinfer/serving.hpp.
 //
+// What it does: describe() (and node_descriptions()) says, per node, which code really runs for
+// the most recent input shape; messages (a start-up line at info level, warnings) go to the sink
+// of dsinfer/log.hpp, or to EngineOptions::log.
+//
 // Usage:
 //   auto engine = dsinfer::InferenceEngine::load("models/digits/digits.onnx");
 //   std::vector<float> pixels(64);  // one 8x8 image
@@ -27,6 +31,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -38,6 +43,7 @@
 #include "dsinfer/cancellation.hpp"
 #include "dsinfer/export.hpp"
 #include "dsinfer/graph.hpp"
+#include "dsinfer/log.hpp"
 #include "dsinfer/onnx.hpp"
 #include "dsinfer/passes.hpp"
 #include "dsinfer/quantize.hpp"
@@ -119,7 +125,9 @@ struct EngineOptions {
     /// Graph optimization level before compiling (dsinfer/passes.hpp): 0 none, 1 clean-up and
     /// constant folding, 2 + fusions, 3 + layout and backend-specific rewrites.
     int optimization_level = 3;
-    /// Optimizer passes to skip by name (default_passes(); e.g. "fuse_attention").
+    /// Optimizer passes to skip by name (default_passes(); e.g. "fuse_attention"). A name no
+    /// default pass has is invalid_argument naming the passes (a typo would otherwise leave the
+    /// pass on without a word).
     std::vector<std::string> disabled_passes{};
     /// Values (by name) that must stay visible to a RunOptions::observer: the optimizer's
     /// fusions keep producing them (as for graph outputs) and they are held row-major. For
@@ -168,6 +176,10 @@ struct EngineOptions {
     /// (opset_import). Null = none.
     std::shared_ptr<const KernelRegistry> custom_kernels{};
     ModelLimits limits;
+    /// This engine's messages (dsinfer/log.hpp): the start-up summary at info level when it
+    /// loads, warnings about options it tolerates. Unset fields follow the process-wide sink and
+    /// level (set_log_callback, set_log_level: default warnings to stderr).
+    LogOptions log{};
 };
 
 /// Where the nodes of a GPU engine run, and what crossed between host and device.
@@ -251,6 +263,29 @@ struct RunOptions {
     ValueObserver* observer = nullptr;
 };
 
+/// One node of a compiled engine as it runs (InferenceEngine::node_descriptions()).
+struct NodeDescription {
+    std::string name;      ///< the node's name (may be empty)
+    std::string op;        ///< its op type; "domain:Op" outside the default ONNX domain
+    std::string provider;  ///< node_providers()'s entry: the backend whose kernel holds the node
+    /// What really runs (Kernel::algorithm) for the most recent input-shape class, e.g.
+    /// "dsinfer:winograd-f4x4-avx512" inside a node whose provider is "onednn" (its kernel runs
+    /// dsinfer's Winograd on that class), "onednn:brg:avx512_core matmul" (a oneDNN primitive's
+    /// implementation), "reference". Before any run (nothing recorded yet): the provider.
+    std::string algorithm;
+    /// Per node input / output: its dims in that shape class (exact), or before any run what
+    /// the compiled graph knows (symbolic dims; known = false where nothing is, and for an
+    /// omitted optional input).
+    std::vector<SymbolicShape> input_shapes;
+    std::vector<SymbolicShape> output_shapes;
+    /// Scratch memory the node's kernel takes in that shape class (0 before any run).
+    std::size_t workspace_bytes = 0;
+    /// True when algorithm, shapes and workspace are those of a run (the most recent shape
+    /// class's first run recorded them); false before any run, for engines that do not plan
+    /// memory (EngineOptions::plan_memory false), and for nodes that class did not reach.
+    bool ran = false;
+};
+
 /// Declared name, element type and shape of a model input or output.
 struct IOInfo {
     std::string name;
@@ -304,8 +339,21 @@ public:
     const OptimizeReport& optimization_report() const noexcept;
     /// The memory plan of the most recently planned input-shape class (zeros before a run).
     MemoryPlanStats memory_plan_stats() const;
-    /// The provider running each node of graph().nodes ("onednn", "cpu", "reference").
+    /// The provider running each node of graph().nodes ("onednn", "cpu", "reference"). A
+    /// provider's kernel may run another's code for some shape classes (the oneDNN Conv runs
+    /// dsinfer's Winograd and im2col GEMM, a kernel hands a shape it does not take to its
+    /// fallback): node_descriptions() names what really runs.
     const std::vector<std::string>& node_providers() const noexcept;
+    /// Each node of graph().nodes as it runs: name, op, provider, the algorithm that really runs,
+    /// input and output shapes and workspace, for the most recent input-shape class (the one
+    /// memory_plan_stats() reports; before any run, what load knows). Thread-safe.
+    std::vector<NodeDescription> node_descriptions() const;
+    /// A human-readable account of the engine, several lines: a header (dsinfer version, model,
+    /// CPU ISA and the kernels' level, threads, backends, precision, weights, the memory plan's
+    /// arena and lower bound, the shape class described) and one line per node ("#index name
+    /// op [provider] algorithm inputs -> outputs workspace"). Thread-safe; for logs and bug
+    /// reports (the format may change between versions: parse node_descriptions() instead).
+    std::string describe() const;
     /// How many nodes exchange tensors in a backend's blocked layout (layout negotiation).
     int blocked_layout_nodes() const noexcept;
     /// GPU placement: nodes on the device and on CPU fallbacks, bytes copied each way.
@@ -325,6 +373,8 @@ public:
 private:
     struct Impl;
     explicit InferenceEngine(std::unique_ptr<Impl> impl);
+    /// compile() without the start-up log line (load() logs its own, naming the file).
+    static InferenceEngine build(Graph graph, EngineOptions options);
     std::unique_ptr<Impl> impl_;
 };
 

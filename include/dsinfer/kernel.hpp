@@ -57,6 +57,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -278,6 +279,8 @@ public:
         return outputs_[static_cast<std::size_t>(i)];
     }
     std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+    /// What set_state set so far, or null (Kernel::algorithm reads the choice prepare made).
+    const void* state() const noexcept { return state_.get(); }
 
 private:
     // The executor's side (inputs handed back, which inputs' data prepare asked about, the
@@ -475,6 +478,20 @@ public:
     /// Device kernels only: run() may report invalid data found on the device through
     /// RunContext::device_error_slots().
     virtual bool reports_device_errors() const noexcept { return false; }
+    /// The algorithm run() takes for the shapes `ctx` holds, as InferenceEngine::describe()
+    /// names it: "<who>:<what>", e.g. "onednn:jit:avx512_core convolution" (a oneDNN
+    /// primitive's implementation), "dsinfer:winograd-f4x4-avx512", "dsinfer:sgemm-avx2". `ctx`
+    /// is the context this kernel's prepare() has just filled (inputs, output specs, workspace,
+    /// state()): the executor asks once per input-shape class, on the run that records the
+    /// class (and never from run(), which must not build strings). A kernel that hands the
+    /// class to another kernel (its fallback) names that kernel's algorithm. Empty (the
+    /// default): the name of the provider the kernel was registered with ("onednn", "cpu",
+    /// "reference", an application's). std::bad_alloc fails the run (resource_exhausted); any
+    /// other exception leaves the provider's name.
+    virtual std::string algorithm(const PrepareContext& ctx) const {
+        (void)ctx;
+        return {};
+    }
 };
 
 }  // namespace dsinfer

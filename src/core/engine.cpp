@@ -15,11 +15,13 @@
 #include "core/engine_impl.hpp"
 #include "core/executor.hpp"
 #include "core/graph_evaluator.hpp"
+#include "core/log.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/thread_lease.hpp"
 #include "dsinfer/backend.hpp"
 #include "dsinfer/backends/cpu.hpp"
 #include "dsinfer/memory_pool.hpp"
+#include "dsinfer/version.hpp"
 #include "onnx/onnx_loader.hpp"
 #include "passes/precision.hpp"
 
@@ -62,8 +64,29 @@ StatusOr<std::vector<std::shared_ptr<const Backend>>> host_backends(
     return out;
 }
 
+/// EngineOptions::disabled_passes: every name must be a default pass's (a typo would leave the
+/// pass on without a word).
+Status check_disabled_passes(const std::vector<std::string>& names) {
+    if (names.empty()) return Status::ok();
+    std::vector<std::string> known;
+    for (const auto& pass : default_passes()) {
+        std::string name(pass->name());
+        if (std::find(known.begin(), known.end(), name) == known.end()) known.push_back(name);
+    }
+    for (const std::string& name : names) {
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        return Status::error(ErrorCode::invalid_argument,
+                             "EngineOptions::disabled_passes: no optimizer pass is named '", name,
+                             "' (the passes: ", list, ")");
+    }
+    return Status::ok();
+}
+
 Status validate_options(const EngineOptions& o) {
     DSINFER_RETURN_IF_ERROR(detail::check_cpu_isa_cap());
+    DSINFER_RETURN_IF_ERROR(check_disabled_passes(o.disabled_passes));
     DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
     DSINFER_RETURN_IF_ERROR(host_backends(o.backends).status());
@@ -117,6 +140,77 @@ void add_custom_kernels(const EngineOptions& o, KernelRegistry& registry) {
 
 IOInfo io_info(const Value& v) { return IOInfo{v.name, v.dtype, v.shape}; }
 
+/// Options that are valid but change nothing as given: said at warning level, once per load.
+void warn_ineffective_options(const EngineOptions& o, const detail::Logger& log) {
+    if (!o.shape_buckets && !o.shape_bucket_edges.empty())
+        log.log(LogLevel::warning,
+                "EngineOptions::shape_bucket_edges are ignored: shape_buckets is false");
+    if (!o.shape_buckets && o.transient_shapes)
+        log.log(LogLevel::warning,
+                "EngineOptions::transient_shapes has no effect: shape_buckets is false (no shape "
+                "lies inside a bucket)");
+    if (!o.plan_memory && o.shape_buckets && !o.transient_shapes && !o.shape_bucket_edges.empty())
+        log.log(LogLevel::warning,
+                "EngineOptions::shape_bucket_edges have no effect: plan_memory and "
+                "transient_shapes are false");
+    if (o.observed_values_any_layout && o.observed_values.empty())
+        log.log(LogLevel::warning,
+                "EngineOptions::observed_values_any_layout has no effect: no observed_values");
+}
+
+/// "12.3 MiB", "4.0 KiB", "512 B".
+std::string human_bytes(std::uint64_t b) {
+    if (b < 1024) return fmt::format("{} B", b);
+    if (b < (std::uint64_t{1} << 20)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024.0);
+    if (b < (std::uint64_t{1} << 30))
+        return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0));
+}
+
+const char* precision_name(Precision p) {
+    switch (p) {
+        case Precision::fp32: return "fp32";
+        case Precision::tf32: return "tf32";
+        case Precision::fp16: return "fp16";
+        case Precision::bf16: return "bf16";
+        case Precision::int8: return "int8";
+    }
+    return "?";
+}
+
+/// "onednn 120, cpu 2": nodes per provider, in order of first appearance.
+std::string provider_counts(const std::vector<std::string>& providers) {
+    std::vector<std::pair<std::string, std::size_t>> counts;
+    for (const std::string& p : providers) {
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == p; });
+        if (it == counts.end()) counts.emplace_back(p, 1);
+        else ++it->second;
+    }
+    std::string s;
+    for (const auto& [p, n] : counts) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", p, n);
+    return s;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+}
+
+/// The weights as held now, one phrase.
+std::string weights_phrase(const WeightMemoryStats& w) {
+    const std::uint64_t total = w.graph_bytes + w.packed_bytes + w.derived_bytes;
+    std::string s = fmt::format("weights {}", human_bytes(total));
+    std::string parts;
+    if (w.graph_bytes > 0) parts += fmt::format("graph {}", human_bytes(w.graph_bytes));
+    if (w.packed_bytes > 0)
+        parts += fmt::format("{}packed {}", parts.empty() ? "" : ", ", human_bytes(w.packed_bytes));
+    if (w.derived_bytes > 0)
+        parts += fmt::format("{}derived {}", parts.empty() ? "" : ", ", human_bytes(w.derived_bytes));
+    if (!parts.empty()) s += " (" + parts + ")";
+    return s;
+}
+
 std::string dims_string(const Shape& s) { return s.to_string(); }
 
 }  // namespace
@@ -136,13 +230,31 @@ InferenceEngine::InferenceEngine(InferenceEngine&&) noexcept = default;
 InferenceEngine& InferenceEngine::operator=(InferenceEngine&&) noexcept = default;
 InferenceEngine::~InferenceEngine() = default;
 
+void InferenceEngine::Impl::log_loaded() const noexcept {
+    if (!log.enabled(LogLevel::info)) return;
+    try {  // a message that cannot be made (out of memory) never fails the load
+        const std::string device =
+            options.device == "cpu" ? std::string() : ", device " + options.device;
+        log.logf(LogLevel::info,
+                 "dsinfer {}: loaded {} in {:.1f} ms: {} nodes ({}), ISA {} (kernels {}), "
+                 "threads {}, backends {}{}, precision {}, {}",
+                 version(), model, load_ms, providers.size(), provider_counts(providers),
+                 detail::host_cpu_isa(), cpu_kernel_isa(), run_threads,
+                 join(options.backends, ","), device, precision_name(options.precision),
+                 weights_phrase(compiled->weight_memory()));
+    } catch (...) {
+    }
+}
+
 InferenceEngine InferenceEngine::load(const std::filesystem::path& model, EngineOptions options) {
     try {
         const auto t0 = Clock::now();
         throw_if_error(validate_options(options));
         Graph g = detail::read_onnx_model(model, options.limits).value_or_throw();
-        InferenceEngine e = compile(std::move(g), std::move(options));
+        InferenceEngine e = build(std::move(g), std::move(options));
         e.impl_->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        e.impl_->model = model.filename().string();
+        e.impl_->log_loaded();
         return e;
     } catch (const std::bad_alloc&) {
         throw Error(ErrorCode::resource_exhausted, "out of memory while loading the model");
@@ -150,11 +262,20 @@ InferenceEngine InferenceEngine::load(const std::filesystem::path& model, Engine
 }
 
 InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
+    InferenceEngine e = build(std::move(graph), std::move(options));
+    e.impl_->log_loaded();
+    return e;
+}
+
+InferenceEngine InferenceEngine::build(Graph graph, EngineOptions options) {
     try {
         const auto t0 = Clock::now();
         throw_if_error(validate_options(options));
         auto impl = std::make_unique<Impl>();
         impl->options = std::move(options);
+        impl->log = detail::Logger(impl->options.log);
+        impl->model = graph.name.empty() ? std::string("an unnamed graph") : "graph '" + graph.name + "'";
+        warn_ineffective_options(impl->options, impl->log);
         register_backends(impl->options, impl->registry);
         add_custom_kernels(impl->options, impl->registry);
         throw_if_error(graph.sort_topologically());
@@ -199,6 +320,15 @@ InferenceEngine InferenceEngine::compile(Graph graph, EngineOptions options) {
                 oo.evaluator = &evaluator.emplace(evaluator_kernels);
             }
             throw_if_error(try_optimize(graph, oo, impl->optimization));
+            if (impl->log.enabled(LogLevel::debug)) {
+                std::string fired;
+                for (const auto& [pass, n] : impl->optimization.fired)
+                    fired += fmt::format("{}{} {}", fired.empty() ? "" : ", ", pass, n);
+                impl->log.logf(LogLevel::debug, "optimizer (level {}): {} -> {} nodes in {:.1f} ms{}{}",
+                               oo.level, impl->optimization.nodes_before,
+                               impl->optimization.nodes_after, impl->optimization.ms,
+                               fired.empty() ? "" : ": ", fired);
+            }
             if (!impl->options.dump_optimized_graph.empty())
                 save_onnx(graph, impl->options.dump_optimized_graph);
         }
@@ -475,6 +605,70 @@ MemoryPlanStats InferenceEngine::memory_plan_stats() const {
 }
 const std::vector<std::string>& InferenceEngine::node_providers() const noexcept {
     return impl_->providers;
+}
+std::vector<NodeDescription> InferenceEngine::node_descriptions() const {
+    return impl_->compiled->node_descriptions();
+}
+
+std::string InferenceEngine::describe() const {
+    const Impl& m = *impl_;
+    std::vector<Shape> class_inputs;
+    const std::vector<NodeDescription> nodes = m.compiled->node_descriptions(&class_inputs);
+    const MemoryPlanStats plan = m.compiled->memory_plan_stats();
+    std::string out = fmt::format("dsinfer {}: {}, {} nodes ({})\n", version(), m.model,
+                                  nodes.size(), provider_counts(m.providers));
+    out += fmt::format("  CPU ISA {} (kernels {}), threads {}, backends {}{}, precision {}, "
+                       "optimization level {}\n",
+                       detail::host_cpu_isa(), cpu_kernel_isa(), m.run_threads,
+                       join(m.options.backends, ","),
+                       m.options.device == "cpu" ? std::string() : ", device " + m.options.device,
+                       precision_name(m.options.precision), m.options.optimization_level);
+    out += fmt::format("  {}\n", weights_phrase(m.compiled->weight_memory()));
+    if (plan.plans_recorded > 0)
+        out += fmt::format("  memory plan: arena {}, lower bound {} (ratio {:.2f}), {} values and "
+                           "workspaces placed; shape classes cached: {} ({} in all)\n",
+                           human_bytes(plan.planned_peak_bytes), human_bytes(plan.lower_bound_bytes),
+                           plan.ratio(), plan.planned_values, plan.shape_classes,
+                           human_bytes(plan.cached_arena_bytes));
+    else
+        out += m.options.plan_memory ? "  memory plan: none yet (planned at the first run)\n"
+                                     : "  memory plan: off (EngineOptions::plan_memory)\n";
+    if (!class_inputs.empty()) {
+        std::string shapes;
+        for (std::size_t i = 0; i < class_inputs.size() && i < m.inputs.size(); ++i)
+            shapes += fmt::format("{}{} {}", shapes.empty() ? "" : ", ", m.inputs[i].name,
+                                  class_inputs[i].to_string());
+        out += "  described: the most recent input shape, " + shapes + "\n";
+    } else {
+        out += "  described: before any run (algorithms are chosen at the first run of each "
+               "input shape: the providers are shown)\n";
+    }
+    // One line per node, the name, op, provider and algorithm columns aligned.
+    std::size_t wn = 4, wo = 2, wp = 8, wa = 9;
+    for (const NodeDescription& d : nodes) {
+        wn = std::max(wn, d.name.size());
+        wo = std::max(wo, d.op.size());
+        wp = std::max(wp, d.provider.size());
+        wa = std::max(wa, d.algorithm.size());
+    }
+    wn = std::min<std::size_t>(wn, 40);
+    const std::size_t wi = fmt::formatted_size("{}", nodes.size());
+    out += fmt::format("  {:>{}} {:<{}} {:<{}} {:<{}} {:<{}} {}\n", "#", wi, "node", wn, "op", wo,
+                       "provider", wp, "algorithm", wa, "inputs -> outputs, workspace");
+    auto shapes = [](const std::vector<SymbolicShape>& v) {
+        std::string s;
+        for (const SymbolicShape& x : v) s += (s.empty() ? "" : " ") + x.to_string();
+        return s;
+    };
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const NodeDescription& d = nodes[i];
+        out += fmt::format("  {:>{}} {:<{}} {:<{}} {:<{}} {:<{}} {} -> {}", i, wi, d.name, wn, d.op,
+                           wo, d.provider, wp, d.algorithm, wa, shapes(d.input_shapes),
+                           shapes(d.output_shapes));
+        if (d.workspace_bytes > 0) out += ", workspace " + human_bytes(d.workspace_bytes);
+        out += '\n';
+    }
+    return out;
 }
 int InferenceEngine::blocked_layout_nodes() const noexcept {
     return impl_->compiled->blocked_nodes();

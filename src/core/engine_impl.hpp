@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/executor.hpp"
+#include "core/log.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/quantize.hpp"
@@ -18,6 +19,10 @@ namespace dsinfer {
 
 struct InferenceEngine::Impl {
     EngineOptions options;
+    /// Where this engine's messages go (EngineOptions::log over the process-wide sink).
+    detail::Logger log;
+    /// What was loaded, for the start-up line and describe(): the file name, or the graph's.
+    std::string model;
     /// options.num_threads, 0 resolved once at compile to the processors available (asking
     /// the system on every run cost a system call per run).
     int run_threads = 1;
@@ -39,6 +44,9 @@ struct InferenceEngine::Impl {
     /// Checks inputs against the signature (names, dtypes, ranks, static dims, symbols bound
     /// consistently) and puts them in declaration order.
     Status bind_inputs(const std::vector<NamedTensor>& inputs, std::vector<Tensor>& args) const;
+    /// The start-up summary at info level (model, nodes per provider, ISA, threads, backends,
+    /// weights): once per load, after load_ms and model are set.
+    void log_loaded() const noexcept;
     /// Runs bound inputs; outputs in declaration order.
     Status execute(std::vector<Tensor> args, std::vector<NamedTensor>& outputs,
                    const RunOptions& options) const;

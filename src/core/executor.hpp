@@ -134,6 +134,13 @@ struct PreparedShape {
     /// Per node: the kernel state its prepare set (stable nodes), and its workspace bytes.
     std::vector<std::shared_ptr<const void>> node_states;
     std::vector<std::size_t> workspace_bytes;
+    /// What the run that recorded this shape saw of every node, stable or not, for
+    /// InferenceEngine::node_descriptions(): its kernel's algorithm() (empty: the provider),
+    /// its workspace, and per output of every node (spec_begin) the shape it produced.
+    std::vector<std::string> algorithms;
+    std::vector<std::size_t> node_workspace;
+    std::vector<Shape> output_shapes;
+    std::vector<char> output_recorded;
 };
 
 class CompiledGraph final : public SubgraphRunner,
@@ -184,6 +191,10 @@ public:
     const std::unordered_map<std::string, ValueId>& names() const noexcept { return names_; }
     /// The plan most recently built, and the number of shape classes cached.
     MemoryPlanStats memory_plan_stats() const;
+    /// Every node as the most recently used input-shape class ran it (InferenceEngine::
+    /// node_descriptions): what its first run recorded, or before any, what compile knows.
+    /// `inputs` receives that class's graph input shapes (empty before any run).
+    std::vector<NodeDescription> node_descriptions(std::vector<Shape>* inputs = nullptr) const;
     /// Plans kept (buckets and exact shapes; least recently used evicted beyond).
     static constexpr std::size_t kMaxPlans = 16;
     /// Exact input shapes whose prepare results are kept (least recently used evicted beyond).

@@ -180,6 +180,74 @@ MemoryPlanStats CompiledGraph::memory_plan_stats() const {
     return s;
 }
 
+std::vector<NodeDescription> CompiledGraph::node_descriptions(std::vector<Shape>* inputs) const {
+    const Graph& g = *graph_;
+    // The most recently used exact shape and what its first run recorded (immutable once kept).
+    std::vector<std::int64_t> key;
+    std::shared_ptr<const PreparedShape> ps;
+    {
+        std::lock_guard<std::mutex> lock(plans_.mu);
+        if (!plans_.prepared.empty()) {
+            key = plans_.prepared.front().first;
+            ps = plans_.prepared.front().second;
+        }
+    }
+    if (ps != nullptr && ps->algorithms.size() != g.nodes.size()) ps = nullptr;
+    // Per value: its shape in that class where known.
+    std::vector<std::optional<Shape>> shape(g.values.size());
+    if (ps != nullptr) {
+        // The exact key: 1, then per graph input its dtype, rank and dims (shape_keys).
+        std::size_t at = 1;
+        for (std::size_t i = 0; i < g.inputs.size() && at + 1 < key.size(); ++i) {
+            const std::int64_t rank = key[at + 1];
+            at += 2;
+            if (rank < 0 || at + static_cast<std::size_t>(rank) > key.size()) break;
+            auto s = Shape::make(std::span<const std::int64_t>(key.data() + at,
+                                                               static_cast<std::size_t>(rank)));
+            at += static_cast<std::size_t>(rank);
+            if (!s.is_ok()) continue;
+            shape[static_cast<std::size_t>(g.inputs[i])] = s.value();
+            if (inputs != nullptr) inputs->push_back(s.value());
+        }
+        for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+            const Node& n = g.nodes[ni];
+            for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+                const std::size_t spec = nodes_[ni].spec_begin + o;
+                if (n.outputs[o] != kNoValue && spec < ps->output_recorded.size() &&
+                    ps->output_recorded[spec] != 0)
+                    shape[static_cast<std::size_t>(n.outputs[o])] = ps->output_shapes[spec];
+            }
+        }
+    }
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+        if (!shape[v] && g.values[v].initializer) shape[v] = g.values[v].initializer->shape();
+    auto shape_of = [&](ValueId id) {
+        if (id == kNoValue) return SymbolicShape{};
+        const auto v = static_cast<std::size_t>(id);
+        return shape[v] ? SymbolicShape::from(*shape[v]) : g.values[v].shape;
+    };
+    std::vector<NodeDescription> out(g.nodes.size());
+    for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+        const Node& n = g.nodes[ni];
+        NodeDescription& d = out[ni];
+        d.name = n.name;
+        d.op = n.domain.empty() ? n.op_type : n.domain + ":" + n.op_type;
+        d.provider = nodes_[ni].entry != nullptr ? nodes_[ni].entry->provider : std::string();
+        bool ran = ps != nullptr;
+        for (std::size_t o = 0; ran && o < n.outputs.size(); ++o) {
+            const std::size_t spec = nodes_[ni].spec_begin + o;
+            ran = n.outputs[o] == kNoValue ||
+                  (spec < ps->output_recorded.size() && ps->output_recorded[spec] != 0);
+        }
+        d.ran = ran;
+        d.algorithm = ran && !ps->algorithms[ni].empty() ? ps->algorithms[ni] : d.provider;
+        d.workspace_bytes = ran ? ps->node_workspace[ni] : 0;
+        for (ValueId id : n.inputs) d.input_shapes.push_back(shape_of(id));
+        for (ValueId id : n.outputs) d.output_shapes.push_back(shape_of(id));
+    }
+    return out;
+}
+
 StatusOr<bool> CompiledGraph::measure_bucket(const std::vector<Tensor>& inputs, Recording& rec,
                                              bool at_edges) const {
     const Graph& g = *graph_;

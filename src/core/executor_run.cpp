@@ -122,13 +122,15 @@ bool small_node(const Node& n, const TensorView* in, std::size_t num_in) noexcep
 
 /// Calls node n's prepare on `inputs` (device tensors as meta tensors: dtype and shape; the
 /// vector `ins` lends its capacity); its output specs go to `specs`, the state it set to
-/// `state`, its workspace bytes to `wb`. An exception from an application's kernel is a Status
-/// (the caller names the node).
+/// `state`, its workspace bytes to `wb`, and, when `algorithm` is given (a run that records its
+/// shape class), the kernel's Kernel::algorithm for the prepared context. An exception from an
+/// application's kernel is a Status (the caller names the node).
 [[gnu::noinline]] Status prepare_node(const Node& n, const Kernel& kernel, bool transient,
                                       std::span<const Tensor* const> inputs,
                                       std::vector<Tensor>& ins,
                                       std::vector<PrepareContext::OutputSpec>& specs,
-                                      std::shared_ptr<const void>& state, std::size_t& wb) {
+                                      std::shared_ptr<const void>& state, std::size_t& wb,
+                                      std::string* algorithm = nullptr) {
     ins.clear();
     for (const Tensor* t : inputs) {
         if (!t->is_null() && t->device().kind != DeviceKind::cpu)
@@ -140,6 +142,17 @@ bool small_node(const Node& n, const TensorView* in, std::size_t num_in) noexcep
     PrepareContext ctx(n, std::move(ins), /*inferring=*/false);
     ContextAccess::set_transient_shape(ctx, transient);
     Status st = guarded_kernel_call("prepare", [&] { return kernel.prepare(ctx); });
+    if (st.is_ok() && algorithm != nullptr) {
+        // For describe(): out of memory fails the run like any allocation of it; a kernel that
+        // cannot say otherwise leaves the provider's name.
+        try {
+            *algorithm = kernel.algorithm(ctx);
+        } catch (const std::bad_alloc&) {
+            st = Status(ErrorCode::resource_exhausted, "out of memory naming the kernel's algorithm");
+        } catch (...) {
+            algorithm->clear();
+        }
+    }
     ins = std::move(ContextAccess::inputs(ctx));  // its capacity serves the next node
     ins.clear();
     if (!st.is_ok()) return st;
@@ -672,8 +685,13 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
             // Prepared for the engine's whole thread count, which a run's lease never exceeds.
             std::optional<ThreadBudget> full;
             if (!one && prepare_threads_ > 0) full.emplace(prepare_threads_);
+            // A run that records its shape class also asks the kernel what it runs (describe).
+            std::string* algorithm = mem.record_prepared != nullptr
+                                         ? &mem.record_prepared->algorithms[ni]
+                                         : nullptr;
             Status st = prepare_node(n, *cn.kernel, mem.transient, node_in,
-                                     scratch.prepare_inputs, scratch.specs, scratch.state, wb);
+                                     scratch.prepare_inputs, scratch.specs, scratch.state, wb,
+                                     algorithm);
             full.reset();
             if (!st.is_ok()) return st.with_context(node_context(n));
             specs = scratch.specs.data();
@@ -685,6 +703,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                 ps.node_states[ni] = scratch.state;
                 ps.workspace_bytes[ni] = wb;
             }
+            if (mem.record_prepared != nullptr) mem.record_prepared->node_workspace[ni] = wb;
         }
         // Outputs go straight into their frame slots (a failed run drops them with the
         // rest); dynamic ones are allocated by the kernel.
@@ -783,6 +802,16 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         }
         for (std::size_t i = 0; i < num_out; ++i)
             if (!dynamic[i].is_null()) dynamic[i] = Tensor();
+        if (mem.record_prepared != nullptr) {
+            // The shapes this class produced (dynamic outputs included), for describe().
+            PreparedShape& ps = *mem.record_prepared;
+            for (std::size_t i = 0; i < num_out; ++i) {
+                if (n.outputs[i] == kNoValue) continue;
+                const std::size_t at = cn.spec_begin + i;
+                ps.output_shapes[at] = out_views[i].shape;
+                ps.output_recorded[at] = 1;
+            }
+        }
         if (observer != nullptr) observe(n, out_views.data(), true);
         if (dev != nullptr) node_inputs.clear();
         for (ValueId id : cn.release_after) {
@@ -925,6 +954,10 @@ Status CompiledGraph::execute(const std::vector<Tensor>& inputs, const Frame* ou
         ps.output_specs.assign(num_output_specs_, PrepareContext::OutputSpec{});
         ps.node_states.assign(g.nodes.size(), nullptr);
         ps.workspace_bytes.assign(g.nodes.size(), 0);
+        ps.algorithms.assign(g.nodes.size(), std::string());
+        ps.node_workspace.assign(g.nodes.size(), 0);
+        ps.output_shapes.assign(num_output_specs_, Shape{});
+        ps.output_recorded.assign(num_output_specs_, 0);
         mem.record_prepared = &ps;
     };
     // With EngineOptions::transient_shapes, a shape inside its bucket is prepared as transient

@@ -1,5 +1,6 @@
 // The oneDNN backend: engine, streams, shared helpers and registration of every oneDNN kernel.
 #include <dnnl.hpp>
+#include <oneapi/dnnl/dnnl_debug.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -70,6 +71,16 @@ tag blocked_tag4() { return channel_block() == 16 ? tag::nChw16c : tag::nChw8c; 
 
 bool blockable_channels(std::int64_t channels) {
     return channels > 0 && channels % channel_block() == 0;
+}
+
+std::string primitive_name(const dnnl::primitive_desc_base& pd) {
+    const char* impl = pd.impl_info_str();
+    const char* kind = dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(pd.get_kind()));
+    std::string name = "onednn:";
+    name += impl != nullptr ? impl : "?";
+    name += ' ';
+    name += kind != nullptr ? kind : "primitive";
+    return name;
 }
 
 Status from_error(const dnnl::error& e, const char* what) {
@@ -603,6 +614,15 @@ Status SimplePrimitiveKernel::prepare(PrepareContext& ctx) const {
     // run() takes this choice (a planned run keeps it with the shape's prepare results).
     ctx.set_state(std::move(p));
     return Status::ok();
+}
+
+std::string SimplePrimitiveKernel::algorithm(const PrepareContext& ctx) const {
+    const auto* p = static_cast<const BoundPrimitive*>(ctx.state());
+    if (p == nullptr) return {};  // prepare chose nothing (unknown shapes): the provider
+    if (!p->usable) return fallback_algorithm(ctx);
+    if (!p->pieces.empty() && p->pieces.front().prim != nullptr)
+        return p->pieces.front().prim->impl + " (row pieces)";
+    return p->impl;
 }
 
 Status SimplePrimitiveKernel::run(RunContext& ctx) const noexcept {

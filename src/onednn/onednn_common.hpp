@@ -52,6 +52,11 @@ tag blocked_tag4();
 /// padding (so its byte size equals the row-major one).
 bool blockable_channels(std::int64_t channels);
 
+/// How InferenceEngine::describe() names what a primitive runs (Kernel::algorithm): "onednn:"
+/// + the implementation oneDNN picked (primitive_desc::impl_info_str, e.g. "jit:avx512_core",
+/// "brg:avx512_core", "gemm:jit", "ref:any") + the primitive kind ("convolution", "matmul").
+std::string primitive_name(const dnnl::primitive_desc_base& pd);
+
 /// Converts a oneDNN exception into a Status (unsupported for unimplemented, else internal).
 Status from_error(const dnnl::error& e, const char* what);
 
@@ -279,6 +284,12 @@ public:
     /// "cpu" backend implements the op below this one), else the reference kernel.
     void set_fast_fallback(bool fast) noexcept { fast_fallback_ = fast; }
     bool fast_fallback() const noexcept { return fast_fallback_; }
+    /// The fallback's algorithm for a shape class this kernel hands it (Kernel::algorithm).
+    /// The "cpu" backend's kernels always name theirs (at least "cpu"), so a fallback that
+    /// names none is a reference kernel.
+    std::string fallback_algorithm(const PrepareContext& ctx) const {
+        return FallbackKernelBase::fallback_algorithm(ctx, "reference");
+    }
     /// Output elements up to which a transient shape runs a binary op's reference kernel (at ~1-5
     /// ns an element, up to ~0.3 ms: a primitive's JIT compile costs 0.2-1.2 ms).
     static constexpr std::int64_t kReferenceTransient = std::int64_t{1} << 16;
@@ -381,6 +392,8 @@ struct BoundPrimitive {
     std::vector<Arg> args;
     dnnl::memory::desc scratch_md;
     std::size_t scratch_bytes = 0;
+    /// primitive_name of prim's descriptor (Kernel::algorithm; set() fills it).
+    std::string impl;
     /// A transient shape's plan instead of prim (SimplePrimitiveKernel::row_split): each piece's
     /// primitive on rows [row0, row0 + its rows) of the split operands, in order.
     struct Piece {
@@ -399,6 +412,7 @@ struct BoundPrimitive {
         prim = std::move(primitive);
         scratch_md = pd.scratchpad_desc();
         scratch_bytes = scratch_md.get_size();
+        impl = primitive_name(pd);
         usable = true;
     }
 };
@@ -422,6 +436,8 @@ public:
 
     Status prepare(PrepareContext& ctx) const override;
     Status run(RunContext& ctx) const noexcept override;
+    /// The primitive prepare chose (its state), its row pieces', or the fallback's algorithm.
+    std::string algorithm(const PrepareContext& ctx) const override;
 
     /// Records the slots negotiation made blocked (run_fallback converts them).
     Status use_layouts(std::uint64_t in, std::uint64_t out) override {

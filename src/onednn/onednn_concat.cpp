@@ -70,6 +70,10 @@ public:
         return Status::ok();
     }
 
+    std::string algorithm(const PrepareContext& ctx) const override {
+        return blocked_ ? std::string("dsinfer:blocked-concat") : fallback_algorithm(ctx);
+    }
+
 private:
     int64_t axis_;
     bool blocked_ = false;

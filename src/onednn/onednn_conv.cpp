@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/conv_dispatch.hpp"
@@ -53,7 +54,24 @@ struct ConvPrim {
     bool padded_dst = false;
     std::size_t padded_dst_offset = 0;
     dnnl::memory::desc plain_dst_md;
+    std::string impl;  ///< the direct primitive's primitive_name (Kernel::algorithm)
 };
+
+/// dsinfer's name for its convolution path `c` runs (Winograd or the im2col GEMM), with the
+/// ISA its weights were packed for.
+std::string dsinfer_conv_name(const ConvPrim& c) {
+    if (c.winograd) {
+        const fast::Isa isa = c.winograd_weights && !c.winograd_weights->u.empty()
+                                  ? c.winograd_weights->u.front().isa
+                                  : fast::active_isa();
+        return std::string("dsinfer:winograd-f4x4-") + fast::isa_name(isa);
+    }
+    const ConvGemmShape& g = c.geometry;
+    const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+    const fast::Isa isa = c.gemm_weights ? c.gemm_weights->isa : fast::active_isa();
+    return std::string(pointwise ? "dsinfer:1x1-sgemm-" : "dsinfer:im2col+sgemm-") +
+           fast::isa_name(isa);
+}
 
 class OnednnConvKernel final : public FallbackKernel {
 public:
@@ -157,6 +175,20 @@ public:
         } catch (const std::exception& e) {
             return Status::error(ErrorCode::internal, "convolution: ", e.what());
         }
+    }
+
+    /// What prepare's primitive() chose for these shapes: dsinfer's Winograd or im2col GEMM, a
+    /// oneDNN primitive, or the fallback.
+    std::string algorithm(const PrepareContext& ctx) const override {
+        if (!ctx.output_spec(0).set || !ctx.has_input(0)) return {};
+        std::vector<int64_t> key;
+        key_append(key, ctx.input(0).shape());
+        key_append(key, ctx.output_spec(0).shape);
+        const std::shared_ptr<const ConvPrim> p = cache_.find(key);
+        if (p == nullptr) return {};  // evicted since prepare: the provider
+        if (!p->usable) return fallback_algorithm(ctx);
+        if (p->winograd || p->gemm) return dsinfer_conv_name(*p);
+        return p->padded_dst ? p->impl + " (+reorder)" : p->impl;
     }
 
     LayoutSupport layout_support(const Graph& g, const Node& n) const override {
@@ -378,6 +410,7 @@ private:
                                                  geo.pr);
             typename Prim::primitive_desc pd(d, attr, cpu_engine());
             c.prim = Prim(pd);
+            c.impl = primitive_name(pd);
             chosen = pd.weights_desc();
             c.scratch_md = pd.scratchpad_desc();
         };

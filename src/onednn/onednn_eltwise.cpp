@@ -115,6 +115,9 @@ public:
                      [&](int64_t b, int64_t e) { relu(px + b, py + b, e - b); });
         return Status::ok();
     }
+    std::string algorithm(const PrepareContext&) const override {
+        return std::string("dsinfer:relu-") + fast::isa_name(fast::active_isa());
+    }
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_relu(const KernelCreateContext& ctx) {

@@ -44,6 +44,7 @@ struct MatMulPrim {
     };
     std::vector<Piece> pieces;
     int64_t k = 0, n = 0;  // row lengths of A and Y (pieces)
+    std::string impl;      // primitive_name of prim's descriptor (Kernel::algorithm)
 };
 
 class OnednnMatMulKernel final : public FallbackKernel {
@@ -96,6 +97,16 @@ public:
         // run() takes the primitive from here instead of the cache (a planned run keeps it).
         ctx.set_state(std::move(p));
         return Status::ok();
+    }
+
+    /// The primitive prepare chose (its state), its row pieces', or the fallback's algorithm.
+    std::string algorithm(const PrepareContext& ctx) const override {
+        const auto* m = static_cast<const MatMulPrim*>(ctx.state());
+        if (m == nullptr) return {};
+        if (!m->usable) return fallback_algorithm(ctx);
+        if (!m->pieces.empty() && m->pieces.front().prim != nullptr)
+            return m->pieces.front().prim->impl + " (row pieces)";
+        return m->impl;
     }
 
     Status run(RunContext& ctx) const noexcept override {
@@ -239,6 +250,7 @@ private:
         if (pd.weights_desc() != *layout)
             return Status(ErrorCode::unsupported, "packed layout changed for a piece");
         m.prim = dnnl::matmul(pd);
+        m.impl = primitive_name(pd);
         m.scratch_md = pd.scratchpad_desc();
         m.scratch_bytes = m.scratch_md.get_size();
         m.b_md = *layout;
@@ -323,6 +335,7 @@ private:
                              : dnnl::matmul::desc(m.a_md, b_any, m.y_md);
         dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
         m.prim = dnnl::matmul(pd);
+        m.impl = primitive_name(pd);
         m.scratch_md = pd.scratchpad_desc();
         m.scratch_bytes = m.scratch_md.get_size();
         if (b_packed) {

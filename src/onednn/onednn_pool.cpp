@@ -41,6 +41,12 @@ public:
         return SimplePrimitiveKernel::run(ctx);
     }
 
+    std::string algorithm(const PrepareContext& ctx) const override {
+        if (row_major_to_fallback() && ctx.input(0).shape().rank() == 4)
+            return fallback_algorithm(ctx);
+        return SimplePrimitiveKernel::algorithm(ctx);
+    }
+
 protected:
     Status build(const std::vector<Shape>& in, const std::vector<Shape>& out, const Scalars&,
                  BoundPrimitive& p) const override {

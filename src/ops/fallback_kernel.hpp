@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "dsinfer/kernel.hpp"
@@ -40,6 +41,13 @@ protected:
     /// fallback.run(ctx), on this run's tensors, workspace and prepared state as they are.
     Status fallback_run(RunContext& ctx) const noexcept { return fallback_->run(ctx); }
     const Kernel& fallback() const noexcept { return *fallback_; }
+    /// The fallback's Kernel::algorithm for `ctx`, or `provider` (the fallback's provider, as
+    /// the subclass knows it: "reference", "cpu") when it names none. For algorithm()
+    /// overrides of subclasses that hand this shape class to the fallback.
+    std::string fallback_algorithm(const PrepareContext& ctx, const char* provider) const {
+        std::string a = fallback_->algorithm(ctx);
+        return a.empty() ? std::string(provider) : a;
+    }
 
 private:
     std::unique_ptr<Kernel> fallback_;

@@ -317,6 +317,14 @@ public:
         return Status::ok();
     }
 
+    /// The flash-style tile loops (float32, or bfloat16 products on AVX512_BF16), else the
+    /// fallback (other dtypes).
+    std::string algorithm(const PrepareContext& ctx) const override {
+        if (!all_f32(ctx)) return fallback_algorithm(ctx);
+        return bf16() ? std::string("dsinfer:flash-attention-bf16-avx512_bf16")
+                      : "dsinfer:flash-attention-f32-" + std::string(isa_name(active_isa()));
+    }
+
 private:
     /// The bfloat16 tile loops run (precision bf16 and the CPU has them).
     bool bf16() const noexcept { return bf16_ && bf16_rows_available(); }

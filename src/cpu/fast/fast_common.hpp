@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "kernels/simd.hpp"
 #include "ops/fallback_kernel.hpp"
@@ -37,7 +38,24 @@ using Factory = StatusOr<std::unique_ptr<Kernel>>;
 class FastKernel : public FallbackKernelBase {
 public:
     using FallbackKernelBase::FallbackKernelBase;
+
+    /// "cpu" unless a kernel names its path: said explicitly (not left empty), so that a kernel
+    /// wrapping this one as its fallback (oneDNN's) tells it from the reference kernel.
+    std::string algorithm(const PrepareContext&) const override { return "cpu"; }
+
+protected:
+    /// The fallback's algorithm for a shape class this kernel hands it (Kernel::algorithm; the
+    /// fallback is the reference kernel).
+    std::string fallback_algorithm(const PrepareContext& ctx) const {
+        return FallbackKernelBase::fallback_algorithm(ctx, "reference");
+    }
 };
+
+/// Kernel::algorithm's name of one of dsinfer's vector-loop families at the fast kernels' ISA:
+/// "dsinfer:<family>-<isa>" (e.g. "dsinfer:eltwise-avx512").
+inline std::string simd_algorithm(const char* family) {
+    return std::string("dsinfer:") + family + "-" + isa_name(active_isa());
+}
 
 /// Layout id (kernel.hpp LayoutSupport) of channels-last 8-bit activations: a rank-4 tensor of
 /// logical shape [N, C, H, W] stored as [N, H, W, C]. The cpu backend's INT8 kernels offer it

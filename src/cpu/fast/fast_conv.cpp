@@ -131,6 +131,31 @@ public:
         return Status::ok();
     }
 
+    /// run()'s path for these shapes: Winograd F(4x4, 3x3), the im2col GEMM (X's rows as they
+    /// are for a 1x1 stride-1 window), or the fallback; with the ISA of the packed operands.
+    std::string algorithm(const PrepareContext& ctx) const override {
+        ConvGemmShape s;
+        if (!ctx.output_spec(0).set || ctx.input(0).dtype() != DType::f32 ||
+            !geometry(ctx.input(0).shape(), ctx.output_spec(0).shape, s))
+            return fallback_algorithm(ctx);
+        ConvAlgo path = measure_ && ctx.state() != nullptr
+                            ? *static_cast<const ConvAlgo*>(ctx.state())
+                            : choose_conv_algo(s, ConvLayout::nchw, kConvAlgosDsinfer);
+        fast::Isa isa = sgemm_isa();
+        if (path == ConvAlgo::winograd_f4x3) {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (!wino_ || wino_->u.empty()) path = ConvAlgo::im2col_gemm;  // as run() does
+            else isa = wino_->u.front().isa;
+        }
+        if (path == ConvAlgo::reference) return fallback_algorithm(ctx);
+        if (path == ConvAlgo::winograd_f4x3)
+            return std::string("dsinfer:winograd-f4x4-") + fast::isa_name(isa);
+        const bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 &&
+                               s.pw == 0 && s.dh == 1 && s.dw == 1;
+        return std::string(pointwise ? "dsinfer:1x1-sgemm-" : "dsinfer:im2col+sgemm-") +
+               fast::isa_name(isa);
+    }
+
 private:
     /// The geometry of X -> Y (both validated by the fallback's prepare), or false for what
     /// dsinfer's paths do not take (not 2-D, channels not W's).

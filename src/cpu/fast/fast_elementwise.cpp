@@ -63,6 +63,12 @@ public:
         return fallback_run(ctx);
     }
 
+    std::string algorithm(const PrepareContext& ctx) const override {
+        const DType t = ctx.input(0).dtype();
+        if (t == DType::f32 || t == DType::f16 || t == DType::bf16) return simd_algorithm("eltwise");
+        return fallback_algorithm(ctx);
+    }
+
 private:
     Unary op_;
 };
@@ -260,6 +266,22 @@ public:
             return int_arith(op_, p, a.data_unchecked<std::int32_t>(), b.data_unchecked<std::int32_t>(),
                              y.data_unchecked<std::int32_t>());
         return fallback_run(ctx);
+    }
+
+    /// run()'s choice: the vector loops for float32 arithmetic, scalar loops for the other
+    /// types it takes, else the fallback.
+    std::string algorithm(const PrepareContext& ctx) const override {
+        if (ctx.num_inputs() != 2 || ctx.input(0).dtype() != ctx.input(1).dtype())
+            return fallback_algorithm(ctx);
+        const DType dt = ctx.input(0).dtype();
+        if (is_logical(op_))
+            return dt == DType::boolean ? "dsinfer:eltwise-scalar" : fallback_algorithm(ctx);
+        if (is_compare(op_))
+            return kCompareDTypes.contains(dt) ? "dsinfer:eltwise-scalar" : fallback_algorithm(ctx);
+        if (op_ == Bin::pow) return dt == DType::f32 ? "dsinfer:pow-scalar" : fallback_algorithm(ctx);
+        if (dt == DType::f32) return simd_algorithm("eltwise");
+        if (op_ != Bin::div && (dt == DType::i64 || dt == DType::i32)) return "dsinfer:eltwise-scalar";
+        return fallback_algorithm(ctx);
     }
 
 private:

@@ -26,6 +26,9 @@ public:
                      [&](std::int64_t b, std::int64_t e) { fn(px + b, py + b, e - b); });
         return Status::ok();
     }
+    std::string algorithm(const PrepareContext& ctx) const override {
+        return ctx.input(0).dtype() == DType::f32 ? simd_algorithm("gelu") : fallback_algorithm(ctx);
+    }
 
 private:
     Unary op_;
@@ -44,6 +47,9 @@ class SkipLayerNormFast final : public Kernel {
 public:
     explicit SkipLayerNormFast(float eps) : eps_(eps) {}
     Status prepare(PrepareContext& ctx) const override { return prepare_skip_layer_norm(ctx); }
+    std::string algorithm(const PrepareContext&) const override {
+        return simd_algorithm("skip-layernorm");
+    }
 
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& x = ctx.input(0);

@@ -70,6 +70,17 @@ public:
         return std::uint64_t{1} << 1;
     }
 
+    /// The packed GEMM at the ISA its B was packed for; half-width B says so ("bf16" on
+    /// vdpbf16ps, "f16w"/"bf16w" widened to float32 as loaded).
+    std::string algorithm(const PrepareContext&) const override {
+        const PackedB& b = *packed_;
+        std::string name = "dsinfer:sgemm-";
+        if (b.dtype == DType::f16) name += "f16w-";
+        else if (b.dtype == DType::bf16) name += b.pairs ? "bf16-" : "bf16w-";
+        name += b.pairs ? packed_b_target(b) : fast::isa_name(b.isa);
+        return name;
+    }
+
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
         const int rank = a.shape.rank();

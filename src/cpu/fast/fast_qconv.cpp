@@ -222,6 +222,26 @@ public:
         return Status::ok();
     }
 
+    /// run()'s path: dsinfer's INT8 convolution on qgemm at the ISA family W was packed for
+    /// ("nhwc" when x arrives channels last; "1x1" when x is the GEMM's A as it is), else the
+    /// fallback.
+    std::string algorithm(const PrepareContext& ctx) const override {
+        QConvShape s;
+        if (!geometry(ctx.input(0).shape(), s)) return fallback_algorithm(ctx);
+        const DType x = ctx.input(0).dtype();
+        const bool dynamic = kind_ == QConvKind::dynamic_quantize_conv;
+        if (dynamic ? x != DType::f32 : x != DType::u8 && x != DType::i8)
+            return fallback_algorithm(ctx);
+        if (qlinear(kind_))
+            for (int i : {in_.x_scale, in_.w_scale, in_.y_scale})
+                if (ctx.input(i).dtype() != DType::f32) return fallback_algorithm(ctx);
+        std::string name = "dsinfer:qconv-";
+        if (s.pointwise()) name += "1x1-";
+        if (x_nhwc_) name += "nhwc-";
+        name += qisa_name(packed_->groups.empty() ? qgemm_isa() : packed_->groups.front().isa);
+        return name;
+    }
+
 private:
     /// The per-channel zero points (s32) at the workspace's start.
     std::size_t channel_bytes() const noexcept {

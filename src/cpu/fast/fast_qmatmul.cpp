@@ -179,6 +179,18 @@ public:
         return cfg_.release_b ? std::uint64_t{1} << cfg_.b_input : 0;
     }
 
+    /// dsinfer's INT8 GEMM at the ISA family B was packed for, or the fallback for the per-row
+    /// zero points and scales run() hands it.
+    std::string algorithm(const PrepareContext& ctx) const override {
+        if (cfg_.a_zero_input >= 0 && ctx.has_input(cfg_.a_zero_input) &&
+            ctx.input(cfg_.a_zero_input).shape().num_elements() != 1)
+            return fallback_algorithm(ctx);
+        if (cfg_.a_scale_input >= 0 && ctx.has_input(cfg_.a_scale_input) &&
+            ctx.input(cfg_.a_scale_input).shape().num_elements() != 1)
+            return fallback_algorithm(ctx);
+        return std::string("dsinfer:qgemm-") + qisa_name(packed_->isa);
+    }
+
     Status run(RunContext& ctx) const noexcept override {
         const TensorView& a = ctx.input(0);
         const int rank = a.shape.rank();
