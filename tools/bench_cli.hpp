@@ -64,6 +64,20 @@
 namespace dsinfer::bench {
 
 inline constexpr int kExitError = 1;  ///< engine error (load, run) or a feature not available
+
+/// A tool's work after its command line is parsed: body()'s exit status, or, when it throws, the
+/// error on stderr as "<tool>: error [<code>]: <message>" and kExitError.
+template <class F>
+int run_reporting_errors(const char* tool, F&& body) {
+    try {
+        return body();
+    } catch (const Error& e) {
+        fmt::print(stderr, "{}: error [{}]: {}\n", tool, to_string(e.code()), e.message());
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "{}: error: {}\n", tool, e.what());
+    }
+    return kExitError;
+}
 inline constexpr int kExitUsage = 2;  ///< bad command line
 
 // ---- command line ----

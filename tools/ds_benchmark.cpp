@@ -48,7 +48,6 @@ namespace {
 
 using bench::available_processors;
 using bench::Json;
-using bench::kExitError;
 using bench::load_average;
 using bench::quantile;
 
@@ -541,12 +540,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    try {
-        return run(a);
-    } catch (const Error& e) {
-        fmt::print(stderr, "ds-benchmark: error [{}]: {}\n", to_string(e.code()), e.message());
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "ds-benchmark: error: {}\n", e.what());
-    }
-    return kExitError;
+    return bench::run_reporting_errors("ds-benchmark", [&] { return run(a); });
 }

@@ -35,7 +35,6 @@ using namespace dsinfer;
 namespace {
 
 using bench::Json;
-using bench::kExitError;
 
 struct Args : bench::CommonArgs {
     std::filesystem::path reference;
@@ -156,12 +155,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    try {
-        return run(a);
-    } catch (const Error& e) {
-        fmt::print(stderr, "ds-compare: error [{}]: {}\n", to_string(e.code()), e.message());
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "ds-compare: error: {}\n", e.what());
-    }
-    return kExitError;
+    return bench::run_reporting_errors("ds-compare", [&] { return run(a); });
 }

@@ -55,7 +55,6 @@ using namespace dsinfer;
 namespace {
 
 using bench::Json;
-using bench::kExitError;
 
 const char* const kSynopsis =
     "usage: ds-convert INPUT.onnx -o OUT.onnx\n"
@@ -933,12 +932,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    try {
-        return run(a);
-    } catch (const Error& e) {
-        fmt::print(stderr, "ds-convert: error [{}]: {}\n", to_string(e.code()), e.message());
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "ds-convert: error: {}\n", e.what());
-    }
-    return kExitError;
+    return bench::run_reporting_errors("ds-convert", [&] { return run(a); });
 }

@@ -58,7 +58,6 @@ using namespace dsinfer;
 namespace {
 
 using bench::Json;
-using bench::kExitError;
 
 const char* const kSynopsis =
     "usage: ds-inspect MODEL [--batch N] [--seq N] [--shape NAME=DxD]... [--backends LIST]\n"
@@ -544,17 +543,12 @@ void print_text(const Report& r) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    try {
+    return bench::run_reporting_errors("ds-inspect", [&] {
         const Report r = inspect(a);
         if (a.json)
             fmt::print("{}\n", bench::json_text(report_json(r)));
         else
             print_text(r);
         return 0;
-    } catch (const Error& e) {
-        fmt::print(stderr, "ds-inspect: error [{}]: {}\n", to_string(e.code()), e.message());
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "ds-inspect: error: {}\n", e.what());
-    }
-    return kExitError;
+    });
 }

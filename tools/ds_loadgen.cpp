@@ -734,12 +734,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    try {
-        return run(a);
-    } catch (const Error& e) {
-        fmt::print(stderr, "ds-loadgen: error [{}]: {}\n", to_string(e.code()), e.message());
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "ds-loadgen: error: {}\n", e.what());
-    }
-    return bench::kExitError;
+    return bench::run_reporting_errors("ds-loadgen", [&] { return run(a); });
 }

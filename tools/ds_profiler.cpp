@@ -72,7 +72,6 @@ namespace {
 
 using bench::Dims;
 using bench::Json;
-using bench::kExitError;
 using Clock = std::chrono::steady_clock;
 
 const char* const kSynopsis =
@@ -834,12 +833,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
-    try {
-        return run(a);
-    } catch (const Error& e) {
-        fmt::print(stderr, "ds-profiler: error [{}]: {}\n", to_string(e.code()), e.message());
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "ds-profiler: error: {}\n", e.what());
-    }
-    return kExitError;
+    return bench::run_reporting_errors("ds-profiler", [&] { return run(a); });
 }

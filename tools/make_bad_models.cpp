@@ -56,9 +56,9 @@ int main(int argc, char** argv) {
          "\n"
          "One case is a sparse 2 GiB + 1 byte file: copy the folder with tools that keep sparse\n"
          "files, symlinks, hard links and FIFOs (cp -a, tar).\n",
-         "make-bad-models /tmp/bad\n"
+         "make-bad-models bad-models\n"
          "    every case\n"
-         "make-bad-models /tmp/bad --filter truncated\n"
+         "make-bad-models bad-models --filter truncated\n"
          "    the cases whose name contains 'truncated'\n",
          "0  ok\n"
          "1  a case could not be written\n"

@@ -100,6 +100,16 @@ struct CompileOptions {
     std::shared_ptr<WeightStore> weights;
 };
 
+/// How a node's work is estimated for CompileOptions::serial_small_nodes (CompiledNode::
+/// work_kind): by its input elements only, or also its multiply-adds as a convolution (W input 1,
+/// or 3 for QLinear*), a product (B input 1, or 3 for QLinearMatMul) or attention; control flow
+/// never runs serial on its own account.
+inline constexpr std::uint8_t kWorkElements = 0, kWorkNever = 1, kWorkConv = 2,
+                              kWorkQLinearConv = 3, kWorkProduct = 4, kWorkQLinearMatMul = 5,
+                              kWorkAttention = 6;
+/// Node n's work kind, from its op type (executor_run.cpp).
+std::uint8_t work_kind_of(const Node& n) noexcept;
+
 /// A number no other plan or prepared shape of this process carries (a run scratch's program,
 /// NodeScratch::Program, remembers those it was built for).
 inline std::uint64_t next_plan_serial() noexcept {
@@ -217,6 +227,9 @@ private:
         // the result the class's first run recorded instead of calling prepare.
         bool stable_prepare = false;
         std::uint32_t spec_begin = 0;  // first of its outputs in ExecutionPlan::output_specs
+        // How its work is estimated for CompileOptions::serial_small_nodes (executor_run.cpp
+        // work_kind_of, set at compile; small_node reads it per run).
+        std::uint8_t work_kind = 0;
         std::vector<std::shared_ptr<CompiledGraph>> subgraphs;
         std::vector<ValueId> release_after;  // values whose last use is this node
     };

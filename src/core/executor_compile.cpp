@@ -277,6 +277,7 @@ Status CompiledGraph::compile_nodes(const CompileOptions& options, int depth) {
             if (k.is_ok()) {
                 cn.kernel = std::move(k).value();
                 cn.entry = entry;
+                cn.work_kind = work_kind_of(n);
                 cn.on_device = entry->key.device != DeviceKind::cpu;
                 if (cn.on_device) {
                     cn.host_inputs = cn.kernel->host_inputs();

@@ -83,14 +83,31 @@ std::int64_t elements_of(const TensorView& v) noexcept {
     return v.raw == nullptr && v.shape.num_dims() == 0 ? 0 : v.shape.num_elements();
 }
 
-/// Whether node n, on inputs of these shapes, is too small to gain from threads: its
-/// multiply-adds (the product and convolution families, attention) below kSerialMacs, and for
-/// every node all its inputs (weights included) below kSerialElements elements. Control flow
-/// (whose bodies decide per node) never is. A function of the node and its input shapes, so
-/// prepare and run agree.
-bool small_node(const Node& n, const TensorView* in, std::size_t num_in) noexcept {
+}  // namespace
+
+/// How node n's work is estimated (CompiledNode::work_kind): kept at compile, so a run compares
+/// numbers only.
+std::uint8_t work_kind_of(const Node& n) noexcept {
     const std::string& op = n.op_type;
-    if (op == "If" || op == "Loop" || op == "Scan" || num_in == 0) return false;
+    if (op == "If" || op == "Loop" || op == "Scan") return kWorkNever;
+    if (op.find("Conv") != std::string::npos)
+        return op.rfind("QLinear", 0) == 0 ? kWorkQLinearConv : kWorkConv;
+    if (op == "QLinearMatMul") return kWorkQLinearMatMul;
+    if (op.find("MatMul") != std::string::npos || op.find("Gemm") != std::string::npos)
+        return kWorkProduct;
+    if (op == "MultiHeadAttention" || op == "Attention") return kWorkAttention;
+    return kWorkElements;
+}
+
+namespace {
+
+/// Whether a node of this work kind, on inputs of these shapes, is too small to gain from
+/// threads: its multiply-adds (the product and convolution families, attention) below
+/// kSerialMacs, and for every node all its inputs (weights included) below kSerialElements
+/// elements. Control flow (whose bodies decide per node) never is. A function of the node and
+/// its input shapes, so prepare and run agree.
+bool small_node(std::uint8_t kind, const TensorView* in, std::size_t num_in) noexcept {
+    if (kind == kWorkNever || num_in == 0) return false;
     std::int64_t total = 0;
     for (std::size_t k = 0; k < num_in; ++k) total += elements_of(in[k]);
     if (total >= kSerialElements) return false;
@@ -99,21 +116,19 @@ bool small_node(const Node& n, const TensorView* in, std::size_t num_in) noexcep
         return r == 0 ? 1 : v.shape[i < 0 ? r + i : i];
     };
     std::int64_t macs = 0;
-    const bool conv = op.find("Conv") != std::string::npos;
-    const bool product = op.find("MatMul") != std::string::npos || op.find("Gemm") != std::string::npos;
-    if (conv) {
+    if (kind == kWorkConv || kind == kWorkQLinearConv) {
         // MACs ~ W's elements x X's pixels (output pixels at stride 1).
-        const std::size_t w = op.rfind("QLinear", 0) == 0 ? 3 : 1;
+        const std::size_t w = kind == kWorkQLinearConv ? 3 : 1;
         if (w < num_in && in[0].shape.num_dims() >= 2 && dim(in[0], 1) > 0)
             macs = elements_of(in[w]) * (elements_of(in[0]) / dim(in[0], 1));
-    } else if (product) {
+    } else if (kind == kWorkProduct || kind == kWorkQLinearMatMul) {
         // MACs = A's elements x B's other dimension (QLinearMatMul's B is input 3).
-        const std::size_t b = op == "QLinearMatMul" ? 3 : 1;
+        const std::size_t b = kind == kWorkQLinearMatMul ? 3 : 1;
         if (b < num_in && in[b].shape.num_dims() >= 1) {
             const std::int64_t kb = dim(in[b], 0), nb = dim(in[b], -1);
             macs = elements_of(in[0]) * std::max(kb, nb);
         }
-    } else if (op == "MultiHeadAttention" || op == "Attention") {
+    } else if (kind == kWorkAttention) {
         // Q·Kᵀ and P·V: 2 x B x S x S x H (Q [B, S, H]).
         if (in[0].shape.num_dims() >= 2) macs = 2 * elements_of(in[0]) * dim(in[0], 1);
     }
@@ -596,7 +611,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                 ContextAccess::set_prepared_state(rctx, step.state);
                 std::optional<ThreadBudget> one;
                 if (serial_small_nodes_ &&
-                    small_node(n, prog->in_views.data() + step.views, step.num_in))
+                    small_node(cn.work_kind, prog->in_views.data() + step.views, step.num_in))
                     one.emplace(1);
                 if (hook != nullptr) hook(n, true);
                 st = cn.kernel->run(rctx);
@@ -674,7 +689,7 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
         // A small node prepares and runs on this thread alone (a primitive sizes its team when
         // prepare creates it).
         std::optional<ThreadBudget> one;
-        if (serial_small_nodes_ && !on_dev && small_node(n, views, num_in)) one.emplace(1);
+        if (serial_small_nodes_ && !on_dev && small_node(cn.work_kind, views, num_in)) one.emplace(1);
         // Output specs, workspace and kernel state: on a planned run of a stable node, what
         // the recording run's prepare said; else from prepare now.
         if (mem.prepared != nullptr && cn.stable_prepare && !on_dev) {
