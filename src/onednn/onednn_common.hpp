@@ -27,6 +27,7 @@
 #include "ops/activation.hpp"
 #include "ops/fallback_kernel.hpp"
 #include "ops/kernel_utils.hpp"
+#include "runtime/parallel.hpp"
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/ops.hpp"
@@ -141,23 +142,23 @@ bool any_nonfinite(const float* x, std::int64_t n) noexcept;
 bool any_nan(const float* x, std::int64_t n) noexcept;
 
 /// A small thread-safe LRU cache of compiled primitives, keyed by a vector of integers (shapes
-/// and flags). Values are shared_ptr, so a run keeps its entry alive even if evicted.
+/// and flags) and the thread count the calling thread's budget allows now (max_threads()): a
+/// oneDNN primitive sizes its OpenMP team when it is created (jcp.nthr, the brgemm split) and
+/// runs `omp parallel num_threads(that)` whatever the budget is later, so a primitive made for
+/// 2 threads must not serve a node the executor runs on 1 (a small node, a run whose lease got
+/// fewer helpers). Values are shared_ptr, so a run keeps its entry alive even if evicted.
 template <class V>
 class PrimitiveCache {
 public:
     using Key = std::vector<std::int64_t>;
     explicit PrimitiveCache(std::size_t capacity = 16) : capacity_(capacity) {}
 
-    /// The entry for key when one is cached (made most recent), else null. Builds nothing.
+    /// The entry for key (at this thread's budget) when one is cached (made most recent), else
+    /// null. Builds nothing.
     std::shared_ptr<const V> find(const Key& key) const {
+        const int threads = max_threads();
         std::lock_guard<std::mutex> lock(mu_);
-        for (auto it = items_.begin(); it != items_.end(); ++it) {
-            if (it->first == key) {
-                items_.splice(items_.begin(), items_, it);
-                return items_.front().second;
-            }
-        }
-        return nullptr;
+        return find_locked(threads, key);
     }
     /// Entries cached now.
     std::size_t size() const {
@@ -165,31 +166,43 @@ public:
         return items_.size();
     }
 
-    /// Returns the entry for key, building it with make() (returning StatusOr<V>) on a miss.
+    /// Returns the entry for key (at this thread's budget), building it with make() (returning
+    /// StatusOr<V>) on a miss.
     template <class Make>
     StatusOr<std::shared_ptr<const V>> get(const Key& key, Make&& make) const {
+        const int threads = max_threads();
         {
             std::lock_guard<std::mutex> lock(mu_);
-            for (auto it = items_.begin(); it != items_.end(); ++it) {
-                if (it->first == key) {
-                    items_.splice(items_.begin(), items_, it);
-                    return items_.front().second;
-                }
-            }
+            if (auto hit = find_locked(threads, key)) return hit;
         }
         StatusOr<V> v = make();
         if (!v.is_ok()) return v.status();
         auto sp = std::make_shared<const V>(std::move(v).value());
         std::lock_guard<std::mutex> lock(mu_);
-        items_.emplace_front(key, sp);
+        items_.push_front(Item{threads, key, sp});
         if (items_.size() > capacity_) items_.pop_back();
         return sp;
     }
 
 private:
+    struct Item {
+        int threads;
+        Key key;
+        std::shared_ptr<const V> value;
+    };
+    std::shared_ptr<const V> find_locked(int threads, const Key& key) const {
+        for (auto it = items_.begin(); it != items_.end(); ++it) {
+            if (it->threads == threads && it->key == key) {
+                items_.splice(items_.begin(), items_, it);
+                return items_.front().value;
+            }
+        }
+        return nullptr;
+    }
+
     std::size_t capacity_;
     mutable std::mutex mu_;
-    mutable std::list<std::pair<Key, std::shared_ptr<const V>>> items_;
+    mutable std::list<Item> items_;
 };
 
 /// Appends a shape to a cache key.

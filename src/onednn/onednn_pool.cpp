@@ -116,7 +116,7 @@ StatusOr<std::unique_ptr<Kernel>> make_pool(const KernelCreateContext& ctx) {
     if (x == nullptr || !x->dtype || *x->dtype != DType::f32 || ctx.has_output(1))
         return Status::error(ErrorCode::unsupported, "f32 without Indices only");
     DSINFER_ASSIGN_OR_RETURN(auto fallback, ctx.create_fallback());
-    const Node& n = ctx.node();
+    [[maybe_unused]] const Node& n = ctx.node();
     PoolSpec a;
     if (!Global) {  // the fallback has checked them
         DSINFER_ASSIGN_OR_RETURN(PoolAttrs window, parse_pool_attrs(ctx));

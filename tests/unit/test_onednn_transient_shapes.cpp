@@ -438,3 +438,30 @@ TEST_CASE("transient shapes: an engine with shape buckets at every length 1..40 
     for (std::int64_t len = 41; len < 64; len += 5) compare(len, "bucket 64");
 #endif
 }
+
+TEST_CASE("oneDNN's primitive cache keeps a primitive per thread budget", "[onednn][fast]") {
+#if DSINFER_WITH_ONEDNN
+    // A primitive sizes its OpenMP team when it is created: one made for 2 threads must not run
+    // a node the executor gives 1 thread (a small node, a lease that got no helper).
+    detail::onednn::PrimitiveCache<int> cache;
+    int builds = 0;
+    auto make = [&] { return StatusOr<int>(++builds); };
+    const std::vector<std::int64_t> key{2, 64, 64};
+    {
+        const detail::ThreadBudget two(2);
+        CHECK(*cache.get(key, make).value() == 1);
+        CHECK(*cache.get(key, make).value() == 1);
+    }
+    {
+        const detail::ThreadBudget one(1);
+        CHECK(cache.find(key) == nullptr);
+        CHECK(*cache.get(key, make).value() == 2);
+    }
+    const detail::ThreadBudget two(2);
+    REQUIRE(cache.find(key) != nullptr);
+    CHECK(*cache.find(key) == 1);
+    CHECK(builds == 2);
+#else
+    (void)no_onednn();
+#endif
+}
