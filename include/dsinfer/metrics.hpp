@@ -64,6 +64,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dsinfer/status.hpp"
@@ -636,6 +637,13 @@ inline void prom_header(std::string& o, const std::string& name, std::string_vie
     o += type;
     o += '\n';
 }
+/// `base` and `extra` label lists joined with a comma (either may be empty).
+inline std::string prom_labels(std::string_view base, std::string_view extra) {
+    std::string l(base);
+    if (!l.empty() && !extra.empty()) l += ',';
+    l += extra;
+    return l;
+}
 template <class T>
 void prom_sample(std::string& o, const std::string& name, std::string_view labels, T v) {
     o += name;
@@ -648,26 +656,20 @@ void prom_sample(std::string& o, const std::string& name, std::string_view label
     append_number(o, v);
     o += '\n';
 }
-template <class T>
-void prom_single(std::string& o, const std::string& name, std::string_view type,
-                 std::string_view help, T v) {
-    prom_header(o, name, type, help);
-    prom_sample(o, name, {}, v);
-}
-inline void prom_latency(std::string& o, const std::string& name, std::string_view help,
+inline void prom_latency(std::string& o, const std::string& name, std::string_view base,
                          const HistogramSnapshot& h) {
-    prom_header(o, name, "histogram", help);
     const std::string bucket = name + "_bucket";
     const std::vector<CumulativeBucket> b = h.export_buckets();
     for (std::size_t i = 0; i < b.size(); ++i)
-        prom_sample(o, bucket, "le=\"" + std::string(kLatencyExportBoundLabels[i]) + '"', b[i].count);
-    prom_sample(o, bucket, "le=\"+Inf\"", h.count);
-    prom_sample(o, name + "_sum", {}, static_cast<double>(h.sum_ns) / 1e9);
-    prom_sample(o, name + "_count", {}, h.count);
+        prom_sample(o, bucket,
+                    prom_labels(base, "le=\"" + std::string(kLatencyExportBoundLabels[i]) + '"'),
+                    b[i].count);
+    prom_sample(o, bucket, prom_labels(base, "le=\"+Inf\""), h.count);
+    prom_sample(o, name + "_sum", base, static_cast<double>(h.sum_ns) / 1e9);
+    prom_sample(o, name + "_count", base, h.count);
 }
-inline void prom_sizes(std::string& o, const std::string& name, std::string_view help,
+inline void prom_sizes(std::string& o, const std::string& name, std::string_view base,
                        const SizeHistogramSnapshot& h) {
-    prom_header(o, name, "histogram", help);
     const std::string bucket = name + "_bucket";
     std::vector<std::uint64_t> bounds;  // 1, 2, 4, ... below max_exact, then max_exact
     const std::uint64_t top = h.max_exact();
@@ -678,11 +680,40 @@ inline void prom_sizes(std::string& o, const std::string& name, std::string_view
         le = "le=\"";
         append_number(le, s);
         le += '"';
-        prom_sample(o, bucket, le, h.count_at_or_below(s));
+        prom_sample(o, bucket, prom_labels(base, le), h.count_at_or_below(s));
     }
-    prom_sample(o, bucket, "le=\"+Inf\"", h.count);
-    prom_sample(o, name + "_sum", {}, h.sum);
-    prom_sample(o, name + "_count", {}, h.count);
+    prom_sample(o, bucket, prom_labels(base, "le=\"+Inf\""), h.count);
+    prom_sample(o, name + "_sum", base, h.sum);
+    prom_sample(o, name + "_count", base, h.count);
+}
+/// name="value" pairs in the exposition format: a name must match [a-zA-Z_][a-zA-Z0-9_]* and
+/// not start with "__" (reserved) nor be "le" (the histograms' own); values escape \\, " and
+/// newline. invalid_argument (dsinfer::Error) naming the label otherwise.
+inline std::string prom_label_text(const std::vector<std::pair<std::string, std::string>>& labels) {
+    std::string o;
+    for (const auto& [name, value] : labels) {
+        bool ok = !name.empty() && !(name.front() >= '0' && name.front() <= '9') &&
+                  name.rfind("__", 0) != 0 && name != "le";
+        for (const char c : name)
+            ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '_');
+        if (!ok)
+            throw Error(ErrorCode::invalid_argument,
+                        "to_prometheus: '" + name +
+                            "' is not a label name this document can carry ([a-zA-Z_][a-zA-Z0-9_]*, "
+                            "not __reserved, not le)");
+        if (!o.empty()) o += ',';
+        o += name;
+        o += "=\"";
+        for (const char c : value) {
+            if (c == '\\') o += "\\\\";
+            else if (c == '"') o += "\\\"";
+            else if (c == '\n') o += "\\n";
+            else o += c;
+        }
+        o += '"';
+    }
+    return o;
 }
 
 }  // namespace detail::metrics
@@ -733,55 +764,116 @@ inline std::string to_json(const MetricsSnapshot& s) {
     return o;
 }
 
-/// Prometheus text exposition format 0.0.4 (Content-Type: text/plain; version=0.0.4). Every
-/// family has # HELP and # TYPE; counters end in _total; times are seconds, sizes bytes.
-/// Latency histograms export the kLatencyExportBoundsNs buckets (exact counts); batch-size
-/// histograms export le = 1, 2, 4, ... up to the exact range. Names (with prefix "dsinfer"):
+/// One snapshot and the labels of its series in a Prometheus document (to_prometheus below),
+/// e.g. {{"model", "resnet50"}, {"path", "submit"}}. The snapshot must outlive the call.
+struct PrometheusSeries {
+    const MetricsSnapshot* snapshot = nullptr;
+    std::vector<std::pair<std::string, std::string>> labels;
+};
+
+/// Prometheus text exposition format 0.0.4 (Content-Type: text/plain; version=0.0.4) for
+/// several snapshots in one document: each family's # HELP and # TYPE once, then every
+/// series' samples with its labels (several models, or the submit() and run() paths of one,
+/// scraped together). Counters end in _total; times are seconds, sizes bytes. Latency
+/// histograms export the kLatencyExportBoundsNs buckets (exact counts); batch-size histograms
+/// export le = 1, 2, 4, ... up to the exact range. Names (with prefix "dsinfer"):
 /// dsinfer_uptime_seconds, dsinfer_requests_total{outcome}, dsinfer_request_errors_total{code},
 /// dsinfer_throughput_requests_per_second, dsinfer_request_duration_seconds,
 /// dsinfer_request_queue_duration_seconds, dsinfer_request_compute_duration_seconds,
 /// dsinfer_batch_size_requests, dsinfer_batch_size_items, dsinfer_batch_compute_seconds_total,
-/// dsinfer_memory_in_use_bytes, dsinfer_memory_peak_bytes.
-inline std::string to_prometheus(const MetricsSnapshot& s, std::string_view prefix = "dsinfer") {
+/// dsinfer_memory_in_use_bytes, dsinfer_memory_peak_bytes. A null snapshot or a label name the
+/// format cannot carry is invalid_argument (dsinfer::Error); two series with the same labels
+/// would be one series twice, also invalid_argument.
+inline std::string to_prometheus(const std::vector<PrometheusSeries>& series,
+                                 std::string_view prefix = "dsinfer") {
     using namespace detail::metrics;
     const std::string p = prometheus_prefix(prefix);
+    std::vector<std::string> base;
+    base.reserve(series.size());
+    for (const PrometheusSeries& s : series) {
+        if (s.snapshot == nullptr)
+            throw Error(ErrorCode::invalid_argument, "to_prometheus: a series has no snapshot");
+        base.push_back(prom_label_text(s.labels));
+        for (std::size_t i = 0; i + 1 < base.size(); ++i)
+            if (base[i] == base.back())
+                throw Error(ErrorCode::invalid_argument,
+                            "to_prometheus: two series have the same labels {" + base.back() + "}");
+    }
     std::string o;
-    o.reserve(8192);
-    prom_single(o, p + "uptime_seconds", "gauge", "Seconds since the metrics started or were reset.",
-                s.uptime_s);
+    o.reserve(8192 * std::max<std::size_t>(1, series.size()));
+    // One family: its header, then each series' samples.
+    auto family = [&](const std::string& name, std::string_view type, std::string_view help,
+                      auto&& samples) {
+        prom_header(o, name, type, help);
+        for (std::size_t i = 0; i < series.size(); ++i) samples(*series[i].snapshot, base[i]);
+    };
+    auto single = [&](const std::string& name, std::string_view type, std::string_view help,
+                      auto&& value) {
+        family(name, type, help, [&](const MetricsSnapshot& s, const std::string& b) {
+            prom_sample(o, name, b, value(s));
+        });
+    };
+    single(p + "uptime_seconds", "gauge", "Seconds since the metrics started or were reset.",
+           [](const MetricsSnapshot& s) { return s.uptime_s; });
 
     const std::string requests = p + "requests_total";
-    prom_header(o, requests, "counter",
-                "Finished requests by outcome (ok, failed, rejected, timed_out, cancelled).");
-    const RequestCounts& r = s.requests;
-    prom_sample(o, requests, "outcome=\"ok\"", r.ok);
-    prom_sample(o, requests, "outcome=\"failed\"", r.failed);
-    prom_sample(o, requests, "outcome=\"rejected\"", r.rejected);
-    prom_sample(o, requests, "outcome=\"timed_out\"", r.timed_out);
-    prom_sample(o, requests, "outcome=\"cancelled\"", r.cancelled);
+    family(requests, "counter",
+           "Finished requests by outcome (ok, failed, rejected, timed_out, cancelled).",
+           [&](const MetricsSnapshot& s, const std::string& b) {
+               const RequestCounts& r = s.requests;
+               prom_sample(o, requests, prom_labels(b, "outcome=\"ok\""), r.ok);
+               prom_sample(o, requests, prom_labels(b, "outcome=\"failed\""), r.failed);
+               prom_sample(o, requests, prom_labels(b, "outcome=\"rejected\""), r.rejected);
+               prom_sample(o, requests, prom_labels(b, "outcome=\"timed_out\""), r.timed_out);
+               prom_sample(o, requests, prom_labels(b, "outcome=\"cancelled\""), r.cancelled);
+           });
 
     const std::string errors = p + "request_errors_total";
-    prom_header(o, errors, "counter", "Requests that ended with an error, by error code.");
-    for (std::size_t c = 1; c < kErrorCodeCount; ++c)
-        prom_sample(o, errors, "code=\"" + std::string(to_string(static_cast<ErrorCode>(c))) + '"',
-                    r.by_code[c]);
+    family(errors, "counter", "Requests that ended with an error, by error code.",
+           [&](const MetricsSnapshot& s, const std::string& b) {
+               for (std::size_t c = 1; c < kErrorCodeCount; ++c)
+                   prom_sample(o, errors,
+                               prom_labels(b, "code=\"" +
+                                                  std::string(to_string(static_cast<ErrorCode>(c))) +
+                                                  '"'),
+                               s.requests.by_code[c]);
+           });
 
-    prom_single(o, p + "throughput_requests_per_second", "gauge",
-                "OK requests per second over the last 10 seconds.", s.recent_throughput_rps);
-    prom_latency(o, p + "request_duration_seconds", "End-to-end latency of OK requests.", s.latency);
-    prom_latency(o, p + "request_queue_duration_seconds",
-                 "Time requests waited before their batch ran (all but rejected).", s.queue);
-    prom_latency(o, p + "request_compute_duration_seconds",
-                 "Compute time of requests that ran.", s.compute);
-    prom_sizes(o, p + "batch_size_requests", "Requests per executed batch.", s.batch_requests);
-    prom_sizes(o, p + "batch_size_items", "Items (batch rows) per executed batch.", s.batch_items);
-    prom_single(o, p + "batch_compute_seconds_total", "counter",
-                "Compute time of all executed batches.", static_cast<double>(s.batch_compute_ns) / 1e9);
-    prom_single(o, p + "memory_in_use_bytes", "gauge", "Bytes in use (as last set by the engine).",
-                s.memory_in_use_bytes);
-    prom_single(o, p + "memory_peak_bytes", "gauge", "Peak bytes in use (as last set by the engine).",
-                s.memory_peak_bytes);
+    single(p + "throughput_requests_per_second", "gauge",
+           "OK requests per second over the last 10 seconds.",
+           [](const MetricsSnapshot& s) { return s.recent_throughput_rps; });
+    auto latency = [&](const std::string& name, std::string_view help,
+                       HistogramSnapshot MetricsSnapshot::*member) {
+        family(name, "histogram", help, [&](const MetricsSnapshot& s, const std::string& b) {
+            prom_latency(o, name, b, s.*member);
+        });
+    };
+    latency(p + "request_duration_seconds", "End-to-end latency of OK requests.",
+            &MetricsSnapshot::latency);
+    latency(p + "request_queue_duration_seconds",
+            "Time requests waited before their batch ran (all but rejected).", &MetricsSnapshot::queue);
+    latency(p + "request_compute_duration_seconds", "Compute time of requests that ran.",
+            &MetricsSnapshot::compute);
+    auto sizes = [&](const std::string& name, std::string_view help,
+                     SizeHistogramSnapshot MetricsSnapshot::*member) {
+        family(name, "histogram", help, [&](const MetricsSnapshot& s, const std::string& b) {
+            prom_sizes(o, name, b, s.*member);
+        });
+    };
+    sizes(p + "batch_size_requests", "Requests per executed batch.", &MetricsSnapshot::batch_requests);
+    sizes(p + "batch_size_items", "Items (batch rows) per executed batch.", &MetricsSnapshot::batch_items);
+    single(p + "batch_compute_seconds_total", "counter", "Compute time of all executed batches.",
+           [](const MetricsSnapshot& s) { return static_cast<double>(s.batch_compute_ns) / 1e9; });
+    single(p + "memory_in_use_bytes", "gauge", "Bytes in use (as last set by the engine).",
+           [](const MetricsSnapshot& s) { return s.memory_in_use_bytes; });
+    single(p + "memory_peak_bytes", "gauge", "Peak bytes in use (as last set by the engine).",
+           [](const MetricsSnapshot& s) { return s.memory_peak_bytes; });
     return o;
+}
+
+/// One snapshot, no labels: to_prometheus({{&s, {}}}, prefix).
+inline std::string to_prometheus(const MetricsSnapshot& s, std::string_view prefix = "dsinfer") {
+    return to_prometheus(std::vector<PrometheusSeries>{PrometheusSeries{&s, {}}}, prefix);
 }
 
 }  // namespace dsinfer

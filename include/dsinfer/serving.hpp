@@ -8,8 +8,9 @@
 // (dsinfer/batch_scheduler.hpp) that concatenates them along the batch dimension, runs them
 // once and splits the outputs back (docs/BATCHING.md); with BatchingOptions::adaptive an
 // AdaptiveBatchController (dsinfer/adaptive_batching.hpp) tunes the batch cap and the queue
-// delay; every outcome of run() and submit() is recorded in ServingMetrics
-// (dsinfer/metrics.hpp). Several BatchingEngines may share one InferenceEngine.
+// delay; every outcome of submit() is recorded in ServingMetrics (dsinfer/metrics.hpp:
+// metrics()), and every run() in a second set of its own (run_metrics()): a direct call has no
+// queue and no batch, and mixed in it would blur the batched path's percentiles. Several BatchingEngines may share one InferenceEngine.
 //
 // Ownership/threading: BatchingEngine is move-only and keeps its engine alive (shared_ptr);
 // every member is thread-safe. Its destructor answers what is still queued cancelled
@@ -21,7 +22,8 @@
 //       dsinfer::InferenceEngine::load("model.onnx"));
 //   dsinfer::serving::BatchingEngine server(engine, {.max_batch_size = 16});
 //   std::future<dsinfer::serving::BatchingEngine::Outputs> f = server.submit({{"input", x}});
-//   dsinfer::MetricsSnapshot m = server.metrics();
+//   dsinfer::MetricsSnapshot m = server.metrics();            // submit(): queue, batches
+//   std::string body = models.prometheus();                    // every model, labelled
 //
 //   dsinfer::serving::ModelRegistry models;
 //   dsinfer::throw_if_error(models.add("resnet", engine, {.max_batch_size = 8}));
@@ -37,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dsinfer/cancellation.hpp"
@@ -159,11 +162,15 @@ public:
     /// everything finished. The destructor does shutdown(0).
     bool shutdown(std::chrono::milliseconds timeout) const;
 
-    /// Serving metrics of run() and submit() (dsinfer/metrics.hpp: counts by outcome,
-    /// throughput, latency/queue/compute percentiles, batch sizes, the engine's memory pool's
-    /// bytes in use and peak); to_json() / to_prometheus() export them. Recording costs ~60 ns
-    /// a request.
+    /// Serving metrics of submit() (dsinfer/metrics.hpp: counts by outcome, throughput,
+    /// latency/queue/compute percentiles, batch sizes, the engine's memory pool's bytes in use
+    /// and peak); to_json() / to_prometheus() export them. Recording costs ~60 ns a request.
     MetricsSnapshot metrics() const;
+    /// The same for run() / try_run() calls (no queue, no batches: compute = latency).
+    MetricsSnapshot run_metrics() const;
+    /// Zeroes both sets and restarts their uptime (ServingMetrics::reset: meant for quiet
+    /// moments, e.g. between benchmark phases; records racing with it may survive in part).
+    void reset_metrics() const noexcept;
     /// What submit() can batch for this model, e.g. "batch dim 'batch' on every input and
     /// output", or why requests run alone.
     std::string batching_info() const;
@@ -214,6 +221,10 @@ public:
                 std::chrono::milliseconds drain = std::chrono::seconds(60));
     /// Names served now, sorted.
     std::vector<std::string> models() const;
+    /// Every model's metrics in one Prometheus text document (to_prometheus with `prefix`):
+    /// each series labelled model="NAME" and path="submit" (metrics()) or "run"
+    /// (run_metrics()). For a server's GET /metrics.
+    std::string prometheus(std::string_view prefix = "dsinfer") const;
 
     /// BatchingEngine::submit() of the model `name`; an unknown name is answered
     /// invalid_argument like any rejected request.

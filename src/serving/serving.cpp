@@ -31,8 +31,10 @@ std::shared_ptr<const InferenceEngine> checked_engine(std::shared_ptr<const Infe
 struct BatchingEngine::Impl {
     std::shared_ptr<const InferenceEngine> engine;
     BatchingOptions options;
-    /// run() and submit() outcomes (the batcher records submit()'s through its observer).
+    /// submit() outcomes (the batcher records them through its observer).
     ServingMetrics metrics;
+    /// run() / try_run() outcomes.
+    ServingMetrics run_metrics;
     /// Declared last: destroyed first, so queued and running requests are answered while
     /// everything they use is alive.
     std::unique_ptr<detail::EngineBatcher> batcher;
@@ -81,7 +83,7 @@ Status BatchingEngine::try_run(const std::vector<NamedTensor>& inputs, Outputs& 
     const auto t0 = Clock::now();
     const Status st = impl_->engine->try_run(inputs, outputs, options);
     const auto t1 = Clock::now();
-    impl_->metrics.record_request(st.code(), std::chrono::nanoseconds(0), t1 - t0, t1 - t0, t1);
+    impl_->run_metrics.record_request(st.code(), std::chrono::nanoseconds(0), t1 - t0, t1 - t0, t1);
     return st;
 }
 
@@ -110,6 +112,17 @@ MetricsSnapshot BatchingEngine::metrics() const {
     const MemoryPoolStats ps = impl_->engine->memory_pool()->stats();
     impl_->metrics.set_memory(ps.bytes_in_use, ps.peak_bytes_in_use);
     return impl_->metrics.snapshot();
+}
+
+MetricsSnapshot BatchingEngine::run_metrics() const {
+    const MemoryPoolStats ps = impl_->engine->memory_pool()->stats();
+    impl_->run_metrics.set_memory(ps.bytes_in_use, ps.peak_bytes_in_use);
+    return impl_->run_metrics.snapshot();
+}
+
+void BatchingEngine::reset_metrics() const noexcept {
+    impl_->metrics.reset();
+    impl_->run_metrics.reset();
 }
 
 std::string BatchingEngine::batching_info() const { return impl_->batcher->info(); }
@@ -231,6 +244,26 @@ std::vector<std::string> ModelRegistry::models() const {
     names.reserve(impl_->models.size());
     for (const auto& [n, m] : impl_->models) names.push_back(n);
     return names;
+}
+
+std::string ModelRegistry::prometheus(std::string_view prefix) const {
+    std::vector<std::pair<std::string, std::shared_ptr<BatchingEngine>>> models;
+    {
+        std::shared_lock lock(impl_->mu);
+        for (const auto& [name, engine] : impl_->models) models.emplace_back(name, engine);
+    }
+    std::vector<MetricsSnapshot> snapshots;
+    snapshots.reserve(2 * models.size());
+    for (const auto& m : models) {
+        snapshots.push_back(m.second->metrics());
+        snapshots.push_back(m.second->run_metrics());
+    }
+    std::vector<PrometheusSeries> series;
+    for (std::size_t i = 0; i < models.size(); ++i) {
+        series.push_back({&snapshots[2 * i], {{"model", models[i].first}, {"path", "submit"}}});
+        series.push_back({&snapshots[2 * i + 1], {{"model", models[i].first}, {"path", "run"}}});
+    }
+    return to_prometheus(series, prefix);
 }
 
 std::future<ModelRegistry::Outputs> ModelRegistry::submit(const std::string& name,

@@ -249,11 +249,14 @@ std::map<std::string, double> validate_prometheus(const std::string& text) {
         std::string type;
         bool help = false;
         std::size_t samples = 0;
-        // histogram state
+    };
+    // A histogram's state per series (its family and labels other than le).
+    struct Series {
         double last_le = -HUGE_VAL, last_bucket = 0.0, inf_bucket = -1.0, count = -1.0;
         bool sum = false;
     };
     std::map<std::string, Family> families;
+    std::map<std::string, Series> histograms;
     std::map<std::string, double> samples;
     std::string current;  // the family of the last TYPE line: samples must follow it
     if (text.empty() || text.back() != '\n') throw std::runtime_error("text must end with \\n");
@@ -305,8 +308,17 @@ std::map<std::string, double> validate_prometheus(const std::string& text) {
                 if (eq == std::string::npos) fail("bad label");
                 const std::string key = label_text.substr(k, eq - k);
                 if (!valid_metric_name(key) || key.find(':') != std::string::npos) fail("bad label name");
-                const std::size_t q = label_text.find('"', eq + 2);
-                if (q == std::string::npos) fail("unterminated label value");
+                std::size_t q = eq + 2;  // the closing quote; \\, \" and \n are escapes
+                while (q < label_text.size() && label_text[q] != '"') {
+                    if (label_text[q] == '\\') {
+                        if (q + 1 >= label_text.size() ||
+                            std::string_view("\\\"n").find(label_text[q + 1]) == std::string_view::npos)
+                            fail("bad escape in a label value");
+                        ++q;
+                    }
+                    ++q;
+                }
+                if (q >= label_text.size()) fail("unterminated label value");
                 labels[key] = label_text.substr(eq + 2, q - eq - 2);
                 k = q + 1;
                 if (k < label_text.size()) {
@@ -337,28 +349,34 @@ std::map<std::string, double> validate_prometheus(const std::string& text) {
         Family& f = families[family];
         ++f.samples;
         if (f.type == "counter" && value < 0) fail("negative counter");
-        if (suffix == "_bucket") {
-            if (labels.count("le") == 0) fail("bucket without le");
-            const double le = parse_prom_value(labels["le"]);
-            if (!(le > f.last_le)) fail("le not increasing");
-            if (value < f.last_bucket) fail("bucket counts not cumulative");
-            f.last_le = le;
-            f.last_bucket = value;
-            if (std::isinf(le)) f.inf_bucket = value;
-        } else if (suffix == "_count") {
-            f.count = value;
-        } else if (suffix == "_sum") {
-            f.sum = true;
+        if (f.type == "histogram") {
+            std::string key = family + "{";
+            for (const auto& [k, v] : labels)
+                if (k != "le") key += k + "=" + v + ",";
+            Series& h = histograms[key + "}"];
+            if (suffix == "_bucket") {
+                if (labels.count("le") == 0) fail("bucket without le");
+                const double le = parse_prom_value(labels["le"]);
+                if (!(le > h.last_le)) fail("le not increasing");
+                if (value < h.last_bucket) fail("bucket counts not cumulative");
+                h.last_le = le;
+                h.last_bucket = value;
+                if (std::isinf(le)) h.inf_bucket = value;
+            } else if (suffix == "_count") {
+                h.count = value;
+            } else if (suffix == "_sum") {
+                h.sum = true;
+            }
         }
     }
     for (const auto& [name, f] : families) {  // no Catch macros here: also runs off the main thread
         if (!f.help || f.type.empty()) throw std::runtime_error(name + ": HELP or TYPE missing");
         if (f.samples == 0) throw std::runtime_error(name + ": no samples");
-        if (f.type == "histogram") {
-            if (f.inf_bucket < 0 || f.count < 0 || !f.sum)
-                throw std::runtime_error(name + ": +Inf bucket, _sum or _count missing");
-            if (f.inf_bucket != f.count) throw std::runtime_error(name + ": +Inf bucket != _count");
-        }
+    }
+    for (const auto& [series, h] : histograms) {
+        if (h.inf_bucket < 0 || h.count < 0 || !h.sum)
+            throw std::runtime_error(series + ": +Inf bucket, _sum or _count missing");
+        if (h.inf_bucket != h.count) throw std::runtime_error(series + ": +Inf bucket != _count");
     }
     return samples;
 }
@@ -836,4 +854,46 @@ TEST_CASE("metrics Prometheus text follows the exposition format", "[metrics]") 
             CHECK_THROWS(validate_prometheus(b));
         }
     }
+}
+
+TEST_CASE("to_prometheus writes several labelled series under one header per family",
+          "[metrics]") {
+    using namespace std::chrono_literals;
+    const auto t0 = ServingMetrics::Clock::now();
+    ServingMetrics a({}, t0), b({}, t0);
+    for (int i = 0; i < 3; ++i) a.record_request(ErrorCode::ok, 1us, 2ms, 3ms, t0 + 1s);
+    b.record_request(ErrorCode::ok, 0ns, 40us, 40us, t0 + 1s);
+    b.record_request(ErrorCode::deadline_exceeded, 5ms, 0ns, 5ms, t0 + 1s);
+    a.record_batch(3, 3, 2ms);
+    const MetricsSnapshot sa = a.snapshot(t0 + 2s), sb = b.snapshot(t0 + 2s);
+    const std::string text = to_prometheus(
+        {{&sa, {{"model", "resnet"}, {"path", "submit"}}},
+         {&sb, {{"model", "we\"ird\\na\nme"}, {"path", "run"}}}});
+    std::map<std::string, double> samples;
+    REQUIRE_NOTHROW(samples = validate_prometheus(text));
+    CHECK(samples.at("dsinfer_requests_total{model=\"resnet\",path=\"submit\",outcome=\"ok\"}") == 3);
+    const std::string weird = "model=\"we\\\"ird\\\\na\\nme\",path=\"run\"";
+    CHECK(samples.at("dsinfer_requests_total{" + weird + ",outcome=\"timed_out\"}") == 1);
+    CHECK(samples.at("dsinfer_request_duration_seconds_count{" + weird + "}") == 1);
+    CHECK(samples.at("dsinfer_request_duration_seconds_bucket{model=\"resnet\",path=\"submit\","
+                     "le=\"+Inf\"}") == 3);
+    CHECK(samples.at("dsinfer_batch_size_requests_count{model=\"resnet\",path=\"submit\"}") == 1);
+    std::size_t headers = 0;
+    for (std::size_t at = 0; (at = text.find("# TYPE dsinfer_requests_total ", at)) != std::string::npos; ++at)
+        ++headers;
+    CHECK(headers == 1);
+    // One snapshot without labels is what it always was.
+    CHECK(to_prometheus(sa) == to_prometheus({{&sa, {}}}));
+    // What the format cannot carry is refused, naming it.
+    for (const std::string bad : {"le", "__name", "9x", "a-b", ""}) {
+        INFO("label '" << bad << "'");
+        try {
+            (void)to_prometheus({{&sa, {{bad, "v"}}}});
+            FAIL("accepted");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::invalid_argument);
+        }
+    }
+    CHECK_THROWS_AS(to_prometheus({{&sa, {{"m", "x"}}}, {&sb, {{"m", "x"}}}}), Error);
+    CHECK_THROWS_AS(to_prometheus({{nullptr, {}}}), Error);
 }

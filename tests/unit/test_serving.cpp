@@ -221,7 +221,7 @@ TEST_CASE("serving: a swap under load loses no request", "[serving]") {
     CHECK_THAT(unknown.message(), Catch::Contains("'other'"));
 }
 
-TEST_CASE("serving: a BatchingEngine records run() in its metrics; engines can be shared",
+TEST_CASE("serving: a BatchingEngine records run() and submit() apart; engines can be shared",
           "[serving]") {
     const auto engine = affine(2.f);
     const BatchingEngine a(engine, batching(4, 500us));
@@ -231,11 +231,42 @@ TEST_CASE("serving: a BatchingEngine records run() in its metrics; engines can b
     std::vector<NamedTensor> out;
     CHECK(a.try_run({{"y", Tensor::from_vector<float>({1, 4}, {1, 2, 3, 4})}}, out).code() ==
           ErrorCode::invalid_argument);
-    CHECK(a.metrics().requests.ok == 1);
-    CHECK(a.metrics().requests.failed + a.metrics().requests.rejected == 1);
+    CHECK(a.run_metrics().requests.ok == 1);
+    CHECK(a.run_metrics().requests.failed == 1);
+    CHECK(a.metrics().requests.submitted == 0);  // a only ran
     CHECK(b.metrics().requests.ok == 1);
+    CHECK(b.metrics().batches() == 1);
+    CHECK(b.run_metrics().requests.submitted == 0);  // b only took a submission
+    a.reset_metrics();
+    CHECK(a.run_metrics().requests.submitted == 0);
     CHECK(engine->check_inputs(request(1.f)).is_ok());
     CHECK(engine->check_inputs({{"x", Tensor::from_vector<float>({4}, {1, 2, 3, 4})}}).code() ==
           ErrorCode::invalid_argument);
     CHECK_THROWS_AS(BatchingEngine(nullptr), Error);
+}
+
+TEST_CASE("serving: the registry's Prometheus document labels every model and path",
+          "[serving]") {
+    ModelRegistry models;
+    REQUIRE(models.add("alpha", affine(2.f)).is_ok());
+    REQUIRE(models.add("beta", affine(3.f)).is_ok());
+    CHECK(scale_of(models.submit("alpha", request(1.f)).get(), 1.f, {2.f}) == 2.f);
+    CHECK(scale_of(models.submit("alpha", request(2.f)).get(), 2.f, {2.f}) == 2.f);
+    CHECK(scale_of(models.get("beta").value()->run(request(1.f)), 1.f, {3.f}) == 3.f);
+    const std::string text = models.prometheus();
+    CHECK_THAT(text, Catch::Contains(
+                         "dsinfer_requests_total{model=\"alpha\",path=\"submit\",outcome=\"ok\"} 2\n"));
+    CHECK_THAT(text, Catch::Contains(
+                         "dsinfer_requests_total{model=\"alpha\",path=\"run\",outcome=\"ok\"} 0\n"));
+    CHECK_THAT(text, Catch::Contains(
+                         "dsinfer_requests_total{model=\"beta\",path=\"run\",outcome=\"ok\"} 1\n"));
+    CHECK_THAT(text, Catch::Contains(
+                         "dsinfer_requests_total{model=\"beta\",path=\"submit\",outcome=\"ok\"} 0\n"));
+    std::size_t help = 0;
+    for (std::size_t at = 0; (at = text.find("# HELP dsinfer_request_duration_seconds ", at)) !=
+                             std::string::npos;
+         ++at)
+        ++help;
+    CHECK(help == 1);
+    CHECK_THAT(models.prometheus("svc"), Catch::Contains("svc_requests_total{model=\"beta\""));
 }
