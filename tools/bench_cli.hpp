@@ -127,6 +127,7 @@ struct CommonArgs {
     bool json = false;                  ///< --json
     ShapeRequest shapes;                ///< --batch, --seq, --shape, --seed
     int threads = 0;                    ///< --threads (0 = the processors available)
+    WaitPolicy wait_policy = WaitPolicy::spin;  ///< --wait-policy
     std::vector<std::string> backends;  ///< --backends (empty = the build's default)
     int opt_level = 3;                  ///< --opt-level
     AlgoSearch algo_search = AlgoSearch::rule;  ///< --algo-search
@@ -136,6 +137,7 @@ struct CommonArgs {
         EngineOptions o;
         o.backends = backends;
         o.num_threads = threads;
+        o.wait_policy = wait_policy;
         o.optimization_level = opt_level;
         o.algo_search = algo_search;
         return o;
@@ -230,6 +232,18 @@ public:
             ->group("Model and inputs");
         integer("--threads", a.threads, 0, 4096,
                 "intra-op threads; 0 = the processors available\n(default 0)")
+            ->group("Engine");
+        option("--wait-policy", "HOW",
+               "how idle helper threads wait between parallel\nregions: spin (default), yield, "
+               "block\n(EngineOptions::wait_policy)",
+               [&a](const std::string& s) {
+                   for (WaitPolicy p : {WaitPolicy::spin, WaitPolicy::yield, WaitPolicy::block})
+                       if (s == wait_policy_name(p)) {
+                           a.wait_policy = p;
+                           return std::string();
+                       }
+                   return "must be spin, yield or block, got '" + s + "'";
+               })
             ->group("Engine");
         option("--backends", "LIST",
                "comma-separated, in priority order: onednn, cpu,\nreference (default: the "

@@ -3,7 +3,8 @@
 //   ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16|int8]
 //                [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N] [--warmup N]
 //                [--iterations N] [--backends onednn,cpu|cpu|reference] [--seed N]
-//                [--min-time SECONDS] [--opt-level 0-3] [--algo-search rule|measure] [--profile]
+//                [--wait-policy spin|yield|block] [--min-time SECONDS] [--timeout MS]
+//                [--opt-level 0-3] [--algo-search rule|measure] [--profile]
 //                [--profile-nodes N] [--json]
 //
 // Inputs are random and valid (tools/bench_inputs.hpp: the same shapes and values as the ONNX
@@ -14,6 +15,9 @@
 // the first run, and the peak over the later runs alone: VmHWM restarted through
 // /proc/self/clear_refs), and GFLOP/s when a models.json beside the model (written by
 // tools/make_models.py or the peers' make_models.py) gives the FLOPs per sample.
+// --timeout puts a deadline on every warm-up and timed run (counted as timed out when it
+// stops one). On a terminal a line on stderr says which phase is running (bench::PhaseTicker:
+// a large model loads for seconds). --profile comes after the summary, with the run's shapes.
 // --json prints one JSON object on one line (nlohmann::json). The command line is parsed with
 // CLI11 (tools/bench_cli.hpp), every value checked before any work. Exit status: 0 ok, 1 engine
 // error (no GPU for --device cuda, a precision the device does not run), 2 bad command line.
@@ -40,6 +44,7 @@
 
 #include "bench_cli.hpp"
 #include "node_profile.hpp"
+#include "progress.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsinfer;
@@ -54,8 +59,9 @@ using bench::quantile;
 const char* const kSynopsis =
     "usage: ds-benchmark --model PATH [--device cpu|cuda|cuda:N] [--precision fp32|tf32|fp16|bf16|int8]\n"
     "                    [--batch N] [--seq N] [--shape NAME=DxD...]... [--threads N]\n"
+    "                    [--wait-policy spin|yield|block]\n"
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
-    "                    [--seed N] [--min-time SECONDS] [--opt-level 0-3]\n"
+    "                    [--seed N] [--min-time SECONDS] [--timeout MS] [--opt-level 0-3]\n"
     "                    [--algo-search rule|measure] [--profile] [--profile-nodes N] [--json]\n"
     "       ds-benchmark --help | --version\n";
 
@@ -89,6 +95,7 @@ struct Args : bench::CommonArgs {
     int warmup = 3;
     std::int64_t iterations = 10;
     double min_time_s = 3.0;
+    std::optional<double> timeout_ms;  // --timeout: a deadline per run
     int profile = 0;  // top-N op types by time (0 = off)
 };
 
@@ -119,6 +126,11 @@ Args parse_args(int argc, char** argv) {
         ->group("Timing");
     cli.number("--min-time", a.min_time_s, 0.0, false, "a number of seconds", "S",
                "and at least S seconds of timed runs (default 3)")
+        ->group("Timing");
+    cli.number("--timeout", a.timeout_ms, 0.0, true, "a number of milliseconds", "MS",
+               "a deadline per warm-up and timed run\n(RunOptions::deadline): a run still going MS "
+               "ms\nafter it started stops with deadline_exceeded and\nis counted as timed out "
+               "(its time stays in the\nlatencies); the first run has none")
         ->group("Timing");
     bool profile = false;
     std::optional<int> profile_nodes;
@@ -229,6 +241,7 @@ bool outputs_finite(const std::vector<NamedTensor>& outputs) {
 
 struct Result {
     double load_ms = 0, engine_load_ms = 0, first_run_ms = 0, timed_s = 0;
+    std::size_t timed_out = 0;  ///< timed runs stopped by --timeout
     std::vector<double> latencies_ms;  // sorted
     double throughput = 0;
     std::optional<double> flops;
@@ -295,6 +308,7 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         {"batch", in.batch.value_or(a.shapes.batch)},
         {"seq", bench::json_or_null(in.seq)},
         {"threads", threads},
+        {"wait_policy", wait_policy_name(a.wait_policy)},
         {"backends", backends},
         {"seed", a.shapes.seed},
         {"inputs", std::move(inputs)},
@@ -302,6 +316,8 @@ void print_json(const Args& a, const std::vector<std::string>& backends,
         {"engine_load_ms", r.engine_load_ms},
         {"first_run_ms", r.first_run_ms},
         {"warmup", a.warmup},
+        {"timeout_ms", a.timeout_ms ? Json(*a.timeout_ms) : Json(nullptr)},
+        {"timed_out", r.timed_out},
         {"iterations", lat.size()},
         {"timed_s", r.timed_s},
         {"latency_ms",
@@ -367,9 +383,13 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
     for (double v : lat) sum += v;
     std::string joined;
     for (const auto& b : backends) joined += (joined.empty() ? "" : ",") + b;
-    fmt::print("ds-benchmark {}  ({} {}, batch {}{}, threads {}, backends {})\n", a.model.string(),
+    fmt::print("ds-benchmark {}  ({} {}, batch {}{}, threads {}{}, backends {})\n", a.model.string(),
                a.device, a.precision, in.batch.value_or(a.shapes.batch),
-               in.seq ? fmt::format(", seq {}", *in.seq) : "", threads, joined);
+               in.seq ? fmt::format(", seq {}", *in.seq) : "", threads,
+               a.wait_policy == WaitPolicy::spin
+                   ? std::string()
+                   : fmt::format(" (wait {})", wait_policy_name(a.wait_policy)),
+               joined);
     std::string ext;
     for (const auto& e : cpu_isa_extensions()) ext += " " + e;
     fmt::print("  {:<12}{} ({}{}; kernels: {})\n", "cpu", cpu_model_name(), cpu_isa(), ext,
@@ -383,8 +403,11 @@ void print_table(const Args& a, const std::vector<std::string>& backends,
     fmt::print("  {:<12}p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  mean {:.3f}  min {:.3f}\n",
                "latency ms", quantile(lat, 0.5), quantile(lat, 0.9), quantile(lat, 0.99),
                sum / static_cast<double>(lat.size()), lat.front());
-    fmt::print("  {:<12}{} timed runs in {:.2f} s after {} warm-up\n", "runs", lat.size(),
-               r.timed_s, a.warmup);
+    fmt::print("  {:<12}{} timed runs in {:.2f} s after {} warm-up{}\n", "runs", lat.size(),
+               r.timed_s, a.warmup,
+               a.timeout_ms ? fmt::format("; {} timed out (--timeout {} ms)", r.timed_out,
+                                          *a.timeout_ms)
+                            : std::string());
     fmt::print("  {:<12}{:.2f} samples/s{}\n", "throughput", r.throughput,
                r.flops ? fmt::format(", {:.1f} GFLOP/s ({:.3f} GFLOP/sample)",
                                      *r.flops * r.throughput / 1e9, *r.flops / 1e9)
@@ -443,8 +466,11 @@ void print_profile(const InferenceEngine& engine, const std::vector<NamedTensor>
     // The slowest nodes, with the shapes of their first two inputs and their first output.
     const std::vector<std::size_t> order = bench::slowest_nodes(ms);
     const Graph& g = engine.graph();
+    const bench::ValueShapes shapes = bench::value_shapes(engine, inputs);  // the run's shapes
     auto shape_of = [&](const std::vector<ValueId>& ids, std::size_t k) -> std::string {
         if (k >= ids.size() || ids[k] == kNoValue) return "-";
+        const auto v = static_cast<std::size_t>(ids[k]);
+        if (v < shapes.dims.size() && shapes.dims[v]) return Shape::from(*shapes.dims[v]).to_string();
         return g.value(ids[k]).shape.to_string();
     };
     fmt::print(out, "  slowest nodes (ms per run; inputs 0 and 1 -> output 0)\n");
@@ -472,6 +498,10 @@ int run(const Args& a) {
     options.device = a.device;
     const std::vector<std::string> backends = a.backends.empty() ? default_backends() : a.backends;
 
+    // On a terminal, what is running while nothing else is printed (a large model loads for
+    // seconds).
+    bench::PhaseTicker ticker("ds-benchmark");
+    ticker.phase("loading " + a.model.filename().string());
     r.rss.before_load = proc_status_bytes("VmRSS");
     auto t0 = Clock::now();
     InferenceEngine engine = bench::load_at_precision(a.model, options, a.precision, &r.int8);
@@ -484,33 +514,57 @@ int run(const Args& a) {
     r.placement_load = engine.node_placement();
     r.optimization = engine.optimization_report();
 
+    ticker.end();
+
     const bench::GeneratedInputs generated =
         bench::make_inputs_or_exit(a.usage, engine, a.shapes);
     const std::vector<NamedTensor> inputs = generated.tensors();
 
+    // One run, with the --timeout deadline: true when it completed, false when the deadline
+    // stopped it; any other error is thrown.
+    std::vector<NamedTensor> outputs;
+    auto run_once = [&](Clock::time_point started) {
+        RunOptions ro;
+        if (a.timeout_ms)
+            ro.deadline = started + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double, std::milli>(*a.timeout_ms));
+        const Status st = engine.try_run(inputs, outputs, ro);
+        if (st.code() == ErrorCode::deadline_exceeded && a.timeout_ms) return false;
+        throw_if_error(st);
+        return true;
+    };
+
+    ticker.phase("first run");
     t0 = Clock::now();
-    r.finite = outputs_finite(engine.run(inputs));
+    throw_if_error(engine.try_run(inputs, outputs));  // no deadline: it also plans and prepares
     r.first_run_ms = ms_since(t0);
+    r.finite = outputs_finite(outputs);
     r.rss.after_first_run = proc_status_bytes("VmRSS");
     const bool peak_reset = reset_peak_rss();
-    for (int i = 0; i < a.warmup; ++i) (void)engine.run(inputs);
+    ticker.phase("warm-up runs", static_cast<std::size_t>(a.warmup));
+    for (int i = 0; i < a.warmup; ++i) {
+        (void)run_once(Clock::now());
+        ticker.step();
+    }
 
+    ticker.phase("timed runs", static_cast<std::size_t>(a.iterations));
     const bench::CpuSample cpu_start = bench::CpuSample::now();
     const auto start = Clock::now();
     while (true) {
         t0 = Clock::now();
-        (void)engine.run(inputs);
+        if (!run_once(t0)) ++r.timed_out;
         r.latencies_ms.push_back(ms_since(t0));
+        ticker.step();
         r.timed_s = ms_since(start) / 1000.0;
         if (static_cast<std::int64_t>(r.latencies_ms.size()) >= a.iterations &&
             r.timed_s >= a.min_time_s)
             break;
     }
     r.others_cpus = bench::CpuSample::now().others_since(cpu_start);
+    ticker.end();
     std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
     r.placement = engine.node_placement();
     r.runs = 1 + static_cast<std::size_t>(a.warmup) + r.latencies_ms.size();
-    if (a.profile > 0) print_profile(engine, inputs, a.profile, a.json);
     r.throughput = static_cast<double>(generated.batch.value_or(a.shapes.batch)) *
                    static_cast<double>(r.latencies_ms.size()) / r.timed_s;
     r.flops = flops_per_sample(a.model, generated.seq);
@@ -533,6 +587,12 @@ int run(const Args& a) {
         print_json(a, backends, generated, threads, r);
     else
         print_table(a, backends, generated, threads, r);
+    // After the summary (it names the model and settings the profile is of); on stderr with
+    // --json.
+    if (a.profile > 0) {
+        std::fflush(stdout);
+        print_profile(engine, inputs, a.profile, a.json);
+    }
     return 0;
 }
 

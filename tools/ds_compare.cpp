@@ -29,6 +29,7 @@
 
 #include "bench_cli.hpp"
 #include "output_fidelity.hpp"
+#include "progress.hpp"
 
 using namespace dsinfer;
 
@@ -102,11 +103,20 @@ Args parse_args(int argc, char** argv) {
     return a;
 }
 
+/// Input sets to compare when known: the seeds (0 for a folder, read until it ends).
+std::size_t files_or_seeds(const Args& a) {
+    return a.inputs.empty() ? static_cast<std::size_t>(a.seeds) : 0;
+}
+
 int run(const Args& a) {
     const EngineOptions options = a.engine_options();
     std::optional<DynamicQuantizeReport> int8;
+    bench::PhaseTicker ticker("ds-compare");  // on a terminal: what runs while nothing prints
+    ticker.phase("loading " + a.model.filename().string());
     const InferenceEngine cand = bench::load_at_precision(a.model, options, a.precision, &int8);
+    ticker.phase("loading " + a.reference.filename().string());
     const InferenceEngine ref = bench::load_at_precision(a.reference, options, a.reference_precision);
+    ticker.phase("comparing input sets", files_or_seeds(a));
     std::vector<bench::OutputFidelity> stats;
     // Batches from files (--inputs), else generated per seed.
     std::unique_ptr<CalibrationSource> files;
@@ -128,7 +138,9 @@ int run(const Args& a) {
         const std::vector<NamedTensor> co = cand.run(feeds);
         const std::vector<NamedTensor> ro = ref.run(bench::as_inputs_of(ref, feeds));
         bench::accumulate_outputs(stats, co, ro);
+        ticker.step();
     }
+    ticker.end();
     if (a.json) {
         Json outs = Json::array();
         for (const bench::OutputFidelity& s : stats) outs.push_back(s.json());

@@ -64,6 +64,7 @@
 #include "bench_cli.hpp"
 #include "model_cost.hpp"
 #include "node_profile.hpp"
+#include "progress.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsinfer;
@@ -72,6 +73,8 @@ namespace {
 
 using bench::Dims;
 using bench::Json;
+using bench::ValueShapes;
+using bench::value_shapes;
 using Clock = std::chrono::steady_clock;
 
 const char* const kSynopsis =
@@ -291,55 +294,6 @@ MachinePeaks machine_peaks(const Args& a, int threads) {
     p.measured = true;
     p.measure_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return p;
-}
-
-// ---- shapes of one run ----
-
-/// Records the element type and shape of every value a run shows (blocked ones too: their
-/// views carry the logical shape).
-class ShapeRecorder final : public ValueObserver {
-public:
-    std::unordered_map<std::string, std::pair<DType, Dims>> seen;
-    void observe(std::string_view name, const TensorView& value) noexcept override {
-        try {
-            seen[std::string(name)] = {value.dtype, value.shape.to_vector()};
-        } catch (...) {  // out of memory: the value stays unknown
-        }
-    }
-    bool any_layout() const noexcept override { return true; }
-};
-
-/// The element type and dims of every value of the compiled graph at the run's shapes.
-struct ValueShapes {
-    std::vector<std::optional<Dims>> dims;
-    std::vector<std::optional<DType>> dtype;
-};
-
-ValueShapes value_shapes(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs) {
-    ShapeRecorder rec;
-    RunOptions ro;
-    ro.observer = &rec;
-    (void)engine.run(inputs, ro);
-    const Graph& g = engine.graph();
-    ValueShapes s;
-    s.dims.resize(g.num_values());
-    s.dtype.resize(g.num_values());
-    std::unordered_map<std::string, const Tensor*> given;
-    for (const NamedTensor& t : inputs) given[t.name] = &t.tensor;
-    for (std::size_t v = 0; v < g.num_values(); ++v) {
-        const Value& val = g.values[v];
-        if (const auto it = rec.seen.find(val.name); it != rec.seen.end()) {
-            s.dtype[v] = it->second.first;
-            s.dims[v] = it->second.second;
-        } else if (const auto in = given.find(val.name); in != given.end()) {
-            s.dtype[v] = in->second->dtype();
-            s.dims[v] = in->second->shape().to_vector();
-        } else {
-            s.dtype[v] = val.dtype;
-            s.dims[v] = bench::static_dims(g, static_cast<ValueId>(v));
-        }
-    }
-    return s;
 }
 
 // ---- activation bytes over the node sequence ----
@@ -793,8 +747,11 @@ int run(const Args& a) {
     Report r;
     r.threads = a.threads > 0 ? a.threads : bench::available_processors();
     r.backends = a.backends.empty() ? default_backends() : a.backends;
+    bench::PhaseTicker ticker("ds-profiler");  // on a terminal: what runs while nothing prints
+    ticker.phase("loading " + a.model.filename().string());
     const InferenceEngine engine =
         bench::load_at_precision(a.model, a.engine_options(), a.precision);
+    ticker.end();
     for (const auto& p : engine.node_providers()) ++r.providers[p];
     const bench::GeneratedInputs generated = bench::make_inputs_or_exit(a.usage, engine, a.shapes);
     const std::vector<NamedTensor> inputs = generated.tensors();
@@ -805,10 +762,14 @@ int run(const Args& a) {
             throw Error(ErrorCode::io_error, "--trace: cannot write '" + a.trace.string() +
                                                  "': " + std::strerror(errno));
     }
+    ticker.phase("measuring this machine's peaks");
     r.peaks = machine_peaks(a, r.threads);
+    ticker.phase("first run and warm-up runs");
     const ValueShapes shapes = value_shapes(engine, inputs);
     for (int i = 0; i < a.warmup; ++i) (void)engine.run(inputs);
+    ticker.phase("profiled runs");
     r.profile = bench::profile_runs(engine, inputs, a.runs);
+    ticker.end();
     r.plan = engine.memory_plan_stats();
     r.nodes = node_rows(engine, shapes, r.profile);
     for (const NodeRow& n : r.nodes) r.total_ms += n.ms;

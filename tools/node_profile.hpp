@@ -9,7 +9,9 @@
 //     the nodes and the outputs' hand-over) and their start times;
 //   * NodeProfile::node_median() is each node's median over the runs; median() of any samples;
 //   * group_by_op() sums per-node times by op type and kernel provider, slowest first;
-//     slowest_nodes() orders node indices by time.
+//     slowest_nodes() orders node indices by time;
+//   * value_shapes() gives every value's dtype and dims at a run's shapes (a ShapeRecorder
+//     observing one run), for tables that print shapes.
 //
 // Ownership/threading: plain values and functions; profile_runs() runs on the calling thread.
 //
@@ -24,9 +26,14 @@
 #include <cstddef>
 #include <dsinfer/engine.hpp>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "model_cost.hpp"
 
 namespace dsinfer::bench {
 
@@ -135,6 +142,56 @@ inline std::vector<std::size_t> slowest_nodes(const std::vector<double>& ms) {
     std::stable_sort(order.begin(), order.end(),
                      [&ms](std::size_t x, std::size_t y) { return ms[x] > ms[y]; });
     return order;
+}
+
+// ---- shapes of one run ----
+
+/// Records the element type and shape of every value a run shows (blocked ones too: their
+/// views carry the logical shape).
+class ShapeRecorder final : public ValueObserver {
+public:
+    std::unordered_map<std::string, std::pair<DType, Dims>> seen;
+    void observe(std::string_view name, const TensorView& value) noexcept override {
+        try {
+            seen[std::string(name)] = {value.dtype, value.shape.to_vector()};
+        } catch (...) {  // out of memory: the value stays unknown
+        }
+    }
+    bool any_layout() const noexcept override { return true; }
+};
+
+/// The element type and dims of every value of the compiled graph at the run's shapes (one run
+/// with a ShapeRecorder; values no run shows: the inputs given, else the graph's static dims).
+struct ValueShapes {
+    std::vector<std::optional<Dims>> dims;
+    std::vector<std::optional<DType>> dtype;
+};
+
+inline ValueShapes value_shapes(const InferenceEngine& engine, const std::vector<NamedTensor>& inputs) {
+    ShapeRecorder rec;
+    RunOptions ro;
+    ro.observer = &rec;
+    (void)engine.run(inputs, ro);
+    const Graph& g = engine.graph();
+    ValueShapes s;
+    s.dims.resize(g.num_values());
+    s.dtype.resize(g.num_values());
+    std::unordered_map<std::string, const Tensor*> given;
+    for (const NamedTensor& t : inputs) given[t.name] = &t.tensor;
+    for (std::size_t v = 0; v < g.num_values(); ++v) {
+        const Value& val = g.values[v];
+        if (const auto it = rec.seen.find(val.name); it != rec.seen.end()) {
+            s.dtype[v] = it->second.first;
+            s.dims[v] = it->second.second;
+        } else if (const auto in = given.find(val.name); in != given.end()) {
+            s.dtype[v] = in->second->dtype();
+            s.dims[v] = in->second->shape().to_vector();
+        } else {
+            s.dtype[v] = val.dtype;
+            s.dims[v] = static_dims(g, static_cast<ValueId>(v));
+        }
+    }
+    return s;
 }
 
 }  // namespace dsinfer::bench

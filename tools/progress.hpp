@@ -35,13 +35,17 @@
 #include <dsinfer/quantize.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace dsinfer::bench {
 
@@ -216,6 +220,98 @@ private:
     Style style_;
     std::optional<Clock::time_point> start_;
     std::optional<Phase> phase_;
+};
+
+
+/// What a tool is doing during calls that report nothing themselves (a model's load, a first
+/// run, the timed runs), on a terminal only: a thread redraws one line on stderr every 250 ms,
+///   ds-benchmark: loading bert_base.onnx  6.2 s
+///   ds-benchmark: timed runs 412/1000  7.9 s
+/// once a phase has run for a second (quick phases show nothing), and clears it when the phase
+/// ends, so the tool's own output starts on a clean line. Off a terminal it does nothing. The
+/// count is advanced with step() from the working thread (one atomic add).
+class PhaseTicker {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    explicit PhaseTicker(std::string program, bool enabled = ::isatty(::fileno(stderr)) != 0)
+        : program_(std::move(program)), enabled_(enabled) {
+        if (enabled_) {
+            try {
+                thread_ = std::thread([this] { loop(); });
+            } catch (...) {
+                enabled_ = false;  // no thread: no ticker
+            }
+        }
+    }
+    PhaseTicker(const PhaseTicker&) = delete;
+    PhaseTicker& operator=(const PhaseTicker&) = delete;
+    ~PhaseTicker() {
+        if (!thread_.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+            clear_locked();
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+
+    /// A new phase (the previous one's line is cleared): its name and, when known, its steps.
+    void phase(std::string name, std::size_t total = 0) {
+        if (!enabled_) return;
+        std::lock_guard<std::mutex> lock(mu_);
+        clear_locked();
+        name_ = std::move(name);
+        total_ = total;
+        done_.store(0, std::memory_order_relaxed);
+        begin_ = Clock::now();
+    }
+    /// One step of the phase is done.
+    void step() noexcept { done_.fetch_add(1, std::memory_order_relaxed); }
+    /// The phase is over: its line is cleared.
+    void end() {
+        if (!enabled_) return;
+        std::lock_guard<std::mutex> lock(mu_);
+        clear_locked();
+        name_.clear();
+    }
+
+private:
+    void loop() {
+        std::unique_lock<std::mutex> lock(mu_);
+        while (!stop_) {
+            cv_.wait_for(lock, std::chrono::milliseconds(250));
+            if (stop_ || name_.empty()) continue;
+            const double s = std::chrono::duration<double>(Clock::now() - begin_).count();
+            if (s < 1.0) continue;
+            const std::size_t done = done_.load(std::memory_order_relaxed);
+            std::string count;
+            if (total_ > 0) count = fmt::format(" {}/{}", done, total_);
+            else if (done > 0) count = fmt::format(" {}", done);
+            fmt::print(stderr, "\r{}: {}{}  {:.1f} s\x1b[K", program_, name_, count, s);
+            std::fflush(stderr);
+            drawn_ = true;
+        }
+    }
+    void clear_locked() {
+        if (!drawn_) return;
+        std::fputs("\r\x1b[K", stderr);
+        std::fflush(stderr);
+        drawn_ = false;
+    }
+
+    std::string program_;
+    bool enabled_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::string name_;
+    std::size_t total_ = 0;
+    std::atomic<std::size_t> done_{0};
+    Clock::time_point begin_{};
+    bool drawn_ = false;
+    bool stop_ = false;
+    std::thread thread_;  // last: started after everything it reads
 };
 
 }  // namespace dsinfer::bench

@@ -49,6 +49,7 @@
 #include "dsinfer/quantize.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
+#include "dsinfer/threads.hpp"
 #include "dsinfer/weight_store.hpp"
 
 namespace dsinfer {
@@ -115,13 +116,16 @@ struct EngineOptions {
     /// (default_backends()). An unknown name is invalid_argument, one not in this build
     /// unsupported (Backend::availability()).
     std::vector<std::string> backends{};
-    /// Intra-op threads of one run, shared by oneDNN and dsinfer's kernels (one OpenMP pool);
-    /// 0 = the processors available to the process, except that a node too small to gain from
+    /// Intra-op threads of one run, shared by oneDNN and dsinfer's kernels (wait_policy says on
+    /// which pool); 0 = the processors available to the process, except that a node too small to gain from
     /// a second thread (under ~0.5 M multiply-adds and 32 K input elements) runs on the calling
     /// thread alone: a parallel region costs microseconds on an idle machine and a scheduler
     /// time slice on a busy one. A positive value uses that many threads for every node that
     /// can split its work. Results are bitwise identical run to run for the same value.
     int num_threads = 0;
+    /// How the run's helper threads wait between parallel regions (dsinfer/threads.hpp: spin,
+    /// yield, block). Results do not depend on it.
+    WaitPolicy wait_policy = WaitPolicy::spin;
     /// Graph optimization level before compiling (dsinfer/passes.hpp): 0 none, 1 clean-up and
     /// constant folding, 2 + fusions, 3 + layout and backend-specific rewrites.
     int optimization_level = 3;

@@ -171,6 +171,17 @@ public:
         return before - after;
     }
 
+    /// " (memory pool limit N bytes, R reserved, U in use)" when the pool has a limit, else "":
+    /// what an allocation failure adds to its message so that the reader knows which limit
+    /// refused it.
+    std::string limit_note() const {
+        if (options_.limit_bytes == 0) return {};
+        const MemoryPoolStats s = stats();
+        return " (memory pool limit " + std::to_string(options_.limit_bytes) + " bytes, " +
+               std::to_string(s.bytes_reserved) + " reserved, " + std::to_string(s.bytes_in_use) +
+               " in use)";
+    }
+
     /// A tensor whose buffer comes from this pool and keeps the pool alive (the pool must be
     /// owned by a shared_ptr: create()). resource_exhausted over the limit or on overflow.
     StatusOr<Tensor> allocate_tensor(DType dtype, const Shape& shape) {
@@ -283,13 +294,6 @@ private:
         std::lock_guard<std::mutex> lock(mu_);
         ++failed_;
         return nullptr;
-    }
-    std::string limit_note() const {
-        if (options_.limit_bytes == 0) return {};
-        const MemoryPoolStats s = stats();
-        return " (memory pool limit " + std::to_string(options_.limit_bytes) + " bytes, " +
-               std::to_string(s.bytes_reserved) + " reserved, " + std::to_string(s.bytes_in_use) +
-               " in use)";
     }
     // Under mu_.
     void note_allocation(std::size_t bytes) noexcept {

@@ -4,10 +4,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/cpu_isa.hpp"
@@ -89,6 +91,10 @@ Status validate_options(const EngineOptions& o) {
     DSINFER_RETURN_IF_ERROR(check_disabled_passes(o.disabled_passes));
     DSINFER_CHECK(o.num_threads >= 0, ErrorCode::invalid_argument,
                   "EngineOptions::num_threads must be >= 0, got ", o.num_threads);
+    DSINFER_CHECK(static_cast<unsigned>(o.wait_policy) <= static_cast<unsigned>(WaitPolicy::block),
+                  ErrorCode::invalid_argument, "EngineOptions::wait_policy has no policy numbered ",
+                  static_cast<unsigned>(o.wait_policy),
+                  " (spin, yield or block)");
     DSINFER_RETURN_IF_ERROR(host_backends(o.backends).status());
     DSINFER_RETURN_IF_ERROR(device_backend(o.device).status());
     // On the CPU, fp16 / bf16 hold the MatMul/Gemm weights at half width (float32 activations
@@ -156,6 +162,26 @@ void warn_ineffective_options(const EngineOptions& o, const detail::Logger& log)
     if (o.observed_values_any_layout && o.observed_values.empty())
         log.log(LogLevel::warning,
                 "EngineOptions::observed_values_any_layout has no effect: no observed_values");
+}
+
+/// Where dsinfer's kernels run their regions for this policy. oneDNN's primitives always run on
+/// libgomp's team; with spin, an engine that has nodes on them keeps dsinfer's kernels there too
+/// (a second pool's helpers would spin on the cores libgomp's threads spin on, and the other way
+/// round: libgomp's idle threads spin ~ms after each primitive; dsinfer/threads.hpp).
+detail::ParallelMode parallel_mode_for(WaitPolicy policy, const std::vector<std::string>& providers,
+                                       const detail::Logger& log) {
+    const bool onednn_nodes =
+        std::find(providers.begin(), providers.end(), "onednn") != providers.end();
+    if (policy == WaitPolicy::spin) return {!onednn_nodes, detail::PoolWait::spin};
+    const char* omp = std::getenv("OMP_WAIT_POLICY");
+    if (onednn_nodes && (omp == nullptr || (std::string_view(omp) != "passive" &&
+                                            std::string_view(omp) != "PASSIVE")))
+        log.logf(LogLevel::warning,
+                 "EngineOptions::wait_policy {} applies to dsinfer's kernels; this model also runs "
+                 "oneDNN primitives, whose OpenMP threads spin after each one unless the process "
+                 "starts with OMP_WAIT_POLICY=passive",
+                 wait_policy_name(policy));
+    return {true, policy == WaitPolicy::yield ? detail::PoolWait::yield : detail::PoolWait::block};
 }
 
 /// "12.3 MiB", "4.0 KiB", "512 B".
@@ -230,6 +256,13 @@ InferenceEngine::InferenceEngine(InferenceEngine&&) noexcept = default;
 InferenceEngine& InferenceEngine::operator=(InferenceEngine&&) noexcept = default;
 InferenceEngine::~InferenceEngine() = default;
 
+std::string InferenceEngine::Impl::threads_phrase() const {
+    std::string out = "wait " + std::string(wait_policy_name(options.wait_policy)) + ": ";
+    if (!parallel.own_pool) return out + "OpenMP team";
+    static constexpr const char* kWait[] = {"spin", "yield", "block"};
+    return out + "dsinfer pool, " + kWait[static_cast<int>(parallel.wait)];
+}
+
 void InferenceEngine::Impl::log_loaded() const noexcept {
     if (!log.enabled(LogLevel::info)) return;
     try {  // a message that cannot be made (out of memory) never fails the load
@@ -237,9 +270,9 @@ void InferenceEngine::Impl::log_loaded() const noexcept {
             options.device == "cpu" ? std::string() : ", device " + options.device;
         log.logf(LogLevel::info,
                  "dsinfer {}: loaded {} in {:.1f} ms: {} nodes ({}), ISA {} (kernels {}), "
-                 "threads {}, backends {}{}, precision {}, {}",
+                 "threads {} ({}), backends {}{}, precision {}, {}",
                  version(), model, load_ms, providers.size(), provider_counts(providers),
-                 detail::host_cpu_isa(), cpu_kernel_isa(), run_threads,
+                 detail::host_cpu_isa(), cpu_kernel_isa(), run_threads, threads_phrase(),
                  join(options.backends, ","), device, precision_name(options.precision),
                  weights_phrase(compiled->weight_memory()));
     } catch (...) {
@@ -378,6 +411,7 @@ InferenceEngine InferenceEngine::build(Graph graph, EngineOptions options) {
             impl->outputs.push_back(io_info(impl->graph->value(id)));
         for (std::size_t i = 0; i < impl->graph->nodes.size(); ++i)
             impl->providers.push_back(impl->compiled->provider(i));
+        impl->parallel = parallel_mode_for(impl->options.wait_policy, impl->providers, impl->log);
         detail::release_free_heap_pages();
         impl->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         return InferenceEngine(std::move(impl));
@@ -520,6 +554,7 @@ Status InferenceEngine::Impl::execute(std::vector<Tensor> args, std::vector<Name
     // has fewer helpers free now.
     const detail::ThreadLease lease(run_threads);
     detail::ThreadBudget threads(lease.threads());
+    const detail::ParallelModeScope mode(parallel);
     DSINFER_RETURN_IF_ERROR(compiled->execute(args, nullptr, control, outs));
     outputs.clear();
     outputs.reserve(outs.size());
@@ -617,9 +652,9 @@ std::string InferenceEngine::describe() const {
     const MemoryPlanStats plan = m.compiled->memory_plan_stats();
     std::string out = fmt::format("dsinfer {}: {}, {} nodes ({})\n", version(), m.model,
                                   nodes.size(), provider_counts(m.providers));
-    out += fmt::format("  CPU ISA {} (kernels {}), threads {}, backends {}{}, precision {}, "
+    out += fmt::format("  CPU ISA {} (kernels {}), threads {} ({}), backends {}{}, precision {}, "
                        "optimization level {}\n",
-                       detail::host_cpu_isa(), cpu_kernel_isa(), m.run_threads,
+                       detail::host_cpu_isa(), cpu_kernel_isa(), m.run_threads, m.threads_phrase(),
                        join(m.options.backends, ","),
                        m.options.device == "cpu" ? std::string() : ", device " + m.options.device,
                        precision_name(m.options.precision), m.options.optimization_level);

@@ -11,6 +11,7 @@
 
 #include "core/executor.hpp"
 #include "core/log.hpp"
+#include "runtime/thread_pool.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/quantize.hpp"
@@ -26,6 +27,9 @@ struct InferenceEngine::Impl {
     /// options.num_threads, 0 resolved once at compile to the processors available (asking
     /// the system on every run cost a system call per run).
     int run_threads = 1;
+    /// Where dsinfer's kernels run their parallel regions (options.wait_policy resolved after
+    /// compile: automatic looks at which nodes oneDNN holds).
+    detail::ParallelMode parallel{};
     KernelRegistry registry;
     std::shared_ptr<Graph> graph;
     std::shared_ptr<detail::CompiledGraph> compiled;
@@ -47,6 +51,9 @@ struct InferenceEngine::Impl {
     /// The start-up summary at info level (model, nodes per provider, ISA, threads, backends,
     /// weights): once per load, after load_ms and model are set.
     void log_loaded() const noexcept;
+    /// "dsinfer pool, spin" / "OpenMP team": where the kernels' regions run, for the start-up
+    /// line and describe().
+    std::string threads_phrase() const;
     /// Runs bound inputs; outputs in declaration order.
     Status execute(std::vector<Tensor> args, std::vector<NamedTensor>& outputs,
                    const RunOptions& options) const;

@@ -254,7 +254,12 @@ void CompiledGraph::release_scratch(std::unique_ptr<RunScratch> s) const noexcep
 
 StatusOr<Tensor> CompiledGraph::allocate_on(DeviceScope* dev, bool device, DType dtype,
                                             const Shape& shape) const {
-    if (!device || dev == nullptr) return Tensor::allocate(dtype, shape, *allocator_);
+    if (!device || dev == nullptr) {
+        auto t = Tensor::allocate(dtype, shape, *allocator_);
+        if (!t.is_ok() && pool_ != nullptr)
+            return Status(t.status().code(), t.status().message() + pool_->limit_note());
+        return t;
+    }
     DSINFER_CHECK(dtype != DType::string, ErrorCode::unsupported,
                   "string tensors cannot live on the device");
     return Tensor::allocate(dtype, shape, *dev);
@@ -762,7 +767,15 @@ Status CompiledGraph::run_nodes(Frame& frame, RunMemory& mem, DeviceScope* dev,
                 workspace_data = base + mem.plan->workspace_offset[ni];
             } else {
                 auto w = allocate_on(dev, on_dev, DType::u8, Shape{static_cast<std::int64_t>(wb)});
-                if (!w.is_ok()) return w.status().with_context(node_context(n));
+                if (!w.is_ok()) {
+                    if (w.status().code() != ErrorCode::resource_exhausted)
+                        return w.status().with_context(node_context(n));
+                    return Status::error(ErrorCode::resource_exhausted, "failed to allocate the ",
+                                         wb, "-byte workspace of the kernel",
+                                         on_dev || pool_ == nullptr ? std::string()
+                                                                    : pool_->limit_note())
+                        .with_context(node_context(n));
+                }
                 scratch.workspace = std::move(w).value();
                 workspace_data = scratch.workspace.raw_data();
             }

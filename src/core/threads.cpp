@@ -27,6 +27,15 @@ int thread_budget() noexcept { return g_budget.load(std::memory_order_relaxed); 
 
 int thread_budget_in_use() noexcept { return g_lent.load(std::memory_order_relaxed); }
 
+const char* wait_policy_name(WaitPolicy policy) noexcept {
+    switch (policy) {
+        case WaitPolicy::spin: return "spin";
+        case WaitPolicy::yield: return "yield";
+        case WaitPolicy::block: return "block";
+    }
+    return "unknown";
+}
+
 namespace detail {
 
 ThreadLease::ThreadLease(int wanted) noexcept {

@@ -8,9 +8,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "kernels/activation_f32.hpp"
 #include "runtime/parallel.hpp"
@@ -403,12 +400,7 @@ bool conv_gemm_nchw(const ConvGemmShape& s, const float* x, const float* w, cons
         for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
             if (!chunk(i, mine, false)) failed.store(true, std::memory_order_relaxed);
     };
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(static_cast<int>(l.team))
-    work(omp_get_thread_num());
-#else
-    work(0);
-#endif
+    run_team(l.team, work);
     return !failed.load();
 }
 

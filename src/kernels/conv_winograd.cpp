@@ -8,9 +8,6 @@
 #include <utility>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "kernels/activation_f32.hpp"
 #include "kernels/simd.hpp"
@@ -212,13 +209,9 @@ bool conv_winograd_blocked(const ConvGemmShape& s, const float* x, const Winogra
                 failed.store(true, std::memory_order_relaxed);
         }
     };
-#if defined(_OPENMP)
     if (team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(team))
-        work(omp_get_thread_num());
-    } else
-#endif
-    {
+        run_team(team, work);
+    } else {
         ThreadBudget one(1);  // the chunk's GEMMs on this thread, within its share
         work(0);
     }

@@ -11,9 +11,6 @@
 
 #include "runtime/parallel.hpp"
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -376,14 +373,7 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
             }
         }
     };
-#if defined(_OPENMP)
-    if (plan.team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(plan.team))
-        work(omp_get_thread_num());
-        return !failed.load();
-    }
-#endif
-    work(0);
+    run_team(plan.team, work);
     return !failed.load();
 }
 

@@ -21,9 +21,6 @@
 #include <new>
 #include <utility>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "kernels/activation_f32.hpp"
 #include "runtime/parallel.hpp"
@@ -465,18 +462,10 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
                 f.run_panels(r0, rows, 0, b.panels, ap, rowsum, r, acc);
             }
         };
-#if defined(_OPENMP)
-        if (split.team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(split.team))
-            {
-                const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-                if (tiles * t / nt < tiles * (t + 1) / nt)
-                    work(t, tiles * t / nt, tiles * (t + 1) / nt);
-            }
-            return !failed.load();
-        }
-#endif
-        work(0, 0, tiles);
+        const int64_t nt = split.team;
+        run_team(nt, [&](int64_t t) {
+            if (tiles * t / nt < tiles * (t + 1) / nt) work(t, tiles * t / nt, tiles * (t + 1) / nt);
+        });
         return !failed.load();
     }
     unsigned char* buf = a_buffer(0);
@@ -516,15 +505,7 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
             }
             for (int64_t p0, p1; take(p0, p1);) f.run_panels(r0, rows, p0, p1, ap, rowsum, r, acc);
         };
-#if defined(_OPENMP)
-        if (team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(team))
-            work(omp_get_thread_num());
-            if (failed.load()) return false;
-            continue;
-        }
-#endif
-        work(0);
+        run_team(team, work);
         if (failed.load()) return false;
     }
     return true;

@@ -27,9 +27,6 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "runtime/parallel.hpp"
 
@@ -549,18 +546,10 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
                              acc_buffer(index));
             }
         };
-#if defined(_OPENMP)
-        if (split.team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(split.team))
-            {
-                const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-                if (tiles * t / nt < tiles * (t + 1) / nt)
-                    work(t, tiles * t / nt, tiles * (t + 1) / nt);
-            }
-            return !failed.load();
-        }
-#endif
-        work(0, 0, tiles);
+        const int64_t nt = split.team;
+        run_team(nt, [&](int64_t t) {
+            if (tiles * t / nt < tiles * (t + 1) / nt) work(t, tiles * t / nt, tiles * (t + 1) / nt);
+        });
         return !failed.load();
     }
     float* ap = a_buffer(0);
@@ -596,14 +585,7 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
             for (int64_t p0, p1; take(p0, p1);)
                 f.run_panels(rows, p0, p1, ap, b, c + r0 * ldc, ldc, bias, alpha, act, acc);
         };
-#if defined(_OPENMP)
-        if (team > 1) {
-#pragma omp parallel num_threads(static_cast<int>(team))
-            work(omp_get_thread_num());
-            continue;
-        }
-#endif
-        work(0);
+        run_team(team, work);
     }
     return true;
 }

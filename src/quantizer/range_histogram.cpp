@@ -17,10 +17,7 @@
 #include <new>
 
 #include "ops/quantize.hpp"
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include "runtime/parallel.hpp"
 
 namespace dsinfer::quantizer {
 namespace {
@@ -237,11 +234,7 @@ void RangeHistogram::add_small(const float* data, std::size_t n) noexcept {
 void RangeHistogram::add_chunk(const float* data, std::size_t n, int num_threads) noexcept {
     std::size_t want = std::max(1, num_threads);
     want = std::min(want, std::max<std::size_t>(1, n / kThreadGrain));
-#if defined(_OPENMP)
-    if (omp_in_parallel()) want = 1;
-#else
-    want = 1;
-#endif
+    if (dsinfer::detail::in_parallel_region()) want = 1;
     if (partials_.size() < want) {
         try {
             const std::size_t old = partials_.size();
@@ -270,19 +263,8 @@ void RangeHistogram::add_chunk(const float* data, std::size_t n, int num_threads
                                          p.min, p.max, p.nonfinite, p.exponent, kNoRange,
                                          with_bins_);
     };
-#if defined(_OPENMP)
-    if (want > 1) {
-#pragma omp parallel num_threads(static_cast<int>(want))
-        {
-            const std::size_t team = static_cast<std::size_t>(omp_get_num_threads());
-            work(static_cast<std::size_t>(omp_get_thread_num()), team);
-        }
-    } else {
-        work(0, 1);
-    }
-#else
-    work(0, 1);
-#endif
+    dsinfer::detail::run_team(static_cast<std::int64_t>(want),
+             [&](std::int64_t t) noexcept { work(static_cast<std::size_t>(t), want); });
     // Merge: everything to the largest R, summed exactly.
     int exponent = exponent_;
     for (std::size_t t = 0; t < want; ++t) exponent = std::max(exponent, partials_[t].exponent);

@@ -93,8 +93,8 @@ TEST_CASE("log: an engine's callback receives the start-up summary at info", "[l
     }
     INFO(engine_lines.all());
     // What load knows: nodes per provider, ISA, threads, backends, weights.
-    for (const char* part : {" nodes (", ", ISA ", "(kernels ", ", threads 1, backends ",
-                             ", precision fp32", ", weights "})
+    for (const char* part : {" nodes (", ", ISA ", "(kernels ", ", threads 1 (wait spin: ",
+                             "), backends ", ", precision fp32", ", weights "})
         CHECK(engine_lines.count(LogLevel::info, part) == 1);
     CHECK(engine_lines.count(LogLevel::info, std::string("(kernels ") + cpu_kernel_isa() + ")") == 1);
     // The engine's own callback took them: none reached the process-wide one.

@@ -459,3 +459,48 @@ TEST_CASE("an engine fed 1,000 random input shapes stays within its pool's limit
     if (buckets) CHECK(ps.allocations <= 4 * 1000);
 }
 #endif  // DSINFER_TEST_NO_ENGINE
+
+TEST_CASE("a run refused by the pool's limit names the limit, and a workspace as a workspace",
+          "[memory_pool][engine]") {
+    MemoryPoolOptions o;
+    o.limit_bytes = 2 * kMiB;
+    EngineOptions eo;
+    eo.memory_pool = MemoryPool::create(o);
+    eo.num_threads = 1;
+    SECTION("a node's output") {
+        const auto engine = engine_from(residual_mlp(), eo);
+        const Tensor x = Tensor::empty(DType::f32, Shape{16, 512, dsinfer::test::kMlpHidden});
+        std::vector<NamedTensor> out;
+        const Status st = engine.try_run({{"x", x}}, out);
+        REQUIRE(st.code() == ErrorCode::resource_exhausted);
+        CHECK_THAT(st.message(), Catch::Contains("memory pool limit 2097152 bytes"));
+        CHECK_THAT(st.message(), Catch::Contains("for a tensor of shape"));
+        CHECK_THAT(st.message(), Catch::Contains("MatMul"));
+    }
+    SECTION("a kernel's workspace") {
+        // Conv 3x3 over 64 channels into 1: a 16 KiB output, a workspace of megabytes (dsinfer's
+        // im2col or Winograd transforms).
+        onnx::ModelProto m = dsinfer::test::new_model(13, "wide_conv");
+        auto& g = *m.mutable_graph();
+        *g.add_input() = dsinfer::test::tensor_info("x", 1, {1, 64, 64, 64});
+        *g.add_output() = dsinfer::test::tensor_info("y", 1, {1, 1, 64, 64});
+        *g.add_initializer() = dsinfer::test::float_tensor(
+            "w", {1, 64, 3, 3}, dsinfer::test::random_floats(576, 3, 0.1f));
+        auto* conv = dsinfer::test::add_node(g, "Conv", {"x", "w"}, {"y"}, "wide_conv");
+        auto* pads = conv->add_attribute();
+        pads->set_name("pads");
+        pads->set_type(onnx::AttributeProto::INTS);
+        for (int i = 0; i < 4; ++i) pads->add_ints(1);
+        eo.backends = {"cpu"};
+        const auto engine = engine_from(dsinfer::test::bytes_of(m), eo);
+        const Tensor x = Tensor::from_vector<float>(
+            {1, 64, 64, 64}, dsinfer::test::random_floats(64 * 64 * 64, 4, 1.f));
+        std::vector<NamedTensor> out;
+        const Status st = engine.try_run({{"x", x}}, out);
+        REQUIRE(st.code() == ErrorCode::resource_exhausted);
+        CHECK_THAT(st.message(), Catch::Contains("-byte workspace of the kernel"));
+        CHECK_THAT(st.message(), Catch::Contains("memory pool limit 2097152 bytes"));
+        CHECK_THAT(st.message(), Catch::Contains("wide_conv"));
+        CHECK_THAT(st.message(), !Catch::Contains("tensor of shape"));
+    }
+}
