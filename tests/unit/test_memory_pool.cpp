@@ -460,6 +460,7 @@ TEST_CASE("an engine fed 1,000 random input shapes stays within its pool's limit
 }
 #endif  // DSINFER_TEST_NO_ENGINE
 
+#ifndef DSINFER_TEST_NO_ENGINE
 TEST_CASE("a run refused by the pool's limit names the limit, and a workspace as a workspace",
           "[memory_pool][engine]") {
     MemoryPoolOptions o;
@@ -504,3 +505,4 @@ TEST_CASE("a run refused by the pool's limit names the limit, and a workspace as
         CHECK_THAT(st.message(), !Catch::Contains("tensor of shape"));
     }
 }
+#endif  // DSINFER_TEST_NO_ENGINE
