@@ -1,6 +1,6 @@
 // ds-convert: converts an ONNX model into a smaller or faster ONNX model, the conversions as
-// stages of one pipeline: load -> optimize -> quantize -> [prune: Step 11] -> write, then a
-// summary and a measurement of both models.
+// stages of one pipeline: load -> optimize -> prune -> quantize -> write, then a summary and a
+// measurement of both models.
 //
 //   ds-convert INPUT.onnx -o OUT.onnx [--quantize none|int8-dynamic|int8-static|int8-weight|bf16|fp16|auto]
 //              [--calibration PATH] [--calibration-method minmax|percentile|entropy|mse]
@@ -13,6 +13,9 @@
 //   load      load_onnx(INPUT);
 //   optimize  dsinfer::optimize at --optimize-level (0 or 1, default 1: levels 2 and 3 write
 //             dsinfer's fused com.dsinfer operators, which ONNX Runtime cannot run);
+//   prune     dsinfer::prune_channels at --prune RATIO (--prune-criterion, --prune-global,
+//             --prune-multiple; none without --prune): whole channels removed, a smaller dense
+//             graph, its groups and per-layer FLOPs and parameters in the summary and report;
 //   quantize  dsinfer::Quantizer with the --quantize mode (default none); int8-static
 //             calibrates on --calibration: a folder (calibration_folder: one subfolder of
 //             .pb/.npy inputs per batch, or one file per batch) or a .csv file
@@ -39,11 +42,14 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <dsinfer/prune.hpp>
 
 #include "bench_cli.hpp"
 #include "output_fidelity.hpp"
@@ -65,14 +71,17 @@ const char* const kSynopsis =
     "                  [--percentile P] [--calibration-batches N] [--calibration-scale S]\n"
     "                  [--batch-size N] [--per-tensor] [--symmetric-activations]\n"
     "                  [--exclude NODE]... [--optimize-level 0|1] [--report FILE.json]\n"
+    "                  [--prune RATIO [--prune-criterion l1|l2|bn] [--prune-global]\n"
+    "                   [--prune-multiple N] [--prune-first] [--prune-protect NODE]...]\n"
     "                  [--bench-runs N] [--batch N] [--seq N] [--shape NAME=DxD]...\n"
     "                  [--threads N] [--quiet]\n"
     "       ds-convert --help | --version\n";
 
 const char* const kDescription =
     "Converts an ONNX model into a smaller or faster ONNX model, in stages: load -> optimize\n"
-    "(--optimize-level) -> quantize (--quantize: INT8 dynamic, static with calibration or\n"
-    "weight-only; bfloat16 or float16 weights; auto within an accuracy budget) -> write OUT.\n"
+    "(--optimize-level) -> prune (--prune: whole channels and neurons removed) -> quantize\n"
+    "(--quantize: INT8 dynamic, static with calibration or weight-only; bfloat16 or float16\n"
+    "weights; auto within an accuracy budget) -> write OUT.\n"
     "\n"
     "Then it prints the file sizes, the quantizer's per-layer table, the calibration, and the\n"
     "speed and output fidelity of INPUT and OUT: --bench-runs runs of each, alternating, on the\n"
@@ -86,7 +95,9 @@ const char* const kExamples =
     "    static INT8, calibrated on CSV rows scaled by 1/16\n"
     "ds-convert bert.onnx -o bert_auto.onnx --quantize auto --calibration calib/ \\\n"
     "        --min-cosine 0.999 --report bert_auto.json\n"
-    "    INT8 where the outputs' cosine to float32 stays >= 0.999, the rest float\n";
+    "    INT8 where the outputs' cosine to float32 stays >= 0.999, the rest float\n"
+    "ds-convert resnet50.onnx -o resnet50_p40.onnx --prune 0.4\n"
+    "    40% of the channels of every prunable group removed (widths multiples of 16)\n";
 
 const char* const kExitStatus =
     "0  ok\n"
@@ -118,6 +129,9 @@ struct Args {
     std::optional<std::int64_t> calibration_batches;
     std::optional<double> calibration_scale;
     std::optional<std::int64_t> batch_size;
+    // Pruning
+    PruneOptions prune;
+    bool pruning = false;  ///< --prune given
     // Measurement
     std::int64_t bench_runs = 10;
     bench::ShapeRequest shapes;  ///< --batch, --seq
@@ -163,7 +177,7 @@ bool same_file(const fs::path& a, const fs::path& b) {
 
 Args parse_args(int argc, char** argv) {
     Args a;
-    bench::Cli cli({"ds-convert", "optimize and quantize an ONNX model", kSynopsis,
+    bench::Cli cli({"ds-convert", "optimize, prune and quantize an ONNX model", kSynopsis,
                     kDescription, kExamples, kExitStatus});
     // Quantization (the help lists the groups in the order of their first option)
     constexpr int kModes = 7, kMethods = 4;
@@ -210,6 +224,53 @@ Args parse_args(int argc, char** argv) {
                    return std::string();
                })
         ->group("Quantization");
+
+    // Pruning
+    std::optional<double> prune_ratio;
+    cli.option("--prune", "RATIO",
+               "remove this fraction of the channels of every\nprunable group (Conv filters, "
+               "Linear neurons),\nin [0, 1)",
+               [&prune_ratio](const std::string& s) {
+                   double v = 0;
+                   std::string problem = bench::parse_number(s, 0, false, "a ratio", v);
+                   if (problem.empty() && v >= 1)
+                       problem = fmt::format("expects a ratio in [0, 1) (1 would remove every "
+                                             "channel), got '{}'",
+                                             s);
+                   if (problem.empty()) prune_ratio = v;
+                   return problem;
+               })
+        ->group("Pruning");
+    cli.option("--prune-criterion", "l1|l2|bn",
+               "channel importance: filter L1 (default) or L2\nnorm, or BatchNorm |gamma|",
+               [&a](const std::string& s) {
+                   const auto c = parse_prune_criterion(s);
+                   if (!c.is_ok()) return "must be l1, l2 or bn, got '" + s + "'";
+                   a.prune.criterion = c.value();
+                   return std::string();
+               })
+        ->group("Pruning");
+    cli.flag("--prune-global", a.prune.global,
+             "one threshold over every group's normalized scores\ninstead of RATIO of each group")
+        ->group("Pruning");
+    cli.integer("--prune-multiple", a.prune.channel_multiple, 1, 1 << 16,
+                "round kept channels to a multiple of N (default\n16: widths oneDNN's blocked "
+                "convolutions and\nAVX-512 take whole; 1: exactly RATIO)")
+        ->group("Pruning");
+    bool prune_first = false;
+    cli.flag("--prune-first", prune_first,
+             "also prune the first weight layer's outputs (kept\nby default: a CNN's stem; an "
+             "MLP's first hidden\nlayer)")
+        ->group("Pruning");
+    cli.option("--prune-protect", "NODE",
+               "a node whose output channels are kept (repeatable;\nthe last weight layer's always "
+               "are, the first's\nunless --prune-first)",
+               [&a](const std::string& s) {
+                   if (s.empty()) return std::string("expects a node name, got ''");
+                   a.prune.protect.push_back(s);
+                   return std::string();
+               })
+        ->group("Pruning");
 
     // Calibration
     std::string calibration;
@@ -405,6 +466,16 @@ Args parse_args(int argc, char** argv) {
                                       "(--quantize is {})",
                                       static_only, mode));
     }
+    if (prune_ratio) {
+        a.pruning = true;
+        a.prune.ratio = *prune_ratio;
+        a.prune.protect_first = !prune_first;
+    } else {
+        for (const char* prune_only : {"--prune-criterion", "--prune-global", "--prune-multiple",
+                                       "--prune-first", "--prune-protect"})
+            if (cli.given(prune_only))
+                cli.error(fmt::format("{}: applies with --prune RATIO", prune_only));
+    }
     if (!is_int8(a.mode))
         for (const char* int8_only : {"--per-tensor", "--exclude"})
             if (cli.given(int8_only))
@@ -442,6 +513,7 @@ struct Measurement {
 struct Conversion {
     std::uint64_t input_bytes = 0, output_bytes = 0;
     std::optional<OptimizeReport> optimized;  ///< absent at --optimize-level 0
+    std::optional<PruneReport> pruned;        ///< absent without --prune
     QuantizeReport quantized;
     std::optional<Measurement> measured;
     double ratio() const {
@@ -598,7 +670,12 @@ void quantize_stage(Graph& g, const Args& a, Conversion& c) {
                    a.input.string());
 }
 
-// prune (Step 11) comes here: a stage between quantize and write.
+/// prune: dsinfer::prune_channels with the --prune options.
+void prune_stage(Graph& g, const Args& a, Conversion& c) {
+    if (!a.pruning) return;
+    c.pruned = prune_channels(g, a.prune).value_or_throw();
+}
+
 
 /// write: OUT as ONNX.
 void write_stage(const Graph& g, const Args& a, Conversion& c) {
@@ -719,6 +796,59 @@ void print_layers(const std::vector<LayerRecord>& layers) {
         fmt::print("  ... and {} more layers (all of them in --report)\n", layers.size() - shown);
 }
 
+/// --report's "prune": null without --prune.
+Json prune_json(const Args& a, const Conversion& c) {
+    if (!c.pruned) return nullptr;
+    const PruneReport& r = *c.pruned;
+    Json groups = Json::array(), layers = Json::array();
+    for (const PruneGroup& g : r.groups)
+        groups.push_back({{"producers", g.producers},
+                          {"channels", g.channels},
+                          {"kept", g.kept},
+                          {"intact_reason", g.intact_reason}});
+    for (const PruneLayer& l : r.layers)
+        layers.push_back({{"node", l.node},
+                          {"op", l.op},
+                          {"params_before", l.params_before},
+                          {"params_after", l.params_after},
+                          {"flops_before", l.flops_before},
+                          {"flops_after", l.flops_after}});
+    return {{"ratio", a.prune.ratio},
+            {"criterion", std::string(to_string(a.prune.criterion))},
+            {"global", a.prune.global},
+            {"channel_multiple", a.prune.channel_multiple},
+            {"protect", a.prune.protect},
+            {"params_before", r.params_before},
+            {"params_after", r.params_after},
+            {"flops_before", r.flops_before},
+            {"flops_after", r.flops_after},
+            {"prunable_channels", r.prunable_channels},
+            {"removed_channels", r.removed_channels},
+            {"groups", std::move(groups)},
+            {"layers", std::move(layers)}};
+}
+
+/// The prune stage: groups, channels, parameters, FLOPs, and why groups stayed intact.
+void print_prune(const Args& a, const PruneReport& r) {
+    std::size_t pruned = 0;
+    std::map<std::string, std::size_t> intact;
+    for (const PruneGroup& g : r.groups) {
+        if (g.kept < g.channels) ++pruned;
+        if (!g.intact_reason.empty()) ++intact[g.intact_reason];
+    }
+    auto ratio = [](double after, double before) { return before > 0 ? after / before : 1.0; };
+    fmt::print("  prune        ratio {} ({}, {}{}): {} of {} groups pruned, {} of {} channels "
+               "removed; parameters {} -> {} ({:.3f}x), weight-layer FLOPs per sample "
+               "{:.4g} G -> {:.4g} G ({:.3f}x)\n",
+               a.prune.ratio, to_string(a.prune.criterion), a.prune.global ? "global" : "uniform",
+               fmt::format(", multiple {}", a.prune.channel_multiple),
+               pruned, r.groups.size(), r.removed_channels, r.prunable_channels, r.params_before,
+               r.params_after, ratio(static_cast<double>(r.params_after), static_cast<double>(r.params_before)),
+               r.flops_before / 1e9, r.flops_after / 1e9, ratio(r.flops_after, r.flops_before));
+    for (const auto& [why, count] : intact)
+        fmt::print("               intact: {} group{}: {}\n", count, count == 1 ? "" : "s", why);
+}
+
 void print_summary(const Args& a, const Conversion& c) {
     const QuantizeReport& q = c.quantized;
     fmt::print("ds-convert {} -> {}\n", a.input.string(), a.output.string());
@@ -732,6 +862,7 @@ void print_summary(const Args& a, const Conversion& c) {
     const auto converted = static_cast<std::size_t>(
         std::count_if(q.layers.begin(), q.layers.end(),
                       [](const LayerRecord& l) { return l.precision != "fp32"; }));
+    if (c.pruned) print_prune(a, *c.pruned);
     fmt::print("  quantize     {}", to_string(a.mode));
     if (q.already_quantized)
         fmt::print(": already quantized, written as it is\n");
@@ -877,6 +1008,7 @@ Json report_json(const Args& a, const Conversion& c) {
           {"seq", bench::json_or_null(a.shapes.seq)},
           {"threads", a.threads}}},
         {"optimize", std::move(optimize)},
+        {"prune", prune_json(a, c)},
         {"already_quantized", q.already_quantized},
         {"sizes",
          {{"input_bytes", c.input_bytes},
@@ -912,6 +1044,7 @@ int run(const Args& a) {
     Conversion c;
     Graph g = load_stage(a, c);
     optimize_stage(g, a, c);
+    prune_stage(g, a, c);
     quantize_stage(g, a, c);
     write_stage(g, a, c);
     if (a.bench_runs > 0) {

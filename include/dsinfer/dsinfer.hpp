@@ -13,6 +13,7 @@
 #include "dsinfer/kernel.hpp"
 #include "dsinfer/kernel_registry.hpp"
 #include "dsinfer/memory_pool.hpp"
+#include "dsinfer/prune.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
 #include "dsinfer/threads.hpp"
