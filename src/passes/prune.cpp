@@ -315,6 +315,12 @@ void Walk::visit(int ni) {
     }
     bool any = false;
     for (ValueId in : n.inputs) any = any || carries(in);
+    // Malformed nodes (no input 0 or output 0: the compile names them) stop what they read.
+    if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty() ||
+        n.outputs[0] == kNoValue) {
+        stop_at(n);
+        return;
+    }
     if (op == "Conv") return conv(ni);
     if (op == "Gemm") return linear(ni, true);
     if (op == "MatMul") {
@@ -328,7 +334,8 @@ void Walk::visit(int ni) {
     const ValueId y = n.outputs.empty() ? kNoValue : n.outputs[0];
     if (op == "BatchNormalization") {
         const Carrier c = carrier(x);
-        if (!carries(x) || n.outputs.size() > 1 || c.axis != 1 || c.block != 1) {
+        if (!carries(x) || n.outputs.size() > 1 || n.inputs.size() != 5 || c.axis != 1 ||
+            c.block != 1) {
             stop_at(n);
             return;
         }

@@ -321,3 +321,25 @@ TEST_CASE("a pruned model saved as ONNX loads and runs the same", "[prune]") {
     std::filesystem::remove(path);
     CHECK(max_diff(pruned, again) == 0);
 }
+
+TEST_CASE("prune: malformed nodes stop their groups instead of crashing", "[prune]") {
+    // Built directly (the loader would keep such nodes for the compile to reject): a
+    // BatchNormalization with one input, a Relu without outputs, a Conv without inputs.
+    Graph g;
+    g.opset_imports.push_back({"", 13});
+    const ValueId x = g.add_value("x", DType::f32, SymbolicShape::from(Shape{1, 2, 4, 4}));
+    g.inputs.push_back(x);
+    const ValueId w = g.add_initializer(
+        "w", Tensor::from_vector<float>({4, 2, 1, 1}, random_floats(8, 1, 0.5f)));
+    const ValueId c = g.add_value("c");
+    const ValueId y = g.add_value("y");
+    g.add_node("Conv", {x, w}, {c}, "conv");
+    g.add_node("BatchNormalization", {c}, {y}, "bn");
+    g.add_node("Relu", {c}, {}, "relu");
+    g.add_node("Conv", {}, {g.add_value("z")}, "empty_conv");
+    g.outputs.push_back(y);
+    const auto r = prune_channels(g, exact(0.5));
+    REQUIRE(r.is_ok());
+    CHECK(r.value().removed_channels == 0);
+    CHECK_FALSE(group_made_by(r.value(), "conv")->intact_reason.empty());
+}
