@@ -12,10 +12,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <set>
-#include <unordered_map>
 #include <utility>
 
 #include "ops/op_info.hpp"
@@ -79,7 +77,7 @@ std::int64_t int_attr(const Node& n, std::string_view name, std::int64_t absent,
 
 class Walk {
 public:
-    Walk(Graph& g, const PruneOptions& o) : g_(g), o_(o), index_(g) {
+    explicit Walk(Graph& g) : g_(g), index_(g) {
         carriers_.assign(g.values.size(), Carrier{});
         uses_.assign(g.values.size(), 0);
         for (const Node& n : g.nodes)
@@ -177,7 +175,6 @@ private:
     void per_channel_binary(const Node& n, int act, int cst);
 
     Graph& g_;
-    const PruneOptions& o_;
     passes::GraphIndex index_;
     std::vector<int> uses_;
 };
@@ -556,7 +553,7 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
         (void)detail::annotate_graph_shapes(g);
 
         PruneReport report;
-        Walk walk(g, o);
+        Walk walk(g);
         DSINFER_RETURN_IF_ERROR(walk.run());
         const std::vector<int>& prods = walk.producer_nodes;
         std::vector<double> flops_before(g.nodes.size(), 0.0);

@@ -24,7 +24,7 @@
 #include "kernels/sgemm.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/thread_pool.hpp"
-#include "unit/model_builder.hpp"
+#include "unit/memory_models.hpp"
 
 using namespace dsinfer;
 using namespace dsinfer::detail;
@@ -157,21 +157,11 @@ bool same_bits(const Tensor& a, const Tensor& b) {
            std::memcmp(a.raw_data(), b.raw_data(), a.num_bytes()) == 0;
 }
 
-std::vector<float> values(std::size_t n, std::uint32_t seed, float scale) {
-    std::vector<float> v(n);
-    std::uint32_t x = seed * 2654435761u + 1;
-    for (float& e : v) {
-        x = x * 1664525u + 1013904223u;
-        e = (static_cast<float>(x >> 8) / 16777216.0f * 2.0f - 1.0f) * scale;
-    }
-    return v;
-}
-
 void add_weight(onnx::GraphProto& g, const std::string& name, const std::vector<std::int64_t>& dims,
                 std::uint32_t seed) {
     std::size_t n = 1;
     for (auto d : dims) n *= static_cast<std::size_t>(d);
-    *g.add_initializer() = dsinfer::test::float_tensor(name, dims, values(n, seed, 0.1f));
+    *g.add_initializer() = dsinfer::test::float_tensor(name, dims, dsinfer::test::random_floats(n, seed, 0.1f));
 }
 
 void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<std::int64_t>& v) {
@@ -221,14 +211,9 @@ std::string mlp_bytes() {
     return bytes_of(m);
 }
 
-Tensor pseudo_random(const Shape& s, std::uint32_t seed) {
-    Tensor t = Tensor::empty(DType::f32, s);
-    std::uint32_t x = seed * 2654435761u + 1;
-    for (float& v : t.span<float>()) {
-        x = x * 1664525u + 1013904223u;
-        v = static_cast<float>(x >> 8) / 16777216.0f * 2.0f - 1.0f;
-    }
-    return t;
+Tensor pseudo_random(const Shape& s, unsigned seed) {
+    return Tensor::from_vector<float>(
+        s, dsinfer::test::random_floats(static_cast<std::size_t>(s.num_elements()), seed, 1.f));
 }
 
 }  // namespace
