@@ -13,9 +13,13 @@
 //   load      load_onnx(INPUT);
 //   optimize  dsinfer::optimize at --optimize-level (0 or 1, default 1: levels 2 and 3 write
 //             dsinfer's fused com.dsinfer operators, which ONNX Runtime cannot run);
-//   prune     dsinfer::prune_channels at --prune RATIO (--prune-criterion, --prune-global,
-//             --prune-multiple; none without --prune): whole channels removed, a smaller dense
-//             graph, its groups and per-layer FLOPs and parameters in the summary and report;
+//   prune     dsinfer::Pruner at --prune RATIO or --prune-target flops:X|params:X
+//             (--prune-criterion, --prune-global, --prune-multiple; none without either):
+//             whole channels, neurons and attention heads removed, a smaller dense graph, its
+//             groups and per-layer FLOPs and parameters in the summary and report; with
+//             --calibration also the target's sensitivity allocation, recovery
+//             (--prune-recovery, least squares by default) and the outputs' fidelity against
+//             the unpruned model before and after recovery, with progress bars;
 //   quantize  dsinfer::Quantizer with the --quantize mode (default none); int8-static
 //             calibrates on --calibration: a folder (calibration_folder: one subfolder of
 //             .pb/.npy inputs per batch, or one file per batch) or a .csv file
@@ -72,7 +76,8 @@ const char* const kSynopsis =
     "                  [--batch-size N] [--per-tensor] [--symmetric-activations]\n"
     "                  [--exclude NODE]... [--optimize-level 0|1] [--report FILE.json]\n"
     "                  [--prune RATIO [--prune-criterion l1|l2|bn] [--prune-global]\n"
-    "                   [--prune-multiple N] [--prune-first] [--prune-protect NODE]...]\n"
+    "                   [--prune-multiple N] [--prune-first] [--prune-protect NODE]...\n"
+    "                   [--prune-target flops:X|params:X] [--prune-recovery none|bias|lsq]]\n"
     "                  [--bench-runs N] [--batch N] [--seq N] [--shape NAME=DxD]...\n"
     "                  [--threads N] [--quiet]\n"
     "       ds-convert --help | --version\n";
@@ -131,7 +136,11 @@ struct Args {
     std::optional<std::int64_t> batch_size;
     // Pruning
     PruneOptions prune;
-    bool pruning = false;  ///< --prune given
+    bool pruning = false;  ///< --prune or --prune-target given
+    PruneTargetKind prune_target = PruneTargetKind::none;
+    double prune_target_fraction = 0.0;
+    PruneRecovery prune_recovery = PruneRecovery::least_squares;
+    std::optional<double> prune_ridge;
     // Measurement
     std::int64_t bench_runs = 10;
     bench::ShapeRequest shapes;  ///< --batch, --seq
@@ -259,12 +268,46 @@ Args parse_args(int argc, char** argv) {
         ->group("Pruning");
     bool prune_first = false;
     cli.flag("--prune-first", prune_first,
-             "also prune the first weight layer's outputs (kept\nby default: a CNN's stem; an "
-             "MLP's first hidden\nlayer)")
+             "also prune the first convolution's outputs (a\nCNN's stem, kept by default; a "
+             "first Linear\nlayer is pruned either way)")
+        ->group("Pruning");
+    cli.option("--prune-target", "flops:X|params:X",
+               "remove at least the fraction X (in (0, 1)) of the\nweight layers' FLOPs or of the "
+               "parameters; each\ngroup's ratio from its measured sensitivity on\n--calibration "
+               "(without: one global threshold);\ninstead of --prune RATIO",
+               [&a](const std::string& s) {
+                   const std::size_t colon = s.find(':');
+                   const std::string kind = s.substr(0, colon);
+                   if (colon == std::string::npos || (kind != "flops" && kind != "params"))
+                       return fmt::format("expects flops:X or params:X, got '{}'", s);
+                   double v = 0;
+                   std::string problem =
+                       bench::parse_number(s.substr(colon + 1), 0, true, "a fraction", v);
+                   if (problem.empty() && v >= 1)
+                       problem = fmt::format("expects a fraction in (0, 1), got '{}'", s);
+                   if (!problem.empty()) return problem;
+                   a.prune_target = kind == "flops" ? PruneTargetKind::flops : PruneTargetKind::params;
+                   a.prune_target_fraction = v;
+                   return std::string();
+               })
+        ->group("Pruning");
+    cli.option("--prune-recovery", "none|bias|lsq",
+               "with --calibration: refit the layers after the\nremoved channels by least squares "
+               "(lsq, default),\nonly compensate their biases, or none",
+               [&a](const std::string& s) {
+                   const auto r = parse_prune_recovery(s);
+                   if (!r.is_ok()) return "must be none, bias or lsq, got '" + s + "'";
+                   a.prune_recovery = r.value();
+                   return std::string();
+               })
+        ->group("Pruning");
+    cli.number("--prune-ridge", a.prune_ridge, 0.0, false, "a number", "R",
+               "least-squares recovery's ridge, relative to the\nmean input energy (default "
+               "0.001; larger stays\ncloser to the pruned weights)")
         ->group("Pruning");
     cli.option("--prune-protect", "NODE",
                "a node whose output channels are kept (repeatable;\nthe last weight layer's always "
-               "are, the first's\nunless --prune-first)",
+               "are, a first\nconvolution's unless --prune-first)",
                [&a](const std::string& s) {
                    if (s.empty()) return std::string("expects a node name, got ''");
                    a.prune.protect.push_back(s);
@@ -275,8 +318,8 @@ Args parse_args(int argc, char** argv) {
     // Calibration
     std::string calibration;
     cli.text("--calibration", calibration, "PATH",
-             "int8-static's data: a folder (one subfolder of\n.pb/.npy inputs per batch, or one "
-             "file per batch)\nor a .csv file (one sample per line)")
+             "int8-static's, auto's and the pruner's data: a\nfolder (one subfolder of .pb/.npy "
+             "inputs per\nbatch, or one file per batch) or a .csv file (one\nsample per line)")
         ->group("Calibration");
     cli.option("--calibration-method", "M",
                "minmax (default), percentile, entropy or mse",
@@ -429,7 +472,8 @@ Args parse_args(int argc, char** argv) {
                 cli.error(fmt::format("{}: only --quantize auto uses it (--quantize is {})",
                                       auto_only, mode));
     }
-    if (calibrates(a.mode)) {
+    const bool prune_asked = prune_ratio.has_value() || a.prune_target != PruneTargetKind::none;
+    if (calibrates(a.mode) || (prune_asked && !calibration.empty())) {
         if (calibration.empty())
             cli.error(fmt::format("--quantize {} needs --calibration PATH (a folder of inputs or a "
                                   ".csv file)",
@@ -452,6 +496,13 @@ Args parse_args(int argc, char** argv) {
                     cli.error(fmt::format("{}: applies to a .csv --calibration file, not to a "
                                           "folder",
                                           csv_only));
+        if (!calibrates(a.mode))
+            for (const char* quantize_only : {"--calibration-method", "--percentile",
+                                              "--symmetric-activations"})
+                if (cli.given(quantize_only))
+                    cli.error(fmt::format("{}: only --quantize int8-static and auto use it "
+                                          "(--quantize is {})",
+                                          quantize_only, mode));
         if (a.percentile && !cli.given("--calibration-method")) a.method = CalibrationMethod::percentile;
         if (a.percentile && a.method != CalibrationMethod::percentile)
             cli.error(fmt::format("--percentile: applies to --calibration-method percentile, "
@@ -462,19 +513,32 @@ Args parse_args(int argc, char** argv) {
              {"--calibration", "--calibration-method", "--percentile", "--calibration-batches",
               "--calibration-scale", "--batch-size", "--symmetric-activations"})
             if (cli.given(static_only))
-                cli.error(fmt::format("{}: only --quantize int8-static and auto use it "
-                                      "(--quantize is {})",
+                cli.error(fmt::format("{}: only --quantize int8-static and auto, and the pruner "
+                                      "(--prune, --prune-target), use it (--quantize is {})",
                                       static_only, mode));
     }
-    if (prune_ratio) {
+    if (prune_ratio && a.prune_target != PruneTargetKind::none)
+        cli.error("--prune and --prune-target: give one (a ratio, or a target the pruner "
+                  "allocates)");
+    if (prune_asked) {
         a.pruning = true;
-        a.prune.ratio = *prune_ratio;
+        a.prune.ratio = prune_ratio.value_or(0.0);
         a.prune.protect_first = !prune_first;
+        if (a.prune_target != PruneTargetKind::none && a.prune.global)
+            cli.error("--prune-global: applies to --prune RATIO (a target allocates per group)");
+        if (cli.given("--prune-ridge") && a.prune_recovery != PruneRecovery::least_squares)
+            cli.error("--prune-ridge: applies to --prune-recovery lsq");
+        if (cli.given("--prune-recovery") && calibration.empty() &&
+            a.prune_recovery != PruneRecovery::none)
+            cli.error("--prune-recovery: needs --calibration PATH (the activations to refit on)");
+        if (calibration.empty()) a.prune_recovery = PruneRecovery::none;
     } else {
         for (const char* prune_only : {"--prune-criterion", "--prune-global", "--prune-multiple",
-                                       "--prune-first", "--prune-protect"})
+                                       "--prune-first", "--prune-protect", "--prune-recovery",
+                                       "--prune-ridge"})
             if (cli.given(prune_only))
-                cli.error(fmt::format("{}: applies with --prune RATIO", prune_only));
+                cli.error(fmt::format("{}: applies with --prune RATIO or --prune-target",
+                                      prune_only));
     }
     if (!is_int8(a.mode))
         for (const char* int8_only : {"--per-tensor", "--exclude"})
@@ -513,7 +577,7 @@ struct Measurement {
 struct Conversion {
     std::uint64_t input_bytes = 0, output_bytes = 0;
     std::optional<OptimizeReport> optimized;  ///< absent at --optimize-level 0
-    std::optional<PruneReport> pruned;        ///< absent without --prune
+    std::optional<PrunerReport> pruned;       ///< absent without --prune / --prune-target
     QuantizeReport quantized;
     std::optional<Measurement> measured;
     double ratio() const {
@@ -670,10 +734,29 @@ void quantize_stage(Graph& g, const Args& a, Conversion& c) {
                    a.input.string());
 }
 
-/// prune: dsinfer::prune_channels with the --prune options.
+/// prune: dsinfer::Pruner with the --prune options; with --calibration, the target's
+/// sensitivity, recovery and fidelity on it.
 void prune_stage(Graph& g, const Args& a, Conversion& c) {
     if (!a.pruning) return;
-    c.pruned = prune_channels(g, a.prune).value_or_throw();
+    PrunerOptions o;
+    o.prune = a.prune;
+    o.target = a.prune_target;
+    o.target_fraction = a.prune_target_fraction;
+    o.recovery = a.prune_recovery;
+    if (a.prune_ridge) o.ridge = *a.prune_ridge;
+    o.max_batches = static_cast<std::size_t>(a.calibration_batches.value_or(0));
+    o.num_threads = a.threads;
+    bench::ProgressBar progress(a.quiet);
+    o.progress = progress.callback();
+    std::unique_ptr<CalibrationSource> data;
+    if (!a.calibration.empty())
+        data = (a.calibration_csv
+                    ? calibration_csv(a.calibration, g, a.csv_batch_size(), a.csv_scale())
+                    : calibration_folder(a.calibration, g))
+                   .value_or_throw();
+    progress.start();
+    c.pruned = Pruner(std::move(o)).run(g, data.get()).value_or_throw();
+    progress.finish();
 }
 
 
@@ -799,13 +882,36 @@ void print_layers(const std::vector<LayerRecord>& layers) {
 /// --report's "prune": null without --prune.
 Json prune_json(const Args& a, const Conversion& c) {
     if (!c.pruned) return nullptr;
-    const PruneReport& r = *c.pruned;
+    const PrunerReport& pr = *c.pruned;
+    const PruneReport& r = pr.prune;
     Json groups = Json::array(), layers = Json::array();
     for (const PruneGroup& g : r.groups)
         groups.push_back({{"producers", g.producers},
+                          {"consumers", g.consumers},
                           {"channels", g.channels},
                           {"kept", g.kept},
+                          {"unit", g.unit},
                           {"intact_reason", g.intact_reason}});
+    const auto fidelity = [](const PruneFidelity& f) -> Json {
+        if (!f.measured) return nullptr;
+        return {{"cosine", f.cosine}, {"relative_l2", f.relative_l2}, {"top1", f.top1}};
+    };
+    Json recovered = Json::array(), sensitivity = Json::array();
+    for (const RecoveredLayer& l : pr.recovered)
+        recovered.push_back({{"node", l.node},
+                             {"op", l.op},
+                             {"inputs", l.inputs},
+                             {"rows", l.rows},
+                             {"error_before", l.error_before},
+                             {"error_after", l.error_after},
+                             {"bias", l.bias},
+                             {"skipped", l.skipped}});
+    for (const PruneSensitivity& s : pr.sensitivity)
+        sensitivity.push_back({{"group", s.group},
+                               {"levels", s.levels},
+                               {"loss", s.loss},
+                               {"saved", s.saved},
+                               {"chosen", s.chosen}});
     for (const PruneLayer& l : r.layers)
         layers.push_back({{"node", l.node},
                           {"op", l.op},
@@ -824,12 +930,26 @@ Json prune_json(const Args& a, const Conversion& c) {
             {"flops_after", r.flops_after},
             {"prunable_channels", r.prunable_channels},
             {"removed_channels", r.removed_channels},
+            {"target", pr.target == PruneTargetKind::none
+                           ? Json(nullptr)
+                           : Json{{"kind", pr.target == PruneTargetKind::flops ? "flops" : "params"},
+                                  {"fraction", pr.target_fraction},
+                                  {"achieved", pr.achieved_fraction},
+                                  {"allocation", pr.allocation},
+                                  {"sensitivity", std::move(sensitivity)}}},
+            {"recovery", std::string(to_string(pr.recovery))},
+            {"fidelity_before_recovery", fidelity(pr.before_recovery)},
+            {"fidelity_after_recovery", fidelity(pr.after_recovery)},
+            {"recovered_layers", std::move(recovered)},
+            {"evaluations", pr.evaluations},
+            {"seconds", pr.seconds},
             {"groups", std::move(groups)},
             {"layers", std::move(layers)}};
 }
 
 /// The prune stage: groups, channels, parameters, FLOPs, and why groups stayed intact.
-void print_prune(const Args& a, const PruneReport& r) {
+void print_prune(const Args& a, const PrunerReport& pr) {
+    const PruneReport& r = pr.prune;
     std::size_t pruned = 0;
     std::map<std::string, std::size_t> intact;
     for (const PruneGroup& g : r.groups) {
@@ -837,16 +957,54 @@ void print_prune(const Args& a, const PruneReport& r) {
         if (!g.intact_reason.empty()) ++intact[g.intact_reason];
     }
     auto ratio = [](double after, double before) { return before > 0 ? after / before : 1.0; };
-    fmt::print("  prune        ratio {} ({}, {}{}): {} of {} groups pruned, {} of {} channels "
+    const std::string how =
+        pr.target == PruneTargetKind::none
+            ? fmt::format("ratio {}", a.prune.ratio)
+            : fmt::format("target {}:{} (achieved {:.3f}, {})",
+                          pr.target == PruneTargetKind::flops ? "flops" : "params",
+                          pr.target_fraction, pr.achieved_fraction, pr.allocation);
+    fmt::print("  prune        {} ({}, {}{}): {} of {} groups pruned, {} of {} channels "
                "removed; parameters {} -> {} ({:.3f}x), weight-layer FLOPs per sample "
                "{:.4g} G -> {:.4g} G ({:.3f}x)\n",
-               a.prune.ratio, to_string(a.prune.criterion), a.prune.global ? "global" : "uniform",
+               how, to_string(a.prune.criterion),
+               pr.target != PruneTargetKind::none ? "per group" : a.prune.global ? "global" : "uniform",
                fmt::format(", multiple {}", a.prune.channel_multiple),
                pruned, r.groups.size(), r.removed_channels, r.prunable_channels, r.params_before,
                r.params_after, ratio(static_cast<double>(r.params_after), static_cast<double>(r.params_before)),
                r.flops_before / 1e9, r.flops_after / 1e9, ratio(r.flops_after, r.flops_before));
     for (const auto& [why, count] : intact)
         fmt::print("               intact: {} group{}: {}\n", count, count == 1 ? "" : "s", why);
+    for (const PruneSensitivity& s : pr.sensitivity)
+        if (s.chosen > 0)
+            fmt::print("               allocated: {} ratio {} (1 - cosine alone there {:.3g})\n",
+                       s.group, s.chosen,
+                       s.loss[static_cast<std::size_t>(std::find(s.levels.begin(), s.levels.end(), s.chosen) -
+                                                       s.levels.begin())]);
+    const auto fid = [](const PruneFidelity& f) {
+        return fmt::format("cosine {:.6f}, relative L2 {:.3e}, top-1 agreement {:.4f}", f.cosine,
+                           f.relative_l2, f.top1);
+    };
+    if (!pr.before_recovery.measured) {
+        fmt::print("               recovery: none (no --calibration data)\n");
+        return;
+    }
+    fmt::print("               pruned against unpruned, on --calibration: {}\n",
+               fid(pr.before_recovery));
+    if (pr.recovery == PruneRecovery::none) return;
+    std::size_t refit = 0;
+    double before = 0, after = 0;
+    for (const RecoveredLayer& l : pr.recovered) {
+        if (!l.skipped.empty()) continue;
+        ++refit;
+        before = std::max(before, l.error_before);
+        after = std::max(after, l.error_after);
+    }
+    fmt::print("               recovery {} of {} layer{} (worst layer error {:.3g} -> {:.3g}): {}\n",
+               to_string(pr.recovery), refit, refit == 1 ? "" : "s", before, after,
+               fid(pr.after_recovery));
+    for (const RecoveredLayer& l : pr.recovered)
+        if (!l.skipped.empty())
+            fmt::print("               not recovered: {}: {}\n", l.node, l.skipped);
 }
 
 void print_summary(const Args& a, const Conversion& c) {

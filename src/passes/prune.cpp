@@ -49,9 +49,21 @@ struct Edit {
     std::int64_t block = 1;
 };
 
+/// An element of a Reshape's constant shape that counts the group's units (heads) or channels,
+/// rewritten in a copy of the shape for that node (shapes are often shared between layers).
+struct ShapeEdit {
+    int node = -1;
+    int index = 0;       ///< element of the shape tensor
+    bool units = false;  ///< holds the kept units (heads), else the kept channels
+};
+
 struct Space {
     int parent = -1;  ///< union-find; -1: a root
     std::int64_t channels = 0;
+    /// Channels per selectable unit: 1, or the head size once a Reshape splits the channels
+    /// into heads (attention): whole heads are scored and removed.
+    std::int64_t unit = 1;
+    std::vector<ShapeEdit> shape_edits;
     std::string bad;  ///< why it stays intact ("" = prunable)
     bool protect = false;
     std::vector<int> producers;           ///< nodes whose weight makes these channels
@@ -59,12 +71,16 @@ struct Space {
     std::vector<ValueId> bn_scales;       ///< BatchNormalization scales in the group
     std::vector<Edit> edits;
     std::vector<int> depthwise;           ///< Conv nodes whose `group` follows the channels
+    std::vector<int> consumers;           ///< weight layers whose input channels these are
 };
 
 struct Carrier {
     int space = -1;
     int axis = 0;  ///< non-negative, of the value's rank
     std::int64_t block = 1;
+    /// One element along `axis` per unit of the space (the head axis of [B, heads, S, D]),
+    /// instead of `block` elements per channel.
+    bool per_unit = false;
 };
 
 std::int64_t dim_or_one(const Dim& d) { return d.is_static() ? d.value : 1; }
@@ -119,6 +135,12 @@ public:
                                     std::to_string(sb.channels) + " channels";
             if (sa.bad.empty()) sa.bad = why;
         }
+        if (sa.unit != sb.unit) {
+            if (sa.unit == 1 || sb.unit == 1) sa.unit = std::max(sa.unit, sb.unit);
+            else if (sa.bad.empty())
+                sa.bad = where + " joins heads of " + std::to_string(sa.unit) + " and " +
+                         std::to_string(sb.unit) + " channels";
+        }
         if (sa.bad.empty()) sa.bad = sb.bad;
         sa.protect = sa.protect || sb.protect;
         auto append = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
@@ -127,6 +149,8 @@ public:
         append(sa.bn_scales, sb.bn_scales);
         append(sa.edits, sb.edits);
         append(sa.depthwise, sb.depthwise);
+        append(sa.consumers, sb.consumers);
+        append(sa.shape_edits, sb.shape_edits);
         sb.parent = a;
     }
 
@@ -148,10 +172,12 @@ public:
         space(s).edits.push_back(Edit{v, axis, block});
     }
 
-    void set_out(ValueId v, int s, int axis, std::int64_t block = 1) {
+    void set_out(ValueId v, int s, int axis, std::int64_t block = 1, bool per_unit = false) {
         if (v == kNoValue) return;
-        carriers_[static_cast<std::size_t>(v)] = Carrier{s, axis, block};
+        carriers_[static_cast<std::size_t>(v)] = Carrier{s, axis, block, per_unit};
     }
+    /// The output carries what input `from` carried (same space, axis, block and kind).
+    void pass_on(ValueId y, const Carrier& c) { set_out(y, c.space, c.axis, c.block, c.per_unit); }
     const Carrier& carrier(ValueId v) const { return carriers_[static_cast<std::size_t>(v)]; }
     bool carries(ValueId v) const { return v != kNoValue && carrier(v).space >= 0; }
 
@@ -173,6 +199,12 @@ private:
     void conv(int ni);
     void linear(int ni, bool gemm);
     void per_channel_binary(const Node& n, int act, int cst);
+    void reshape(int ni);
+    void transpose(const Node& n);
+    void matmul_heads(const Node& n);
+    /// Whether `v` (not a carrier) broadcasts along `c`'s axis of a value of rank `r`: it has
+    /// size 1 there or does not reach it.
+    bool broadcasts_along(ValueId v, const Carrier& c, int r) const;
 
     Graph& g_;
     passes::GraphIndex index_;
@@ -197,10 +229,12 @@ void Walk::conv(int ni) {
     if (group == 1) {
         if (carries(x)) {
             const Carrier& c = carrier(x);
-            if (c.axis != 1 || c.block != 1 || space(c.space).channels != in_per_group)
+            if (c.axis != 1 || c.block != 1 || space(c.space).channels != in_per_group) {
                 mark_bad(c.space, n.describe() + " reads the channels in another layout");
-            else
+            } else {
                 add_edit(c.space, w, 1, 1, n);
+                space(c.space).consumers.push_back(ni);
+            }
         }
         const int s = new_space(out_ch);
         space(s).producers.push_back(ni);
@@ -254,10 +288,12 @@ void Walk::linear(int ni, bool gemm) {
     const int ra = rank(a);
     if (carries(a)) {
         const Carrier& c = carrier(a);
-        if (ra < 1 || c.axis != ra - 1 || space(c.space).channels * c.block != k)
+        if (ra < 1 || c.axis != ra - 1 || space(c.space).channels * c.block != k) {
             mark_bad(c.space, n.describe() + " reads the channels in another layout");
-        else
+        } else {
             add_edit(c.space, bv, in_axis, c.block, n);
+            space(c.space).consumers.push_back(ni);
+        }
     }
     const int s = new_space(out_ch);
     space(s).producers.push_back(ni);
@@ -294,13 +330,134 @@ void Walk::per_channel_binary(const Node& n, int act, int cst) {
     const int at = c.axis - (rx - rk);  // the constant's axis under the channel axis
     if (at >= 0) {
         const std::int64_t d = kt->shape()[at];
-        if (d == space(c.space).channels * c.block)
+        if (c.per_unit) {
+            if (d != 1)
+                mark_bad(c.space, n.describe() + "'s constant has " + std::to_string(d) +
+                                      " elements along the heads");
+        } else if (d == space(c.space).channels * c.block) {
             add_edit(c.space, k, at, c.block, n);
-        else if (d != 1)
+        } else if (d != 1) {
             mark_bad(c.space, n.describe() + "'s constant has " + std::to_string(d) +
                                   " elements along the channels");
+        }
     }
-    set_out(y, c.space, c.axis, c.block);
+    pass_on(y, c);
+}
+
+bool Walk::broadcasts_along(ValueId v, const Carrier& c, int r) const {
+    const int rv = rank(v);
+    if (rv < 0 || rv > r) return false;
+    const int at = c.axis - (r - rv);
+    if (at < 0) return true;
+    const Dim& d = shape(v).dims[static_cast<std::size_t>(at)];
+    return d.is_static() && d.value == 1;
+}
+
+/// Whether two dims are the same: equal fixed sizes or the same symbol.
+bool same_dim(const Dim& a, const Dim& b) {
+    if (a.is_static() || b.is_static()) return a.value == b.value;
+    return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+// Attention heads. A Reshape that splits the channel axis into [heads, head size] makes the
+// head size the group's unit (whole heads are removed) and carries one element per head; the
+// Reshape that merges [heads, head size] back carries channels again. Each rewrites the
+// element of its constant shape that counts heads or channels (a -1 there needs nothing).
+void Walk::reshape(int ni) {
+    const Node& n = g_.nodes[static_cast<std::size_t>(ni)];
+    const ValueId x = n.inputs[0], y = n.outputs[0];
+    const Carrier c = carrier(x);
+    const ValueId sv = n.inputs.size() > 1 ? n.inputs[1] : kNoValue;
+    const Tensor* st = constant(sv);
+    const int rx = rank(x), ry = rank(y);
+    const std::string why = n.describe() + " reshapes the channels other than into or out of "
+                                           "heads";
+    if (st == nullptr || st->dtype() != DType::i64 || st->shape().rank() != 1 || rx < 0 ||
+        ry < 0 || st->num_elements() != ry || c.block != 1 ||
+        int_attr(n, "allowzero", 0, 1) != 0) {
+        mark_bad(c.space, st == nullptr ? n.describe() + "'s shape is not a constant" : why);
+        return;
+    }
+    const auto* dims = static_cast<const std::int64_t*>(st->raw_data());
+    const SymbolicShape& xs = shape(x);
+    const SymbolicShape& ys = shape(y);
+    const int a = c.axis;
+    Space& sp = space(c.space);
+    bool ok = a + 1 < std::max(rx, ry);
+    for (int i = 0; ok && i < a; ++i)
+        ok = same_dim(xs.dims[static_cast<std::size_t>(i)], ys.dims[static_cast<std::size_t>(i)]);
+    if (ok && !c.per_unit && ry == rx + 1) {
+        // Split: x [..., C, rest...] -> y [..., H, D, rest...].
+        const Dim& h = ys.dims[static_cast<std::size_t>(a)];
+        const Dim& d = ys.dims[static_cast<std::size_t>(a) + 1];
+        ok = h.is_static() && d.is_static() && h.value > 1 && d.value >= 1 &&
+             h.value * d.value == sp.channels && (sp.unit == 1 || sp.unit == d.value) &&
+             dims[a] != 0;
+        for (int i = a + 1; ok && i < rx; ++i)
+            ok = same_dim(xs.dims[static_cast<std::size_t>(i)],
+                          ys.dims[static_cast<std::size_t>(i) + 1]);
+        if (ok) {
+            sp.unit = d.value;
+            if (dims[a] > 0) sp.shape_edits.push_back(ShapeEdit{ni, a, true});
+            set_out(y, c.space, a, 1, true);
+            return;
+        }
+    } else if (ok && c.per_unit && ry + 1 == rx) {
+        // Merge: x [..., H, D, rest...] -> y [..., H * D, rest...].
+        const Dim& d = xs.dims[static_cast<std::size_t>(a) + 1];
+        const Dim& hd = ys.dims[static_cast<std::size_t>(a)];
+        ok = d.is_static() && d.value == sp.unit && hd.is_static() && hd.value == sp.channels &&
+             dims[a] != 0;
+        for (int i = a + 1; ok && i < ry; ++i)
+            ok = same_dim(xs.dims[static_cast<std::size_t>(i) + 1],
+                          ys.dims[static_cast<std::size_t>(i)]);
+        if (ok) {
+            if (dims[a] > 0) sp.shape_edits.push_back(ShapeEdit{ni, a, false});
+            set_out(y, c.space, a, 1, false);
+            return;
+        }
+    }
+    mark_bad(c.space, why);
+}
+
+void Walk::transpose(const Node& n) {
+    const ValueId x = n.inputs[0];
+    const Carrier c = carrier(x);
+    const int r = rank(x);
+    std::vector<std::int64_t> perm;
+    if (r >= 0) {
+        const StatusOr<std::vector<std::int64_t>> p =
+            n.attr_or<std::vector<std::int64_t>>("perm", {});
+        if (p.is_ok()) perm = p.value();
+        if (perm.empty())
+            for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+    }
+    if (r < 0 || c.block != 1 || static_cast<int>(perm.size()) != r) {
+        mark_bad(c.space, n.describe() + " transposes channels of unknown rank or in blocks");
+        return;
+    }
+    for (int i = 0; i < r; ++i)
+        if (perm[static_cast<std::size_t>(i)] == c.axis) {
+            set_out(n.outputs[0], c.space, i, 1, c.per_unit);
+            return;
+        }
+    mark_bad(c.space, n.describe() + " has a perm without the channel axis");
+}
+
+/// MatMul of two activations: per-head products (Q K^T, P V) keep the heads when both
+/// operands carry them on the same batch axis; they join the two groups.
+void Walk::matmul_heads(const Node& n) {
+    const ValueId a = n.inputs[0], b = n.inputs.size() > 1 ? n.inputs[1] : kNoValue;
+    const int r = rank(a);
+    if (carries(a) && carries(b) && carrier(a).per_unit && carrier(b).per_unit &&
+        carrier(a).axis == carrier(b).axis && r >= 3 && rank(b) == r && rank(n.outputs[0]) == r &&
+        carrier(a).axis < r - 2) {
+        const Carrier ca = carrier(a);
+        unite(ca.space, carrier(b).space, n.describe());
+        set_out(n.outputs[0], ca.space, ca.axis, 1, true);
+        return;
+    }
+    stop_at(n);
 }
 
 void Walk::visit(int ni) {
@@ -318,17 +475,46 @@ void Walk::visit(int ni) {
         stop_at(n);
         return;
     }
+    static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min",
+                                                  "Sum", "Mean"};
+    const detail::OpInfo* info = detail::find_op_info(n);
+    const bool passthrough = info != nullptr && info->channels == detail::ChannelFlow::passthrough;
+    bool heads = false;
+    for (ValueId in : n.inputs) heads = heads || (carries(in) && carrier(in).per_unit);
+    const bool weight_b = constant(n.inputs.size() > 1 ? n.inputs[1] : kNoValue) != nullptr;
+    if (heads && !(op == "Reshape" || op == "Transpose" || (op == "MatMul" && !weight_b) ||
+                   op == "Softmax" || op == "LogSoftmax" || kBinary.count(op) != 0 ||
+                   passthrough)) {
+        stop_at(n, n.describe() + " reads the attention heads");
+        return;
+    }
     if (op == "Conv") return conv(ni);
     if (op == "Gemm") return linear(ni, true);
     if (op == "MatMul") {
-        if (constant(n.inputs.size() > 1 ? n.inputs[1] : kNoValue) != nullptr)
-            return linear(ni, false);
-        stop_at(n);
-        return;
+        if (weight_b) return linear(ni, false);
+        return matmul_heads(n);
     }
     if (!any) return;  // nothing of ours flows through
     const ValueId x = n.inputs[0];
     const ValueId y = n.outputs.empty() ? kNoValue : n.outputs[0];
+    if (op == "Reshape" && carries(x) && n.outputs.size() == 1 &&
+        !(n.inputs.size() > 1 && carries(n.inputs[1])))
+        return reshape(ni);
+    if (op == "Transpose" && carries(x) && n.outputs.size() == 1) return transpose(n);
+    if ((op == "Softmax" || op == "LogSoftmax") && carries(x) && n.outputs.size() == 1 &&
+        rank(x) > 0) {
+        // Normalizes along `axis` (opset 13: that axis alone; before: every axis from it on).
+        const bool v13 = g_.opset("") >= 13;
+        std::int64_t axis = int_attr(n, "axis", v13 ? -1 : 1, rank(x));
+        if (axis < 0) axis += rank(x);
+        const Carrier c = carrier(x);
+        if (axis >= 0 && axis < rank(x) && (v13 ? c.axis != axis : c.axis < axis)) {
+            pass_on(y, c);
+            return;
+        }
+        stop_at(n, n.describe() + " normalizes along the channels");
+        return;
+    }
     if (op == "BatchNormalization") {
         const Carrier c = carrier(x);
         if (!carries(x) || n.outputs.size() > 1 || n.inputs.size() != 5 || c.axis != 1 ||
@@ -350,34 +536,39 @@ void Walk::visit(int ni) {
     if (op == "PRelu" && n.inputs.size() == 2 && carries(x) && constant(n.inputs[1]) != nullptr &&
         !carries(n.inputs[1]))
         return per_channel_binary(n, 0, 1);
-    static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min",
-                                                  "Sum", "Mean"};
     if (kBinary.count(op) != 0) {
         // One activation and one constant: per channel. Several activations: one group.
         if (n.inputs.size() == 2) {
             const bool c0 = constant(n.inputs[0]) != nullptr, c1 = constant(n.inputs[1]) != nullptr;
             if (c0 != c1) return per_channel_binary(n, c0 ? 1 : 0, c0 ? 0 : 1);
         }
-        int first = -1;
+        // Several activations: the carriers join; an input that carries nothing must broadcast
+        // along the channel axis (an attention mask [B, 1, 1, S] added to per-head scores).
+        int first = -1, ref_rank = -1;
         Carrier ref{};
         for (ValueId in : n.inputs) {
-            if (!carries(in)) {
-                stop_at(n, n.describe() + " adds channels that are not in the group");
-                return;
-            }
+            if (!carries(in)) continue;
             const Carrier& c = carrier(in);
             if (first < 0) {
                 first = c.space;
                 ref = c;
+                ref_rank = rank(in);
                 continue;
             }
-            if (c.axis != ref.axis || c.block != ref.block || rank(in) != rank(x)) {
+            if (c.axis != ref.axis || c.block != ref.block || c.per_unit != ref.per_unit ||
+                rank(in) != ref_rank) {
                 stop_at(n, n.describe() + " broadcasts its inputs' channels differently");
                 return;
             }
             unite(first, c.space, n.describe());
         }
-        set_out(y, first, ref.axis, ref.block);
+        for (ValueId in : n.inputs)
+            if (!carries(in) && (in == kNoValue || ref_rank < 0 || rank(y) != ref_rank ||
+                                 !broadcasts_along(in, ref, ref_rank))) {
+                stop_at(n, n.describe() + " adds channels that are not in the group");
+                return;
+            }
+        set_out(y, first, ref.axis, ref.block, ref.per_unit);
         return;
     }
     static const std::set<std::string> kPools = {"MaxPool", "AveragePool", "GlobalAveragePool",
@@ -405,16 +596,14 @@ void Walk::visit(int ni) {
         return;
     }
     // Elementwise over one activation, channels kept (Relu, Sigmoid, Clip, Cast, Dropout...).
-    const detail::OpInfo* info = detail::find_op_info(n);
-    if (info != nullptr && info->channels == detail::ChannelFlow::passthrough && carries(x)) {
+    if (passthrough && carries(x)) {
         bool others = false;
         for (std::size_t i = 1; i < n.inputs.size(); ++i) others = others || carries(n.inputs[i]);
         std::size_t read_outputs = 0;
         for (ValueId o : n.outputs)
             if (o != kNoValue) ++read_outputs;
         if (!others && read_outputs <= 1 && (rank(y) < 0 || rank(y) == rank(x))) {
-            const Carrier c = carrier(x);
-            set_out(y, c.space, c.axis, c.block);
+            pass_on(y, carrier(x));
             return;
         }
     }
@@ -550,6 +739,14 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
             DSINFER_CHECK(found, ErrorCode::invalid_argument, "prune_channels: protect names '",
                           name, "', which no node of the graph is");
         }
+        for (const auto& [name, r] : o.group_ratios) {
+            DSINFER_CHECK(std::isfinite(r) && r >= 0 && r < 1, ErrorCode::invalid_argument,
+                          "prune_channels: the ratio of group '", name, "' must be in [0, 1), got ", r);
+            bool found = false;
+            for (const Node& n : g.nodes) found = found || n.name == name;
+            DSINFER_CHECK(found, ErrorCode::invalid_argument, "prune_channels: group_ratios names '",
+                          name, "', which no node of the graph is");
+        }
         (void)detail::annotate_graph_shapes(g);
 
         PruneReport report;
@@ -569,7 +766,8 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
             const ValueId y = g.nodes[static_cast<std::size_t>(node)].outputs[0];
             return walk.carriers_[static_cast<std::size_t>(y)].space;
         };
-        if (o.protect_first && !prods.empty() && out_space(prods.front()) >= 0)
+        if (o.protect_first && !prods.empty() && out_space(prods.front()) >= 0 &&
+            g.nodes[static_cast<std::size_t>(prods.front())].op_type == "Conv")
             walk.space(out_space(prods.front())).protect = true;
         if (o.protect_last && !prods.empty() && out_space(prods.back()) >= 0)
             walk.space(out_space(prods.back())).protect = true;
@@ -582,8 +780,9 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
         // Groups and their scores.
         struct Group {
             int root;
-            std::vector<double> score;
-            std::int64_t keep = 0;
+            std::vector<double> score;  ///< per unit (channel, or head)
+            std::int64_t unit = 1;
+            std::int64_t keep = 0;      ///< units
         };
         std::vector<Group> groups;
         for (std::size_t s = 0; s < walk.spaces_.size(); ++s) {
@@ -591,10 +790,13 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
             if (sp.parent >= 0 || sp.producers.empty()) continue;
             PruneGroup pg;
             for (int p : sp.producers) pg.producers.push_back(g.nodes[static_cast<std::size_t>(p)].name);
+            for (int c : sp.consumers) pg.consumers.push_back(g.nodes[static_cast<std::size_t>(c)].name);
             pg.channels = pg.kept = sp.channels;
+            pg.unit = sp.unit;
             if (!sp.bad.empty()) pg.intact_reason = sp.bad;
             else if (sp.protect) pg.intact_reason = "protected";
             else if (sp.channels < 2) pg.intact_reason = "one channel";
+            else if (sp.channels / sp.unit < 2) pg.intact_reason = "one head";
             report.groups.push_back(pg);
             if (!pg.intact_reason.empty()) continue;
             Group gr{static_cast<int>(s), std::vector<double>(static_cast<std::size_t>(sp.channels), 0.0)};
@@ -618,52 +820,90 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                     for (std::size_t c = 0; c < v.size(); ++c) gr.score[c] += v[c];
                 }
             }
+            if (sp.unit > 1) {  // a head's score: the mean of its channels'
+                const auto units = static_cast<std::size_t>(sp.channels / sp.unit);
+                std::vector<double> per(units, 0.0);
+                for (std::size_t c = 0; c < gr.score.size(); ++c)
+                    per[c / static_cast<std::size_t>(sp.unit)] += gr.score[c] / static_cast<double>(sp.unit);
+                gr.score = std::move(per);
+                gr.unit = sp.unit;
+            }
             groups.push_back(std::move(gr));
             report.prunable_channels += sp.channels;
         }
 
         // How many channels each group keeps.
         // Kept channels to the nearest multiple (at least one multiple), never above the group.
-        auto rounded = [&](std::int64_t keep, std::int64_t channels) {
-            const std::int64_t m = o.channel_multiple;
+        // In units: whole heads whose channels make the multiple where they can.
+        auto rounded = [&](std::int64_t keep, std::int64_t channels, std::int64_t unit) {
+            const std::int64_t m = o.channel_multiple / std::gcd(o.channel_multiple, unit);
             keep = std::max<std::int64_t>(m, (std::max<std::int64_t>(1, keep) + m / 2) / m * m);
             return std::min(keep, channels);
         };
+        // A group's own ratio (PruneOptions::group_ratios), or -1.
+        std::vector<double> own(groups.size(), -1.0);
+        {
+            std::size_t k = 0;
+            for (const PruneGroup& pg : report.groups) {
+                if (!pg.intact_reason.empty()) continue;
+                for (const auto& [name, r] : o.group_ratios)
+                    if (std::find(pg.producers.begin(), pg.producers.end(), name) != pg.producers.end())
+                        own[k] = r;
+                ++k;
+            }
+        }
+        auto uniform_keep = [&](const Group& gr, double ratio) {
+            const auto c = static_cast<std::int64_t>(gr.score.size());
+            return rounded(c - static_cast<std::int64_t>(std::floor(ratio * static_cast<double>(c))), c,
+                           gr.unit);
+        };
         if (o.global) {
-            std::vector<double> all;
-            for (const Group& gr : groups) all.insert(all.end(), gr.score.begin(), gr.score.end());
+            std::vector<double> all;  // every channel once (a head's score once per channel)
+            for (std::size_t k = 0; k < groups.size(); ++k)
+                if (own[k] < 0)
+                    for (double v : groups[k].score)
+                        all.insert(all.end(), static_cast<std::size_t>(groups[k].unit), v);
             const auto drop = static_cast<std::size_t>(std::floor(o.ratio * static_cast<double>(all.size())));
             double threshold = -std::numeric_limits<double>::infinity();
             if (drop > 0 && !all.empty()) {
                 std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(drop - 1), all.end());
                 threshold = all[drop - 1];
             }
-            for (Group& gr : groups) {
+            for (std::size_t k = 0; k < groups.size(); ++k) {
+                Group& gr = groups[k];
+                if (own[k] >= 0) {
+                    gr.keep = uniform_keep(gr, own[k]);
+                    continue;
+                }
                 std::int64_t above = 0;
                 for (double v : gr.score) above += v > threshold;
-                gr.keep = rounded(above, static_cast<std::int64_t>(gr.score.size()));
+                gr.keep = rounded(above, static_cast<std::int64_t>(gr.score.size()), gr.unit);
             }
         } else {
-            for (Group& gr : groups) {
-                const auto c = static_cast<std::int64_t>(gr.score.size());
-                gr.keep = rounded(c - static_cast<std::int64_t>(std::floor(o.ratio * static_cast<double>(c))), c);
-            }
+            for (std::size_t k = 0; k < groups.size(); ++k)
+                groups[k].keep = uniform_keep(groups[k], own[k] >= 0 ? own[k] : o.ratio);
         }
 
         // Rewrite.
+        passes::Rewriter rw(g);
         std::size_t gi = 0;
         for (PruneGroup& pg : report.groups) {
             if (!pg.intact_reason.empty()) continue;
             Group& gr = groups[gi++];
-            pg.kept = gr.keep;
-            if (gr.keep == pg.channels) continue;
-            std::vector<std::int64_t> order(gr.score.size());
-            std::iota(order.begin(), order.end(), 0);
-            std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+            const std::int64_t kept_channels = gr.keep * gr.unit;
+            pg.kept = kept_channels;
+            if (kept_channels == pg.channels) continue;
+            std::vector<std::int64_t> units(gr.score.size());
+            std::iota(units.begin(), units.end(), 0);
+            std::stable_sort(units.begin(), units.end(), [&](std::int64_t a, std::int64_t b) {
                 return gr.score[static_cast<std::size_t>(a)] > gr.score[static_cast<std::size_t>(b)];
             });
-            order.resize(static_cast<std::size_t>(gr.keep));
-            std::sort(order.begin(), order.end());
+            units.resize(static_cast<std::size_t>(gr.keep));
+            std::sort(units.begin(), units.end());
+            std::vector<std::int64_t> order;  // kept channels
+            for (std::int64_t u : units)
+                for (std::int64_t c = 0; c < gr.unit; ++c) order.push_back(u * gr.unit + c);
+            pg.kept_channels = order;
             const Space& sp = walk.spaces_[static_cast<std::size_t>(gr.root)];
             for (const Edit& e : sp.edits) {
                 Value& v = g.value(e.constant);
@@ -671,9 +911,17 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                 v.shape = SymbolicShape::from(v.initializer->shape());
             }
             for (int dw : sp.depthwise)
-                passes::set_attr(g.nodes[static_cast<std::size_t>(dw)], "group", gr.keep);
-            report.removed_channels += pg.channels - gr.keep;
+                passes::set_attr(g.nodes[static_cast<std::size_t>(dw)], "group", kept_channels);
+            for (const ShapeEdit& se : sp.shape_edits) {
+                Node& rn = g.nodes[static_cast<std::size_t>(se.node)];
+                Tensor shape = g.value(rn.inputs[1]).initializer->clone();
+                static_cast<std::int64_t*>(shape.raw_data())[se.index] =
+                    se.units ? gr.keep : kept_channels;
+                rn.inputs[1] = rw.new_constant(rn.name + "/pruned_shape", std::move(shape));
+            }
+            report.removed_channels += pg.channels - kept_channels;
         }
+        DSINFER_RETURN_IF_ERROR(g.link());  // new shape constants (no node was added or removed)
 
         // Shapes: every intermediate value is inferred again.
         std::vector<bool> keep_shape(g.values.size(), false);

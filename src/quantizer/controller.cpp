@@ -29,6 +29,7 @@
 #include "dsinfer/quantize.hpp"
 #include "passes/quantize_common.hpp"
 #include "quantizer/quantizer_internal.hpp"
+#include "runtime/fidelity.hpp"
 
 namespace dsinfer::quantizer {
 namespace {
@@ -41,12 +42,6 @@ struct Candidate {
     double damage = 0.0;  ///< fidelity lost alone in INT8 (>= 0)
 };
 
-/// One metric's value from accumulated sums over every eval batch, per output.
-struct OutputSums {
-    double dot = 0, nc = 0, nr = 0, diff2 = 0;
-    std::int64_t rows = 0, same = 0;
-    bool nonfinite = false;  ///< NaN / infinity where the float32 model had a finite value
-};
 
 bool cpu_has_bf16() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -297,66 +292,16 @@ private:
             if (!v.is_ok()) return v.status().with_context("auto: the task metric: ");
             return *v;
         }
-        std::vector<OutputSums> sums;
+        std::vector<detail::OutputSums> sums;
         for (std::size_t b = 0; b < eval_count_; ++b) {
             std::vector<NamedTensor> outs;
             DSINFER_RETURN_IF_ERROR(e.try_run(batches_[b], outs));
             if (sums.size() < outs.size()) sums.resize(outs.size());
             for (std::size_t k = 0; k < outs.size() && k < ref_[b].size(); ++k)
-                accumulate(sums[k], outs[k].tensor, ref_[b][k].tensor);
+                sums[k].add(outs[k].tensor, ref_[b][k].tensor);
         }
         // The worst output counts.
-        double worst = a_.budget.metric == FidelityMetric::relative_l2 ? 0.0 : 1.0;
-        for (const OutputSums& s : sums) {
-            if (s.nonfinite)  // the worst value of the metric
-                return a_.budget.metric == FidelityMetric::relative_l2
-                           ? std::numeric_limits<double>::infinity()
-                           : (a_.budget.metric == FidelityMetric::cosine ? -1.0 : 0.0);
-            double v;
-            switch (a_.budget.metric) {
-                case FidelityMetric::cosine:
-                    v = s.nc > 0 && s.nr > 0 ? s.dot / std::sqrt(s.nc * s.nr) : 1.0;
-                    worst = std::min(worst, v);
-                    break;
-                case FidelityMetric::relative_l2:
-                    v = s.nr > 0 ? std::sqrt(s.diff2 / s.nr) : 0.0;
-                    worst = std::max(worst, v);
-                    break;
-                case FidelityMetric::top1:
-                    if (s.rows == 0) break;
-                    v = static_cast<double>(s.same) / static_cast<double>(s.rows);
-                    worst = std::min(worst, v);
-                    break;
-            }
-        }
-        return worst;
-    }
-
-    static void accumulate(OutputSums& s, const Tensor& got, const Tensor& want) {
-        if (got.dtype() != DType::f32 || want.dtype() != DType::f32 ||
-            got.num_elements() != want.num_elements())
-            return;
-        const float* c = got.data_unchecked<float>();
-        const float* r = want.data_unchecked<float>();
-        const std::int64_t count = got.num_elements();
-        for (std::int64_t i = 0; i < count; ++i) {
-            if (!std::isfinite(c[i]) || !std::isfinite(r[i])) {
-                s.nonfinite = s.nonfinite || std::isfinite(r[i]);
-                continue;
-            }
-            s.dot += static_cast<double>(c[i]) * r[i];
-            s.nc += static_cast<double>(c[i]) * c[i];
-            s.nr += static_cast<double>(r[i]) * r[i];
-            s.diff2 += (static_cast<double>(c[i]) - r[i]) * (static_cast<double>(c[i]) - r[i]);
-        }
-        const std::int64_t width = got.num_dims() > 0 ? got.shape()[got.num_dims() - 1] : 1;
-        if (width <= 1) return;
-        for (std::int64_t row = 0; row + width <= count; row += width) {
-            const auto bc = std::max_element(c + row, c + row + width) - (c + row);
-            const auto br = std::max_element(r + row, r + row + width) - (r + row);
-            ++s.rows;
-            s.same += bc == br;
-        }
+        return detail::worst_fidelity(sums, a_.budget.metric);
     }
 
     /// Fidelity lost (>= 0 means worse than float32).

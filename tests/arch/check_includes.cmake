@@ -24,6 +24,8 @@ set(RULES
   "the engine core does not include serving" "src/core/" "^(serving/|dsinfer/serving[.]hpp$)"
   "the quantizer drives the public engine (no executor, no backend, no importer)" "src/quantizer/" "^(core|cpu|kernels|onednn|cuda|onnx|serving)/"
   "nothing below the quantizer includes it" "src/core/,src/passes/,src/ops/,src/runtime/,src/kernels/,src/cpu/,src/onednn/,src/onnx/,src/serving/,cuda/" "^quantizer/"
+  "the pruner drives the public engine (no executor, no backend, no importer)" "src/pruner/" "^(core|cpu|kernels|onednn|cuda|onnx|serving|quantizer)/"
+  "nothing below the pruner includes it" "src/core/,src/passes/,src/ops/,src/runtime/,src/kernels/,src/cpu/,src/onednn/,src/onnx/,src/serving/,src/quantizer/,cuda/" "^pruner/"
   "public headers include no third-party or internal header" "include/dsinfer/"
   "^(cuda|cudnn|cublas|dnnl|oneapi|Eigen|unsupported/Eigen|fmt|nlohmann|core|cpu|kernels|onednn|passes|ops|onnx)[/_.]"
 )

@@ -41,7 +41,17 @@ if(MODE STREQUAL "bad")
     "2|INPUT.onnx is required|-o ${o}"
     "2|unknown option '--frobnicate'|@M@ -o ${o} --frobnicate"
     "2|unexpected argument 'extra'|@M@ extra -o ${o}"
-    "2|--calibration: only --quantize int8-static and auto use it|@M@ -o ${o} --quantize int8-dynamic --calibration ${csv}"
+    "2|--calibration: only --quantize int8-static and auto, and the pruner|@M@ -o ${o} --quantize int8-dynamic --calibration ${csv}"
+    "2|--calibration-method: only --quantize int8-static and auto use it|@M@ -o ${o} --prune 0.3 --calibration ${csv} --calibration-method mse"
+    "2|--prune: expects a ratio in .0, 1. .1 would remove every channel|@M@ -o ${o} --prune 1"
+    "2|--prune and --prune-target: give one|@M@ -o ${o} --prune 0.3 --prune-target flops:0.3"
+    "2|--prune-target: expects flops:X or params:X|@M@ -o ${o} --prune-target 0.3"
+    "2|--prune-target: expects a fraction in \\(0, 1\\)|@M@ -o ${o} --prune-target flops:1.5"
+    "2|--prune-global: applies to --prune RATIO|@M@ -o ${o} --prune-target flops:0.2 --prune-global"
+    "2|--prune-recovery: must be none, bias or lsq|@M@ -o ${o} --prune 0.3 --prune-recovery magic"
+    "2|--prune-recovery: needs --calibration|@M@ -o ${o} --prune 0.3 --prune-recovery lsq"
+    "2|--prune-recovery: applies with --prune RATIO or --prune-target|@M@ -o ${o} --prune-recovery bias"
+    "2|--prune-ridge: applies to --prune-recovery lsq|@M@ -o ${o} --prune 0.3 --calibration ${csv} --prune-recovery bias --prune-ridge 0.1"
     "2|--per-tensor: only the int8 modes use it|@M@ -o ${o} --quantize bf16 --per-tensor"
     "2|--calibration-method: must be minmax, percentile, entropy or mse|@M@ -o ${o} --quantize int8-static --calibration ${csv} --calibration-method kl"
     "2|--percentile: expects a percentile|@M@ -o ${o} --quantize int8-static --calibration ${csv} --percentile 40"
@@ -54,7 +64,7 @@ if(MODE STREQUAL "bad")
     message(FATAL_ERROR "a failed command line wrote ${o}")
   endif()
   check_help(ds-convert --quantize --calibration --calibration-method --bench-runs --report
-             --optimize-level --exclude --quiet)
+             --optimize-level --exclude --quiet --prune --prune-target --prune-recovery)
   run_tool(rc so se --version)
   if(NOT rc EQUAL 0 OR NOT so MATCHES "^ds-convert \\(dsinfer [0-9]+\\.[0-9]+\\.[0-9]+\\)")
     message(FATAL_ERROR "ds-convert --version: exit ${rc}, stdout:\n${so}\nstderr:\n${se}")
@@ -222,4 +232,56 @@ run_tool(rc so se ${WORK}/digits_int8-dynamic.onnx -o ${requant} --quantize int8
          --bench-runs 0)
 if(NOT rc EQUAL 0 OR NOT se MATCHES "already holds quantized operators" OR NOT EXISTS ${requant})
   message(FATAL_ERROR "an INT8 model quantized again: exit ${rc}, stdout:\n${so}\nstderr:\n${se}")
+endif()
+
+# Pruning: 30% of the hidden neurons with least-squares recovery on the CSV (fidelity before
+# and after in the report, the refit layer listed); a parameter target met by sensitivity; and
+# "lite mode", pruned and then quantized, smaller than quantized alone.
+set(report ${WORK}/pruned.json)
+run_tool(rc so se ${MODEL} -o ${WORK}/pruned.onnx --prune 0.3 --prune-multiple 1
+         --calibration ${csv} --calibration-scale 0.0625 --bench-runs 2 --threads 2
+         --report ${report})
+message("ds-convert --prune 0.3:\n${so}${se}")
+if(NOT rc EQUAL 0 OR NOT so MATCHES "recovery lsq of 1 layer")
+  message(FATAL_ERROR "--prune 0.3 with recovery: exit ${rc}, stdout:\n${so}\nstderr:\n${se}")
+endif()
+file(READ ${report} doc)
+json_get(recovery prune recovery)
+json_get(removed prune removed_channels)
+json_get(cos_before prune fidelity_before_recovery cosine)
+json_get(cos_after prune fidelity_after_recovery cosine)
+json_length(n_recovered prune recovered_layers)
+json_get(refit prune recovered_layers 0 node)
+json_get(err_before prune recovered_layers 0 error_before)
+json_get(err_after prune recovered_layers 0 error_after)
+if(NOT recovery STREQUAL "lsq" OR NOT removed EQUAL 19 OR NOT n_recovered EQUAL 1 OR
+   NOT refit STREQUAL "fc2" OR NOT err_after LESS err_before OR NOT cos_after GREATER cos_before)
+  message(FATAL_ERROR "${report}: recovery ${recovery}, ${removed} removed, ${n_recovered} "
+                      "refit (${refit}, error ${err_before} -> ${err_after}), cosine "
+                      "${cos_before} -> ${cos_after}")
+endif()
+
+set(report ${WORK}/pruned_target.json)
+run_tool(rc so se ${MODEL} -o ${WORK}/pruned_target.onnx --prune-target params:0.2
+         --calibration ${csv} --calibration-scale 0.0625 --bench-runs 0 --report ${report})
+message("ds-convert --prune-target params:0.2:\n${so}${se}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "--prune-target: exit ${rc}, stdout:\n${so}\nstderr:\n${se}")
+endif()
+file(READ ${report} doc)
+json_get(allocation prune target allocation)
+json_get(achieved prune target achieved)
+json_length(n_sensitivity prune target sensitivity)
+if(NOT allocation STREQUAL "sensitivity" OR achieved LESS 0.2 OR NOT n_sensitivity EQUAL 1)
+  message(FATAL_ERROR "${report}: allocation ${allocation}, achieved ${achieved}, "
+                      "${n_sensitivity} groups measured")
+endif()
+
+run_tool(rc so se ${MODEL} -o ${WORK}/lite.onnx --prune 0.3 --quantize int8-static
+         --calibration ${csv} --calibration-scale 0.0625 --bench-runs 0)
+file(SIZE ${WORK}/lite.onnx lite_bytes)
+file(SIZE ${WORK}/digits_int8-static.onnx static_bytes)
+if(NOT rc EQUAL 0 OR NOT lite_bytes LESS static_bytes)
+  message(FATAL_ERROR "lite mode: exit ${rc}, ${lite_bytes} bytes against int8-static alone "
+                      "${static_bytes}:\n${so}\n${se}")
 endif()
