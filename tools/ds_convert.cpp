@@ -302,8 +302,8 @@ Args parse_args(int argc, char** argv) {
                })
         ->group("Pruning");
     cli.number("--prune-ridge", a.prune_ridge, 0.0, false, "a number", "R",
-               "least-squares recovery's ridge, relative to the\nmean input energy (default "
-               "0.001; larger stays\ncloser to the pruned weights)")
+               "least-squares recovery's ridge (default 0.1;\nlarger stays closer to the pruned "
+               "weights; scaled\nby inputs / rows, so it fades as data grows)")
         ->group("Pruning");
     cli.option("--prune-protect", "NODE",
                "a node whose output channels are kept (repeatable;\nthe last weight layer's always "

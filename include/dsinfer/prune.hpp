@@ -6,10 +6,16 @@
 // carried through per-channel ops (BatchNormalization, a bias Add or scale Mul by a constant,
 // PRelu), elementwise activations and pooling, joined by residual Adds (every branch of the sum
 // is one group: the channels of a ResNet stage are scored and removed together), through a
-// depthwise convolution (its filters and `group` follow the channels) and a Flatten into a
-// Gemm (each channel its block of H x W features), into the next layers' input channels. A
-// group that reaches anything else — a graph output, a Concat, a Reshape, a normalization
-// over channels, a grouped convolution — is left intact and the report says why.
+// depthwise convolution (its filters and `group` follow the channels), a Flatten into a Gemm
+// (each channel its block of H x W features) and a Concat along the channels (each input keeps
+// its own group; what reads the Concat loses the channels of every one), into the next layers'
+// input channels. Attention heads are groups of whole heads: the Reshape that splits Q, K and
+// V's channels into [heads, head size] makes the head the unit, the per-head products Q K^T and
+// P V join Q, K and V into one group, and the Reshape that merges the heads leads into the
+// output projection's rows (each head-count Reshape gets a shape constant of its own). An FFN's
+// intermediate neurons are a group like any Linear layer's. A group that reaches anything
+// else — a graph output, a Split or Slice, another Reshape, a normalization over channels, a
+// grouped convolution — is left intact and the report says why.
 //
 // Each channel is scored by its producers' weights (L1 or L2 norm of its filter, each
 // producer's scores divided by their mean so coupled layers weigh alike) or by |gamma| of the
@@ -164,8 +170,11 @@ struct PrunerOptions {
     std::vector<double> sensitivity_levels{0.25, 0.5, 0.75};
     /// Needs calibration data; ignored without it (the report says so).
     PruneRecovery recovery = PruneRecovery::least_squares;
-    /// Ridge strength, relative to the mean diagonal of the consumer's input Gram matrix.
-    double ridge = 1e-3;
+    /// Ridge strength of least-squares recovery, toward the pruned weights: lambda = ridge x
+    /// (inputs / rows) x the mean diagonal of the inputs' Gram matrix, so it matters where the
+    /// calibration rows barely outnumber a layer's inputs and fades as data grows. 0: plain
+    /// least squares.
+    double ridge = 0.1;
     /// Calibration batches read (0: all). Fidelity is measured on the first `eval_batches`.
     std::size_t max_batches = 0;
     std::size_t eval_batches = 4;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -72,6 +73,13 @@ struct Space {
     std::vector<Edit> edits;
     std::vector<int> depthwise;           ///< Conv nodes whose `group` follows the channels
     std::vector<int> consumers;           ///< weight layers whose input channels these are
+    /// A Concat's channels: the spaces (or -1: channels of no group, always kept) it joins,
+    /// each (space, offset, channels). Its kept channels follow theirs; it is never a group.
+    struct Source {
+        int space;
+        std::int64_t offset, channels;
+    };
+    std::vector<Source> sources;
 };
 
 struct Carrier {
@@ -130,6 +138,9 @@ public:
         if (a == b) return;
         Space& sa = spaces_[static_cast<std::size_t>(a)];
         Space& sb = spaces_[static_cast<std::size_t>(b)];
+        if ((!sa.sources.empty() || !sb.sources.empty()) && sa.bad.empty())
+            sa.bad = where + " joins concatenated channels with other channels";
+        sa.sources.insert(sa.sources.end(), sb.sources.begin(), sb.sources.end());
         if (sa.channels != sb.channels) {
             const std::string why = where + " joins " + std::to_string(sa.channels) + " and " +
                                     std::to_string(sb.channels) + " channels";
@@ -200,6 +211,7 @@ private:
     void linear(int ni, bool gemm);
     void per_channel_binary(const Node& n, int act, int cst);
     void reshape(int ni);
+    void concat(const Node& n);
     void transpose(const Node& n);
     void matmul_heads(const Node& n);
     /// Whether `v` (not a carrier) broadcasts along `c`'s axis of a value of rank `r`: it has
@@ -386,6 +398,7 @@ void Walk::reshape(int ni) {
     bool ok = a + 1 < std::max(rx, ry);
     for (int i = 0; ok && i < a; ++i)
         ok = same_dim(xs.dims[static_cast<std::size_t>(i)], ys.dims[static_cast<std::size_t>(i)]);
+    if (!sp.sources.empty()) ok = false;  // concatenated channels are never split into heads
     if (ok && !c.per_unit && ry == rx + 1) {
         // Split: x [..., C, rest...] -> y [..., H, D, rest...].
         const Dim& h = ys.dims[static_cast<std::size_t>(a)];
@@ -418,6 +431,49 @@ void Walk::reshape(int ni) {
         }
     }
     mark_bad(c.space, why);
+}
+
+/// Concat along the channel axis: a derived space over the inputs' spaces (an input that
+/// carries none is a run of channels that are always kept).
+void Walk::concat(const Node& n) {
+    const ValueId y = n.outputs[0];
+    const int r = rank(y);
+    std::int64_t axis = int_attr(n, "axis", 0, r);
+    if (axis < 0) axis += r;
+    std::vector<Space::Source> sources;
+    std::int64_t offset = 0;
+    std::string why;
+    for (ValueId in : n.inputs) {
+        if (in == kNoValue || rank(in) != r || axis < 0 || axis >= r) {
+            why = n.describe() + " joins inputs of other ranks";
+            break;
+        }
+        if (carries(in)) {
+            const Carrier& c = carrier(in);
+            if (c.axis != axis || c.block != 1 || c.per_unit) {
+                why = n.describe() + " concatenates along another axis";
+                break;
+            }
+            const std::int64_t ch = space(c.space).channels;
+            sources.push_back({root(c.space), offset, ch});
+            offset += ch;
+            continue;
+        }
+        const Dim& d = shape(in).dims[static_cast<std::size_t>(axis)];
+        if (!d.is_static()) {
+            why = n.describe() + " joins channels of unknown count";
+            break;
+        }
+        sources.push_back({-1, offset, d.value});
+        offset += d.value;
+    }
+    if (!why.empty()) {
+        stop_at(n, why);
+        return;
+    }
+    const int s = new_space(offset);
+    space(s).sources = std::move(sources);
+    set_out(y, s, static_cast<int>(axis));
 }
 
 void Walk::transpose(const Node& n) {
@@ -501,6 +557,7 @@ void Walk::visit(int ni) {
         !(n.inputs.size() > 1 && carries(n.inputs[1])))
         return reshape(ni);
     if (op == "Transpose" && carries(x) && n.outputs.size() == 1) return transpose(n);
+    if (op == "Concat" && n.outputs.size() == 1) return concat(n);
     if ((op == "Softmax" || op == "LogSoftmax") && carries(x) && n.outputs.size() == 1 &&
         rank(x) > 0) {
         // Normalizes along `axis` (opset 13: that axis alone; before: every axis from it on).
@@ -777,6 +834,31 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                     walk.carries(g.nodes[ni].outputs[0]))
                     walk.space(walk.carrier(g.nodes[ni].outputs[0]).space).protect = true;
 
+        // Concatenated channels: a Concat that stays intact keeps its inputs' groups intact
+        // (to a fixed point: Concats of Concats), and the layers reading it are consumers of
+        // those groups too (recovery refits them).
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (std::size_t s = 0; s < walk.spaces_.size(); ++s) {
+                const Space& sp = walk.spaces_[s];
+                if (sp.parent >= 0 || sp.sources.empty() || sp.bad.empty()) continue;
+                for (const Space::Source& src : sp.sources)
+                    if (src.space >= 0 && walk.space(src.space).bad.empty()) {
+                        walk.space(src.space).bad = sp.bad;
+                        changed = true;
+                    }
+            }
+        }
+        for (std::size_t s = walk.spaces_.size(); s-- > 0;) {  // outer Concats first
+            const Space& sp = walk.spaces_[s];
+            if (sp.parent >= 0 || sp.sources.empty()) continue;
+            for (const Space::Source& src : sp.sources)
+                if (src.space >= 0 && walk.root(src.space) != static_cast<int>(s)) {
+                    Space& t = walk.space(src.space);
+                    t.consumers.insert(t.consumers.end(), sp.consumers.begin(), sp.consumers.end());
+                }
+        }
+
         // Groups and their scores.
         struct Group {
             int root;
@@ -886,6 +968,8 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
 
         // Rewrite.
         passes::Rewriter rw(g);
+        std::vector<std::vector<std::int64_t>> kept_of(walk.spaces_.size());  // pruned roots
+        std::vector<char> pruned_root(walk.spaces_.size(), 0);
         std::size_t gi = 0;
         for (PruneGroup& pg : report.groups) {
             if (!pg.intact_reason.empty()) continue;
@@ -904,6 +988,8 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
             for (std::int64_t u : units)
                 for (std::int64_t c = 0; c < gr.unit; ++c) order.push_back(u * gr.unit + c);
             pg.kept_channels = order;
+            kept_of[static_cast<std::size_t>(gr.root)] = order;
+            pruned_root[static_cast<std::size_t>(gr.root)] = 1;
             const Space& sp = walk.spaces_[static_cast<std::size_t>(gr.root)];
             for (const Edit& e : sp.edits) {
                 Value& v = g.value(e.constant);
@@ -920,6 +1006,45 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                 rn.inputs[1] = rw.new_constant(rn.name + "/pruned_shape", std::move(shape));
             }
             report.removed_channels += pg.channels - kept_channels;
+        }
+        // Concatenations: their kept channels are their inputs' (in order, at their offsets).
+        std::vector<char> done(walk.spaces_.size(), 0);
+        std::function<const std::vector<std::int64_t>*(int)> kept_list =
+            [&](int s) -> const std::vector<std::int64_t>* {
+            s = walk.root(s);
+            const auto i = static_cast<std::size_t>(s);
+            if (pruned_root[i] != 0) return &kept_of[i];
+            if (walk.spaces_[i].sources.empty()) return nullptr;  // all
+            if (done[i] == 0) {
+                done[i] = 1;
+                std::vector<std::int64_t> kept;
+                for (const Space::Source& src : walk.spaces_[i].sources) {
+                    const std::vector<std::int64_t>* k = src.space >= 0 ? kept_list(src.space) : nullptr;
+                    if (k == nullptr)
+                        for (std::int64_t c = 0; c < src.channels; ++c) kept.push_back(src.offset + c);
+                    else
+                        for (std::int64_t c : *k) kept.push_back(src.offset + c);
+                }
+                if (static_cast<std::int64_t>(kept.size()) < walk.spaces_[i].channels) {
+                    kept_of[i] = std::move(kept);
+                    pruned_root[i] = 1;
+                }
+            }
+            return pruned_root[i] != 0 ? &kept_of[i] : nullptr;
+        };
+        for (std::size_t s = 0; s < walk.spaces_.size(); ++s) {
+            const Space& sp = walk.spaces_[s];
+            if (sp.parent >= 0 || sp.sources.empty() || !sp.bad.empty()) continue;
+            const std::vector<std::int64_t>* kept = kept_list(static_cast<int>(s));
+            if (kept == nullptr) continue;
+            for (const Edit& e : sp.edits) {
+                Value& v = g.value(e.constant);
+                v.initializer = gather_channels(*v.initializer, e.axis, e.block, *kept);
+                v.shape = SymbolicShape::from(v.initializer->shape());
+            }
+            for (int dw : sp.depthwise)
+                passes::set_attr(g.nodes[static_cast<std::size_t>(dw)], "group",
+                                 static_cast<std::int64_t>(kept->size()));
         }
         DSINFER_RETURN_IF_ERROR(g.link());  // new shape constants (no node was added or removed)
 

@@ -8,6 +8,7 @@
 // convolution, its im2col patches at sampled output positions) and a column of ones form Phi;
 // least squares with a ridge toward the pruned weights W1,
 //     min ||Phi [W; b] - T||^2 + lambda ||W - W1||^2,
+// lambda = ridge * (inputs / rows) * mean diag(Phi^T Phi),
 // is solved from the accumulated normal equations (Phi^T Phi, Phi^T T in double) by LDL^T.
 // Bias-only recovery keeps W1 and sets b to the mean residual (what the removed channels
 // contributed on average). The per-layer errors come from the same sums.
@@ -478,10 +479,16 @@ StatusOr<RecoveredLayer> Driver::refit(const Graph& original, Graph& pruned,
         if (with_bias && rec.rows > 0)
             after.row(k1) = (cross.row(k1) - gram.row(k1).head(k1) * w1) / static_cast<double>(rec.rows);
     } else {
+        // lambda = ridge * (inputs / rows) * mean diag(Phi^T Phi): strong where the rows barely
+        // outnumber the inputs (the fit would follow the calibration data's noise), fading as
+        // data grows.
         double mean_diag = 0.0;
         for (Eigen::Index i = 0; i < k1; ++i) mean_diag += gram(i, i);
         mean_diag = k1 > 0 ? mean_diag / static_cast<double>(k1) : 0.0;
-        const double lambda = std::max(o_.ridge * mean_diag, 1e-12);
+        const double lambda = std::max(o_.ridge * static_cast<double>(k1) /
+                                           static_cast<double>(std::max<std::int64_t>(rec.rows, 1)) *
+                                           mean_diag,
+                                       1e-12);
         MatrixD a = gram, rhs = cross;
         for (Eigen::Index i = 0; i < k1; ++i) a(i, i) += lambda;
         rhs.topRows(k1) += lambda * w1;

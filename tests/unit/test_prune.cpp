@@ -188,6 +188,43 @@ std::string attention_block(std::int64_t dead_head, const std::vector<std::int64
     return bytes_of(m);
 }
 
+/// Inception-like: x [N, 3, 6, 6] -> convA 1x1 (8) + bias -> Relu = a; convB 3x3 pad 1 (8) ->
+/// Relu = b; Concat(a, b, x) [N, 19, 6, 6] -> BatchNorm -> Relu -> Conv 1x1 (6) "mix" ->
+/// GlobalAveragePool -> Flatten -> Gemm (3) -> y. Dead channels (zero filters and biases, and
+/// zero BatchNorm mean and shift at their places in the concatenation) add nothing.
+std::string concat_cnn(const std::vector<std::int64_t>& dead_a, const std::vector<std::int64_t>& dead_b) {
+    onnx::ModelProto m = new_model(13, "prune_concat");
+    auto& g = *m.mutable_graph();
+    *g.add_input() = sym_info("x", 1, {-1, 3, 6, 6});
+    *g.add_output() = sym_info("y", 1, {-1, 3});
+    *g.add_initializer() = float_tensor("wa", {8, 3, 1, 1}, filters({8, 3, 1, 1}, 101, dead_a));
+    *g.add_initializer() = float_tensor("ba", {8}, filters({8}, 102, dead_a, 0.2f));
+    *g.add_initializer() = float_tensor("wb", {8, 3, 3, 3}, filters({8, 3, 3, 3}, 103, dead_b));
+    std::vector<std::int64_t> dead_cat = dead_a;
+    for (std::int64_t c : dead_b) dead_cat.push_back(8 + c);
+    std::vector<float> gamma = random_floats(19, 104, 0.5f), var = random_floats(19, 105, 0.2f);
+    for (float& v : gamma) v += 1.0f;
+    for (float& v : var) v = std::fabs(v) + 0.5f;
+    *g.add_initializer() = float_tensor("gc", {19}, gamma);
+    *g.add_initializer() = float_tensor("bc", {19}, filters({19}, 106, dead_cat, 0.3f));
+    *g.add_initializer() = float_tensor("mc", {19}, filters({19}, 107, dead_cat, 0.1f));
+    *g.add_initializer() = float_tensor("vc", {19}, var);
+    *g.add_initializer() = float_tensor("wm", {6, 19, 1, 1}, random_floats(6 * 19, 108, 0.4f));
+    *g.add_initializer() = float_tensor("wf", {6, 3}, random_floats(18, 109, 0.4f));
+    add_node(g, "Conv", {"x", "wa", "ba"}, {"ca"}, "convA");
+    add_node(g, "Relu", {"ca"}, {"a"}, "reluA");
+    ints(add_node(g, "Conv", {"x", "wb"}, {"cb"}, "convB"), "pads", {1, 1, 1, 1});
+    add_node(g, "Relu", {"cb"}, {"b"}, "reluB");
+    one_int(add_node(g, "Concat", {"a", "b", "x"}, {"cat"}, "concat"), "axis", 1);
+    add_node(g, "BatchNormalization", {"cat", "gc", "bc", "mc", "vc"}, {"n"}, "bn");
+    add_node(g, "Relu", {"n"}, {"r"}, "relu");
+    add_node(g, "Conv", {"r", "wm"}, {"mixed"}, "mix");
+    add_node(g, "GlobalAveragePool", {"mixed"}, {"p"}, "gap");
+    add_node(g, "Flatten", {"p"}, {"f"}, "flatten");
+    add_node(g, "Gemm", {"f", "wf"}, {"y"}, "fc");
+    return bytes_of(m);
+}
+
 Graph graph_of(const std::string& bytes) { return load_onnx_from_bytes(bytes.data(), bytes.size()); }
 
 std::vector<float> run_graph(Graph g, const Tensor& x, const Tensor* second = nullptr) {
@@ -341,6 +378,42 @@ TEST_CASE("pruning a dead attention head and dead FFN neurons leaves a block's o
     }
 }
 
+TEST_CASE("pruning dead channels through a Concat leaves the outputs unchanged", "[prune]") {
+    Graph g = graph_of(concat_cnn({1, 5}, {0, 3, 6, 7}));
+    const Tensor x = Tensor::from_vector<float>({2, 3, 6, 6}, random_floats(216, 111, 1.f));
+    const std::vector<float> before = run_graph(g, x);
+    PruneOptions o = exact(0.0);  // the branches only ("mix" makes live channels)
+    o.group_ratios = {{"convA", 0.25}, {"convB", 0.25}};
+    const PruneReport r = prune_channels(g, o).value_or_throw();
+    const PruneGroup* a = group_made_by(r, "convA");
+    const PruneGroup* b = group_made_by(r, "convB");
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    CHECK(a->kept_channels == std::vector<std::int64_t>{0, 2, 3, 4, 6, 7});
+    CHECK(b->kept == 6);
+    // The layer after the Concat reads both groups: each lists it as a consumer.
+    CHECK(a->consumers == std::vector<std::string>{"mix"});
+    CHECK(b->consumers == std::vector<std::string>{"mix"});
+    for (const Value& v : g.values) {
+        if (!v.initializer) continue;
+        if (v.name == "gc" || v.name == "mc") CHECK(v.initializer->shape() == Shape{15});
+        if (v.name == "wm") CHECK(v.initializer->shape() == Shape{6, 15, 1, 1});
+    }
+    CHECK(max_diff(before, run_graph(g, x)) <= 1e-5);
+
+    SECTION("a Concat that reaches a graph output keeps its inputs' groups intact") {
+        onnx::ModelProto m;
+        const std::string bytes = concat_cnn({}, {});
+        REQUIRE(m.ParseFromString(bytes));
+        *m.mutable_graph()->add_output() = sym_info("cat", 1, {-1, 19, 6, 6});
+        Graph g2 = graph_of(bytes_of(m));
+        const PruneReport r2 = prune_channels(g2, o).value_or_throw();
+        CHECK(group_made_by(r2, "convA")->kept == 8);
+        CHECK_THAT(group_made_by(r2, "convA")->intact_reason, Catch::Contains("graph output"));
+        CHECK(group_made_by(r2, "convB")->kept == 8);
+    }
+}
+
 TEST_CASE("prune: heads are whole units; a head count of one or a computed shape stays intact",
           "[prune]") {
     SECTION("a ratio below one head keeps every head, and rounding counts heads") {
@@ -431,26 +504,37 @@ TEST_CASE("prune: channel multiples, global thresholds and protection", "[prune]
 }
 
 TEST_CASE("prune: what cannot be pruned stays intact, with the reason", "[prune]") {
-    // y = Concat(Conv_a(x), Conv_b(x)) -> Conv_c: the Concat stops both groups; a graph output
-    // stops Conv_c's.
-    onnx::ModelProto m = new_model(13, "prune_concat");
+    // y = Conv_c(Concat(Conv_a(x), Conv_b(x))): Conv_a's group is pruned through the Concat,
+    // Conv_b's has one channel, a graph output stops Conv_c's. z = Add(Split(Conv_d(x))): the
+    // Split stops Conv_d's.
+    onnx::ModelProto m = new_model(13, "prune_intact");
     auto& g = *m.mutable_graph();
     *g.add_input() = sym_info("x", 1, {1, 2, 4, 4});
     *g.add_output() = sym_info("y", 1, {1, 3, 4, 4});
+    *g.add_output() = sym_info("z", 1, {1, 2, 4, 4});
     *g.add_initializer() = float_tensor("wa", {4, 2, 1, 1}, random_floats(8, 1, 0.5f));
     *g.add_initializer() = float_tensor("wb", {1, 2, 1, 1}, random_floats(2, 2, 0.5f));
     *g.add_initializer() = float_tensor("wc", {3, 5, 1, 1}, random_floats(15, 3, 0.5f));
+    *g.add_initializer() = float_tensor("wd", {4, 2, 1, 1}, random_floats(8, 4, 0.5f));
     add_node(g, "Conv", {"x", "wa"}, {"a"}, "conv_a");
     add_node(g, "Conv", {"x", "wb"}, {"b"}, "conv_b");
     one_int(add_node(g, "Concat", {"a", "b"}, {"ab"}, "concat"), "axis", 1);
     add_node(g, "Conv", {"ab", "wc"}, {"y"}, "conv_c");
+    add_node(g, "Conv", {"x", "wd"}, {"d"}, "conv_d");
+    one_int(add_node(g, "Split", {"d"}, {"d1", "d2"}, "split"), "axis", 1);
+    add_node(g, "Add", {"d1", "d2"}, {"z"}, "sum");
     Graph graph = graph_of(bytes_of(m));
     const PruneReport r = prune_channels(graph, exact(0.5)).value_or_throw();
-    CHECK_THAT(group_made_by(r, "conv_a")->intact_reason, Catch::Contains("Concat"));
-    CHECK_THAT(group_made_by(r, "conv_b")->intact_reason, Catch::Contains("Concat"));
+    CHECK(group_made_by(r, "conv_a")->intact_reason.empty());
+    CHECK(group_made_by(r, "conv_a")->kept == 2);
+    CHECK(group_made_by(r, "conv_b")->intact_reason == "one channel");
     CHECK_THAT(group_made_by(r, "conv_c")->intact_reason, Catch::Contains("graph output"));
-    CHECK(r.removed_channels == 0);
-    CHECK(r.prunable_channels == 0);
+    CHECK_THAT(group_made_by(r, "conv_d")->intact_reason, Catch::Contains("Split"));
+    CHECK(group_made_by(r, "conv_d")->kept == 4);
+    CHECK(r.removed_channels == 2);
+    CHECK(r.prunable_channels == 4);
+    for (const Value& v : graph.values)
+        if (v.name == "wc") CHECK(v.initializer->shape() == Shape{3, 3, 1, 1});
 }
 
 TEST_CASE("prune: bad options are invalid_argument and leave the graph as it was", "[prune]") {
