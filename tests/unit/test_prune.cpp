@@ -125,7 +125,7 @@ std::string mlp(const std::vector<std::int64_t>& dead) {
 /// Reshape [0, 0, -1] -> MatMul + bias (output dense) -> Add x -> FFN: MatMul (32) + bias ->
 /// GELU as Div / Erf / Add / Mul / Mul -> MatMul (16) -> y. Head `dead_head` has zero Q, K and
 /// V columns and biases (its scores are 0, its values 0: it adds nothing); FFN neurons in
-/// `dead_ffn` have zero W1 columns and biases (GELU(0) = 0).
+/// `dead_ffn` have zero W1 columns and biases (GELU(0) = 0); -1 for `dead_head`: no dead head.
 std::string attention_block(std::int64_t dead_head, const std::vector<std::int64_t>& dead_ffn) {
     constexpr std::int64_t H = 16, heads = 4, D = 4, F = 32;
     onnx::ModelProto m = new_model(13, "prune_attention");
@@ -739,7 +739,7 @@ TEST_CASE("Pruner: recovery refits an MLP's bias Add and a block's output projec
         CHECK(r.after_recovery.relative_l2 < r.before_recovery.relative_l2);
     }
     SECTION("attention block: the output projection (bias Add) and the FFN's second layer") {
-        Graph g = graph_of(attention_block(0, {}));
+        Graph g = graph_of(attention_block(-1, {}));  // every head live: pruning one costs
         PrunerOptions o;
         o.prune = exact(0.25);
         o.num_threads = 1;
