@@ -7,15 +7,18 @@
 // PRelu), elementwise activations and pooling, joined by residual Adds (every branch of the sum
 // is one group: the channels of a ResNet stage are scored and removed together), through a
 // depthwise convolution (its filters and `group` follow the channels), a Flatten into a Gemm
-// (each channel its block of H x W features) and a Concat along the channels (each input keeps
-// its own group; what reads the Concat loses the channels of every one), into the next layers'
-// input channels. Attention heads are groups of whole heads: the Reshape that splits Q, K and
+// (each channel its block of H x W features), a Concat along the channels (each input keeps
+// its own group; what reads the Concat loses the channels of every one) and a Split or Slice of
+// them (each output a window of the group: the Split's sizes and the Slice's bounds follow what
+// the window keeps, and a window never loses every channel), into the next layers' input
+// channels. Attention heads are groups of whole heads: the Reshape that splits Q, K and
 // V's channels into [heads, head size] makes the head the unit, the per-head products Q K^T and
 // P V join Q, K and V into one group, and the Reshape that merges the heads leads into the
 // output projection's rows (each head-count Reshape gets a shape constant of its own). An FFN's
 // intermediate neurons are a group like any Linear layer's. A group that reaches anything
-// else — a graph output, a Split or Slice, another Reshape, a normalization over channels, a
-// grouped convolution — is left intact and the report says why.
+// else — a graph output, windows of one group joined again (a gated product of two halves),
+// another Reshape, a normalization over channels, a grouped convolution — is left intact and
+// the report says why.
 //
 // Each channel is scored by its producers' weights (L1 or L2 norm of its filter, each
 // producer's scores divided by their mean so coupled layers weigh alike) or by |gamma| of the

@@ -73,11 +73,13 @@ struct Space {
     std::vector<Edit> edits;
     std::vector<int> depthwise;           ///< Conv nodes whose `group` follows the channels
     std::vector<int> consumers;           ///< weight layers whose input channels these are
-    /// A Concat's channels: the spaces (or -1: channels of no group, always kept) it joins,
-    /// each (space, offset, channels). Its kept channels follow theirs; it is never a group.
+    /// Channels derived from other spaces: a Concat's (the spaces it joins, or -1: channels
+    /// of no group, always kept) or a Split or Slice output's (a window of one space). Each
+    /// source puts `channels` channels of `space`, from its channel `from` on, at `offset`.
+    /// Their kept channels follow the sources'; a derived space is never a group.
     struct Source {
         int space;
-        std::int64_t offset, channels;
+        std::int64_t offset, channels, from = 0;
     };
     std::vector<Source> sources;
 };
@@ -139,7 +141,7 @@ public:
         Space& sa = spaces_[static_cast<std::size_t>(a)];
         Space& sb = spaces_[static_cast<std::size_t>(b)];
         if ((!sa.sources.empty() || !sb.sources.empty()) && sa.bad.empty())
-            sa.bad = where + " joins concatenated channels with other channels";
+            sa.bad = where + " joins the channels of a Concat, Split or Slice with other channels";
         sa.sources.insert(sa.sources.end(), sb.sources.begin(), sb.sources.end());
         if (sa.channels != sb.channels) {
             const std::string why = where + " joins " + std::to_string(sa.channels) + " and " +
@@ -202,6 +204,15 @@ public:
     void visit(int ni);
     Status run();
 
+    /// A Split or Slice along a group's channels: its sizes (Split) or starts and ends (Slice,
+    /// element `index`) follow what the source keeps of each window.
+    struct WindowEdit {
+        int node = -1;
+        int source = -1;
+        std::vector<std::pair<std::int64_t, std::int64_t>> windows;  ///< (from, channels)
+        int index = 0;
+    };
+    std::vector<WindowEdit> window_edits;
     std::vector<Space> spaces_;
     std::vector<Carrier> carriers_;
     std::vector<int> producer_nodes;  ///< in graph order
@@ -212,6 +223,8 @@ private:
     void per_channel_binary(const Node& n, int act, int cst);
     void reshape(int ni);
     void concat(const Node& n);
+    void split(int ni);
+    void slice(int ni);
     void transpose(const Node& n);
     void matmul_heads(const Node& n);
     /// Whether `v` (not a carrier) broadcasts along `c`'s axis of a value of rank `r`: it has
@@ -455,7 +468,7 @@ void Walk::concat(const Node& n) {
                 break;
             }
             const std::int64_t ch = space(c.space).channels;
-            sources.push_back({root(c.space), offset, ch});
+            sources.push_back({root(c.space), offset, ch, 0});
             offset += ch;
             continue;
         }
@@ -464,7 +477,7 @@ void Walk::concat(const Node& n) {
             why = n.describe() + " joins channels of unknown count";
             break;
         }
-        sources.push_back({-1, offset, d.value});
+        sources.push_back({-1, offset, d.value, 0});
         offset += d.value;
     }
     if (!why.empty()) {
@@ -474,6 +487,128 @@ void Walk::concat(const Node& n) {
     const int s = new_space(offset);
     space(s).sources = std::move(sources);
     set_out(y, s, static_cast<int>(axis));
+}
+
+/// Split along the channel axis: each output a window of the input's channels.
+void Walk::split(int ni) {
+    const Node& n = g_.nodes[static_cast<std::size_t>(ni)];
+    const ValueId x = n.inputs[0];
+    const Carrier c = carrier(x);
+    const int r = rank(x);
+    std::int64_t axis = int_attr(n, "axis", 0, r);
+    if (axis < 0) axis += r;
+    const std::string why = n.describe() + " splits the channels";
+    if (r < 0 || axis != c.axis || c.block != 1 || c.per_unit) {
+        mark_bad(c.space, why + " in another layout");
+        return;
+    }
+    if (!space(c.space).sources.empty()) {
+        mark_bad(c.space, why + " of a Concat, Split or Slice");
+        return;
+    }
+    const std::int64_t channels = space(c.space).channels;
+    std::vector<std::int64_t> sizes;
+    if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+        const Tensor* t = constant(n.inputs[1]);
+        if (t == nullptr || t->dtype() != DType::i64 || t->shape().rank() != 1) {
+            mark_bad(c.space, why + " by sizes that are not a constant");
+            return;
+        }
+        const auto* d = static_cast<const std::int64_t*>(t->raw_data());
+        sizes.assign(d, d + t->num_elements());
+    } else {
+        const StatusOr<std::vector<std::int64_t>> a = n.attr_or<std::vector<std::int64_t>>("split", {});
+        if (a.is_ok()) sizes = a.value();
+    }
+    const auto outs = static_cast<std::int64_t>(n.outputs.size());
+    if (sizes.empty() && outs > 0 && channels % outs == 0)
+        sizes.assign(static_cast<std::size_t>(outs), channels / outs);
+    std::int64_t total = 0;
+    for (std::int64_t v : sizes) total += v < 0 ? channels + 1 : v;
+    if (static_cast<std::int64_t>(sizes.size()) != outs || total != channels) {
+        mark_bad(c.space, why + " unevenly or into sizes that do not add up");
+        return;
+    }
+    WindowEdit we{ni, root(c.space), {}, 0};
+    std::int64_t from = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        we.windows.push_back({from, sizes[i]});
+        if (n.outputs[i] != kNoValue) {
+            const int s = new_space(sizes[i]);
+            space(s).sources = {{root(c.space), 0, sizes[i], from}};
+            set_out(n.outputs[i], s, static_cast<int>(axis));
+        }
+        from += sizes[i];
+    }
+    window_edits.push_back(std::move(we));
+}
+
+/// Slice of the channel axis with constant starts/ends (step 1): a window of the channels.
+void Walk::slice(int ni) {
+    const Node& n = g_.nodes[static_cast<std::size_t>(ni)];
+    const ValueId x = n.inputs[0];
+    const Carrier c = carrier(x);
+    const int r = rank(x);
+    const std::string why = n.describe() + " slices the channels";
+    const auto ints = [&](std::size_t i, std::vector<std::int64_t>& out) {
+        if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return true;  // absent
+        const Tensor* t = constant(n.inputs[i]);
+        if (t == nullptr || t->shape().rank() != 1) return false;
+        if (t->dtype() == DType::i64) {
+            const auto* d = static_cast<const std::int64_t*>(t->raw_data());
+            out.assign(d, d + t->num_elements());
+        } else if (t->dtype() == DType::i32) {
+            const auto* d = static_cast<const std::int32_t*>(t->raw_data());
+            out.assign(d, d + t->num_elements());
+        } else {
+            return false;
+        }
+        return true;
+    };
+    std::vector<std::int64_t> starts, ends, axes, steps;
+    if (n.inputs.size() < 3 || r < 0 || c.block != 1 || c.per_unit || !ints(1, starts) ||
+        !ints(2, ends) || !ints(3, axes) || !ints(4, steps) || starts.size() != ends.size()) {
+        mark_bad(c.space, why + " by bounds that are not constants (or in another layout)");
+        return;
+    }
+    if (axes.empty())
+        for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+    int at = -1;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+        const std::int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (a == c.axis) at = static_cast<int>(i);
+    }
+    if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size())) {
+        mark_bad(c.space, why + " with bounds of different lengths");
+        return;
+    }
+    if (at < 0) {  // the channels pass whole
+        pass_on(n.outputs[0], c);
+        return;
+    }
+    if (!space(c.space).sources.empty()) {
+        mark_bad(c.space, why + " of a Concat, Split or Slice");
+        return;
+    }
+    const auto k = static_cast<std::size_t>(at);
+    const std::int64_t channels = space(c.space).channels;
+    if (!steps.empty() && steps[k] != 1) {
+        mark_bad(c.space, why + " with a step");
+        return;
+    }
+    const auto clamp = [&](std::int64_t v) {
+        if (v < 0) v += channels;
+        return std::clamp<std::int64_t>(v, 0, channels);
+    };
+    const std::int64_t from = clamp(starts[k]), to = clamp(ends[k]);
+    if (to <= from) {
+        mark_bad(c.space, why + " to nothing");
+        return;
+    }
+    const int s = new_space(to - from);
+    space(s).sources = {{root(c.space), 0, to - from, from}};
+    set_out(n.outputs[0], s, c.axis);
+    window_edits.push_back(WindowEdit{ni, root(c.space), {{from, to - from}}, at});
 }
 
 void Walk::transpose(const Node& n) {
@@ -558,6 +693,13 @@ void Walk::visit(int ni) {
         return reshape(ni);
     if (op == "Transpose" && carries(x) && n.outputs.size() == 1) return transpose(n);
     if (op == "Concat" && n.outputs.size() == 1) return concat(n);
+    if (op == "Split" && carries(x) && !(n.inputs.size() > 1 && carries(n.inputs[1])))
+        return split(ni);
+    if (op == "Slice" && carries(x) && n.outputs.size() == 1 && g_.opset("") >= 10) {
+        bool others = false;
+        for (std::size_t i = 1; i < n.inputs.size(); ++i) others = others || carries(n.inputs[i]);
+        if (!others) return slice(ni);
+    }
     if ((op == "Softmax" || op == "LogSoftmax") && carries(x) && n.outputs.size() == 1 &&
         rank(x) > 0) {
         // Normalizes along `axis` (opset 13: that axis alone; before: every axis from it on).
@@ -872,7 +1014,10 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
             if (sp.parent >= 0 || sp.producers.empty()) continue;
             PruneGroup pg;
             for (int p : sp.producers) pg.producers.push_back(g.nodes[static_cast<std::size_t>(p)].name);
-            for (int c : sp.consumers) pg.consumers.push_back(g.nodes[static_cast<std::size_t>(c)].name);
+            std::vector<int> consumers = sp.consumers;  // in graph order, once each
+            std::sort(consumers.begin(), consumers.end());
+            consumers.erase(std::unique(consumers.begin(), consumers.end()), consumers.end());
+            for (int c : consumers) pg.consumers.push_back(g.nodes[static_cast<std::size_t>(c)].name);
             pg.channels = pg.kept = sp.channels;
             pg.unit = sp.unit;
             if (!sp.bad.empty()) pg.intact_reason = sp.bad;
@@ -966,17 +1111,14 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                 groups[k].keep = uniform_keep(groups[k], own[k] >= 0 ? own[k] : o.ratio);
         }
 
-        // Rewrite.
+        // The kept channels of each pruned group.
         passes::Rewriter rw(g);
         std::vector<std::vector<std::int64_t>> kept_of(walk.spaces_.size());  // pruned roots
         std::vector<char> pruned_root(walk.spaces_.size(), 0);
-        std::size_t gi = 0;
-        for (PruneGroup& pg : report.groups) {
-            if (!pg.intact_reason.empty()) continue;
-            Group& gr = groups[gi++];
-            const std::int64_t kept_channels = gr.keep * gr.unit;
-            pg.kept = kept_channels;
-            if (kept_channels == pg.channels) continue;
+        std::vector<Group*> group_of(walk.spaces_.size(), nullptr);
+        for (Group& gr : groups) {
+            group_of[static_cast<std::size_t>(gr.root)] = &gr;
+            if (gr.keep == static_cast<std::int64_t>(gr.score.size())) continue;
             std::vector<std::int64_t> units(gr.score.size());
             std::iota(units.begin(), units.end(), 0);
             std::stable_sort(units.begin(), units.end(), [&](std::int64_t a, std::int64_t b) {
@@ -984,12 +1126,40 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
             });
             units.resize(static_cast<std::size_t>(gr.keep));
             std::sort(units.begin(), units.end());
-            std::vector<std::int64_t> order;  // kept channels
+            std::vector<std::int64_t> order;
             for (std::int64_t u : units)
                 for (std::int64_t c = 0; c < gr.unit; ++c) order.push_back(u * gr.unit + c);
-            pg.kept_channels = order;
-            kept_of[static_cast<std::size_t>(gr.root)] = order;
+            kept_of[static_cast<std::size_t>(gr.root)] = std::move(order);
             pruned_root[static_cast<std::size_t>(gr.root)] = 1;
+        }
+        // A Split or Slice window that would lose every channel keeps its best one.
+        for (const Walk::WindowEdit& we : walk.window_edits) {
+            const auto r = static_cast<std::size_t>(walk.root(we.source));
+            if (pruned_root[r] == 0 || group_of[r] == nullptr || group_of[r]->unit != 1) continue;
+            std::vector<std::int64_t>& order = kept_of[r];
+            const std::vector<double>& score = group_of[r]->score;
+            for (const auto& [from, len] : we.windows) {
+                bool any = false;
+                for (std::int64_t c : order) any = any || (c >= from && c < from + len);
+                if (any || len <= 0) continue;
+                std::int64_t best = from;
+                for (std::int64_t c = from; c < from + len; ++c)
+                    if (score[static_cast<std::size_t>(c)] > score[static_cast<std::size_t>(best)]) best = c;
+                order.insert(std::upper_bound(order.begin(), order.end(), best), best);
+                group_of[r]->keep = static_cast<std::int64_t>(order.size());
+            }
+        }
+
+        // Rewrite.
+        std::size_t gi = 0;
+        for (PruneGroup& pg : report.groups) {
+            if (!pg.intact_reason.empty()) continue;
+            Group& gr = groups[gi++];
+            const std::int64_t kept_channels = gr.keep * gr.unit;
+            pg.kept = kept_channels;
+            if (pruned_root[static_cast<std::size_t>(gr.root)] == 0) continue;
+            const std::vector<std::int64_t>& order = kept_of[static_cast<std::size_t>(gr.root)];
+            pg.kept_channels = order;
             const Space& sp = walk.spaces_[static_cast<std::size_t>(gr.root)];
             for (const Edit& e : sp.edits) {
                 Value& v = g.value(e.constant);
@@ -1020,10 +1190,13 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                 std::vector<std::int64_t> kept;
                 for (const Space::Source& src : walk.spaces_[i].sources) {
                     const std::vector<std::int64_t>* k = src.space >= 0 ? kept_list(src.space) : nullptr;
-                    if (k == nullptr)
+                    if (k == nullptr) {
                         for (std::int64_t c = 0; c < src.channels; ++c) kept.push_back(src.offset + c);
-                    else
-                        for (std::int64_t c : *k) kept.push_back(src.offset + c);
+                    } else {
+                        for (std::int64_t c : *k)
+                            if (c >= src.from && c < src.from + src.channels)
+                                kept.push_back(src.offset + c - src.from);
+                    }
                 }
                 if (static_cast<std::int64_t>(kept.size()) < walk.spaces_[i].channels) {
                     kept_of[i] = std::move(kept);
@@ -1046,7 +1219,44 @@ StatusOr<PruneReport> prune_channels(Graph& graph, const PruneOptions& o) {
                 passes::set_attr(g.nodes[static_cast<std::size_t>(dw)], "group",
                                  static_cast<std::int64_t>(kept->size()));
         }
-        DSINFER_RETURN_IF_ERROR(g.link());  // new shape constants (no node was added or removed)
+        // Split sizes and Slice bounds: what each window keeps.
+        for (const Walk::WindowEdit& we : walk.window_edits) {
+            const std::vector<std::int64_t>* k = kept_list(we.source);
+            if (k == nullptr) continue;
+            Node& n = g.nodes[static_cast<std::size_t>(we.node)];
+            std::vector<std::int64_t> counts, before;
+            for (const auto& [from, len] : we.windows) {
+                std::int64_t b = 0, in = 0;
+                for (std::int64_t c : *k) {
+                    b += c < from;
+                    in += c >= from && c < from + len;
+                }
+                counts.push_back(in);
+                before.push_back(b);
+            }
+            if (n.op_type == "Split") {
+                if (g.opset("") >= 13) {
+                    n.inputs.resize(std::max<std::size_t>(n.inputs.size(), 2), kNoValue);
+                    n.inputs[1] = rw.new_constant(
+                        n.name + "/pruned_split",
+                        Tensor::from_vector<std::int64_t>(Shape{static_cast<std::int64_t>(counts.size())}, counts));
+                    std::erase_if(n.attributes, [](const auto& a) { return a.first == "num_outputs"; });
+                } else {
+                    passes::set_attr(n, "split", counts);
+                }
+                continue;
+            }
+            // Slice: the window's start is the kept channels before it, its end adds its own.
+            for (int which = 1; which <= 2; ++which) {
+                Tensor t = g.value(n.inputs[static_cast<std::size_t>(which)]).initializer->clone();
+                const std::int64_t v = which == 1 ? before[0] : before[0] + counts[0];
+                if (t.dtype() == DType::i64) static_cast<std::int64_t*>(t.raw_data())[we.index] = v;
+                else static_cast<std::int32_t*>(t.raw_data())[we.index] = static_cast<std::int32_t>(v);
+                n.inputs[static_cast<std::size_t>(which)] =
+                    rw.new_constant(n.name + (which == 1 ? "/pruned_starts" : "/pruned_ends"), std::move(t));
+            }
+        }
+        DSINFER_RETURN_IF_ERROR(g.link());  // new constants (no node was added or removed)
 
         // Shapes: every intermediate value is inferred again.
         std::vector<bool> keep_shape(g.values.size(), false);

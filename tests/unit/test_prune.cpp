@@ -225,11 +225,51 @@ std::string concat_cnn(const std::vector<std::int64_t>& dead_a, const std::vecto
     return bytes_of(m);
 }
 
+/// x [N, 3, 4, 4] -> Conv 1x1 (8) + bias -> Relu -> two windows of channels [0, 4) and [4, 8),
+/// by one Split (mode "split"), two Slices ("slice") or a Split into a gated product ("glu":
+/// w1 * Sigmoid(w2), which couples the windows). Each window -> Conv 1x1 (5); their sum is y.
+/// Channels in `dead` have zero filters and biases.
+std::string window_cnn(const std::string& mode, const std::vector<std::int64_t>& dead) {
+    onnx::ModelProto m = new_model(13, "prune_windows");
+    auto& g = *m.mutable_graph();
+    *g.add_input() = sym_info("x", 1, {-1, 3, 4, 4});
+    *g.add_output() = sym_info("y", 1, {-1, 5, 4, 4});
+    *g.add_initializer() = float_tensor("w", {8, 3, 1, 1}, filters({8, 3, 1, 1}, 121, dead));
+    *g.add_initializer() = float_tensor("b", {8}, filters({8}, 122, dead, 0.2f));
+    *g.add_initializer() = float_tensor("wp", {5, 4, 1, 1}, random_floats(20, 123, 0.5f));
+    *g.add_initializer() = float_tensor("wq", {5, 4, 1, 1}, random_floats(20, 124, 0.5f));
+    add_node(g, "Conv", {"x", "w", "b"}, {"c"}, "conv");
+    add_node(g, "Relu", {"c"}, {"r"}, "relu");
+    if (mode == "slice") {
+        *g.add_initializer() = i64_tensor("s0", {1}, {0});
+        *g.add_initializer() = i64_tensor("e0", {1}, {4});
+        *g.add_initializer() = i64_tensor("s1", {1}, {4});
+        *g.add_initializer() = i64_tensor("e1", {1}, {8});
+        *g.add_initializer() = i64_tensor("ax", {1}, {1});
+        add_node(g, "Slice", {"r", "s0", "e0", "ax"}, {"r1"}, "slice_lo");
+        add_node(g, "Slice", {"r", "s1", "e1", "ax"}, {"r2"}, "slice_hi");
+    } else {
+        one_int(add_node(g, "Split", {"r"}, {"r1", "r2"}, "split"), "axis", 1);
+    }
+    if (mode == "glu") {
+        add_node(g, "Sigmoid", {"r2"}, {"gate"}, "gate");
+        add_node(g, "Mul", {"r1", "gate"}, {"gl"}, "glu");
+        add_node(g, "Conv", {"gl", "wp"}, {"y"}, "conv_p");
+        return bytes_of(m);
+    }
+    add_node(g, "Conv", {"r1", "wp"}, {"p"}, "conv_p");
+    add_node(g, "Conv", {"r2", "wq"}, {"q"}, "conv_q");
+    add_node(g, "Add", {"p", "q"}, {"y"}, "sum");
+    return bytes_of(m);
+}
+
 Graph graph_of(const std::string& bytes) { return load_onnx_from_bytes(bytes.data(), bytes.size()); }
 
-std::vector<float> run_graph(Graph g, const Tensor& x, const Tensor* second = nullptr) {
+std::vector<float> run_graph(Graph g, const Tensor& x, const Tensor* second = nullptr,
+                             std::vector<std::string> backends = {}) {
     EngineOptions o;
     o.num_threads = 1;
+    o.backends = std::move(backends);
     const InferenceEngine e = InferenceEngine::compile(std::move(g), o);
     std::vector<NamedTensor> in{{e.inputs()[0].name, x}};
     if (second != nullptr) in.push_back({e.inputs()[1].name, *second});
@@ -295,6 +335,11 @@ TEST_CASE("pruning dead channels leaves a CNN's outputs unchanged", "[prune]") {
         if (n.name == "depthwise") CHECK(n.attr<std::int64_t>("group").value() == 4);
     const std::vector<float> after = run_graph(g, x);
     CHECK(max_diff(before, after) <= 1e-5);
+    for (const std::string& backend : default_backends()) {
+        INFO("backend " << backend);
+        CHECK(max_diff(before, run_graph(g, x, nullptr, {backend})) <= 1e-4);
+    }
+    CHECK(max_diff(before, run_graph(g, x, nullptr, {"reference"})) <= 1e-4);
     CHECK(r.flops_after < r.flops_before);
     CHECK(r.params_after < r.params_before);
     CHECK(r.layers.size() == 3);  // conv1, conv2, fc (the depthwise follows channels)
@@ -366,6 +411,12 @@ TEST_CASE("pruning a dead attention head and dead FFN neurons leaves a block's o
         }
     CHECK(splits == 3);
     CHECK(max_diff(before, run_graph(g, x, &m)) <= 1e-5);
+    // Every CPU backend runs the pruned block (each computes its own way: 1e-4).
+    for (const std::string& backend : default_backends()) {
+        INFO("backend " << backend);
+        CHECK(max_diff(before, run_graph(g, x, &m, {backend})) <= 1e-4);
+    }
+    CHECK(max_diff(before, run_graph(g, x, &m, {"reference"})) <= 1e-4);
 
     SECTION("saved as ONNX, the pruned block loads and runs the same") {
         const std::string path = (std::filesystem::temp_directory_path() /
@@ -411,6 +462,44 @@ TEST_CASE("pruning dead channels through a Concat leaves the outputs unchanged",
         CHECK(group_made_by(r2, "convA")->kept == 8);
         CHECK_THAT(group_made_by(r2, "convA")->intact_reason, Catch::Contains("graph output"));
         CHECK(group_made_by(r2, "convB")->kept == 8);
+    }
+}
+
+TEST_CASE("pruning dead channels through a Split or Slices leaves the outputs unchanged",
+          "[prune]") {
+    const Tensor x = Tensor::from_vector<float>({2, 3, 4, 4}, random_floats(96, 131, 1.f));
+    for (const std::string mode : {"split", "slice"}) {
+        INFO("mode " << mode);
+        Graph g = graph_of(window_cnn(mode, {1, 2, 6}));
+        const std::vector<float> before = run_graph(g, x);
+        PruneOptions o = exact(0.0);
+        o.group_ratios = {{"conv", 0.375}};  // the three dead channels
+        const PruneReport r = prune_channels(g, o).value_or_throw();
+        REQUIRE(group_made_by(r, "conv") != nullptr);
+        CHECK(group_made_by(r, "conv")->kept_channels == std::vector<std::int64_t>{0, 3, 4, 5, 7});
+        CHECK(group_made_by(r, "conv")->consumers ==
+              std::vector<std::string>{"conv_p", "conv_q"});
+        for (const Value& v : g.values) {
+            if (v.name == "wp") CHECK(v.initializer->shape() == Shape{5, 2, 1, 1});
+            if (v.name == "wq") CHECK(v.initializer->shape() == Shape{5, 3, 1, 1});
+        }
+        CHECK(max_diff(before, run_graph(g, x)) <= 1e-5);
+    }
+    SECTION("a window that would lose every channel keeps its best one") {
+        Graph g = graph_of(window_cnn("split", {0, 1, 2, 3}));
+        const std::vector<float> before = run_graph(g, x);
+        PruneOptions o = exact(0.0);
+        o.group_ratios = {{"conv", 0.5}};
+        const PruneReport r = prune_channels(g, o).value_or_throw();
+        CHECK(group_made_by(r, "conv")->kept == 5);
+        CHECK(group_made_by(r, "conv")->kept_channels.front() < 4);
+        CHECK(max_diff(before, run_graph(g, x)) <= 1e-5);
+    }
+    SECTION("a gated product of two windows keeps the group intact") {
+        Graph g = graph_of(window_cnn("glu", {1, 2, 6}));
+        const PruneReport r = prune_channels(g, exact(0.375)).value_or_throw();
+        CHECK(group_made_by(r, "conv")->kept == 8);
+        CHECK_THAT(group_made_by(r, "conv")->intact_reason, Catch::Contains("Split"));
     }
 }
 
