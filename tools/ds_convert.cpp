@@ -238,7 +238,7 @@ Args parse_args(int argc, char** argv) {
     std::optional<double> prune_ratio;
     cli.option("--prune", "RATIO",
                "remove this fraction of the channels of every\nprunable group (Conv filters, "
-               "Linear neurons),\nin [0, 1)",
+               "Linear neurons,\nattention heads), in [0, 1)",
                [&prune_ratio](const std::string& s) {
                    double v = 0;
                    std::string problem = bench::parse_number(s, 0, false, "a ratio", v);
