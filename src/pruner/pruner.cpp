@@ -499,6 +499,12 @@ StatusOr<RecoveredLayer> Driver::refit(const Graph& original, Graph& pruned,
             if (z.allFinite() && rel_error(z) <= rec.error_before) after = std::move(z);
         }
     }
+    if (!after.allFinite() || !std::isfinite(tt) || !gram.allFinite()) {
+        // NaN or infinity in the calibration activations: nothing trustworthy to fit.
+        rec.skipped = "the calibration data gave non-finite activations at its input";
+        rec.error_before = rec.error_after = 0.0;
+        return rec;
+    }
     rec.error_after = rel_error(after);
     // Write the recovered weights and bias into the pruned graph (new tensors: the graph's
     // tensors may be shared with the caller's copies).

@@ -939,6 +939,24 @@ TEST_CASE("Pruner: bad options and empty data are invalid_argument, the graph un
         CHECK_FALSE(Pruner(o).run(g, wrong.get()).is_ok());
         unchanged(g);
     }
+    {
+        // NaN in the calibration data: the layer is left as pruned, said so, never NaN weights.
+        Graph g = original;
+        std::vector<float> v = random_floats(64, 5, 1.f);
+        v[7] = std::nanf("");
+        for (const PruneRecovery method : {PruneRecovery::least_squares, PruneRecovery::bias}) {
+            PrunerOptions t = o;
+            t.recovery = method;
+            Graph gm = original;
+            auto nan_data = calibration_batches({{{"x", Tensor::from_vector<float>({4, 16}, v)}}});
+            const PrunerReport r = Pruner(t).run(gm, nan_data.get()).value_or_throw();
+            REQUIRE(recovered(r, "fc2") != nullptr);
+            CHECK_THAT(recovered(r, "fc2")->skipped, Catch::Contains("non-finite"));
+            for (const Value& val : gm.values)
+                if (val.initializer && val.initializer->dtype() == DType::f32)
+                    for (float w : val.initializer->span<float>()) CHECK(std::isfinite(w));
+        }
+    }
     CHECK(parse_prune_recovery("lsq").value() == PruneRecovery::least_squares);
     CHECK(parse_prune_recovery("bias").value() == PruneRecovery::bias);
     CHECK(parse_prune_recovery("nope").status().code() == ErrorCode::invalid_argument);
