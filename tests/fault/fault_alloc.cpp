@@ -39,27 +39,43 @@ std::atomic<std::int64_t> g_total{0};
 std::atomic<std::int64_t> g_site_faults[static_cast<int>(dsinfer::fault::FaultSite::count)];
 
 std::atomic<bool> g_watch{false};
-std::atomic<std::int64_t> g_watch_total{0}, g_watch_onednn{0}, g_watch_openmp{0};
+// The three counts change together, under one lock, once an allocation is classified: a
+// snapshot taken while another thread is still walking its stack must not see the total
+// without the library it is in (that read as an allocation by dsinfer, intermittently, when
+// oneDNN's or OpenMP's threads allocated as a kernel's run() ended).
+std::int64_t g_watch_total = 0, g_watch_onednn = 0, g_watch_openmp = 0;
+std::atomic_flag g_watch_lock = ATOMIC_FLAG_INIT;
 thread_local bool t_noting = false;  // backtrace() may allocate (once, loading libgcc_s)
+
+struct WatchLock {
+    WatchLock() noexcept {
+        while (g_watch_lock.test_and_set(std::memory_order_acquire)) {
+        }
+    }
+    ~WatchLock() { g_watch_lock.clear(std::memory_order_release); }
+};
 
 /// Counts one allocation call while watching, by the libraries on its call stack.
 void note_allocation() noexcept {
     if (!g_watch.load(std::memory_order_relaxed) || t_noting) return;
     t_noting = true;
-    g_watch_total.fetch_add(1, std::memory_order_relaxed);
     void* frames[64];
     const int n = ::backtrace(frames, 64);
-    bool third_party = false;
+    bool third_party = false, onednn = false;
     for (int i = 0; i < n && !third_party; ++i) {
         Dl_info info{};
         if (::dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr) continue;
         if (std::strstr(info.dli_fname, "libdnnl") != nullptr) {
-            g_watch_onednn.fetch_add(1, std::memory_order_relaxed);
-            third_party = true;
+            onednn = third_party = true;
         } else if (std::strstr(info.dli_fname, "libgomp") != nullptr) {
-            g_watch_openmp.fetch_add(1, std::memory_order_relaxed);
             third_party = true;
         }
+    }
+    {
+        const WatchLock lock;
+        ++g_watch_total;
+        if (onednn) ++g_watch_onednn;
+        else if (third_party) ++g_watch_openmp;
     }
     // Debugging: DSINFER_WATCH_TRACE=1 prints the stack of every other watched allocation.
     static const bool trace = std::getenv("DSINFER_WATCH_TRACE") != nullptr;
@@ -149,7 +165,8 @@ std::int64_t faults_at(FaultSite s) noexcept {
 }
 void watch_allocations(bool on) noexcept { g_watch.store(on); }
 WatchedAllocations watched_allocations() noexcept {
-    return {g_watch_total.load(), g_watch_onednn.load(), g_watch_openmp.load()};
+    const WatchLock lock;
+    return {g_watch_total, g_watch_onednn, g_watch_openmp};
 }
 const char* site_name(FaultSite s) noexcept {
     switch (s) {
