@@ -27,6 +27,7 @@
 
 #include "dsinfer/engine.hpp"
 #include "dsinfer/prune.hpp"
+#include "passes/pass_utils.hpp"
 #include "runtime/fidelity.hpp"
 
 namespace dsinfer {
@@ -68,13 +69,6 @@ int node_index(const Graph& g, const std::string& name) {
     for (std::size_t i = 0; i < g.nodes.size(); ++i)
         if (g.nodes[i].name == name) return static_cast<int>(i);
     return -1;
-}
-
-int uses(const Graph& g, ValueId v) {
-    int n = 0;
-    for (const Node& node : g.nodes)
-        for (ValueId in : node.inputs) n += in == v;
-    return n;
 }
 
 /// Copies the observed value of one name (the others are ignored).
@@ -334,26 +328,25 @@ StatusOr<Layer> layer_of(const Graph& g, int ni) {
 /// elements along its last axis read only there — a Conv's B, a Gemm's C, or the bias Add
 /// after a MatMul — or (-1, -1).
 std::pair<int, int> bias_site(const Graph& g, int ni, std::int64_t n_out) {
+    const passes::GraphIndex index(g);
     const Node& n = g.nodes[static_cast<std::size_t>(ni)];
     const auto fits = [&](ValueId v) {
-        if (v == kNoValue || !g.value(v).initializer) return false;
-        const Tensor& t = *g.value(v).initializer;
-        return t.dtype() == DType::f32 && t.num_elements() == n_out && t.shape().rank() >= 1 &&
-               t.shape()[t.shape().rank() - 1] == n_out && uses(g, v) == 1;
+        const Tensor* t = index.constant(v);
+        return t != nullptr && t->dtype() == DType::f32 && t->num_elements() == n_out &&
+               t->shape().rank() >= 1 && t->shape()[t->shape().rank() - 1] == n_out &&
+               index.sole_consumer(v) >= 0;
     };
     if (n.op_type == "Conv" || n.op_type == "Gemm") {
         if (n.inputs.size() > 2 && fits(n.inputs[2])) return {ni, 2};
         return {-1, -1};
     }
-    const ValueId y = n.outputs[0];
-    if (std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end() || uses(g, y) != 1)
+    const int add = index.sole_consumer(n.outputs[0]);
+    if (add < 0) return {-1, -1};
+    const Node& a = g.nodes[static_cast<std::size_t>(add)];
+    if (a.op_type != "Add" || !(a.domain.empty() || a.domain == "ai.onnx") || a.inputs.size() != 2)
         return {-1, -1};
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& a = g.nodes[i];
-        if (a.op_type != "Add" || a.inputs.size() != 2) continue;
-        if (a.inputs[0] == y && fits(a.inputs[1])) return {static_cast<int>(i), 1};
-        if (a.inputs[1] == y && fits(a.inputs[0])) return {static_cast<int>(i), 0};
-    }
+    const int other = a.inputs[0] == n.outputs[0] ? 1 : 0;
+    if (fits(a.inputs[static_cast<std::size_t>(other)])) return {add, other};
     return {-1, -1};
 }
 
