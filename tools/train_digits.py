@@ -9,6 +9,12 @@ Outputs (in --out, default models/digits next to this repository's tools/ folder
   digits.onnx       input  "pixels"        float32 [batch, 64]  pixel values divided by 16
                     output "logits"        float32 [batch, 10]
                     output "probabilities" float32 [batch, 10]  (Softmax of the logits)
+  digits_small.onnx with --small: multinomial logistic regression 64 -> 10 (one Gemm), the
+                    same input and outputs: the cheap first stage of a model cascade
+                    (dsinfer/cascade.hpp, examples/cascade/).
+  digits_large.onnx with --large: a 64-256-256-10 MLP, the same input and outputs: a second
+                    stage expensive enough (~85k multiply-adds a row against the small
+                    model's 640) for a cascade's savings to show.
   digits_test.csv   the held-out split, one sample per line: the label (0-9) followed by the
                     64 raw pixel values as integers 0..16, comma-separated, no header.
                     Consumers divide each pixel by 16 before feeding the model, as training did.
@@ -17,7 +23,9 @@ Outputs (in --out, default models/digits next to this repository's tools/ folder
                     (dsinfer::calibration_csv(file, graph, batch_size, 1.f / 16), ds-convert
                     --calibration), kept apart from the held-out split that measures accuracy.
 
-Running it again with the same arguments produces byte-identical files.
+Running it again with the same arguments produces byte-identical files. --small and --large train
+their models after the others, each from its own generator seeded from --seed, so they leave
+digits.onnx and the CSV files as they are without them.
 """
 
 import argparse
@@ -60,37 +68,51 @@ def softmax(z):
 
 
 class Mlp:
-    def __init__(self, rng):
-        # He initialisation for the ReLU layer, Glorot-like for the output layer.
-        self.params = {
-            "w1": rng.standard_normal((64, HIDDEN)) * np.sqrt(2.0 / 64),
-            "b1": np.zeros(HIDDEN),
-            "w2": rng.standard_normal((HIDDEN, CLASSES)) * np.sqrt(1.0 / HIDDEN),
-            "b2": np.zeros(CLASSES),
-        }
+    """A ReLU multilayer perceptron with the layer sizes given (no hidden layer: multinomial
+    logistic regression), trained on softmax cross-entropy."""
+
+    def __init__(self, rng, sizes=(64, HIDDEN, CLASSES)):
+        # He initialisation for the ReLU layers, Glorot-like for the output layer.
+        self.layers = len(sizes) - 1
+        self.params = {}
+        for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
+            gain = 1.0 if i == self.layers else 2.0
+            self.params[f"w{i}"] = rng.standard_normal((fan_in, fan_out)) * np.sqrt(gain / fan_in)
+            self.params[f"b{i}"] = np.zeros(fan_out)
 
     def forward(self, x):
+        """Returns the pre-activations and activations of the hidden layers, and the logits."""
         p = self.params
-        h_pre = x @ p["w1"] + p["b1"]
-        h = np.maximum(h_pre, 0.0)
-        return h_pre, h, h @ p["w2"] + p["b2"]
+        pre, act = [], [x]
+        for i in range(1, self.layers):
+            pre.append(act[-1] @ p[f"w{i}"] + p[f"b{i}"])
+            act.append(np.maximum(pre[-1], 0.0))
+        last = self.layers
+        return pre, act, act[-1] @ p[f"w{last}"] + p[f"b{last}"]
 
     def gradients(self, x, y_onehot, weight_decay):
         p = self.params
-        h_pre, h, logits = self.forward(x)
+        pre, act, logits = self.forward(x)
         n = x.shape[0]
-        d_logits = (softmax(logits) - y_onehot) / n
-        d_h = d_logits @ p["w2"].T
-        d_h_pre = d_h * (h_pre > 0.0)
-        return {
-            "w2": h.T @ d_logits + weight_decay * p["w2"],
-            "b2": d_logits.sum(axis=0),
-            "w1": x.T @ d_h_pre + weight_decay * p["w1"],
-            "b1": d_h_pre.sum(axis=0),
-        }
+        grads = {}
+        d_out = (softmax(logits) - y_onehot) / n
+        for i in range(self.layers, 0, -1):
+            grads[f"w{i}"] = act[i - 1].T @ d_out + weight_decay * p[f"w{i}"]
+            grads[f"b{i}"] = d_out.sum(axis=0)
+            if i > 1:
+                d_out = (d_out @ p[f"w{i}"].T) * (pre[i - 2] > 0.0)
+        return grads
 
     def predict(self, x):
         return self.forward(x)[2].argmax(axis=1)
+
+    def predict_float32(self, x):
+        """The predictions of the exported (float32) model."""
+        p32 = {k: v.astype(np.float32) for k, v in self.params.items()}
+        h = x.astype(np.float32)
+        for i in range(1, self.layers):
+            h = np.maximum(h @ p32[f"w{i}"] + p32[f"b{i}"], 0)
+        return (h @ p32[f"w{self.layers}"] + p32[f"b{self.layers}"]).argmax(axis=1)
 
 
 def train(model, x, y, rng, epochs, batch_size, lr, weight_decay):
@@ -116,37 +138,45 @@ def train(model, x, y, rng, epochs, batch_size, lr, weight_decay):
             print(f"epoch {epoch + 1:4d}: train accuracy {acc:.4f}")
 
 
-def export_onnx(model, path):
+def export_onnx(model, path, graph_name="digits_mlp", description=None):
     p = {k: v.astype(np.float32) for k, v in model.params.items()}
-    inits = [
-        numpy_helper.from_array(p["w1"], "fc1.weight"),
-        numpy_helper.from_array(p["b1"], "fc1.bias"),
-        numpy_helper.from_array(p["w2"], "fc2.weight"),
-        numpy_helper.from_array(p["b2"], "fc2.bias"),
-    ]
-    nodes = [
-        helper.make_node("MatMul", ["pixels", "fc1.weight"], ["fc1.matmul"], name="fc1_matmul"),
-        helper.make_node("Add", ["fc1.matmul", "fc1.bias"], ["fc1.out"], name="fc1_bias"),
-        helper.make_node("Relu", ["fc1.out"], ["fc1.relu"], name="relu1"),
-        helper.make_node("Gemm", ["fc1.relu", "fc2.weight", "fc2.bias"], ["logits"], name="fc2",
-                         alpha=1.0, beta=1.0, transA=0, transB=0),
-        helper.make_node("Softmax", ["logits"], ["probabilities"], name="softmax", axis=-1),
-    ]
+    last = model.layers
+    inits, nodes = [], []
+    x = "pixels"
+    for i in range(1, last + 1):
+        inits += [numpy_helper.from_array(p[f"w{i}"], f"fc{i}.weight"),
+                  numpy_helper.from_array(p[f"b{i}"], f"fc{i}.bias")]
+        if i == last:
+            nodes.append(helper.make_node("Gemm", [x, f"fc{i}.weight", f"fc{i}.bias"], ["logits"],
+                                          name=f"fc{i}", alpha=1.0, beta=1.0, transA=0, transB=0))
+            break
+        nodes += [
+            helper.make_node("MatMul", [x, f"fc{i}.weight"], [f"fc{i}.matmul"],
+                             name=f"fc{i}_matmul"),
+            helper.make_node("Add", [f"fc{i}.matmul", f"fc{i}.bias"], [f"fc{i}.out"],
+                             name=f"fc{i}_bias"),
+            helper.make_node("Relu", [f"fc{i}.out"], [f"fc{i}.relu"], name=f"relu{i}"),
+        ]
+        x = f"fc{i}.relu"
+    nodes.append(helper.make_node("Softmax", ["logits"], ["probabilities"], name="softmax",
+                                  axis=-1))
     graph = helper.make_graph(
-        nodes, "digits_mlp",
+        nodes, graph_name,
         inputs=[helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["batch", 64])],
         outputs=[
             helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", CLASSES]),
             helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", CLASSES]),
         ],
         initializer=inits)
+    if description is None:
+        description = "64-64-10 MLP"
     model_proto = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", 13)],
         producer_name="dsinfer tools/train_digits.py",
         producer_version="1",
         doc_string=(
-            "64-64-10 MLP classifying 8x8 handwritten digits (scikit-learn load_digits). "
+            f"{description} classifying 8x8 handwritten digits (scikit-learn load_digits). "
             "Input 'pixels': float32 [batch, 64], the 8x8 image in row-major order with each "
             "raw pixel value (0..16) divided by 16. Outputs: 'logits' [batch, 10] and "
             "'probabilities' [batch, 10] (softmax); the predicted digit is the argmax."))
@@ -162,13 +192,28 @@ def write_csv(images, labels, path):
             f.write(",".join([str(int(label))] + [str(int(v)) for v in row]) + "\n")
 
 
+# The cascade's extra models (--small, --large): file, layer sizes, description, epochs, the
+# held-out accuracy each must reach, and the stream of their seeded generator.
+EXTRA_MODELS = {
+    "small": ("digits_small.onnx", (64, CLASSES), "Multinomial logistic regression 64-10",
+              300, 0.90, 1),
+    "large": ("digits_large.onnx", (64, 256, 256, CLASSES), "64-256-256-10 MLP", 100, 0.95, 2),
+}
+
+
 def main(argv):
     default_out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
                                "digits")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=default_out, help="output folder (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=20240607)
-    ap.add_argument("--epochs", type=int, default=300)
+    ap.add_argument("--epochs", type=int, default=300, help="epochs of digits.onnx's MLP")
+    ap.add_argument("--small", action="store_true",
+                    help="also write digits_small.onnx (logistic regression, a cascade's first "
+                         "stage)")
+    ap.add_argument("--large", action="store_true",
+                    help="also write digits_large.onnx (64-256-256-10 MLP, a cascade's second "
+                         "stage)")
     args = ap.parse_args(argv)
 
     digits = load_digits()
@@ -186,13 +231,29 @@ def main(argv):
 
     test_acc = float((model.predict(x_test) == labels[test_idx]).mean())
     # The exported model runs in float32; check that accuracy, too.
-    p32 = {k: v.astype(np.float32) for k, v in model.params.items()}
-    h32 = np.maximum(x_test.astype(np.float32) @ p32["w1"] + p32["b1"], 0)
-    acc32 = float(((h32 @ p32["w2"] + p32["b2"]).argmax(axis=1) == labels[test_idx]).mean())
+    acc32 = float((model.predict_float32(x_test) == labels[test_idx]).mean())
     print(f"held-out accuracy: {test_acc:.4f} (float64), {acc32:.4f} (float32)")
     if min(test_acc, acc32) < 0.95:
         print("error: held-out accuracy below 0.95", file=sys.stderr)
         return 1
+
+    # Each extra model: trained like the MLP above on the same split, from its own generator.
+    extras = []
+    for name in ("small", "large"):
+        if not getattr(args, name):
+            continue
+        file_name, sizes, description, epochs, min_acc, stream = EXTRA_MODELS[name]
+        print(f"{name} model: {description}")
+        extra_rng = np.random.default_rng([args.seed, stream])
+        extra = Mlp(extra_rng, sizes)
+        train(extra, x_train, labels[train_idx], extra_rng, epochs=epochs, batch_size=32,
+              lr=1e-3, weight_decay=1e-4)
+        acc = float((extra.predict_float32(x_test) == labels[test_idx]).mean())
+        print(f"{name} model held-out accuracy: {acc:.4f} (float32)")
+        if acc < min_acc:
+            print(f"error: {name} model held-out accuracy below {min_acc}", file=sys.stderr)
+            return 1
+        extras.append((extra, file_name, description))
 
     os.makedirs(args.out, exist_ok=True)
     onnx_path = os.path.join(args.out, "digits.onnx")
@@ -201,7 +262,13 @@ def main(argv):
     export_onnx(model, onnx_path)
     write_csv(raw[test_idx], labels[test_idx], csv_path)
     write_csv(raw[train_idx], labels[train_idx], train_csv_path)
-    for path in (onnx_path, csv_path, train_csv_path):
+    written = [onnx_path, csv_path, train_csv_path]
+    for extra, file_name, description in extras:
+        path = os.path.join(args.out, file_name)
+        export_onnx(extra, path, graph_name=os.path.splitext(file_name)[0],
+                    description=description)
+        written.append(path)
+    for path in written:
         print(f"wrote {os.path.normpath(path)} ({os.path.getsize(path)} bytes)")
     return 0
 
