@@ -24,6 +24,9 @@ set(DSINFER_CUDA_ARCHITECTURES "80;90" CACHE STRING "dsinfer: CUDA architectures
 option(DSINFER_BUILD_TESTS "dsinfer: build the test suite" ${DSINFER_IS_MAIN_PROJECT})
 option(DSINFER_BUILD_EXAMPLES "dsinfer: build the examples" ${DSINFER_IS_MAIN_PROJECT})
 option(DSINFER_BUILD_BENCHMARKS "dsinfer: build the Google Benchmark suites" OFF)
+# dsinfer::server and ds-serve: the KServe v2 server over REST (cpp-httplib) and gRPC (gRPC++),
+# with TLS (OpenSSL); Debian's libcpp-httplib-dev, libgrpc++-dev, protobuf-compiler-grpc.
+option(DSINFER_BUILD_SERVER "dsinfer: build dsinfer::server and ds-serve" ${DSINFER_IS_MAIN_PROJECT})
 option(DSINFER_BUILD_TOOLS "dsinfer: build ds-conformance and the other tools" ${DSINFER_IS_MAIN_PROJECT})
 option(DSINFER_BUILD_FUZZERS "dsinfer: build libFuzzer targets (clang)" OFF)
 option(DSINFER_INSTALL "dsinfer: generate install and export rules" ${DSINFER_IS_MAIN_PROJECT})

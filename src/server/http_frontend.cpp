@@ -1,0 +1,343 @@
+// src/server/http_frontend.cpp — the REST half of the Open Inference Protocol on cpp-httplib
+// (Debian's libcpp-httplib-dev): routes, bearer-token check, limits, the binary-tensor
+// extension, and cancellation when the client goes away.
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include <httplib.h>  // Debian's build: CPPHTTPLIB_OPENSSL_SUPPORT from its pkg-config file
+#include <nlohmann/json.hpp>
+
+#include "server/server_impl.hpp"
+
+namespace dsinfer::server {
+
+using json = nlohmann::json;
+
+class HttpFrontend {
+public:
+    HttpFrontend(Server::Impl& impl, bool metrics_only) : impl_(impl), metrics_only_(metrics_only) {
+        const auto& o = impl.options;
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+        if (!o.tls_cert.empty())
+            server_ = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+        else
+#endif
+            server_ = std::make_unique<httplib::Server>();
+        if (!o.tls_cert.empty() && !server_->is_valid())
+            throw Error(ErrorCode::invalid_argument,
+                        "TLS: cannot use the certificate '" + o.tls_cert.string() +
+                            "' and key '" + o.tls_key.string() + "'");
+        configure();
+    }
+
+    int bind(const std::string& host, int port) {
+        int bound = -1;
+        if (port == 0) bound = server_->bind_to_any_port(host);
+        else bound = server_->bind_to_port(host, port) ? port : -1;
+        if (bound < 0)
+            throw Error(ErrorCode::io_error,
+                        "cannot listen on " + host + ":" + std::to_string(port) +
+                            " (address in use or not allowed)");
+        thread_ = std::thread([this] { server_->listen_after_bind(); });
+        return bound;
+    }
+
+    void stop() {
+        server_->stop();
+        if (thread_.joinable()) thread_.join();
+    }
+
+    ~HttpFrontend() { stop(); }
+
+private:
+    void configure();
+    void handle_infer(const httplib::Request& req, httplib::Response& res,
+                      const std::string& name, const std::string& version);
+    void reply_error(httplib::Response& res, const ApiError& e) const {
+        res.status = http_status(e.code);
+        if (e.code == ApiCode::unavailable) res.set_header("Retry-After", "1");
+        res.set_content(json_error_body(e.message), "application/json");
+    }
+
+    Server::Impl& impl_;
+    bool metrics_only_;
+    std::unique_ptr<httplib::Server> server_;
+    std::thread thread_;
+};
+
+namespace {
+
+// The connection a request arrived on, found by its endpoints among the process's sockets
+// (cpp-httplib does not hand the socket to handlers): looked up once per connection and
+// thread, then only verified. Used only while a handler waits, to notice a client that hung
+// up and cancel its request.
+int connection_fd(const httplib::Request& req) {
+    struct Cached {
+        int fd = -1;
+        std::string addr;
+        int port = -1, local_port = -1;
+    };
+    thread_local Cached cached;
+    auto matches = [&](int fd) {
+        sockaddr_storage peer{}, local{};
+        socklen_t pl = sizeof(peer), ll = sizeof(local);
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
+        char text[INET6_ADDRSTRLEN] = {};
+        int pport = -1, lport = -1;
+        if (peer.ss_family == AF_INET) {
+            auto* a = reinterpret_cast<sockaddr_in*>(&peer);
+            ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+            pport = ntohs(a->sin_port);
+            lport = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+        } else if (peer.ss_family == AF_INET6) {
+            auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
+            ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+            pport = ntohs(a->sin6_port);
+            lport = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+        } else {
+            return false;
+        }
+        return pport == req.remote_port && lport == req.local_port && req.remote_addr == text;
+    };
+    if (cached.fd >= 0 && cached.addr == req.remote_addr && cached.port == req.remote_port &&
+        cached.local_port == req.local_port && matches(cached.fd))
+        return cached.fd;
+    rlimit rl{};
+    const int max_fd = ::getrlimit(RLIMIT_NOFILE, &rl) == 0
+                           ? static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 65536))
+                           : 1024;
+    for (int fd = 3; fd < max_fd; ++fd) {
+        if (matches(fd)) {
+            cached = Cached{fd, req.remote_addr, req.remote_port, req.local_port};
+            return fd;
+        }
+    }
+    return -1;
+}
+
+bool client_gone(int fd) {
+    if (fd < 0) return false;
+    pollfd p{fd, POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace
+
+void HttpFrontend::configure() {
+    auto& s = *server_;
+    const auto& o = impl_.options;
+    const std::size_t threads = o.http_threads > 0 ? static_cast<std::size_t>(o.http_threads) : 64;
+    s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    s.set_payload_max_length(o.max_body_bytes);
+    const auto io = std::chrono::duration_cast<std::chrono::microseconds>(o.io_timeout).count();
+    s.set_read_timeout(static_cast<time_t>(io / 1000000), static_cast<time_t>(io % 1000000));
+    s.set_write_timeout(static_cast<time_t>(io / 1000000), static_cast<time_t>(io % 1000000));
+    s.set_keep_alive_max_count(1000);
+    s.set_keep_alive_timeout(5);
+
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                               std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = std::string("internal error: ") + e.what();
+        } catch (...) {
+        }
+        res.status = 500;
+        res.set_content(json_error_body(what), "application/json");
+    });
+    s.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        if (res.status == 404) message = "no route " + req.method + " " + req.path;
+        else if (res.status == 413) message = "the request body exceeds the server's limit";
+        else if (res.status == 405) message = "method not allowed";
+        else message = "HTTP " + std::to_string(res.status);
+        res.set_content(json_error_body(message), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+        }));
+
+    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(impl_.metrics_text(), "text/plain; version=0.0.4");
+    });
+    if (metrics_only_) return;
+
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (req.path.rfind("/v2/health/", 0) == 0) return httplib::Server::HandlerResponse::Unhandled;
+        if (impl_.authorized(req.get_header_value("Authorization")))
+            return httplib::Server::HandlerResponse::Unhandled;
+        res.status = 401;
+        res.set_header("WWW-Authenticate", "Bearer");
+        res.set_content(json_error_body("missing or wrong bearer token"), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+    });
+
+    s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+        res.status = 200;
+    });
+    s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+        // The protocol: 200 is true, a 4xx false.
+        res.status = impl_.ready() ? 200 : 400;
+        if (res.status != 200)
+            res.set_content(json_error_body(impl_.draining.load() ? "draining" : "starting"),
+                            "application/json");
+    });
+    s.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(impl_.server_metadata_json(), "application/json");
+    });
+    auto metadata = [this](httplib::Response& res, const std::string& name,
+                           const std::string& version) {
+        std::string body;
+        if (ApiError e = impl_.model_metadata_json(name, version, body); !e.ok())
+            return reply_error(res, e);
+        res.set_content(body, "application/json");
+    };
+    s.Get(R"(/v2/models/([^/]+))", [metadata](const httplib::Request& req, httplib::Response& res) {
+        metadata(res, req.matches[1], "");
+    });
+    s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))",
+          [metadata](const httplib::Request& req, httplib::Response& res) {
+              metadata(res, req.matches[1], req.matches[2]);
+          });
+    auto model_ready = [this](httplib::Response& res, const std::string& name,
+                              const std::string& version) {
+        if (!impl_.repository->find(name, version))
+            return reply_error(res, ApiError{ApiCode::not_found,
+                                             "model '" + name + "'" +
+                                                 (version.empty() ? "" : " version " + version) +
+                                                 " is not loaded"});
+        res.status = impl_.ready() ? 200 : 400;
+    };
+    s.Get(R"(/v2/models/([^/]+)/ready)",
+          [model_ready](const httplib::Request& req, httplib::Response& res) {
+              model_ready(res, req.matches[1], "");
+          });
+    s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)",
+          [model_ready](const httplib::Request& req, httplib::Response& res) {
+              model_ready(res, req.matches[1], req.matches[2]);
+          });
+    s.Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res) {
+        handle_infer(req, res, req.matches[1], "");
+    });
+    s.Post(R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
+           [this](const httplib::Request& req, httplib::Response& res) {
+               handle_infer(req, res, req.matches[1], req.matches[2]);
+           });
+    s.Post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res) {
+        json list = json::array();
+        for (const auto& m : impl_.repository->index()) {
+            json e = {{"name", m.name}, {"state", m.state}};
+            if (!m.version.empty()) e["version"] = m.version;
+            if (!m.reason.empty()) e["reason"] = m.reason;
+            list.push_back(std::move(e));
+        }
+        res.set_content(list.dump(-1, ' ', false, json::error_handler_t::replace),
+                        "application/json");
+    });
+    auto control = [this](const httplib::Request& req, httplib::Response& res, bool load) {
+        const std::string name = req.matches[1];
+        if (!valid_model_name(name))
+            return reply_error(res, ApiError{ApiCode::bad_request, "invalid model name"});
+        if (impl_.options.model_control == ModelControlMode::none)
+            return reply_error(res, ApiError{ApiCode::bad_request,
+                                             "model control mode 'none': the repository API "
+                                             "cannot load or unload models"});
+        const Status st = load ? impl_.repository->load(name) : impl_.repository->unload(name);
+        if (!st) {
+            ApiError e = api_error(st);
+            if (st.message().find("is not in the repository") != std::string::npos ||
+                st.message().find("is not loaded") != std::string::npos)
+                e.code = ApiCode::not_found;
+            return reply_error(res, e);
+        }
+        res.set_content("{}", "application/json");
+    };
+    s.Post(R"(/v2/repository/models/([^/]+)/load)",
+           [control](const httplib::Request& req, httplib::Response& res) { control(req, res, true); });
+    s.Post(R"(/v2/repository/models/([^/]+)/unload)",
+           [control](const httplib::Request& req, httplib::Response& res) { control(req, res, false); });
+}
+
+void HttpFrontend::handle_infer(const httplib::Request& req, httplib::Response& res,
+                                const std::string& name, const std::string& version) {
+    if (!valid_model_name(name))
+        return reply_error(res, ApiError{ApiCode::not_found, "invalid model name"});
+    if (!version.empty() && !parse_version(version))
+        return reply_error(res, ApiError{ApiCode::not_found,
+                                         "model versions are positive integers"});
+    std::string_view body = req.body;
+    std::size_t header_bytes = body.size();
+    if (req.has_header("Inference-Header-Content-Length")) {
+        const std::string v = req.get_header_value("Inference-Header-Content-Length");
+        std::size_t n = 0;
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec != std::errc() || p != v.data() + v.size() || n > body.size())
+            return reply_error(res, ApiError{ApiCode::bad_request,
+                                             "Inference-Header-Content-Length '" + v.substr(0, 32) +
+                                                 "' is not a length within the body (" +
+                                                 std::to_string(body.size()) + " bytes)"});
+        header_bytes = n;
+    }
+    InferRequest request;
+    if (ApiError e = decode_json_request(body.substr(0, header_bytes), body.substr(header_bytes),
+                                         impl_.limits, request);
+        !e.ok()) {
+        impl_.count(Protocol::http, e.code);
+        return reply_error(res, e);
+    }
+    struct Outcome {
+        ApiError error;
+        std::vector<NamedTensor> outputs;
+        std::string version;
+    };
+    auto promise = std::make_shared<std::promise<Outcome>>();
+    std::future<Outcome> future = promise->get_future();
+    CancellationToken cancel;
+    std::vector<NamedTensor> inputs = std::move(request.inputs);
+    impl_.infer(Protocol::http, name, version, std::move(inputs), request, cancel,
+                [promise](ApiError e, std::vector<NamedTensor> out, std::string v) {
+                    promise->set_value(Outcome{std::move(e), std::move(out), std::move(v)});
+                });
+    // Wait; after a moment, watch the connection and cancel the request if the client hung up.
+    if (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+        const int fd = connection_fd(req);
+        while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+            if (client_gone(fd)) cancel.cancel();
+    }
+    Outcome outcome = future.get();
+    if (!outcome.error.ok()) return reply_error(res, outcome.error);
+    EncodedResponse encoded;
+    if (ApiError e = encode_json_response(name, outcome.version, request, outcome.outputs, encoded);
+        !e.ok())
+        return reply_error(res, e);
+    res.status = 200;
+    if (encoded.header_bytes > 0) {
+        res.set_header("Inference-Header-Content-Length", std::to_string(encoded.header_bytes));
+        res.set_content(std::move(encoded.body), "application/octet-stream");
+    } else {
+        res.set_content(std::move(encoded.body), "application/json");
+    }
+}
+
+std::unique_ptr<HttpFrontend, HttpDeleter> make_http_frontend(Server::Impl& impl,
+                                                              bool metrics_only) {
+    return std::unique_ptr<HttpFrontend, HttpDeleter>(new HttpFrontend(impl, metrics_only));
+}
+int http_bind(HttpFrontend& f, const std::string& host, int port) { return f.bind(host, port); }
+void http_stop(HttpFrontend& f) { f.stop(); }
+void http_destroy(HttpFrontend* f) { delete f; }
+
+}  // namespace dsinfer::server

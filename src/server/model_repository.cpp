@@ -1,0 +1,833 @@
+// src/server/model_repository.cpp — see model_repository.hpp.
+#include "server/model_repository.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace dsinfer::server {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// ---- config.json ----
+
+namespace {
+
+Status config_error(const std::string& key, const std::string& what) {
+    return Status::error(ErrorCode::invalid_argument, "config.json: '", key, "' ", what);
+}
+
+StatusOr<std::int64_t> get_int(const json& v, const std::string& key, std::int64_t lo,
+                               std::int64_t hi) {
+    if (!v.is_number_integer()) return config_error(key, "must be an integer");
+    const auto x = v.get<std::int64_t>();
+    if (x < lo || x > hi)
+        return config_error(key, "must be in [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "], not " + std::to_string(x));
+    return x;
+}
+
+StatusOr<double> get_double(const json& v, const std::string& key, double lo, double hi) {
+    if (!v.is_number()) return config_error(key, "must be a number");
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+        return config_error(key, "must be in [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "]");
+    return x;
+}
+
+StatusOr<bool> get_bool(const json& v, const std::string& key) {
+    if (!v.is_boolean()) return config_error(key, "must be true or false");
+    return v.get<bool>();
+}
+
+StatusOr<std::string> get_string(const json& v, const std::string& key) {
+    if (!v.is_string()) return config_error(key, "must be a string");
+    return v.get<std::string>();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfig& defaults) {
+    json doc;
+    try {
+        doc = json::parse(text.begin(), text.end());
+    } catch (const json::exception& e) {
+        return Status::error(ErrorCode::invalid_argument, "config.json: malformed JSON: ",
+                             e.what());
+    }
+    if (!doc.is_object())
+        return Status::error(ErrorCode::invalid_argument, "config.json: must be a JSON object");
+    ModelConfig c = defaults;
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        const std::string& k = it.key();
+        const json& v = it.value();
+        if (k == "platform") {
+            DSINFER_ASSIGN_OR_RETURN(c.platform, get_string(v, k));
+            if (c.platform != "onnx" && c.platform != "dsinfer_cascade")
+                return config_error(k, "must be \"onnx\" or \"dsinfer_cascade\"");
+        } else if (k == "max_batch_size") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 1 << 20));
+            c.batching.max_batch_size = static_cast<std::size_t>(x);
+        } else if (k == "max_queue_delay_us") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 0, 10'000'000));
+            c.batching.max_queue_delay = std::chrono::microseconds(x);
+        } else if (k == "preferred_batch_sizes") {
+            if (!v.is_array()) return config_error(k, "must be an array of positive integers");
+            c.batching.preferred_batch_sizes.clear();
+            for (const json& e : v) {
+                DSINFER_ASSIGN_OR_RETURN(auto x, get_int(e, k, 1, 1 << 20));
+                c.batching.preferred_batch_sizes.push_back(static_cast<std::size_t>(x));
+            }
+        } else if (k == "max_queue_size") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 1 << 24));
+            c.batching.max_queue_size = static_cast<std::size_t>(x);
+        } else if (k == "instance_count") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 64));
+            c.batching.num_workers = static_cast<int>(x);
+        } else if (k == "priority_levels") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 16));
+            c.batching.priority_levels = static_cast<int>(x);
+        } else if (k == "adaptive") {
+            DSINFER_ASSIGN_OR_RETURN(c.batching.adaptive, get_bool(v, k));
+        } else if (k == "p99_target_ms") {
+            DSINFER_ASSIGN_OR_RETURN(c.batching.p99_target_ms, get_double(v, k, 0.0, 1e6));
+        } else if (k == "ragged") {
+            DSINFER_ASSIGN_OR_RETURN(auto s, get_string(v, k));
+            if (s == "group") c.batching.ragged = serving::BatchingOptions::Ragged::group;
+            else if (s == "pad") c.batching.ragged = serving::BatchingOptions::Ragged::pad;
+            else return config_error(k, "must be \"group\" or \"pad\"");
+        } else if (k == "precision") {
+            DSINFER_ASSIGN_OR_RETURN(auto s, get_string(v, k));
+            if (s == "fp32") c.precision = Precision::fp32;
+            else if (s == "bf16") c.precision = Precision::bf16;
+            else if (s == "fp16") c.precision = Precision::fp16;
+            else if (s == "int8") c.precision = Precision::int8;
+            else return config_error(k, "must be fp32, bf16, fp16 or int8");
+        } else if (k == "num_threads") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 0, 1024));
+            c.num_threads = static_cast<int>(x);
+        } else if (k == "optimization_level") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 0, 3));
+            c.optimization_level = static_cast<int>(x);
+        } else if (k == "map_weights") {
+            DSINFER_ASSIGN_OR_RETURN(c.map_weights, get_bool(v, k));
+        } else if (k == "version_policy") {
+            if (!v.is_object() || v.size() != 1)
+                return config_error(k, "must be one of {\"latest\": N}, {\"all\": true}, "
+                                       "{\"specific\": [versions]}");
+            const auto& [pk, pv] = *v.items().begin();
+            if (pk == "latest") {
+                DSINFER_ASSIGN_OR_RETURN(auto n, get_int(pv, k + ".latest", 1, 1024));
+                c.version_policy = VersionPolicy{VersionPolicy::Kind::latest, static_cast<int>(n), {}};
+            } else if (pk == "all") {
+                c.version_policy = VersionPolicy{VersionPolicy::Kind::all, 0, {}};
+            } else if (pk == "specific") {
+                if (!pv.is_array() || pv.empty())
+                    return config_error(k, ".specific must be a non-empty array of versions");
+                VersionPolicy p{VersionPolicy::Kind::specific, 0, {}};
+                for (const json& e : pv) {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(e, k + ".specific", 1, INT64_MAX));
+                    p.versions.push_back(x);
+                }
+                c.version_policy = std::move(p);
+            } else {
+                return config_error(k, "has an unknown policy '" + pk + "'");
+            }
+        } else if (k == "result_cache") {
+            if (!v.is_object()) return config_error(k, "must be an object");
+            serving::ResultCacheOptions rc;
+            for (auto ci = v.begin(); ci != v.end(); ++ci) {
+                const std::string ck = "result_cache." + ci.key();
+                if (ci.key() == "max_bytes") {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(*ci, ck, 1, INT64_MAX));
+                    rc.max_bytes = static_cast<std::size_t>(x);
+                } else if (ci.key() == "max_entries") {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(*ci, ck, 1, INT64_MAX));
+                    rc.max_entries = static_cast<std::size_t>(x);
+                } else if (ci.key() == "ttl_ms") {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(*ci, ck, 0, 1000LL * 86400 * 365));
+                    rc.ttl = std::chrono::milliseconds(x);
+                } else {
+                    return config_error(ck, "is not a result cache setting (max_bytes, "
+                                            "max_entries, ttl_ms)");
+                }
+            }
+            DSINFER_RETURN_IF_ERROR(serving::ResultCache::validate(rc));
+            c.result_cache = std::move(rc);
+        } else if (k == "cascade") {
+            if (!v.is_object()) return config_error(k, "must be an object");
+            CascadeConfig cc;
+            for (auto ci = v.begin(); ci != v.end(); ++ci) {
+                const std::string ck = "cascade." + ci.key();
+                if (ci.key() == "small") { DSINFER_ASSIGN_OR_RETURN(cc.small, get_string(*ci, ck)); }
+                else if (ci.key() == "large") { DSINFER_ASSIGN_OR_RETURN(cc.large, get_string(*ci, ck)); }
+                else if (ci.key() == "output") { DSINFER_ASSIGN_OR_RETURN(cc.output, get_string(*ci, ck)); }
+                else if (ci.key() == "threshold") { DSINFER_ASSIGN_OR_RETURN(cc.threshold, get_double(*ci, ck, 0.0, 1.0)); }
+                else if (ci.key() == "output_is_probabilities") { DSINFER_ASSIGN_OR_RETURN(cc.output_is_probabilities, get_bool(*ci, ck)); }
+                else return config_error(ck, "is not a cascade setting (small, large, output, "
+                                             "threshold, output_is_probabilities)");
+            }
+            if (!valid_model_name(cc.small) || !valid_model_name(cc.large) || cc.output.empty())
+                return config_error(k, "needs 'small' and 'large' model names and an 'output'");
+            c.cascade = std::move(cc);
+        } else {
+            return config_error(k, "is not a setting (platform, max_batch_size, "
+                                   "max_queue_delay_us, preferred_batch_sizes, max_queue_size, "
+                                   "instance_count, priority_levels, adaptive, p99_target_ms, "
+                                   "ragged, precision, num_threads, optimization_level, "
+                                   "map_weights, version_policy, result_cache, cascade)");
+        }
+    }
+    if (c.platform == "dsinfer_cascade" && !c.cascade)
+        return Status::error(ErrorCode::invalid_argument,
+                             "config.json: platform dsinfer_cascade needs a 'cascade' section");
+    if (c.platform != "dsinfer_cascade" && c.cascade)
+        return Status::error(ErrorCode::invalid_argument,
+                             "config.json: a 'cascade' section needs \"platform\": "
+                             "\"dsinfer_cascade\"");
+    DSINFER_RETURN_IF_ERROR(serving::BatchingEngine::validate(c.batching));
+    return c;
+}
+
+FileStamp stamp_of(const fs::path& file) noexcept {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) return {};
+    FileStamp s;
+    s.exists = true;
+    s.device = static_cast<std::uint64_t>(st.st_dev);
+    s.inode = static_cast<std::uint64_t>(st.st_ino);
+    s.size = static_cast<std::uint64_t>(st.st_size);
+    s.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    return s;
+}
+
+// ---- the repository ----
+
+namespace {
+
+// The version folders of a model folder that hold a model.onnx, ascending.
+std::vector<std::int64_t> versions_on_disk(const fs::path& dir) {
+    std::vector<std::int64_t> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto v = parse_version(it->path().filename().string());
+        if (!v) continue;
+        if (stamp_of(it->path() / "model.onnx").exists) out.push_back(*v);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<std::int64_t> select_versions(const VersionPolicy& p,
+                                          const std::vector<std::int64_t>& on_disk) {
+    switch (p.kind) {
+        case VersionPolicy::Kind::all: return on_disk;
+        case VersionPolicy::Kind::latest: {
+            const std::size_t n = std::min<std::size_t>(on_disk.size(), static_cast<std::size_t>(p.latest));
+            return {on_disk.end() - static_cast<std::ptrdiff_t>(n), on_disk.end()};
+        }
+        case VersionPolicy::Kind::specific: {
+            std::vector<std::int64_t> r;
+            for (auto v : on_disk)
+                if (std::find(p.versions.begin(), p.versions.end(), v) != p.versions.end())
+                    r.push_back(v);
+            return r;
+        }
+    }
+    return {};
+}
+
+// What a model folder holds, as stamps: config.json, every version folder and its model.onnx.
+std::vector<FileStamp> folder_signature(const fs::path& dir) {
+    std::vector<FileStamp> sig{stamp_of(dir), stamp_of(dir / "config.json")};
+    std::error_code ec;
+    std::vector<fs::path> entries;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        entries.push_back(it->path());
+    std::sort(entries.begin(), entries.end());
+    for (const auto& e : entries) {
+        sig.push_back(stamp_of(e));
+        sig.push_back(stamp_of(e / "model.onnx"));
+    }
+    return sig;
+}
+
+bool read_file(const fs::path& p, std::string& out) {
+    std::ifstream f(p, std::ios::binary);
+    if (!f) return false;
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    out = ss.str();
+    return static_cast<bool>(f) || f.eof();
+}
+
+}  // namespace
+
+ModelRepository::ModelRepository(fs::path root, RepositoryOptions options)
+    : root_(std::move(root)), options_(std::move(options)) {}
+
+ModelRepository::~ModelRepository() {
+    shutdown(std::chrono::milliseconds(0));
+}
+
+void ModelRepository::log(const std::string& message) const {
+    if (options_.log) options_.log(message);
+}
+
+namespace {
+std::atomic<std::uint64_t> g_load_generation{0};
+}  // namespace
+
+StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
+    const std::string& name, std::int64_t version, const fs::path& file,
+    const ModelConfig& config, std::shared_ptr<serving::ResultCache> cache) const {
+    auto sv = std::make_shared<ServedVersion>();
+    sv->cache = std::move(cache);
+    sv->cache_version = std::to_string(version) + "#" + std::to_string(++g_load_generation);
+    sv->name = name;
+    sv->version = version;
+    sv->file = file;
+    sv->platform = "onnx";
+    // The stamp before loading: a file replaced during the load is seen as changed again.
+    sv->stamp = stamp_of(file);
+    EngineOptions eo;
+    eo.precision = config.precision;
+    eo.num_threads = config.num_threads;
+    eo.optimization_level = config.optimization_level;
+    eo.limits.map_weights = config.map_weights;
+    try {
+        auto engine = std::make_shared<InferenceEngine>(InferenceEngine::load(file, eo));
+        sv->inputs = engine->inputs();
+        sv->outputs = engine->outputs();
+        sv->batcher = std::make_shared<serving::BatchingEngine>(engine, config.batching);
+        sv->engine = std::move(engine);
+    } catch (const Error& e) {
+        return Status::error(e.code(), "model '", name, "' version ", version, ": ",
+                             e.message());
+    } catch (const std::exception& e) {
+        return Status::error(ErrorCode::internal, "model '", name, "' version ", version, ": ",
+                             e.what());
+    }
+    return std::shared_ptr<const ServedVersion>(std::move(sv));
+}
+
+void ModelRepository::retire(std::vector<std::shared_ptr<const ServedVersion>> old) {
+    if (old.empty()) return;
+    std::lock_guard lock(retire_mutex_);
+    // Join the retirements that have finished, then drain these in the background: the
+    // control operation that replaced them does not wait for their in-flight requests.
+    std::erase_if(retiring_, [](Retiring& r) {
+        if (!r.done->load()) return false;
+        r.thread.join();
+        return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    retiring_.push_back(Retiring{
+        std::thread([old = std::move(old), drain = options_.drain, done]() mutable {
+            for (const auto& v : old)
+                if (v->batcher) v->batcher->shutdown(drain);
+            old.clear();
+            done->store(true);
+        }),
+        done});
+}
+
+Status ModelRepository::load(const std::string& name) {
+    if (!valid_model_name(name))
+        return Status::error(ErrorCode::invalid_argument, "'", name,
+                             "' is not a valid model name ([A-Za-z0-9_.-], not starting with '.')");
+    std::lock_guard control(control_);
+    const fs::path dir = root_ / name;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+        return Status::error(ErrorCode::invalid_argument, "model '", name,
+                             "' is not in the repository");
+    ModelConfig config = options_.defaults;
+    const fs::path config_file = dir / "config.json";
+    const FileStamp config_stamp = stamp_of(config_file);
+    auto fail = [&](const Status& s) {
+        std::unique_lock lock(mutex_);
+        if (auto it = models_.find(name); it != models_.end()) it->second.reason = s.message();
+        else failed_[name] = s.message();
+        log("load of '" + name + "' failed: " + s.message());
+        return s;
+    };
+    if (config_stamp.exists) {
+        std::string text;
+        if (!read_file(config_file, text))
+            return fail(Status::error(ErrorCode::io_error, "model '", name,
+                                      "': cannot read config.json"));
+        auto parsed = parse_model_config(text, options_.defaults);
+        if (!parsed) return fail(Status::error(parsed.status().code(), "model '", name, "': ",
+                                               parsed.status().message()));
+        config = std::move(*parsed);
+    }
+
+    std::map<std::int64_t, std::shared_ptr<const ServedVersion>> current;
+    FileStamp current_config_stamp;
+    std::shared_ptr<serving::ResultCache> cache;
+    {
+        std::shared_lock lock(mutex_);
+        if (auto it = models_.find(name); it != models_.end()) {
+            current = it->second.versions;
+            current_config_stamp = it->second.config_stamp;
+            cache = it->second.cache;
+        }
+    }
+    const bool config_changed = current_config_stamp != config_stamp;
+    if (config_changed || !config.result_cache) cache.reset();
+    if (config.result_cache && !cache)
+        cache = std::make_shared<serving::ResultCache>(*config.result_cache);
+
+    std::map<std::int64_t, std::shared_ptr<const ServedVersion>> next;
+    if (config.platform == "dsinfer_cascade") {
+        auto c = make_cascade(name, config);
+        if (!c) {
+            // Registered without versions: it is served once its members are
+            // (refresh_cascades).
+            std::unique_lock lock(mutex_);
+            Model& m = models_[name];
+            m.name = name;
+            m.config = config;
+            m.config_stamp = config_stamp;
+            m.reason = c.status().message();
+            std::vector<std::shared_ptr<const ServedVersion>> old;
+            for (auto& [v, sv] : m.versions) old.push_back(sv);
+            m.versions.clear();
+            failed_.erase(name);
+            lock.unlock();
+            retire(std::move(old));
+            log("cascade '" + name + "' waits: " + c.status().message());
+            return c.status();
+        }
+        next[1] = std::move(*c);
+    } else {
+        const auto wanted = select_versions(config.version_policy, versions_on_disk(dir));
+        if (wanted.empty())
+            return fail(Status::error(ErrorCode::invalid_argument, "model '", name,
+                                      "': no version folder with a model.onnx matches its "
+                                      "version policy"));
+        for (std::int64_t v : wanted) {
+            const fs::path file = dir / std::to_string(v) / "model.onnx";
+            auto it = current.find(v);
+            if (it != current.end() && !config_changed && it->second->stamp == stamp_of(file)) {
+                next[v] = it->second;  // unchanged: keep serving it
+                continue;
+            }
+            auto loaded = load_version(name, v, file, config, cache);
+            if (!loaded) return fail(loaded.status());
+            next[v] = std::move(*loaded);
+            log("loaded '" + name + "' version " + std::to_string(v));
+        }
+    }
+
+    std::vector<std::shared_ptr<const ServedVersion>> old;
+    {
+        std::unique_lock lock(mutex_);
+        if (shut_down_)
+            return Status::error(ErrorCode::unavailable, "the repository is shutting down");
+        Model& m = models_[name];
+        m.name = name;
+        m.config = config;
+        m.config_stamp = config_stamp;
+        m.cache = cache;
+        m.reason.clear();
+        for (auto& [v, sv] : m.versions) {
+            auto n = next.find(v);
+            if (n == next.end() || n->second != sv) old.push_back(sv);
+        }
+        m.versions = std::move(next);
+        failed_.erase(name);
+    }
+    retire(std::move(old));
+    refresh_cascades(name);
+    return Status::ok();
+}
+
+StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::make_cascade(
+    const std::string& name, const ModelConfig& config) {
+    const CascadeConfig& cc = *config.cascade;
+    std::shared_ptr<const ServedVersion> small, large;
+    {
+        std::shared_lock lock(mutex_);
+        auto top = [&](const std::string& member) -> std::shared_ptr<const ServedVersion> {
+            auto it = models_.find(member);
+            if (it == models_.end() || it->second.versions.empty()) return nullptr;
+            return it->second.versions.rbegin()->second;
+        };
+        small = top(cc.small);
+        large = top(cc.large);
+    }
+    for (const auto& [role, member, sv] :
+         {std::tuple{"small", &cc.small, small}, std::tuple{"large", &cc.large, large}}) {
+        if (!sv || !sv->batcher)
+            return Status::error(ErrorCode::unavailable, "cascade '", name, "': its ", role,
+                                 " model '", *member, "' is not served (as an ONNX model)");
+    }
+    auto sv = std::make_shared<ServedVersion>();
+    sv->name = name;
+    sv->version = 1;
+    sv->platform = "dsinfer_cascade";
+    sv->inputs = small->inputs;
+    sv->outputs = small->outputs;
+    sv->cache_version = "1#" + std::to_string(++g_load_generation);
+    try {
+        sv->cascade = std::make_shared<serving::Cascade>(
+            small->batcher, large->batcher,
+            serving::CascadeOptions::max_softmax_below(
+                cc.output, cc.threshold,
+                cc.output_is_probabilities ? serving::CascadeOptions::Scores::probabilities
+                                           : serving::CascadeOptions::Scores::logits));
+    } catch (const Error& e) {
+        return Status::error(e.code(), "cascade '", name, "': ", e.message());
+    }
+    log("cascade '" + name + "': '" + cc.small + "' first, '" + cc.large + "' below " +
+        std::to_string(cc.threshold));
+    return std::shared_ptr<const ServedVersion>(std::move(sv));
+}
+
+void ModelRepository::refresh_cascades(const std::string& member) {
+    std::vector<std::pair<std::string, ModelConfig>> readers;
+    {
+        std::shared_lock lock(mutex_);
+        for (const auto& [n, m] : models_)
+            if (m.config.cascade && (m.config.cascade->small == member || m.config.cascade->large == member))
+                readers.emplace_back(n, m.config);
+    }
+    for (const auto& [n, config] : readers) {
+        auto c = make_cascade(n, config);
+        std::vector<std::shared_ptr<const ServedVersion>> old;
+        {
+            std::unique_lock lock(mutex_);
+            auto it = models_.find(n);
+            if (it == models_.end()) continue;
+            for (auto& [v, sv] : it->second.versions) old.push_back(sv);
+            it->second.versions.clear();
+            if (c) {
+                it->second.versions[1] = std::move(*c);
+                it->second.reason.clear();
+            } else {
+                it->second.reason = c.status().message();
+            }
+        }
+        // A cascade holds no engine of its own: the old entry only waits for its requests.
+        old.clear();
+    }
+}
+
+Status ModelRepository::unload(const std::string& name) {
+    std::lock_guard control(control_);
+    std::vector<std::shared_ptr<const ServedVersion>> old;
+    {
+        std::unique_lock lock(mutex_);
+        auto it = models_.find(name);
+        if (it == models_.end())
+            return Status::error(ErrorCode::invalid_argument, "model '", name,
+                                 "' is not loaded");
+        for (auto& [v, sv] : it->second.versions) old.push_back(sv);
+        models_.erase(it);
+    }
+    log("unloaded '" + name + "'");
+    retire(std::move(old));
+    refresh_cascades(name);
+    return Status::ok();
+}
+
+Status ModelRepository::load_all() {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (valid_model_name(n) && fs::is_directory(it->path(), ec)) names.push_back(n);
+    }
+    if (ec)
+        return Status::error(ErrorCode::io_error, "cannot list the model repository: ",
+                             ec.message());
+    std::sort(names.begin(), names.end());
+    std::vector<std::pair<std::string, Status>> failures;
+    for (const auto& n : names) {
+        Status s = load(n);
+        if (!s) failures.emplace_back(n, s);
+    }
+    // A cascade loaded before its members is served once they are (refresh_cascades).
+    for (const auto& [n, s] : failures)
+        if (!find(n, "")) return s;
+    return Status::ok();
+}
+
+void ModelRepository::poll(bool load_new) {
+    std::vector<std::string> on_disk;
+    std::error_code ec;
+    for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (valid_model_name(n) && fs::is_directory(it->path(), ec)) on_disk.push_back(n);
+    }
+    if (ec) return;  // a repository that cannot be listed right now keeps what is served
+    struct Seen {
+        std::string name;
+        FileStamp config_stamp;
+        std::map<std::int64_t, FileStamp> stamps;
+        VersionPolicy policy;
+        bool cascade = false;
+    };
+    std::vector<Seen> served;
+    {
+        std::shared_lock lock(mutex_);
+        for (const auto& [n, m] : models_) {
+            Seen s{n, m.config_stamp, {}, m.config.version_policy, m.config.cascade.has_value()};
+            for (const auto& [v, sv] : m.versions) s.stamps[v] = sv->stamp;
+            served.push_back(std::move(s));
+        }
+    }
+    for (const auto& s : served) {
+        if (std::find(on_disk.begin(), on_disk.end(), s.name) == on_disk.end()) {
+            (void)unload(s.name);
+            continue;
+        }
+        const fs::path dir = root_ / s.name;
+        bool changed = stamp_of(dir / "config.json") != s.config_stamp;
+        if (!changed && !s.cascade) {
+            const auto wanted = select_versions(s.policy, versions_on_disk(dir));
+            std::vector<std::int64_t> have;
+            for (const auto& [v, st] : s.stamps) have.push_back(v);
+            changed = wanted != have;
+            for (auto v : wanted)
+                if (!changed && stamp_of(dir / std::to_string(v) / "model.onnx") != s.stamps.at(v))
+                    changed = true;
+        }
+        if (changed) (void)load(s.name);
+    }
+    if (load_new) {
+        for (const auto& n : on_disk) {
+            bool known = false;
+            {
+                std::shared_lock lock(mutex_);
+                known = models_.count(n) != 0;
+            }
+            if (!known) {
+                // A folder that failed is tried again only once its files change.
+                const auto sig = folder_signature(root_ / n);
+                {
+                    std::lock_guard lock(poll_mutex_);
+                    auto it = poll_failed_.find(n);
+                    if (it != poll_failed_.end() && it->second == sig) continue;
+                }
+                const bool ok = load(n).is_ok();
+                std::lock_guard lock(poll_mutex_);
+                if (ok) poll_failed_.erase(n);
+                else poll_failed_[n] = sig;
+            }
+        }
+    }
+}
+
+std::vector<ModelRepository::IndexEntry> ModelRepository::index() const {
+    std::vector<IndexEntry> out;
+    std::vector<std::string> on_disk;
+    std::error_code ec;
+    for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (valid_model_name(n) && fs::is_directory(it->path(), ec)) on_disk.push_back(n);
+    }
+    std::sort(on_disk.begin(), on_disk.end());
+    std::shared_lock lock(mutex_);
+    for (const auto& n : on_disk) {
+        auto it = models_.find(n);
+        if (it == models_.end()) {
+            auto f = failed_.find(n);
+            out.push_back({n, "", "UNAVAILABLE", f == failed_.end() ? "unloaded" : f->second});
+            continue;
+        }
+        for (const auto& [v, sv] : it->second.versions)
+            out.push_back({n, std::to_string(v), "READY", ""});
+        if (it->second.versions.empty())
+            out.push_back({n, "", "UNAVAILABLE", it->second.reason});
+    }
+    for (const auto& [n, m] : models_)
+        if (std::find(on_disk.begin(), on_disk.end(), n) == on_disk.end())
+            for (const auto& [v, sv] : m.versions)
+                out.push_back({n, std::to_string(v), "READY", "its folder was removed"});
+    return out;
+}
+
+std::shared_ptr<const ServedVersion> ModelRepository::find(std::string_view name,
+                                                           std::string_view version) const {
+    std::shared_lock lock(mutex_);
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second.versions.empty()) return nullptr;
+    if (version.empty()) return it->second.versions.rbegin()->second;
+    const auto v = parse_version(version);
+    if (!v) return nullptr;
+    auto vi = it->second.versions.find(*v);
+    return vi == it->second.versions.end() ? nullptr : vi->second;
+}
+
+std::vector<std::int64_t> ModelRepository::versions(std::string_view name) const {
+    std::shared_lock lock(mutex_);
+    std::vector<std::int64_t> out;
+    if (auto it = models_.find(name); it != models_.end())
+        for (const auto& [v, sv] : it->second.versions) out.push_back(v);
+    return out;
+}
+
+std::vector<std::string> ModelRepository::models() const {
+    std::shared_lock lock(mutex_);
+    std::vector<std::string> out;
+    for (const auto& [n, m] : models_)
+        if (!m.versions.empty()) out.push_back(n);
+    return out;
+}
+
+void ModelRepository::submit(const std::string& name, const std::string& version,
+                             std::vector<NamedTensor> inputs, serving::RequestOptions options,
+                             InferDone done) const {
+    std::shared_ptr<const ServedVersion> target;
+    {
+        // Resolve and submit under the shared lock: a reload's swap (exclusive) orders after
+        // the submission, and the replaced engine answers what it has accepted while it drains.
+        std::shared_lock lock(mutex_);
+        if (shut_down_) {
+            lock.unlock();
+            done(ApiError{ApiCode::unavailable, "the server is shutting down"}, {}, {});
+            return;
+        }
+        auto it = models_.find(name);
+        if (it == models_.end() || it->second.versions.empty()) {
+            lock.unlock();
+            done(ApiError{ApiCode::not_found, "unknown model '" + name + "'"}, {}, {});
+            return;
+        }
+        if (version.empty()) {
+            target = it->second.versions.rbegin()->second;
+        } else {
+            const auto v = parse_version(version);
+            auto vi = v ? it->second.versions.find(*v) : it->second.versions.end();
+            if (vi == it->second.versions.end()) {
+                lock.unlock();
+                done(ApiError{ApiCode::not_found,
+                              "model '" + name + "' has no version '" + version + "' loaded"},
+                     {}, {});
+                return;
+            }
+            target = vi->second;
+        }
+        std::string v = std::to_string(target->version);
+        if (target->cache) {
+            if (auto hit = target->cache->lookup(name, target->cache_version, inputs)) {
+                lock.unlock();
+                done({}, std::move(*hit), std::move(v));
+                return;
+            }
+        }
+        // The inputs share their buffers with the request (copies of tensors are handles),
+        // kept to store the result under.
+        std::vector<NamedTensor> key;
+        if (target->cache) key = inputs;
+        auto answer = [done = std::move(done), v = std::move(v), key = std::move(key),
+                       cache = target->cache, model = name,
+                       cache_version = target->cache_version](
+                          StatusOr<serving::BatchingEngine::Outputs> r) {
+            if (!r) return done(api_error(r.status()), {}, v);
+            if (cache) cache->insert(model, cache_version, key, *r);
+            done({}, std::move(*r), v);
+        };
+        // An immediate rejection runs `done` here, under the shared lock: `done` must not call
+        // the repository (the front ends' callbacks only answer their request).
+        if (target->cascade)
+            target->cascade->submit(std::move(inputs), std::move(answer), std::move(options));
+        else
+            target->batcher->submit(std::move(inputs), std::move(answer), std::move(options));
+    }
+}
+
+std::string ModelRepository::prometheus() const {
+    std::vector<std::shared_ptr<const ServedVersion>> all;
+    {
+        std::shared_lock lock(mutex_);
+        for (const auto& [n, m] : models_)
+            for (const auto& [v, sv] : m.versions) all.push_back(sv);
+    }
+    std::vector<MetricsSnapshot> snaps;
+    snaps.reserve(all.size());
+    std::string queue =
+        "# HELP dsinfer_queue_requests Requests waiting in the model's batcher.\n"
+        "# TYPE dsinfer_queue_requests gauge\n";
+    std::string running =
+        "# HELP dsinfer_running_requests Requests in batches executing.\n"
+        "# TYPE dsinfer_running_requests gauge\n";
+    std::string cascade =
+        "# HELP dsinfer_cascade_rows_total Rows a cascade's rule judged, and those it escalated.\n"
+        "# TYPE dsinfer_cascade_rows_total counter\n";
+    std::string cache =
+        "# HELP dsinfer_result_cache_lookups_total Result cache lookups by outcome.\n"
+        "# TYPE dsinfer_result_cache_lookups_total counter\n";
+    std::string cache_held =
+        "# HELP dsinfer_result_cache_bytes Bytes of inputs and outputs the result cache holds.\n"
+        "# TYPE dsinfer_result_cache_bytes gauge\n";
+    std::vector<std::shared_ptr<const ServedVersion>> batched;
+    std::vector<const serving::ResultCache*> caches_seen;
+    for (const auto& sv : all) {
+        const std::string labels =
+            "{model=\"" + sv->name + "\",version=\"" + std::to_string(sv->version) + "\"";
+        if (sv->cache && std::find(caches_seen.begin(), caches_seen.end(), sv->cache.get()) ==
+                             caches_seen.end()) {
+            caches_seen.push_back(sv->cache.get());
+            const auto cs = sv->cache->stats();
+            const std::string ml = "{model=\"" + sv->name + "\"";
+            cache += "dsinfer_result_cache_lookups_total" + ml + ",outcome=\"hit\"} " +
+                     std::to_string(cs.hits) + "\n";
+            cache += "dsinfer_result_cache_lookups_total" + ml + ",outcome=\"miss\"} " +
+                     std::to_string(cs.misses) + "\n";
+            cache_held += "dsinfer_result_cache_bytes" + ml + "} " + std::to_string(cs.bytes) + "\n";
+        }
+        if (sv->cascade) {
+            const auto st = sv->cascade->stats();
+            cascade += "dsinfer_cascade_rows_total" + labels + ",path=\"judged\"} " +
+                       std::to_string(st.rows) + "\n";
+            cascade += "dsinfer_cascade_rows_total" + labels + ",path=\"escalated\"} " +
+                       std::to_string(st.escalated_rows) + "\n";
+            continue;
+        }
+        if (!sv->batcher) continue;
+        batched.push_back(sv);
+        snaps.push_back(sv->batcher->metrics());
+        const auto st = sv->batcher->batching_state();
+        queue += "dsinfer_queue_requests" + labels + "} " + std::to_string(st.queued) + "\n";
+        running += "dsinfer_running_requests" + labels + "} " + std::to_string(st.running) + "\n";
+    }
+    std::vector<PrometheusSeries> series;
+    for (std::size_t i = 0; i < batched.size(); ++i)
+        series.push_back({&snaps[i], {{"model", batched[i]->name},
+                                      {"version", std::to_string(batched[i]->version)}}});
+    std::string out = series.empty() ? std::string() : to_prometheus(series, "dsinfer");
+    return out + queue + running + cascade + cache + cache_held;
+}
+
+void ModelRepository::shutdown(std::chrono::milliseconds drain) {
+    std::vector<std::shared_ptr<const ServedVersion>> all;
+    {
+        std::unique_lock lock(mutex_);
+        shut_down_ = true;
+        for (auto& [n, m] : models_)
+            for (auto& [v, sv] : m.versions) all.push_back(sv);
+    }
+    for (const auto& sv : all)
+        if (sv->batcher) sv->batcher->shutdown(drain);
+    std::vector<Retiring> threads;
+    {
+        std::lock_guard lock(retire_mutex_);
+        threads.swap(retiring_);
+    }
+    for (auto& r : threads)
+        if (r.thread.joinable()) r.thread.join();
+}
+
+}  // namespace dsinfer::server

@@ -1,0 +1,194 @@
+// src/server/model_repository.hpp — the model repository ds-serve serves from: a folder of
+// NAME/VERSION/model.onnx with an optional NAME/config.json per model; loading, unloading and
+// reloading (by the API or on file change) while requests are in flight.
+//
+// Purpose: owns, per served (model, version), the InferenceEngine and its BatchingEngine
+// (dsinfer::serving), resolves a request's model and version, and submits it. A reload loads
+// the new engines first (outside every lock), swaps them in under a short exclusive lock and
+// drains the old ones in the background: a request takes the shared lock while it resolves
+// and submits, so it lands either on the old engine (which answers it while draining) or on
+// the new one, never on neither.
+//
+// Threading: every member is thread-safe. Control operations (load, unload, poll) are
+// serialized among themselves; requests never wait for a load.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dsinfer/cascade.hpp"
+#include "dsinfer/engine.hpp"
+#include "dsinfer/result_cache.hpp"
+#include "dsinfer/serving.hpp"
+#include "server/protocol.hpp"
+
+namespace dsinfer::server {
+
+/// Which versions of a model are served (config.json "version_policy").
+struct VersionPolicy {
+    enum class Kind : std::uint8_t { latest, all, specific };
+    Kind kind = Kind::latest;
+    int latest = 1;                      ///< Kind::latest: the N highest versions
+    std::vector<std::int64_t> versions;  ///< Kind::specific
+};
+
+/// A cascade entry (config.json "platform": "dsinfer_cascade"): two other models of the
+/// repository, the small one first.
+struct CascadeConfig {
+    std::string small;
+    std::string large;
+    std::string output;           ///< the output the rule reads
+    double threshold = 0.9;       ///< escalate rows whose max softmax is below it
+    bool output_is_probabilities = false;
+};
+
+/// One model's config.json, defaults filled in.
+struct ModelConfig {
+    std::string platform = "onnx";  ///< "onnx" or "dsinfer_cascade"
+    serving::BatchingOptions batching;
+    Precision precision = Precision::fp32;
+    int num_threads = 0;
+    int optimization_level = 3;
+    VersionPolicy version_policy;
+    /// Weights read into memory (false, the server's default: a model file replaced in place
+    /// can then never fault a running engine) or mapped from the file (true).
+    bool map_weights = false;
+    /// config.json "result_cache": {"max_bytes", "max_entries", "ttl_ms"}: answers repeated
+    /// inputs from an LRU of this model's results (off without the section).
+    std::optional<serving::ResultCacheOptions> result_cache;
+    std::optional<CascadeConfig> cascade;
+};
+
+/// Parses a config.json (an unknown key or a value out of range is invalid_argument naming
+/// it), starting from `defaults`.
+StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfig& defaults);
+
+/// A file's identity and contents' stamp: a change of any field is a change of the file.
+struct FileStamp {
+    bool exists = false;
+    std::uint64_t device = 0, inode = 0, size = 0;
+    std::int64_t mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+};
+FileStamp stamp_of(const std::filesystem::path& file) noexcept;
+
+/// One served version.
+struct ServedVersion {
+    std::string name;
+    std::int64_t version = 0;
+    std::filesystem::path file;
+    FileStamp stamp;
+    std::shared_ptr<const InferenceEngine> engine;  ///< null for a cascade
+    std::shared_ptr<serving::BatchingEngine> batcher;  ///< null for a cascade
+    std::shared_ptr<serving::Cascade> cascade;         ///< a cascade entry's
+    std::shared_ptr<serving::ResultCache> cache;       ///< the model's, when configured
+    /// The result cache's version key: unique per load, so a rewritten file never answers
+    /// from the results of its predecessor.
+    std::string cache_version;
+    std::vector<IOInfo> inputs, outputs;
+    std::string platform;
+};
+
+struct RepositoryOptions {
+    ModelConfig defaults;
+    std::chrono::milliseconds drain{30000};  ///< how long a replaced engine may finish
+    /// Called with every load/unload outcome (for the server's log).
+    std::function<void(const std::string&)> log;
+};
+
+/// The result of an inference through the repository.
+using InferDone = std::function<void(ApiError, std::vector<NamedTensor>, std::string version)>;
+
+class ModelRepository {
+public:
+    ModelRepository(std::filesystem::path root, RepositoryOptions options);
+    ~ModelRepository();
+    ModelRepository(const ModelRepository&) = delete;
+    ModelRepository& operator=(const ModelRepository&) = delete;
+
+    /// Loads (or reloads, if its files changed) the model `name` from the repository:
+    /// not_found-like invalid_argument when the folder is missing or the name is not a valid
+    /// model name; the model's previous versions stay served when the load fails.
+    Status load(const std::string& name);
+    /// Stops serving `name` (in-flight requests are answered).
+    Status unload(const std::string& name);
+    /// Loads every model folder of the repository (errors are logged; ok when all loaded).
+    Status load_all();
+    /// Poll mode: reloads models whose files changed, loads new folders, unloads removed ones.
+    void poll(bool load_new);
+
+    struct IndexEntry {
+        std::string name, version, state, reason;
+    };
+    /// Every model folder on disk and every model served (state READY or UNAVAILABLE, with
+    /// the reason of the last failed load).
+    std::vector<IndexEntry> index() const;
+
+    /// The version a request for (name, version) reaches: version "" = the highest served.
+    std::shared_ptr<const ServedVersion> find(std::string_view name,
+                                              std::string_view version) const;
+    /// Every served version of `name`, ascending.
+    std::vector<std::int64_t> versions(std::string_view name) const;
+    /// Every model served now.
+    std::vector<std::string> models() const;
+
+    /// Resolves and submits one request; `done` is called exactly once (possibly before
+    /// submit returns, e.g. for an unknown model or a cache hit).
+    void submit(const std::string& name, const std::string& version,
+                std::vector<NamedTensor> inputs, serving::RequestOptions options,
+                InferDone done) const;
+
+    /// Prometheus text: every served version's serving metrics and queue, labelled.
+    std::string prometheus() const;
+    /// Stops accepting requests (answered unavailable) and drains every engine.
+    void shutdown(std::chrono::milliseconds drain);
+
+private:
+    struct Model {
+        std::string name;
+        ModelConfig config;
+        FileStamp config_stamp;
+        std::map<std::int64_t, std::shared_ptr<const ServedVersion>> versions;
+        std::string reason;  ///< last load failure
+        std::shared_ptr<serving::ResultCache> cache;  ///< kept across reloads
+    };
+    StatusOr<std::shared_ptr<const ServedVersion>> load_version(
+        const std::string& name, std::int64_t version, const std::filesystem::path& file,
+        const ModelConfig& config, std::shared_ptr<serving::ResultCache> cache) const;
+    /// A cascade entry over the members served now (unavailable when one is not).
+    StatusOr<std::shared_ptr<const ServedVersion>> make_cascade(const std::string& name,
+                                                                const ModelConfig& config);
+    /// Rebuilds the cascade entries that read `member` (after it loaded or went away).
+    void refresh_cascades(const std::string& member);
+    void retire(std::vector<std::shared_ptr<const ServedVersion>> old);
+    void log(const std::string& message) const;
+
+    std::filesystem::path root_;
+    RepositoryOptions options_;
+    mutable std::shared_mutex mutex_;  ///< guards models_ and failed_
+    std::map<std::string, Model, std::less<>> models_;
+    std::map<std::string, std::string, std::less<>> failed_;  ///< not served: last error
+    bool shut_down_ = false;
+    std::mutex control_;  ///< serializes load/unload/poll
+    struct Retiring {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::mutex retire_mutex_;
+    std::vector<Retiring> retiring_;  ///< replaced engines draining in the background
+    std::mutex poll_mutex_;
+    std::map<std::string, std::vector<FileStamp>> poll_failed_;  ///< folders that failed, as seen
+};
+
+}  // namespace dsinfer::server

@@ -1,0 +1,342 @@
+// src/server/server.cpp — Server: options, lifecycle (start, poll, drain, stop), the request
+// path both front ends use, metadata and metrics.
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "dsinfer/version.hpp"
+#include "server/server_impl.hpp"
+
+namespace dsinfer::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+Status check_options(const ServerOptions& o) {
+    auto port_ok = [](int p) { return p >= -1 && p <= 65535; };
+    if (o.model_repository.empty())
+        return Status::error(ErrorCode::invalid_argument, "model_repository is empty");
+    if (!port_ok(o.http_port) || !port_ok(o.grpc_port) || !port_ok(o.metrics_port))
+        return Status::error(ErrorCode::invalid_argument,
+                             "ports must be -1 (off), 0 (ephemeral) or 1..65535");
+    if (o.http_port < 0 && o.grpc_port < 0)
+        return Status::error(ErrorCode::invalid_argument,
+                             "http_port and grpc_port are both off: nothing to serve");
+    if (o.host.empty()) return Status::error(ErrorCode::invalid_argument, "host is empty");
+    if (o.http_threads < 0 || o.http_threads > 4096)
+        return Status::error(ErrorCode::invalid_argument, "http_threads must be in [0, 4096]");
+    if (o.max_body_bytes < 1024)
+        return Status::error(ErrorCode::invalid_argument, "max_body_bytes must be >= 1024");
+    if (o.max_tensor_elements < 1)
+        return Status::error(ErrorCode::invalid_argument, "max_tensor_elements must be >= 1");
+    if (o.request_timeout.count() < 0 || o.io_timeout.count() <= 0 ||
+        o.drain_timeout.count() < 0 || o.repository_poll.count() <= 0)
+        return Status::error(ErrorCode::invalid_argument,
+                             "timeouts must be non-negative (io_timeout and repository_poll "
+                             "positive)");
+    if (o.tls_cert.empty() != o.tls_key.empty())
+        return Status::error(ErrorCode::invalid_argument,
+                             "TLS needs both tls_cert and tls_key");
+    if (o.num_threads < 0)
+        return Status::error(ErrorCode::invalid_argument, "num_threads must be >= 0");
+    DSINFER_RETURN_IF_ERROR(serving::BatchingEngine::validate(o.batching));
+    return Status::ok();
+}
+
+RequestLimits limits_of(const ServerOptions& o) {
+    RequestLimits l;
+    l.max_tensor_elements = o.max_tensor_elements;
+    l.max_total_input_bytes = o.max_body_bytes;
+    return l;
+}
+
+std::string json_shape(const SymbolicShape& s) {
+    json shape = json::array();
+    for (const Dim& d : s.dims) shape.push_back(d.is_static() ? d.value : -1);
+    return shape.dump();
+}
+
+}  // namespace
+
+Server::Impl::Impl(ServerOptions o) : options(std::move(o)), limits(limits_of(options)) {}
+
+void Server::Impl::log(const std::string& message) const {
+    if (options.log) options.log(message);
+    else std::fprintf(stderr, "ds-serve: %s\n", message.c_str());
+}
+
+bool Server::Impl::authorized(std::string_view authorization) const noexcept {
+    if (options.auth_token.empty()) return true;
+    constexpr std::string_view kBearer = "Bearer ";
+    if (authorization.size() != kBearer.size() + options.auth_token.size()) return false;
+    unsigned char diff = 0;
+    for (std::size_t i = 0; i < kBearer.size(); ++i)
+        diff |= static_cast<unsigned char>(authorization[i] ^ kBearer[i]);
+    for (std::size_t i = 0; i < options.auth_token.size(); ++i)
+        diff |= static_cast<unsigned char>(authorization[kBearer.size() + i] ^
+                                           options.auth_token[i]);
+    return diff == 0;
+}
+
+void Server::Impl::infer(Protocol protocol, const std::string& name, const std::string& version,
+                         std::vector<NamedTensor> inputs, const InferRequest& request,
+                         CancellationToken cancel, InferDone done) {
+    if (!ready()) {
+        count(protocol, ApiCode::unavailable);
+        done(ApiError{ApiCode::unavailable, "the server is not ready (starting or draining)"},
+             {}, {});
+        return;
+    }
+    serving::RequestOptions ro;
+    const int levels = options.batching.priority_levels;  // per-model levels are checked below
+    // The protocol's "priority": 1 is the most urgent, larger less; 0 or absent the default
+    // (the middle level). dsinfer's levels: 0 the most urgent.
+    if (request.priority && *request.priority > 0) ro.priority = *request.priority - 1;
+    else ro.priority = (levels - 1) / 2;
+    std::int64_t timeout_us = request.timeout_us
+                                  ? *request.timeout_us
+                                  : std::chrono::duration_cast<std::chrono::microseconds>(
+                                        options.request_timeout)
+                                        .count();
+    if (timeout_us > 0)
+        ro.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+    ro.cancel = std::move(cancel);
+    // Priorities beyond the model's levels are the least urgent level of that model.
+    if (auto sv = repository->find(name, version); sv && sv->batcher)
+        ro.priority = std::min(ro.priority, sv->batcher->options().priority_levels - 1);
+    in_flight.fetch_add(1);
+    repository->submit(
+        name, version, std::move(inputs), std::move(ro),
+        [this, protocol, done = std::move(done)](ApiError e, std::vector<NamedTensor> out,
+                                                 std::string v) {
+            count(protocol, e.code);
+            done(std::move(e), std::move(out), std::move(v));
+            if (in_flight.fetch_sub(1) == 1) {
+                std::lock_guard lock(state_mutex);
+                state_cv.notify_all();
+            }
+        });
+}
+
+std::string Server::Impl::server_metadata_json() const {
+    json doc = {{"name", "dsinfer"}, {"version", std::string(dsinfer::version())}};
+    doc["extensions"] = Server::extensions();
+    return doc.dump();
+}
+
+ApiError Server::Impl::model_metadata_json(const std::string& name, const std::string& version,
+                                           std::string& out) const {
+    auto sv = repository->find(name, version);
+    if (!sv)
+        return ApiError{ApiCode::not_found,
+                        version.empty() ? "unknown model '" + name + "'"
+                                        : "model '" + name + "' has no version '" + version +
+                                              "' loaded"};
+    std::string doc = "{\"name\":" + json(name).dump() + ",\"versions\":[";
+    bool first = true;
+    for (auto v : repository->versions(name)) {
+        doc += (first ? "\"" : ",\"") + std::to_string(v) + "\"";
+        first = false;
+    }
+    doc += "],\"platform\":\"" + (sv->platform == "onnx" ? std::string("onnx_onnxv1") : sv->platform) + "\"";
+    auto tensors = [&](const std::vector<IOInfo>& list) {
+        std::string s = "[";
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            s += (i ? "," : "");
+            s += "{\"name\":" + json(list[i].name).dump() + ",\"datatype\":\"" +
+                 std::string(list[i].dtype ? protocol_dtype(*list[i].dtype) : "BYTES") +
+                 "\",\"shape\":" + json_shape(list[i].shape) + "}";
+        }
+        return s + "]";
+    };
+    doc += ",\"inputs\":" + tensors(sv->inputs) + ",\"outputs\":" + tensors(sv->outputs) + "}";
+    out = std::move(doc);
+    return {};
+}
+
+std::string Server::Impl::metrics_text() const {
+    std::string out = repository ? repository->prometheus() : std::string();
+    out += "# HELP dsinfer_server_responses_total Inference responses by protocol and outcome.\n"
+           "# TYPE dsinfer_server_responses_total counter\n";
+    for (std::size_t p = 0; p < 2; ++p)
+        for (std::size_t c = 0; c < kCodes; ++c) {
+            const auto n = responses[p][c].load(std::memory_order_relaxed);
+            if (n == 0) continue;
+            out += "dsinfer_server_responses_total{protocol=\"";
+            out += p == 0 ? "http" : "grpc";
+            out += "\",code=\"" + std::string(api_code_name(static_cast<ApiCode>(c))) + "\"} " +
+                   std::to_string(n) + "\n";
+        }
+    out += "# HELP dsinfer_server_in_flight_requests Accepted inference requests not yet answered.\n"
+           "# TYPE dsinfer_server_in_flight_requests gauge\n"
+           "dsinfer_server_in_flight_requests " + std::to_string(in_flight.load()) + "\n";
+    out += "# HELP dsinfer_server_ready 1 when the server takes requests.\n"
+           "# TYPE dsinfer_server_ready gauge\n"
+           "dsinfer_server_ready " + std::string(ready() ? "1" : "0") + "\n";
+    return out;
+}
+
+// ---- Server ----
+
+Server::Server(ServerOptions options) {
+    throw_if_error(check_options(options));
+    impl_ = std::make_unique<Impl>(std::move(options));
+}
+
+Server::~Server() {
+    if (impl_) shutdown();
+}
+
+void Server::start() {
+    Impl& s = *impl_;
+    if (s.started.load() || s.stopped)
+        throw Error(ErrorCode::invalid_argument, "Server::start: already started");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(s.options.model_repository, ec))
+        throw Error(ErrorCode::invalid_argument,
+                    "the model repository '" + s.options.model_repository.string() +
+                        "' is not a folder");
+    RepositoryOptions ro;
+    ro.defaults.batching = s.options.batching;
+    ro.defaults.num_threads = s.options.num_threads;
+    ro.drain = s.options.drain_timeout;
+    ro.log = [&s](const std::string& m) { s.log(m); };
+    s.repository = std::make_unique<ModelRepository>(s.options.model_repository, ro);
+    if (s.options.model_control == ModelControlMode::explicit_) {
+        for (const auto& name : s.options.load_models) throw_if_error(s.repository->load(name));
+    } else {
+        Status st = s.repository->load_all();
+        if (!st && s.options.model_control == ModelControlMode::none) throw Error(st);
+    }
+    if (s.options.grpc_port >= 0) {
+        s.grpc = make_grpc_frontend(s);
+        s.grpc_port = grpc_start(*s.grpc, s.options.host, s.options.grpc_port);
+    }
+    if (s.options.http_port >= 0) {
+        s.http = make_http_frontend(s, false);
+        s.http_port = http_bind(*s.http, s.options.host, s.options.http_port);
+    }
+    if (s.options.metrics_port >= 0) {
+        s.metrics_http = make_http_frontend(s, true);
+        s.metrics_port = http_bind(*s.metrics_http, s.options.host, s.options.metrics_port);
+    }
+    if (s.options.model_control == ModelControlMode::poll) {
+        s.poller = std::thread([&s] {
+            std::unique_lock lock(s.state_mutex);
+            while (!s.stopped && !s.draining.load()) {
+                s.state_cv.wait_for(lock, s.options.repository_poll);
+                if (s.stopped || s.draining.load()) break;
+                lock.unlock();
+                s.repository->poll(true);
+                lock.lock();
+            }
+        });
+    }
+    s.started.store(true);
+    std::string where;
+    if (s.http_port >= 0) where += " HTTP " + s.options.host + ":" + std::to_string(s.http_port);
+    if (s.grpc_port >= 0) where += " gRPC " + s.options.host + ":" + std::to_string(s.grpc_port);
+    if (s.metrics_port >= 0)
+        where += " metrics " + s.options.host + ":" + std::to_string(s.metrics_port);
+    s.log("serving " + std::to_string(s.repository->models().size()) + " model(s) on" + where);
+}
+
+int Server::http_port() const noexcept { return impl_->http_port; }
+int Server::grpc_port() const noexcept { return impl_->grpc_port; }
+int Server::metrics_port() const noexcept { return impl_->metrics_port; }
+bool Server::live() const noexcept { return !impl_->stopped; }
+bool Server::ready() const noexcept { return impl_->ready(); }
+
+bool Server::shutdown() {
+    Impl& s = *impl_;
+    {
+        std::unique_lock lock(s.state_mutex);
+        if (s.stopped) return true;
+        if (s.draining.exchange(true)) {
+            // Another thread is draining: wait for it.
+            s.state_cv.wait(lock, [&] { return s.stopped; });
+            return true;
+        }
+    }
+    s.state_cv.notify_all();
+    const auto deadline = std::chrono::steady_clock::now() + s.options.drain_timeout;
+    bool drained;
+    {
+        std::unique_lock lock(s.state_mutex);
+        drained = s.state_cv.wait_until(lock, deadline, [&] { return s.in_flight.load() == 0; });
+    }
+    if (s.poller.joinable()) s.poller.join();
+    if (s.grpc) grpc_stop(*s.grpc, std::chrono::milliseconds(100));
+    if (s.http) http_stop(*s.http);
+    if (s.metrics_http) http_stop(*s.metrics_http);
+    if (s.repository) s.repository->shutdown(std::chrono::milliseconds(0));
+    s.log(drained ? "stopped: every accepted request was answered"
+                  : "stopped: the drain timeout passed with " +
+                        std::to_string(s.in_flight.load()) + " request(s) in flight");
+    {
+        std::lock_guard lock(s.state_mutex);
+        s.stopped = true;
+    }
+    s.state_cv.notify_all();
+    return drained;
+}
+
+void Server::wait() {
+    Impl& s = *impl_;
+    std::unique_lock lock(s.state_mutex);
+    s.state_cv.wait(lock, [&] { return s.stopped; });
+}
+
+std::vector<ModelStatus> Server::repository_index() const {
+    std::vector<ModelStatus> out;
+    if (!impl_->repository) return out;
+    for (auto& e : impl_->repository->index())
+        out.push_back({std::move(e.name), std::move(e.version), std::move(e.state),
+                       std::move(e.reason)});
+    return out;
+}
+
+Status Server::load_model(const std::string& name) {
+    if (!impl_->repository) return Status::error(ErrorCode::unavailable, "not started");
+    if (impl_->options.model_control == ModelControlMode::none)
+        return Status::error(ErrorCode::unsupported,
+                             "model control mode 'none': the repository API cannot load models "
+                             "(start with --model-control-mode explicit or poll)");
+    return impl_->repository->load(name);
+}
+
+Status Server::unload_model(const std::string& name) {
+    if (!impl_->repository) return Status::error(ErrorCode::unavailable, "not started");
+    if (impl_->options.model_control == ModelControlMode::none)
+        return Status::error(ErrorCode::unsupported,
+                             "model control mode 'none': the repository API cannot unload "
+                             "models (start with --model-control-mode explicit or poll)");
+    return impl_->repository->unload(name);
+}
+
+std::string Server::metrics_text() const { return impl_->metrics_text(); }
+
+std::vector<std::string> Server::http_routes() {
+    return {"GET /v2/health/live",
+            "GET /v2/health/ready",
+            "GET /v2",
+            "GET /v2/models/{name}",
+            "GET /v2/models/{name}/versions/{version}",
+            "GET /v2/models/{name}/ready",
+            "GET /v2/models/{name}/versions/{version}/ready",
+            "POST /v2/models/{name}/infer",
+            "POST /v2/models/{name}/versions/{version}/infer",
+            "POST /v2/repository/index",
+            "POST /v2/repository/models/{name}/load",
+            "POST /v2/repository/models/{name}/unload",
+            "GET /metrics"};
+}
+
+std::vector<std::string> Server::extensions() {
+    return {"binary_tensor_data", "model_repository", "parameters", "statistics_prometheus"};
+}
+
+}  // namespace dsinfer::server
