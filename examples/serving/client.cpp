@@ -60,6 +60,7 @@ public:
         if (o.protocol == "rest") {
             http_ = std::make_unique<httplib::Client>(o.host, o.port);
             http_->set_read_timeout(60, 0);
+            http_->set_tcp_nodelay(true);
             json header = {{"inputs", {{{"name", o.input}, {"datatype", "FP32"}, {"shape", shape},
                                         {"parameters", {{"binary_data_size", x.size() * 4}}}}}},
                            {"parameters", {{"binary_data_output", true}}}};

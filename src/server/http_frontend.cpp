@@ -2,12 +2,13 @@
 // (Debian's libcpp-httplib-dev): routes, bearer-token check, limits, the binary-tensor
 // extension, and cancellation when the client goes away.
 #include <poll.h>
-#include <sys/resource.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -21,6 +22,10 @@
 namespace dsinfer::server {
 
 using json = nlohmann::json;
+
+namespace {
+void raise_listen_backlog(int port);
+}  // namespace
 
 class HttpFrontend {
 public:
@@ -47,6 +52,7 @@ public:
             throw Error(ErrorCode::io_error,
                         "cannot listen on " + host + ":" + std::to_string(port) +
                             " (address in use or not allowed)");
+        raise_listen_backlog(bound);
         thread_ = std::thread([this] { server_->listen_after_bind(); });
         return bound;
     }
@@ -112,17 +118,52 @@ int connection_fd(const httplib::Request& req) {
     if (cached.fd >= 0 && cached.addr == req.remote_addr && cached.port == req.remote_port &&
         cached.local_port == req.local_port && matches(cached.fd))
         return cached.fd;
-    rlimit rl{};
-    const int max_fd = ::getrlimit(RLIMIT_NOFILE, &rl) == 0
-                           ? static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 65536))
-                           : 1024;
-    for (int fd = 3; fd < max_fd; ++fd) {
-        if (matches(fd)) {
-            cached = Cached{fd, req.remote_addr, req.remote_port, req.local_port};
-            return fd;
+    // The process's open descriptors (a few hundred), not every number up to RLIMIT_NOFILE.
+    if (DIR* dir = ::opendir("/proc/self/fd")) {
+        int found = -1;
+        const int own = ::dirfd(dir);
+        while (dirent* e = ::readdir(dir)) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            const int fd = std::atoi(e->d_name);
+            if (fd == own || fd < 3) continue;
+            if (matches(fd)) {
+                found = fd;
+                break;
+            }
         }
+        ::closedir(dir);
+        if (found >= 0) cached = Cached{found, req.remote_addr, req.remote_port, req.local_port};
+        return found;
     }
     return -1;
+}
+
+// Debian's cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when the
+// shared library was built): a burst of connections overflows it and their SYNs are retried
+// after 1 s, then 3 s. listen() again on the bound socket raises the backlog (Linux updates it
+// in place); the socket is found by its state and port.
+void raise_listen_backlog(int port) {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (dir == nullptr) return;
+    const int own = ::dirfd(dir);
+    while (dirent* e = ::readdir(dir)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        const int fd = std::atoi(e->d_name);
+        if (fd == own) continue;
+        int listening = 0;
+        socklen_t len = sizeof(listening);
+        if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+            continue;
+        sockaddr_storage local{};
+        socklen_t ll = sizeof(local);
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+        int p = -1;
+        if (local.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+        else if (local.ss_family == AF_INET6)
+            p = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+        if (p == port) ::listen(fd, SOMAXCONN);
+    }
+    ::closedir(dir);
 }
 
 bool client_gone(int fd) {
@@ -143,6 +184,10 @@ void HttpFrontend::configure() {
     const auto io = std::chrono::duration_cast<std::chrono::microseconds>(o.io_timeout).count();
     s.set_read_timeout(static_cast<time_t>(io / 1000000), static_cast<time_t>(io % 1000000));
     s.set_write_timeout(static_cast<time_t>(io / 1000000), static_cast<time_t>(io % 1000000));
+    // Responses go out in more than one write (headers, then body): without TCP_NODELAY,
+    // Nagle's algorithm holds the second write for the client's delayed ACK (~40 ms a request
+    // on Linux). Accepted sockets inherit it from the listener.
+    s.set_tcp_nodelay(true);
     s.set_keep_alive_max_count(1000);
     s.set_keep_alive_timeout(5);
 

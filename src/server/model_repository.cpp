@@ -117,6 +117,8 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
         } else if (k == "optimization_level") {
             DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 0, 3));
             c.optimization_level = static_cast<int>(x);
+        } else if (k == "warmup") {
+            DSINFER_ASSIGN_OR_RETURN(c.warmup, get_bool(v, k));
         } else if (k == "map_weights") {
             DSINFER_ASSIGN_OR_RETURN(c.map_weights, get_bool(v, k));
         } else if (k == "version_policy") {
@@ -183,7 +185,7 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
                                    "max_queue_delay_us, preferred_batch_sizes, max_queue_size, "
                                    "instance_count, priority_levels, adaptive, p99_target_ms, "
                                    "ragged, precision, num_threads, optimization_level, "
-                                   "map_weights, version_policy, result_cache, cascade)");
+                                   "warmup, map_weights, version_policy, result_cache, cascade)");
         }
     }
     if (c.platform == "dsinfer_cascade" && !c.cascade)
@@ -260,6 +262,44 @@ std::vector<FileStamp> folder_signature(const fs::path& dir) {
     return sig;
 }
 
+// The batch sizes a batcher capped at `max_batch` forms: all up to 64, then powers of two and
+// the cap.
+std::vector<std::int64_t> warmup_sizes(std::size_t max_batch) {
+    std::vector<std::int64_t> sizes;
+    for (std::size_t b = 1; b <= max_batch; b = b < 64 ? b + 1 : b * 2)
+        sizes.push_back(static_cast<std::int64_t>(b));
+    if (sizes.back() != static_cast<std::int64_t>(max_batch))
+        sizes.push_back(static_cast<std::int64_t>(max_batch));
+    return sizes;
+}
+
+// Runs `engine` at each batch size on zeros; a model whose inputs are not [batch, static...]
+// is left cold (the reason returned).
+std::string warm_up(const InferenceEngine& engine, std::size_t max_batch) {
+    for (const IOInfo& in : engine.inputs()) {
+        if (!in.dtype || *in.dtype == DType::string || !in.shape.known || in.shape.dims.empty() ||
+            in.shape.dims[0].is_static())
+            return "input '" + in.name + "' has no symbolic batch dim";
+        for (std::size_t d = 1; d < in.shape.dims.size(); ++d)
+            if (!in.shape.dims[d].is_static())
+                return "input '" + in.name + "' has a symbolic dim past the batch dim";
+    }
+    for (std::int64_t b : warmup_sizes(max_batch)) {
+        std::vector<NamedTensor> inputs;
+        for (const IOInfo& in : engine.inputs()) {
+            std::vector<std::int64_t> dims{b};
+            for (std::size_t d = 1; d < in.shape.dims.size(); ++d) dims.push_back(in.shape.dims[d].value);
+            auto shape = Shape::make(dims);
+            if (!shape) return shape.status().message();
+            inputs.push_back({in.name, Tensor::zeros(*in.dtype, *shape)});
+        }
+        std::vector<NamedTensor> outputs;
+        if (Status st = engine.try_run(inputs, outputs); !st)
+            return "batch " + std::to_string(b) + ": " + st.message();
+    }
+    return {};
+}
+
 bool read_file(const fs::path& p, std::string& out) {
     std::ifstream f(p, std::ios::binary);
     if (!f) return false;
@@ -305,6 +345,17 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
     eo.limits.map_weights = config.map_weights;
     try {
         auto engine = std::make_shared<InferenceEngine>(InferenceEngine::load(file, eo));
+        if (config.warmup) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::string cold = warm_up(*engine, config.batching.max_batch_size);
+            const double ms = std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - t0).count();
+            log("'" + name + "' version " + std::to_string(version) +
+                (cold.empty() ? ": warmed up batch sizes 1.." +
+                                    std::to_string(config.batching.max_batch_size) + " in " +
+                                    std::to_string(static_cast<long long>(ms)) + " ms"
+                              : ": served without warm-up (" + cold + ")"));
+        }
         sv->inputs = engine->inputs();
         sv->outputs = engine->outputs();
         sv->batcher = std::make_shared<serving::BatchingEngine>(engine, config.batching);

@@ -64,6 +64,12 @@ struct ModelConfig {
     /// Weights read into memory (false, the server's default: a model file replaced in place
     /// can then never fault a running engine) or mapped from the file (true).
     bool map_weights = false;
+    /// Before a version takes requests (at start and on every reload), run it once at each
+    /// batch size the batcher can form (1..max_batch_size; past 64 only powers of two and the
+    /// maximum) on zeros, so no request pays for a first run's planning and kernel
+    /// preparation. Only for models whose inputs all have a symbolic dim 0 and static other
+    /// dims (others are served cold, said in the log). config.json "warmup".
+    bool warmup = true;
     /// config.json "result_cache": {"max_bytes", "max_entries", "ttl_ms"}: answers repeated
     /// inputs from an LRU of this model's results (off without the section).
     std::optional<serving::ResultCacheOptions> result_cache;

@@ -119,8 +119,22 @@ TEST_CASE("server: REST routes answer as the protocol says", "[server]") {
     s.repo.add("scale", 1, scale_model(1.f));
     s.repo.add("scale", 3, scale_model(3.f));
     s.repo.config("scale", R"({"version_policy":{"all":true},"max_queue_delay_us":0})");
-    s.start(local_options(s.repo.root()));
+    auto o = local_options(s.repo.root());
+    auto lines = std::make_shared<std::vector<std::string>>();
+    auto lines_mutex = std::make_shared<std::mutex>();
+    o.log = [lines, lines_mutex](const std::string& l) {
+        std::lock_guard lock(*lines_mutex);
+        lines->push_back(l);
+    };
+    s.start(o);
     auto c = s.client();
+    {
+        // Each version ran every batch size the batcher can form before taking requests.
+        std::lock_guard lock(*lines_mutex);
+        CHECK(std::count_if(lines->begin(), lines->end(), [](const std::string& l) {
+                  return l.find("warmed up batch sizes 1..8") != std::string::npos;
+              }) == 2);
+    }
 
     CHECK(c.Get("/v2/health/live")->status == 200);
     CHECK(c.Get("/v2/health/ready")->status == 200);
