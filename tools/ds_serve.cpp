@@ -25,8 +25,48 @@
 #include <CLI/CLI.hpp>
 
 #include "dsinfer/server.hpp"
+#include "tool_cli.hpp"
 
 namespace {
+
+constexpr const char* kProgram = "ds-serve";
+
+const char* const kSynopsis =
+    "usage: ds-serve --model-repository DIR [--http-port 8000] [--grpc-port 8001]\n"
+    "                [--metrics-port P] [--host 127.0.0.1] [--model-control-mode none|poll|explicit]\n"
+    "                [--load-model NAME]... [--repository-poll-secs S] [--auth-token-file FILE]\n"
+    "                [--tls-cert FILE --tls-key FILE] [--http-threads N] [--max-body-bytes N]\n"
+    "                [--max-tensor-elements N] [--request-timeout-ms N] [--drain-timeout-s S]\n"
+    "                [--max-batch-size N] [--max-queue-delay-us N] [--threads N] [--port-file FILE]\n"
+    "       ds-serve --list-routes\n"
+    "       ds-serve --help | --version\n";
+
+const char* const kDescription =
+    "Serves the models of a repository folder (NAME/VERSION/model.onnx, optional\n"
+    "NAME/config.json) over the KServe v2 / Open Inference Protocol: REST (HTTP/1.1, JSON\n"
+    "tensors and the binary-tensor extension) and gRPC (inference.GRPCInferenceService),\n"
+    "with dynamic batching, Prometheus metrics at /metrics, hot reload (poll mode or the\n"
+    "repository API), a bearer token and TLS (docs/SERVING.md).\n"
+    "\n"
+    "It listens on 127.0.0.1 unless --host says otherwise. SIGTERM or SIGINT: readiness turns\n"
+    "false, new requests are answered 503 / UNAVAILABLE, every accepted request is answered\n"
+    "(up to --drain-timeout-s), then it exits.\n";
+
+const char* const kExamples =
+    "ds-serve --model-repository models\n"
+    "    REST on 127.0.0.1:8000, gRPC on 127.0.0.1:8001, every model folder loaded\n"
+    "ds-serve --model-repository /models --host 0.0.0.0 --model-control-mode poll \\\n"
+    "        --auth-token-file /run/secrets/token --metrics-port 8002\n"
+    "    in a container: all interfaces, reload on file change, a bearer token\n";
+
+const char* const kExitStatus =
+    "0  stopped by SIGTERM/SIGINT after every accepted request was answered\n"
+    "1  the server could not start (repository, model, port, TLS files) or the drain timed out\n"
+    "2  bad command line (nothing runs)\n";
+
+const dsinfer::bench::ManPage kManPage{kProgram,
+                                       "serve a model repository over the KServe v2 protocol",
+                                       kSynopsis, kDescription, kExamples, kExitStatus};
 
 std::string read_token(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -44,8 +84,9 @@ std::string read_token(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"ds-serve: KServe v2 / Open Inference Protocol server (REST and gRPC) for a "
-                 "model repository of NAME/VERSION/model.onnx"};
+    CLI::App app(kManPage.summary, kProgram);
+    dsinfer::bench::use_man_page(app, kManPage, 30);
+    app.allow_extras();  // reported below as "unknown option", in the tools' words
     dsinfer::server::ServerOptions o;
     std::string repository, control = "none", token_file, tls_cert, tls_key, port_file;
     double poll_secs = 2.0;
@@ -103,16 +144,29 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--port-file", port_file,
                    "write {\"http\":P,\"grpc\":P,\"metrics\":P} here once listening");
-    CLI11_PARSE(app, argc, argv);
+    dsinfer::bench::add_version_flag(app, kProgram);
+    auto bad = [](const std::string& problem) {
+        std::cerr << kProgram << ": " << problem << "\n" << kManPage.usage();
+        return 2;
+    };
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return 0;
+    } catch (const CLI::CallForVersion& v) {
+        std::cout << v.what() << "\n";
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        return bad(dsinfer::bench::cli_problem(e));
+    }
+    if (auto problem = dsinfer::bench::extras_problem(app); !problem.empty()) return bad(problem);
 
     if (list_routes) {
         for (const auto& r : dsinfer::server::Server::http_routes()) std::cout << r << "\n";
         return 0;
     }
-    if (repository.empty()) {
-        std::cerr << "ds-serve: --model-repository is required\n";
-        return 2;
-    }
+    if (repository.empty()) return bad("--model-repository is required");
 
     // SIGTERM/SIGINT are taken by a thread of their own (sigwait), blocked everywhere else:
     // the drain runs on ordinary code, not in a signal handler.

@@ -36,7 +36,7 @@ endif()
 set(first_prefix ${WORK_DIR}/prefix)
 set(moved_root ${WORK_DIR}/moved)
 set(prefix ${moved_root}/prefix)
-file(REMOVE_RECURSE ${first_prefix} ${moved_root} ${WORK_DIR}/consumer-build
+file(REMOVE_RECURSE ${first_prefix} ${moved_root} ${WORK_DIR}/server-consumer-build ${WORK_DIR}/consumer-build
      ${WORK_DIR}/consumer-cuda-build ${WORK_DIR}/consumer-cuda-negative)
 
 function(run_step name)
@@ -75,7 +75,11 @@ if(NOT EXISTS ${prefix}/include/dsinfer/dsinfer.hpp)
 endif()
 # The tools in bin/ (when the build has them), running from the moved prefix, and the docs.
 if(EXISTS ${DSINFER_BINARY_DIR}/tools/ds-inspect)
-  foreach(tool ds-benchmark ds-compare ds-conformance ds-convert ds-inspect ds-loadgen ds-profiler)
+  set(_tools ds-benchmark ds-compare ds-conformance ds-convert ds-inspect ds-loadgen ds-profiler)
+  if(EXISTS ${DSINFER_BINARY_DIR}/tools/ds-serve)
+    list(APPEND _tools ds-serve)
+  endif()
+  foreach(tool IN LISTS _tools)
     execute_process(COMMAND ${prefix}/bin/${tool} --version RESULT_VARIABLE rc
                     OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if(NOT rc EQUAL 0 OR NOT out MATCHES "^${tool} \\(dsinfer [0-9]+\\.[0-9]+\\.[0-9]+\\)")
@@ -286,6 +290,34 @@ message("${out}${err}")
 if(NOT rc EQUAL 0 OR NOT out MATCHES "100 ok, mean batch [0-9.]+" OR NOT out MATCHES "dsinfer ")
   message(FATAL_ERROR "package_consumer: the README's quick start exited ${rc} or printed "
                       "no '100 ok, mean batch ...':\n${out}${err}")
+endif()
+
+# ---- 2c. COMPONENTS server: a program embedding the KServe v2 server ------------------------
+if(EXISTS ${prefix}/${LIBDIR}/cmake/dsinfer/dsinfer-server-targets.cmake)
+  set(server_src ${SOURCE_DIR}/tests/package/server_consumer)
+  set(server_build ${WORK_DIR}/server-consumer-build)
+  set(server_repo ${WORK_DIR}/server-repo)
+  file(REMOVE_RECURSE ${server_build} ${server_repo})
+  file(MAKE_DIRECTORY ${server_repo}/digits/1)
+  file(COPY_FILE ${SOURCE_DIR}/models/digits/digits.onnx ${server_repo}/digits/1/model.onnx)
+  set(server_args -S ${server_src} -B ${server_build} -G ${GENERATOR} -DCMAKE_BUILD_TYPE=${CONFIG}
+      -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+      -C ${hide_cuda_cache})
+  if(EXTRA_FLAGS)
+    list(APPEND server_args "-DCMAKE_CXX_FLAGS=${EXTRA_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS}")
+  endif()
+  run_step("configure a consumer with COMPONENTS server" ${hide_cuda_env} ${CMAKE_COMMAND} ${server_args})
+  run_step("build the server consumer" ${CMAKE_COMMAND} --build ${server_build} --config ${CONFIG})
+  unset(server_app CACHE)
+  find_program(server_app NAMES server_app PATHS ${server_build} ${server_build}/${CONFIG}
+               NO_DEFAULT_PATH NO_CACHE)
+  if(NOT server_app)
+    message(FATAL_ERROR "package_consumer: the server consumer was not built")
+  endif()
+  run_step("run the server consumer (serves a repository, then drains)" ${server_app} ${server_repo})
+else()
+  message(STATUS "package_consumer: skipped COMPONENTS server (this build has no dsinfer::server)")
 endif()
 
 # ---- 3. COMPONENTS cuda ----------------------------------------------------------------------
