@@ -603,22 +603,10 @@ int parse_command_line(int argc, char** argv, Options& opt) {
     names.insert({"--no-fork", "--quiet", "--stats", "--compare-levels", "--version"});
     bench::add_version_flag(app, kProgram);
 
-    auto bad = [&app](const std::string& problem) {
-        std::cerr << kProgram << ": " << problem << "\n" << kManPage.usage();
-        return 2;
+    auto bad = [](const std::string& problem) {
+        return bench::command_line_error(kManPage, problem);
     };
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        std::cout << app.help();
-        return 0;
-    } catch (const CLI::CallForVersion& v) {
-        std::cout << v.what() << "\n";
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        return bad(bench::cli_problem(e));  // "--rtol: missing value"
-    }
-    if (auto problem = bench::extras_problem(app); !problem.empty()) return bad(problem);
+    if (auto stop = bench::parse_command_line(app, kManPage, argc, argv)) return *stop;
     opt.fork = !no_fork;
     opt.filter = filter;
     opt.suite = suite;

@@ -145,28 +145,14 @@ int main(int argc, char** argv) {
     app.add_option("--port-file", port_file,
                    "write {\"http\":P,\"grpc\":P,\"metrics\":P} here once listening");
     dsinfer::bench::add_version_flag(app, kProgram);
-    auto bad = [](const std::string& problem) {
-        std::cerr << kProgram << ": " << problem << "\n" << kManPage.usage();
-        return 2;
-    };
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        std::cout << app.help();
-        return 0;
-    } catch (const CLI::CallForVersion& v) {
-        std::cout << v.what() << "\n";
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        return bad(dsinfer::bench::cli_problem(e));
-    }
-    if (auto problem = dsinfer::bench::extras_problem(app); !problem.empty()) return bad(problem);
+    if (auto stop = dsinfer::bench::parse_command_line(app, kManPage, argc, argv)) return *stop;
 
     if (list_routes) {
         for (const auto& r : dsinfer::server::Server::http_routes()) std::cout << r << "\n";
         return 0;
     }
-    if (repository.empty()) return bad("--model-repository is required");
+    if (repository.empty())
+        return dsinfer::bench::command_line_error(kManPage, "--model-repository is required");
 
     // SIGTERM/SIGINT are taken by a thread of their own (sigwait), blocked everywhere else:
     // the drain runs on ordinary code, not in a signal handler.

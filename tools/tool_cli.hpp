@@ -33,7 +33,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -162,6 +164,33 @@ inline std::string version_text(const std::string& program) {
 inline CLI::Option* add_version_flag(CLI::App& app, const std::string& program) {
     return app.set_version_flag(
         "--version", [program] { return version_text(program); }, "print the version and exit");
+}
+
+/// A bad command line: "<program>: <problem>" and the usage on stderr; returns exit status 2.
+inline int command_line_error(const ManPage& page, const std::string& problem) {
+    std::cerr << page.program << ": " << problem << "\n" << page.usage();
+    return 2;
+}
+
+/// Parses the command line of a tool whose app allow_extras() (the arguments no option took
+/// are reported as problems): nullopt to go on, or the exit status to stop with: 0 after
+/// printing --help or --version on stdout, 2 after command_line_error().
+inline std::optional<int> parse_command_line(CLI::App& app, const ManPage& page, int argc,
+                                             char** argv) {
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return 0;
+    } catch (const CLI::CallForVersion& v) {
+        std::cout << v.what() << "\n";
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        return command_line_error(page, cli_problem(e));  // "--rtol: missing value"
+    }
+    if (auto problem = extras_problem(app); !problem.empty())
+        return command_line_error(page, problem);
+    return std::nullopt;
 }
 
 }  // namespace dsinfer::bench
