@@ -383,8 +383,13 @@ void ModelRepository::retire(std::vector<std::shared_ptr<const ServedVersion>> o
     auto done = std::make_shared<std::atomic<bool>>(false);
     retiring_.push_back(Retiring{
         std::thread([old = std::move(old), drain = options_.drain, done]() mutable {
+            // Replaced cascades first: releasing one waits for its requests (~Cascade), whose
+            // second stage may still be queued on a replaced member, which keeps taking
+            // requests until it is shut down below.
+            for (auto& v : old)
+                if (v->cascade) v.reset();
             for (const auto& v : old)
-                if (v->batcher) v->batcher->shutdown(drain);
+                if (v && v->batcher) v->batcher->shutdown(drain);
             old.clear();
             done->store(true);
         }),
@@ -498,8 +503,11 @@ Status ModelRepository::load(const std::string& name) {
         m.versions = std::move(next);
         failed_.erase(name);
     }
+    // The cascades over this model are rebuilt on its new versions before the old ones are
+    // retired, and retire() lets the old cascades finish first.
+    auto cascades = refresh_cascades(name);
+    old.insert(old.end(), cascades.begin(), cascades.end());
     retire(std::move(old));
-    refresh_cascades(name);
     return Status::ok();
 }
 
@@ -545,7 +553,9 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::make_cascade(
     return std::shared_ptr<const ServedVersion>(std::move(sv));
 }
 
-void ModelRepository::refresh_cascades(const std::string& member) {
+std::vector<std::shared_ptr<const ServedVersion>> ModelRepository::refresh_cascades(
+    const std::string& member) {
+    std::vector<std::shared_ptr<const ServedVersion>> replaced;
     std::vector<std::pair<std::string, ModelConfig>> readers;
     {
         std::shared_lock lock(mutex_);
@@ -569,9 +579,9 @@ void ModelRepository::refresh_cascades(const std::string& member) {
                 it->second.reason = c.status().message();
             }
         }
-        // A cascade holds no engine of its own: the old entry only waits for its requests.
-        old.clear();
+        replaced.insert(replaced.end(), old.begin(), old.end());
     }
+    return replaced;
 }
 
 Status ModelRepository::unload(const std::string& name) {
@@ -587,8 +597,9 @@ Status ModelRepository::unload(const std::string& name) {
         models_.erase(it);
     }
     log("unloaded '" + name + "'");
+    auto cascades = refresh_cascades(name);
+    old.insert(old.end(), cascades.begin(), cascades.end());
     retire(std::move(old));
-    refresh_cascades(name);
     return Status::ok();
 }
 

@@ -175,8 +175,11 @@ private:
     /// A cascade entry over the members served now (unavailable when one is not).
     StatusOr<std::shared_ptr<const ServedVersion>> make_cascade(const std::string& name,
                                                                 const ModelConfig& config);
-    /// Rebuilds the cascade entries that read `member` (after it loaded or went away).
-    void refresh_cascades(const std::string& member);
+    /// Rebuilds the cascade entries that read `member` (after it loaded or went away); returns
+    /// the entries replaced, for retire().
+    std::vector<std::shared_ptr<const ServedVersion>> refresh_cascades(const std::string& member);
+    /// Drains replaced versions in the background: cascades first (each waits for its
+    /// requests), then the engines' batchers (shutdown with the drain timeout).
     void retire(std::vector<std::shared_ptr<const ServedVersion>> old);
     void log(const std::string& message) const;
 

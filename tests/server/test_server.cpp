@@ -684,3 +684,39 @@ TEST_CASE("server: cascade entries and the result cache from config.json", "[ser
             listed = true;
     CHECK(listed);
 }
+
+TEST_CASE("server: a member's reload fails no request of a cascade over it", "[server]") {
+    Running s;
+    s.repo.add("small", 1, softmax_model(1.f, {0, 0, 0, 0}));
+    s.repo.add("large", 1, softmax_model(1.f, {1, 0, 0, 0}));
+    // The first stage waits 400 ms for its batch: the large model is reloaded meanwhile, so the
+    // second stage goes to the replaced large engine, which must still answer it.
+    s.repo.config("small", R"({"max_batch_size":64,"max_queue_delay_us":400000})");
+    s.repo.config("cascade", R"({"platform":"dsinfer_cascade","cascade":{"small":"small","large":"large","output":"p","output_is_probabilities":true}})");
+    auto o = local_options(s.repo.root());
+    o.model_control = server::ModelControlMode::explicit_;
+    o.load_models = {"small", "large", "cascade"};
+    s.start(o);
+    std::optional<httplib::Result> answer;
+    std::thread request([&] {
+        auto c = s.client();
+        answer.emplace(c.Post("/v2/models/cascade/infer", json_infer_body({0, 0, 0, 0}),
+                              "application/json"));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s.repo.add("large", 1, softmax_model(1.f, {2, 0, 0, 0}));
+    auto c = s.client();
+    CHECK(c.Post("/v2/repository/models/large/load", "", "application/json")->status == 200);
+    request.join();
+    REQUIRE(answer->error() == httplib::Error::Success);
+    REQUIRE((*answer)->status == 200);
+    // Answered by the large model it was escalated to: the one replaced.
+    const float e = std::exp(1.f), e2 = std::exp(2.f);
+    CHECK(json::parse((*answer)->body)["outputs"][0]["data"][0].get<float>() ==
+          Approx(e / (e + 3.f)).epsilon(1e-5));
+    // The next request reaches the new large model.
+    auto r = c.Post("/v2/models/cascade/infer", json_infer_body({0, 0, 0, 0}), "application/json");
+    REQUIRE(r->status == 200);
+    CHECK(json::parse(r->body)["outputs"][0]["data"][0].get<float>() ==
+          Approx(e2 / (e2 + 3.f)).epsilon(1e-5));
+}
