@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
                    "require 'Authorization: Bearer <token in this file>' (health routes exempt)");
     app.add_option("--tls-cert", tls_cert, "PEM certificate (with --tls-key): TLS for REST and gRPC");
     app.add_option("--tls-key", tls_key, "PEM private key");
-    app.add_option("--http-threads", o.http_threads, "REST worker threads (0: 64)")
+    app.add_option("--http-threads", o.http_threads, "REST worker threads, one connection each (0: 256)")
         ->capture_default_str();
     app.add_option("--max-body-bytes", o.max_body_bytes, "largest REST body / gRPC message")
         ->capture_default_str();

@@ -79,8 +79,9 @@ struct ServerOptions {
     std::string auth_token;
     /// TLS for REST and gRPC when both are given (PEM files).
     std::filesystem::path tls_cert, tls_key;
-    /// REST worker threads (each serves one connection at a time: keep-alive connections
-    /// beyond it wait for a free thread). 0 = 64.
+    /// REST worker threads (each serves one connection at a time: connections beyond it wait
+    /// for a free thread; a connection gives its worker up after 100 requests, so waiting ones
+    /// get a turn). 0 = 256.
     int http_threads = 0;
     std::size_t max_body_bytes = std::size_t{64} << 20;  ///< REST body / gRPC message
     std::int64_t max_tensor_elements = std::int64_t{1} << 26;

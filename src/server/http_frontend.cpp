@@ -178,7 +178,7 @@ bool client_gone(int fd) {
 void HttpFrontend::configure() {
     auto& s = *server_;
     const auto& o = impl_.options;
-    const std::size_t threads = o.http_threads > 0 ? static_cast<std::size_t>(o.http_threads) : 64;
+    const std::size_t threads = o.http_threads > 0 ? static_cast<std::size_t>(o.http_threads) : 256;
     s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     s.set_payload_max_length(o.max_body_bytes);
     const auto io = std::chrono::duration_cast<std::chrono::microseconds>(o.io_timeout).count();
@@ -188,7 +188,9 @@ void HttpFrontend::configure() {
     // Nagle's algorithm holds the second write for the client's delayed ACK (~40 ms a request
     // on Linux). Accepted sockets inherit it from the listener.
     s.set_tcp_nodelay(true);
-    s.set_keep_alive_max_count(1000);
+    // A keep-alive connection holds its worker: after 100 requests it is closed (the client
+    // reconnects), so connections beyond the worker count are served in turn.
+    s.set_keep_alive_max_count(100);
     s.set_keep_alive_timeout(5);
 
     s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
