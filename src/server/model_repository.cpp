@@ -873,7 +873,7 @@ std::string ModelRepository::prometheus() const {
     return out + queue + running + cascade + cache + cache_held;
 }
 
-void ModelRepository::shutdown(std::chrono::milliseconds drain) {
+bool ModelRepository::shutdown(std::chrono::milliseconds drain) {
     std::vector<std::shared_ptr<const ServedVersion>> all;
     {
         std::unique_lock lock(mutex_);
@@ -881,8 +881,16 @@ void ModelRepository::shutdown(std::chrono::milliseconds drain) {
         for (auto& [n, m] : models_)
             for (auto& [v, sv] : m.versions) all.push_back(sv);
     }
-    for (const auto& sv : all)
-        if (sv->batcher) sv->batcher->shutdown(drain);
+    // One deadline for all: each batcher gets what is left of it.
+    const auto deadline = std::chrono::steady_clock::now() + drain;
+    bool finished = true;
+    for (const auto& sv : all) {
+        if (!sv->batcher) continue;
+        const auto left = std::max(std::chrono::milliseconds(0),
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       deadline - std::chrono::steady_clock::now()));
+        if (!sv->batcher->shutdown(left)) finished = false;
+    }
     std::vector<Retiring> threads;
     {
         std::lock_guard lock(retire_mutex_);
@@ -890,6 +898,7 @@ void ModelRepository::shutdown(std::chrono::milliseconds drain) {
     }
     for (auto& r : threads)
         if (r.thread.joinable()) r.thread.join();
+    return finished;
 }
 
 }  // namespace dsinfer::server

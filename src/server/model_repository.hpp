@@ -157,8 +157,10 @@ public:
 
     /// Prometheus text: every served version's serving metrics and queue, labelled.
     std::string prometheus() const;
-    /// Stops accepting requests (answered unavailable) and drains every engine.
-    void shutdown(std::chrono::milliseconds drain);
+    /// Stops accepting requests (answered unavailable) and drains every engine: queued
+    /// requests run at once; what is still queued after `drain` is answered cancelled. True
+    /// when everything finished in time.
+    bool shutdown(std::chrono::milliseconds drain);
 
 private:
     struct Model {

@@ -112,6 +112,10 @@ void Server::Impl::infer(Protocol protocol, const std::string& name, const std::
         name, version, std::move(inputs), std::move(ro),
         [this, protocol, done = std::move(done)](ApiError e, std::vector<NamedTensor> out,
                                                  std::string v) {
+            // Still queued when the drain ran out: the server stopped, the client did not.
+            if (e.code == ApiCode::cancelled && draining.load())
+                e = ApiError{ApiCode::unavailable,
+                             "the server stopped (drain timeout) before the request ran"};
             count(protocol, e.code);
             done(std::move(e), std::move(out), std::move(v));
             if (in_flight.fetch_sub(1) == 1) {
@@ -263,19 +267,23 @@ bool Server::shutdown() {
     }
     s.state_cv.notify_all();
     const auto deadline = std::chrono::steady_clock::now() + s.options.drain_timeout;
-    bool drained;
+    // New requests are refused from here on (not ready). The batchers stop waiting for their
+    // batches to fill: what is queued runs now, and what is still queued at the deadline is
+    // answered (unavailable), so no front end waits for it: gRPC's Shutdown waits for every
+    // started call, a REST worker for its answer.
+    if (s.poller.joinable()) s.poller.join();
+    bool drained = s.repository ? s.repository->shutdown(s.options.drain_timeout) : true;
     {
         std::unique_lock lock(s.state_mutex);
-        drained = s.state_cv.wait_until(lock, deadline, [&] { return s.in_flight.load() == 0; });
+        drained = s.state_cv.wait_until(lock, deadline, [&] { return s.in_flight.load() == 0; }) &&
+                  drained;
     }
-    if (s.poller.joinable()) s.poller.join();
     if (s.grpc) grpc_stop(*s.grpc, std::chrono::milliseconds(100));
     if (s.http) http_stop(*s.http);
     if (s.metrics_http) http_stop(*s.metrics_http);
-    if (s.repository) s.repository->shutdown(std::chrono::milliseconds(0));
     s.log(drained ? "stopped: every accepted request was answered"
-                  : "stopped: the drain timeout passed with " +
-                        std::to_string(s.in_flight.load()) + " request(s) in flight");
+                  : "stopped: the drain timeout passed; requests still queued were answered "
+                    "unavailable (" + std::to_string(s.in_flight.load()) + " in flight)");
     {
         std::lock_guard lock(s.state_mutex);
         s.stopped = true;

@@ -720,3 +720,26 @@ TEST_CASE("server: a member's reload fails no request of a cascade over it", "[s
     CHECK(json::parse(r->body)["outputs"][0]["data"][0].get<float>() ==
           Approx(e2 / (e2 + 3.f)).epsilon(1e-5));
 }
+
+TEST_CASE("server: the drain runs what is queued at once instead of waiting for its batch",
+          "[server]") {
+    Running s;
+    s.repo.add("scale", 1, scale_model(1.f));
+    // A request would wait 5 s for its batch to fill.
+    s.repo.config("scale", R"({"max_batch_size":64,"max_queue_delay_us":5000000})");
+    s.start(local_options(s.repo.root()));
+    std::optional<httplib::Result> answer;
+    std::thread request([&] {
+        auto c = s.client();
+        answer.emplace(c.Post("/v2/models/scale/infer", json_infer_body({1, 2, 3, 4}),
+                              "application/json"));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(s.server->shutdown());
+    request.join();
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+    REQUIRE(answer->error() == httplib::Error::Success);
+    CHECK((*answer)->status == 200);
+    CHECK(json::parse((*answer)->body)["outputs"][0]["data"][3] == 4.0);
+}
