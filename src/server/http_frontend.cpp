@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <future>
@@ -53,7 +54,14 @@ public:
                         "cannot listen on " + host + ":" + std::to_string(port) +
                             " (address in use or not allowed)");
         raise_listen_backlog(bound);
-        thread_ = std::thread([this] { server_->listen_after_bind(); });
+        thread_ = std::thread([this] {
+            server_->listen_after_bind();
+            listen_returned_.store(true);
+        });
+        // cpp-httplib's stop() does nothing until the listening thread has marked the server
+        // running: a stop() right after start would leave that thread in accept() for good.
+        while (!server_->is_running() && !listen_returned_.load())
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         return bound;
     }
 
@@ -78,6 +86,7 @@ private:
     bool metrics_only_;
     std::unique_ptr<httplib::Server> server_;
     std::thread thread_;
+    std::atomic<bool> listen_returned_{false};
 };
 
 namespace {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <future>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <mutex>
@@ -742,4 +743,24 @@ TEST_CASE("server: the drain runs what is queued at once instead of waiting for 
     REQUIRE(answer->error() == httplib::Error::Success);
     CHECK((*answer)->status == 200);
     CHECK(json::parse((*answer)->body)["outputs"][0]["data"][3] == 4.0);
+}
+
+TEST_CASE("server: a shutdown right after start never hangs", "[server]") {
+    // cpp-httplib ignores stop() until its listening thread has started: the server waits for
+    // it in start(). 30 start/stop pairs, each bounded by a watchdog.
+    TempRepository repo;
+    repo.add("scale", 1, scale_model(1.f));
+    auto o = local_options(repo.root());
+    o.grpc_port = -1;
+    o.metrics_port = 0;
+    auto f = std::async(std::launch::async, [&] {
+        for (int i = 0; i < 30; ++i) {
+            server::Server s(o);
+            s.start();
+            if (!s.shutdown()) return false;
+        }
+        return true;
+    });
+    REQUIRE(f.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    CHECK(f.get());
 }
