@@ -38,6 +38,7 @@
 
 #include "dsinfer/cascade.hpp"
 #include "dsinfer/dsinfer.hpp"
+#include "../digits/digits_data.hpp"
 
 #ifndef DSINFER_DIGITS_DEFAULT_DIR
 #define DSINFER_DIGITS_DEFAULT_DIR "models/digits"
@@ -52,8 +53,10 @@ using dsinfer::serving::BatchingEngine;
 using dsinfer::serving::Cascade;
 using dsinfer::serving::CascadeOptions;
 
-constexpr int kPixels = 64;
-constexpr int kClasses = 10;
+using digits::Dataset;
+using digits::kClasses;
+using digits::kPixels;
+using digits::read_csv;
 
 struct Args {
     std::filesystem::path dir = DSINFER_DIGITS_DEFAULT_DIR;
@@ -125,41 +128,6 @@ Args parse_args(int argc, char** argv) {
         usage(argv[0], 2);
     std::sort(a.thresholds.begin(), a.thresholds.end());
     return a;
-}
-
-struct Dataset {
-    std::vector<int> labels;
-    std::vector<float> pixels;  // labels.size() x kPixels, divided by 16 as in training
-};
-
-/// "label,p0,...,p63" per line, pixels 0..16; throws std::runtime_error naming the line.
-Dataset read_csv(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open " + path.string());
-    Dataset d;
-    std::string line;
-    for (int line_no = 1; std::getline(in, line); ++line_no) {
-        if (line.empty()) continue;
-        std::stringstream ss(line);
-        std::string field;
-        std::vector<int> v;
-        while (std::getline(ss, field, ',')) {
-            char* end = nullptr;
-            const long x = std::strtol(field.c_str(), &end, 10);
-            if (field.empty() || (*end != '\0' && *end != '\r') || x < 0 || x > 16)
-                throw std::runtime_error(path.string() + ":" + std::to_string(line_no) +
-                                         ": bad value '" + field + "'");
-            v.push_back(static_cast<int>(x));
-        }
-        if (v.size() != kPixels + 1 || v[0] >= kClasses)
-            throw std::runtime_error(path.string() + ":" + std::to_string(line_no) +
-                                     ": expected a label 0..9 and 64 pixels");
-        d.labels.push_back(v[0]);
-        for (int i = 1; i <= kPixels; ++i)
-            d.pixels.push_back(static_cast<float>(v[static_cast<std::size_t>(i)]) / 16.0f);
-    }
-    if (d.labels.empty()) throw std::runtime_error(path.string() + ": no samples");
-    return d;
 }
 
 std::shared_ptr<BatchingEngine> load(const std::filesystem::path& file, int threads) {

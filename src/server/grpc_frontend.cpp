@@ -40,6 +40,13 @@ std::string read_text(const std::filesystem::path& p) {
     return ss.str();
 }
 
+// The call's "authorization" metadata ("" when absent).
+std::string_view authorization_of(const grpc::CallbackServerContext* ctx) {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    return it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+}
+
 // ModelInfer: decodes, submits, and finishes from the batcher's callback. Deletes itself when
 // gRPC is done with it (OnDone, after Finish).
 class InferReactor final : public grpc::ServerUnaryReactor {
@@ -50,7 +57,7 @@ public:
         : impl_(impl), ctx_(ctx), request_(request), response_(response) {}
 
     void start() {
-        if (!impl_.authorized(auth_header())) {
+        if (!impl_.authorized(authorization_of(ctx_))) {
             impl_.count(Protocol::grpc, ApiCode::unauthenticated);
             return finish(ApiError{ApiCode::unauthenticated, "missing or wrong bearer token"});
         }
@@ -80,11 +87,6 @@ public:
     void OnDone() override { delete this; }
 
 private:
-    std::string auth_header() const {
-        const auto& md = ctx_->client_metadata();
-        auto it = md.find("authorization");
-        return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
-    }
     void finish(const ApiError& e) {
         if (e.code == ApiCode::unavailable) ctx_->AddTrailingMetadata("retry-after", "1");
         Finish(to_grpc(e));
@@ -148,7 +150,7 @@ public:
         response->set_name(sv->name);
         for (auto v : impl_.repository->versions(sv->name))
             response->add_versions(std::to_string(v));
-        response->set_platform(sv->platform == "onnx" ? "onnx_onnxv1" : sv->platform);
+        response->set_platform(sv->platform);
         auto fill = [](const std::vector<IOInfo>& list, auto add) {
             for (const auto& io : list) {
                 auto* t = add();
@@ -176,11 +178,7 @@ private:
         return r;
     }
     bool authorized(grpc::CallbackServerContext* ctx) const {
-        const auto& md = ctx->client_metadata();
-        auto it = md.find("authorization");
-        return impl_.authorized(it == md.end() ? std::string_view()
-                                               : std::string_view(it->second.data(),
-                                                                  it->second.size()));
+        return impl_.authorized(authorization_of(ctx));
     }
     static grpc::ServerUnaryReactor* unauthenticated(grpc::CallbackServerContext* ctx) {
         return done(ctx, grpc::Status(grpc::StatusCode::UNAUTHENTICATED,

@@ -66,12 +66,13 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
     if (!doc.is_object())
         return Status::error(ErrorCode::invalid_argument, "config.json: must be a JSON object");
     ModelConfig c = defaults;
+    std::string platform = "onnx";
     for (auto it = doc.begin(); it != doc.end(); ++it) {
         const std::string& k = it.key();
         const json& v = it.value();
         if (k == "platform") {
-            DSINFER_ASSIGN_OR_RETURN(c.platform, get_string(v, k));
-            if (c.platform != "onnx" && c.platform != "dsinfer_cascade")
+            DSINFER_ASSIGN_OR_RETURN(platform, get_string(v, k));
+            if (platform != "onnx" && platform != "dsinfer_cascade")
                 return config_error(k, "must be \"onnx\" or \"dsinfer_cascade\"");
         } else if (k == "max_batch_size") {
             DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 1 << 20));
@@ -188,10 +189,10 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
                                    "warmup, map_weights, version_policy, result_cache, cascade)");
         }
     }
-    if (c.platform == "dsinfer_cascade" && !c.cascade)
+    if (platform == "dsinfer_cascade" && !c.cascade)
         return Status::error(ErrorCode::invalid_argument,
                              "config.json: platform dsinfer_cascade needs a 'cascade' section");
-    if (c.platform != "dsinfer_cascade" && c.cascade)
+    if (platform != "dsinfer_cascade" && c.cascade)
         return Status::error(ErrorCode::invalid_argument,
                              "config.json: a 'cascade' section needs \"platform\": "
                              "\"dsinfer_cascade\"");
@@ -334,8 +335,7 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
     sv->cache_version = std::to_string(version) + "#" + std::to_string(++g_load_generation);
     sv->name = name;
     sv->version = version;
-    sv->file = file;
-    sv->platform = "onnx";
+    sv->platform = "onnx_onnxv1";
     // The stamp before loading: a file replaced during the load is seen as changed again.
     sv->stamp = stamp_of(file);
     EngineOptions eo;
@@ -358,8 +358,7 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
         }
         sv->inputs = engine->inputs();
         sv->outputs = engine->outputs();
-        sv->batcher = std::make_shared<serving::BatchingEngine>(engine, config.batching);
-        sv->engine = std::move(engine);
+        sv->batcher = std::make_shared<serving::BatchingEngine>(std::move(engine), config.batching);
     } catch (const Error& e) {
         return Status::error(e.code(), "model '", name, "' version ", version, ": ",
                              e.message());
@@ -444,7 +443,7 @@ Status ModelRepository::load(const std::string& name) {
         cache = std::make_shared<serving::ResultCache>(*config.result_cache);
 
     std::map<std::int64_t, std::shared_ptr<const ServedVersion>> next;
-    if (config.platform == "dsinfer_cascade") {
+    if (config.cascade) {
         auto c = make_cascade(name, config);
         if (!c) {
             // Registered without versions: it is served once its members are
@@ -603,17 +602,33 @@ Status ModelRepository::unload(const std::string& name) {
     return Status::ok();
 }
 
-Status ModelRepository::load_all() {
+bool ModelRepository::has_folder(const std::string& name) const {
+    std::error_code ec;
+    return valid_model_name(name) && fs::is_directory(root_ / name, ec);
+}
+
+bool ModelRepository::has_model(const std::string& name) const {
+    std::shared_lock lock(mutex_);
+    return models_.count(name) != 0;
+}
+
+StatusOr<std::vector<std::string>> ModelRepository::model_folders() const {
     std::vector<std::string> names;
     std::error_code ec;
     for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string n = it->path().filename().string();
-        if (valid_model_name(n) && fs::is_directory(it->path(), ec)) names.push_back(n);
+        std::error_code dir_ec;
+        if (valid_model_name(n) && fs::is_directory(it->path(), dir_ec)) names.push_back(n);
     }
     if (ec)
         return Status::error(ErrorCode::io_error, "cannot list the model repository: ",
                              ec.message());
     std::sort(names.begin(), names.end());
+    return names;
+}
+
+Status ModelRepository::load_all() {
+    DSINFER_ASSIGN_OR_RETURN(const auto names, model_folders());
     std::vector<std::pair<std::string, Status>> failures;
     for (const auto& n : names) {
         Status s = load(n);
@@ -626,13 +641,9 @@ Status ModelRepository::load_all() {
 }
 
 void ModelRepository::poll(bool load_new) {
-    std::vector<std::string> on_disk;
-    std::error_code ec;
-    for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string n = it->path().filename().string();
-        if (valid_model_name(n) && fs::is_directory(it->path(), ec)) on_disk.push_back(n);
-    }
-    if (ec) return;  // a repository that cannot be listed right now keeps what is served
+    auto listed = model_folders();
+    if (!listed) return;  // a repository that cannot be listed right now keeps what is served
+    const std::vector<std::string>& on_disk = *listed;
     struct Seen {
         std::string name;
         FileStamp config_stamp;
@@ -691,15 +702,10 @@ void ModelRepository::poll(bool load_new) {
     }
 }
 
-std::vector<ModelRepository::IndexEntry> ModelRepository::index() const {
-    std::vector<IndexEntry> out;
-    std::vector<std::string> on_disk;
-    std::error_code ec;
-    for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string n = it->path().filename().string();
-        if (valid_model_name(n) && fs::is_directory(it->path(), ec)) on_disk.push_back(n);
-    }
-    std::sort(on_disk.begin(), on_disk.end());
+std::vector<ModelStatus> ModelRepository::index() const {
+    std::vector<ModelStatus> out;
+    auto listed = model_folders();
+    const std::vector<std::string> on_disk = listed ? *listed : std::vector<std::string>{};
     std::shared_lock lock(mutex_);
     for (const auto& n : on_disk) {
         auto it = models_.find(n);
@@ -782,6 +788,14 @@ void ModelRepository::submit(const std::string& name, const std::string& version
             target = vi->second;
         }
         std::string v = std::to_string(target->version);
+        // The request's priority on this model's levels: the middle one by default, the least
+        // urgent one for a priority past them.
+        const int levels = target->cascade
+                               ? target->cascade->small_model()->options().priority_levels
+                               : target->batcher->options().priority_levels;
+        options.priority = options.priority == kDefaultPriority
+                               ? (levels - 1) / 2
+                               : std::clamp(options.priority, 0, levels - 1);
         if (target->cache) {
             if (auto hit = target->cache->lookup(name, target->cache_version, inputs)) {
                 lock.unlock();

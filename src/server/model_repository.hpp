@@ -30,6 +30,7 @@
 #include "dsinfer/cascade.hpp"
 #include "dsinfer/engine.hpp"
 #include "dsinfer/result_cache.hpp"
+#include "dsinfer/server.hpp"
 #include "dsinfer/serving.hpp"
 #include "server/protocol.hpp"
 
@@ -55,7 +56,6 @@ struct CascadeConfig {
 
 /// One model's config.json, defaults filled in.
 struct ModelConfig {
-    std::string platform = "onnx";  ///< "onnx" or "dsinfer_cascade"
     serving::BatchingOptions batching;
     Precision precision = Precision::fp32;
     int num_threads = 0;
@@ -73,6 +73,7 @@ struct ModelConfig {
     /// config.json "result_cache": {"max_bytes", "max_entries", "ttl_ms"}: answers repeated
     /// inputs from an LRU of this model's results (off without the section).
     std::optional<serving::ResultCacheOptions> result_cache;
+    /// Set for "platform": "dsinfer_cascade" (the entry is a cascade, no model file).
     std::optional<CascadeConfig> cascade;
 };
 
@@ -93,9 +94,7 @@ FileStamp stamp_of(const std::filesystem::path& file) noexcept;
 struct ServedVersion {
     std::string name;
     std::int64_t version = 0;
-    std::filesystem::path file;
     FileStamp stamp;
-    std::shared_ptr<const InferenceEngine> engine;  ///< null for a cascade
     std::shared_ptr<serving::BatchingEngine> batcher;  ///< null for a cascade
     std::shared_ptr<serving::Cascade> cascade;         ///< a cascade entry's
     std::shared_ptr<serving::ResultCache> cache;       ///< the model's, when configured
@@ -103,7 +102,7 @@ struct ServedVersion {
     /// from the results of its predecessor.
     std::string cache_version;
     std::vector<IOInfo> inputs, outputs;
-    std::string platform;
+    std::string platform;  ///< as the protocol's metadata names it: onnx_onnxv1, dsinfer_cascade
 };
 
 struct RepositoryOptions {
@@ -112,6 +111,9 @@ struct RepositoryOptions {
     /// Called with every load/unload outcome (for the server's log).
     std::function<void(const std::string&)> log;
 };
+
+/// RequestOptions::priority of a request that names none: the model's middle level.
+inline constexpr int kDefaultPriority = -1;
 
 /// The result of an inference through the repository.
 using InferDone = std::function<void(ApiError, std::vector<NamedTensor>, std::string version)>;
@@ -134,12 +136,15 @@ public:
     /// Poll mode: reloads models whose files changed, loads new folders, unloads removed ones.
     void poll(bool load_new);
 
-    struct IndexEntry {
-        std::string name, version, state, reason;
-    };
     /// Every model folder on disk and every model served (state READY or UNAVAILABLE, with
     /// the reason of the last failed load).
-    std::vector<IndexEntry> index() const;
+    std::vector<ModelStatus> index() const;
+    /// A model folder `name` exists in the repository (name validated).
+    bool has_folder(const std::string& name) const;
+    /// `name` is registered (served, or a cascade waiting for its members).
+    bool has_model(const std::string& name) const;
+    /// The names of the repository's model folders, sorted (io_error when it cannot be read).
+    StatusOr<std::vector<std::string>> model_folders() const;
 
     /// The version a request for (name, version) reaches: version "" = the highest served.
     std::shared_ptr<const ServedVersion> find(std::string_view name,
@@ -150,7 +155,8 @@ public:
     std::vector<std::string> models() const;
 
     /// Resolves and submits one request; `done` is called exactly once (possibly before
-    /// submit returns, e.g. for an unknown model or a cache hit).
+    /// submit returns, e.g. for an unknown model or a cache hit). `options.priority` is mapped
+    /// onto the model's levels: kDefaultPriority to the middle one, one past them to the last.
     void submit(const std::string& name, const std::string& version,
                 std::vector<NamedTensor> inputs, serving::RequestOptions options,
                 InferDone done) const;

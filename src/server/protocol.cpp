@@ -252,6 +252,23 @@ ApiError api_error(const Status& status) {
                                                    : status.message()};
 }
 
+Status status_of(const ApiError& e) {
+    ErrorCode code = ErrorCode::internal;
+    switch (e.code) {
+        case ApiCode::ok: return Status::ok();
+        case ApiCode::bad_request:
+        case ApiCode::not_found:
+        case ApiCode::unauthenticated: code = ErrorCode::invalid_argument; break;
+        case ApiCode::too_large: code = ErrorCode::resource_exhausted; break;
+        case ApiCode::unavailable: code = ErrorCode::unavailable; break;
+        case ApiCode::deadline_exceeded: code = ErrorCode::deadline_exceeded; break;
+        case ApiCode::cancelled: code = ErrorCode::cancelled; break;
+        case ApiCode::unsupported: code = ErrorCode::unsupported; break;
+        case ApiCode::internal: code = ErrorCode::internal; break;
+    }
+    return Status::error(code, e.message);
+}
+
 int http_status(ApiCode code) noexcept {
     switch (code) {
         case ApiCode::ok: return 200;

@@ -52,6 +52,8 @@ struct ApiError {
 
 /// An ApiError for a dsinfer Status (invalid_argument: bad_request, unavailable: unavailable...).
 ApiError api_error(const Status& status);
+/// The converse, for the C++ API: not_found and bad_request are invalid_argument.
+Status status_of(const ApiError& e);
 int http_status(ApiCode code) noexcept;
 std::string_view api_code_name(ApiCode code) noexcept;
 

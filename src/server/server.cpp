@@ -53,11 +53,6 @@ RequestLimits limits_of(const ServerOptions& o) {
     return l;
 }
 
-std::string json_shape(const SymbolicShape& s) {
-    json shape = json::array();
-    for (const Dim& d : s.dims) shape.push_back(d.is_static() ? d.value : -1);
-    return shape.dump();
-}
 
 }  // namespace
 
@@ -91,11 +86,10 @@ void Server::Impl::infer(Protocol protocol, const std::string& name, const std::
         return;
     }
     serving::RequestOptions ro;
-    const int levels = options.batching.priority_levels;  // per-model levels are checked below
-    // The protocol's "priority": 1 is the most urgent, larger less; 0 or absent the default
-    // (the middle level). dsinfer's levels: 0 the most urgent.
-    if (request.priority && *request.priority > 0) ro.priority = *request.priority - 1;
-    else ro.priority = (levels - 1) / 2;
+    // The protocol's "priority": 1 is the most urgent, larger less; 0 or absent the model's
+    // default (kDefaultPriority: ModelRepository::submit maps both onto the model's levels).
+    ro.priority = request.priority && *request.priority > 0 ? *request.priority - 1
+                                                             : kDefaultPriority;
     std::int64_t timeout_us = request.timeout_us
                                   ? *request.timeout_us
                                   : std::chrono::duration_cast<std::chrono::microseconds>(
@@ -104,9 +98,6 @@ void Server::Impl::infer(Protocol protocol, const std::string& name, const std::
     if (timeout_us > 0)
         ro.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
     ro.cancel = std::move(cancel);
-    // Priorities beyond the model's levels are the least urgent level of that model.
-    if (auto sv = repository->find(name, version); sv && sv->batcher)
-        ro.priority = std::min(ro.priority, sv->batcher->options().priority_levels - 1);
     in_flight.fetch_add(1);
     repository->submit(
         name, version, std::move(inputs), std::move(ro),
@@ -139,25 +130,25 @@ ApiError Server::Impl::model_metadata_json(const std::string& name, const std::s
                         version.empty() ? "unknown model '" + name + "'"
                                         : "model '" + name + "' has no version '" + version +
                                               "' loaded"};
-    std::string doc = "{\"name\":" + json(name).dump() + ",\"versions\":[";
-    bool first = true;
-    for (auto v : repository->versions(name)) {
-        doc += (first ? "\"" : ",\"") + std::to_string(v) + "\"";
-        first = false;
-    }
-    doc += "],\"platform\":\"" + (sv->platform == "onnx" ? std::string("onnx_onnxv1") : sv->platform) + "\"";
-    auto tensors = [&](const std::vector<IOInfo>& list) {
-        std::string s = "[";
-        for (std::size_t i = 0; i < list.size(); ++i) {
-            s += (i ? "," : "");
-            s += "{\"name\":" + json(list[i].name).dump() + ",\"datatype\":\"" +
-                 std::string(list[i].dtype ? protocol_dtype(*list[i].dtype) : "BYTES") +
-                 "\",\"shape\":" + json_shape(list[i].shape) + "}";
+    json versions = json::array();
+    for (auto v : repository->versions(name)) versions.push_back(std::to_string(v));
+    auto tensors = [](const std::vector<IOInfo>& list) {
+        json out = json::array();
+        for (const IOInfo& io : list) {
+            json shape = json::array();
+            for (const Dim& d : io.shape.dims) shape.push_back(d.is_static() ? d.value : -1);
+            out.push_back({{"name", io.name},
+                           {"datatype", std::string(io.dtype ? protocol_dtype(*io.dtype) : "BYTES")},
+                           {"shape", std::move(shape)}});
         }
-        return s + "]";
+        return out;
     };
-    doc += ",\"inputs\":" + tensors(sv->inputs) + ",\"outputs\":" + tensors(sv->outputs) + "}";
-    out = std::move(doc);
+    out = json{{"name", name},
+               {"versions", std::move(versions)},
+               {"platform", sv->platform},
+               {"inputs", tensors(sv->inputs)},
+               {"outputs", tensors(sv->outputs)}}
+              .dump(-1, ' ', false, json::error_handler_t::replace);
     return {};
 }
 
@@ -299,30 +290,31 @@ void Server::wait() {
 }
 
 std::vector<ModelStatus> Server::repository_index() const {
-    std::vector<ModelStatus> out;
-    if (!impl_->repository) return out;
-    for (auto& e : impl_->repository->index())
-        out.push_back({std::move(e.name), std::move(e.version), std::move(e.state),
-                       std::move(e.reason)});
-    return out;
+    return impl_->repository ? impl_->repository->index() : std::vector<ModelStatus>{};
+}
+
+ApiError Server::Impl::control(const std::string& name, bool load) {
+    if (!repository) return ApiError{ApiCode::unavailable, "the server has not started"};
+    if (options.model_control == ModelControlMode::none)
+        return ApiError{ApiCode::unsupported,
+                        "model control mode 'none': the repository API cannot load or unload "
+                        "models (start with --model-control-mode explicit or poll)"};
+    if (!valid_model_name(name))
+        return ApiError{ApiCode::bad_request,
+                        "invalid model name ([A-Za-z0-9_.-], not starting with '.')"};
+    if (load ? !repository->has_folder(name) : !repository->has_model(name))
+        return ApiError{ApiCode::not_found,
+                        "model '" + name +
+                            (load ? "' is not in the repository" : "' is not loaded")};
+    return api_error(load ? repository->load(name) : repository->unload(name));
 }
 
 Status Server::load_model(const std::string& name) {
-    if (!impl_->repository) return Status::error(ErrorCode::unavailable, "not started");
-    if (impl_->options.model_control == ModelControlMode::none)
-        return Status::error(ErrorCode::unsupported,
-                             "model control mode 'none': the repository API cannot load models "
-                             "(start with --model-control-mode explicit or poll)");
-    return impl_->repository->load(name);
+    return status_of(impl_->control(name, true));
 }
 
 Status Server::unload_model(const std::string& name) {
-    if (!impl_->repository) return Status::error(ErrorCode::unavailable, "not started");
-    if (impl_->options.model_control == ModelControlMode::none)
-        return Status::error(ErrorCode::unsupported,
-                             "model control mode 'none': the repository API cannot unload "
-                             "models (start with --model-control-mode explicit or poll)");
-    return impl_->repository->unload(name);
+    return status_of(impl_->control(name, false));
 }
 
 std::string Server::metrics_text() const { return impl_->metrics_text(); }

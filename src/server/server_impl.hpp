@@ -59,7 +59,7 @@ struct Server::Impl {
     std::thread poller;
 
     /// Responses by protocol and ApiCode (the server's own counters in /metrics).
-    static constexpr std::size_t kCodes = 10;
+    static constexpr std::size_t kCodes = static_cast<std::size_t>(ApiCode::internal) + 1;
     std::array<std::array<std::atomic<std::uint64_t>, kCodes>, 2> responses{};
 
     void log(const std::string& message) const;
@@ -77,6 +77,9 @@ struct Server::Impl {
             .fetch_add(1, std::memory_order_relaxed);
     }
     std::string metrics_text() const;
+    /// The repository API: load (or unload) `name` where the control mode allows it;
+    /// not_found for a folder the repository lacks (a model not loaded).
+    ApiError control(const std::string& name, bool load);
     std::string server_metadata_json() const;
     /// GET /v2/models/NAME[/versions/V] as JSON; not_found when unknown.
     ApiError model_metadata_json(const std::string& name, const std::string& version,

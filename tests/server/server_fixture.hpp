@@ -2,8 +2,10 @@
 // a Server on ephemeral localhost ports, and clients for both protocols.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <onnx/onnx_pb.h>
-#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,8 +82,9 @@ inline void write_model(const fs::path& file, const onnx::ModelProto& m) {
 class TempRepository {
 public:
     TempRepository() {
-        char tmpl[] = "/tmp/dsinfer-serve-test-XXXXXX";
-        root_ = ::mkdtemp(tmpl);
+        std::string tmpl = (fs::temp_directory_path() / "dsinfer-serve-test-XXXXXX").string();
+        if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+        root_ = tmpl;
     }
     ~TempRepository() {
         std::error_code ec;
@@ -135,6 +138,33 @@ inline std::size_t binary_infer_body(const std::vector<float>& x, std::string& b
     body = header;
     body.append(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
     return header.size();
+}
+
+/// A raw TCP connection to 127.0.0.1:port that has sent `request` (for what an HTTP client
+/// library would not send: a hang-up mid-request, a POST without Content-Length). -1 on error.
+inline int send_raw(int port, const std::string& request) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+        if (fd >= 0) ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/// Sends `request` (which should say "Connection: close") and reads the response to the end.
+inline std::string exchange_raw(int port, const std::string& request) {
+    const int fd = send_raw(port, request);
+    if (fd < 0) return {};
+    std::string response;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    return response;
 }
 
 inline std::size_t resident_bytes() {

@@ -1,10 +1,6 @@
 // The server (dsinfer/server.hpp, src/server/): both protocols end to end on localhost, the
 // malformed-request battery, back-pressure, cancellation, auth, TLS, hot reload under load and
 // the drain. Every server here listens on 127.0.0.1 at ephemeral ports.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <atomic>
 #include <future>
 #include <catch2/catch.hpp>
@@ -43,6 +39,18 @@ std::vector<float> floats_of(const std::string& bytes) {
     std::memcpy(v.data(), bytes.data(), v.size() * 4);
     return v;
 }
+
+/// A POST of x (one row of 4) to `path` on its own thread; join() it, then read `result`.
+struct AsyncPost {
+    std::optional<httplib::Result> result;
+    std::thread thread;
+    AsyncPost(const Running& s, const std::string& path, std::vector<float> x)
+        : thread([this, &s, path, x = std::move(x)] {
+              auto c = s.client();
+              result.emplace(c.Post(path, json_infer_body(x), "application/json"));
+          }) {}
+    void join() { thread.join(); }
+};
 
 std::string metric_line(const std::string& text, const std::string& prefix) {
     std::istringstream in(text);
@@ -185,6 +193,12 @@ TEST_CASE("server: REST routes answer as the protocol says", "[server]") {
     auto idx = json::parse(c.Post("/v2/repository/index", "", "application/json")->body);
     CHECK(idx.size() == 2);
     CHECK(idx[0]["state"] == "READY");
+    // As the protocol's examples send it (curl -X POST): no body, no Content-Length.
+    const std::string bare = exchange_raw(s.server->http_port(),
+                                          "POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n"
+                                          "Connection: close\r\n\r\n");
+    CHECK(bare.rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(bare.find("\"state\":\"READY\"") != std::string::npos);
 
     auto metrics = c.Get("/metrics");
     REQUIRE(metrics->status == 200);
@@ -429,13 +443,8 @@ TEST_CASE("server: a full queue answers 503 with Retry-After, a client that hang
     const std::string request = "POST /v2/models/scale/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
                                 "application/json\r\nContent-Length: " +
                                 std::to_string(body.size()) + "\r\n\r\n" + body;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(s.server->http_port()));
-    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+    const int fd = send_raw(s.server->http_port(), request);
+    REQUIRE(fd >= 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ::close(fd);
     const auto t0 = std::chrono::steady_clock::now();
@@ -698,22 +707,18 @@ TEST_CASE("server: a member's reload fails no request of a cascade over it", "[s
     o.model_control = server::ModelControlMode::explicit_;
     o.load_models = {"small", "large", "cascade"};
     s.start(o);
-    std::optional<httplib::Result> answer;
-    std::thread request([&] {
-        auto c = s.client();
-        answer.emplace(c.Post("/v2/models/cascade/infer", json_infer_body({0, 0, 0, 0}),
-                              "application/json"));
-    });
+    AsyncPost request(s, "/v2/models/cascade/infer", {0, 0, 0, 0});
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     s.repo.add("large", 1, softmax_model(1.f, {2, 0, 0, 0}));
     auto c = s.client();
     CHECK(c.Post("/v2/repository/models/large/load", "", "application/json")->status == 200);
     request.join();
-    REQUIRE(answer->error() == httplib::Error::Success);
-    REQUIRE((*answer)->status == 200);
+    const auto& answer = *request.result;
+    REQUIRE(answer.error() == httplib::Error::Success);
+    REQUIRE(answer->status == 200);
     // Answered by the large model it was escalated to: the one replaced.
     const float e = std::exp(1.f), e2 = std::exp(2.f);
-    CHECK(json::parse((*answer)->body)["outputs"][0]["data"][0].get<float>() ==
+    CHECK(json::parse(answer->body)["outputs"][0]["data"][0].get<float>() ==
           Approx(e / (e + 3.f)).epsilon(1e-5));
     // The next request reaches the new large model.
     auto r = c.Post("/v2/models/cascade/infer", json_infer_body({0, 0, 0, 0}), "application/json");
@@ -729,20 +734,16 @@ TEST_CASE("server: the drain runs what is queued at once instead of waiting for 
     // A request would wait 5 s for its batch to fill.
     s.repo.config("scale", R"({"max_batch_size":64,"max_queue_delay_us":5000000})");
     s.start(local_options(s.repo.root()));
-    std::optional<httplib::Result> answer;
-    std::thread request([&] {
-        auto c = s.client();
-        answer.emplace(c.Post("/v2/models/scale/infer", json_infer_body({1, 2, 3, 4}),
-                              "application/json"));
-    });
+    AsyncPost request(s, "/v2/models/scale/infer", {1, 2, 3, 4});
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const auto t0 = std::chrono::steady_clock::now();
     CHECK(s.server->shutdown());
     request.join();
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
-    REQUIRE(answer->error() == httplib::Error::Success);
-    CHECK((*answer)->status == 200);
-    CHECK(json::parse((*answer)->body)["outputs"][0]["data"][3] == 4.0);
+    const auto& answer = *request.result;
+    REQUIRE(answer.error() == httplib::Error::Success);
+    CHECK(answer->status == 200);
+    CHECK(json::parse(answer->body)["outputs"][0]["data"][3] == 4.0);
 }
 
 TEST_CASE("server: a shutdown right after start never hangs", "[server]") {
