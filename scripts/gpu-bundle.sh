@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-bundle.sh — packs a build made here for a GPU machine that lacks the Debian packages:
 # the stripped test and tool binaries, the shared libraries they need that such a machine does
-# not have (protobuf, onnx_proto, oneDNN, fmt), and the ONNX node conformance data, into
+# not have (protobuf, onnx_proto, oneDNN, fmt), the CUDA plugin, and the ONNX node conformance data, into
 # .gpu/bundle.tar.xz (ignored by git). On the GPU machine:
 #   tar -xJf .gpu/bundle.tar.xz -C /tmp && scripts/gpu-check.sh RESULTS --prebuilt /tmp/gpu --data /tmp/gpu/data
 # Usage: scripts/gpu-bundle.sh [BUILD_DIR] [DATA_DIR]   (build configured with
@@ -19,6 +19,8 @@ for lib in $(ldd "$build/tests/dsinfer_tests" "$build/tools/ds-benchmark" |
              awk '/=>/ {print $3}' | grep -E 'protobuf|onnx|dnnl|fmt|OpenCL' | sort -u); do
     cp -L "$lib" "$stage/gpu/lib/"
 done
+# The CUDA plugin: the loader looks for it in ../lib from the executable (docs/CUDA.md).
+strip -o "$stage/gpu/lib/libdsinfer_cuda.so" "$build/lib/libdsinfer_cuda.so"
 [[ -d $data/node ]] && cp -r "$data/node" "$stage/gpu/data/"
 tar -C "$stage" -cf - gpu | xz -T0 -6 >.gpu/bundle.tar.xz
 ls -la .gpu/bundle.tar.xz

@@ -82,41 +82,58 @@ fi
 # ---- compute-sanitizer memcheck ----------------------------------------------------------------
 if want memcheck; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    timeout 150 "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 \
+    timeout "${MEMCHECK_CAP:-150}" "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 \
         "$bin/dsinfer_tests" "[cuda]" -r compact >"$results/memcheck.txt" 2>&1
     rc=$?
     tail -4 "$results/memcheck.txt" | tee -a "$log"
     case $rc in
         0) record memcheck ok ;;
-        124) record memcheck "time cap reached (150 s), no error before it: $(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' "$results/memcheck.txt") reports" ;;
+        124) record memcheck "time cap reached (${MEMCHECK_CAP:-150} s), no error before it: $(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' "$results/memcheck.txt") reports" ;;
         *) record memcheck "FAILED (rc $rc)" ;;
     esac
 fi
 
 # ---- conformance on the device ------------------------------------------------------------------
 if want conform && [[ -d $data/node ]]; then
-    shards=(a-b c d-e f-h i-l m n-q r s t-z)
+    # Each test runs in a forked child that initializes CUDA anew (about a second): 16 shards,
+    # each capped (CONFORM_CAP seconds) so that a slow suite still reports what it ran.
+    shards=(a b c d e-f g-h i-l m-n o-q r-r s-s t u-z)
     pids=()
     for s in "${shards[@]}"; do
-        "$bin/ds-conformance" --suite "$data/node" --device cuda --filter "^test_[$s]" --timeout 60 \
-            --quiet --json "/tmp/conf_$s.json" >"/tmp/conf_$s.txt" 2>&1 &
+        case $s in
+            r-r) f='^test_r[a-e]' ;;
+            s-s) f='^test_s[a-h]' ;;
+            *) f="^test_[$s]" ;;
+        esac
+        timeout "${CONFORM_CAP:-300}" "$bin/ds-conformance" --suite "$data/node" --device cuda \
+            --filter "$f" --timeout 60 --json "/tmp/conf_$s.json" >"/tmp/conf_$s.txt" 2>&1 &
+        pids+=($!)
+    done
+    for s in rf-rz si-sz; do
+        f="^test_${s:0:1}[${s:1:1}-${s:4:1}]"
+        timeout "${CONFORM_CAP:-300}" "$bin/ds-conformance" --suite "$data/node" --device cuda \
+            --filter "$f" --timeout 60 --json "/tmp/conf_$s.json" >"/tmp/conf_$s.txt" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; done
     cat /tmp/conf_*.txt >"$results/conformance.txt"
-    python3 - "$results/conformance.txt" /tmp/conf_*.json <<'EOF' | tee -a "$log"
-import json, sys
-tot = {"pass": 0, "fail": 0, "unsupported": 0}
-fails = []
+    python3 - "$results/conformance.txt" /tmp/conf_*.txt <<'EOF' | tee -a "$log"
+import json, os, re, sys
+tot, fails, capped = {}, [], []
 for f in sys.argv[2:]:
-    try:
-        d = json.load(open(f))
-    except Exception as e:
-        print("unreadable", f, e); continue
-    for t in d.get("tests", d if isinstance(d, list) else []):
-        o = t.get("status", "?"); tot[o] = tot.get(o, 0) + 1
-        if o == "fail": fails.append(t.get("name", "?") + ": " + str(t.get("detail", ""))[:160])
-print("conformance on cuda:", tot)
+    j = f[:-4] + ".json"
+    if os.path.exists(j):
+        for t in json.load(open(j)).get("tests", []):
+            o = t.get("status", "?"); tot[o] = tot.get(o, 0) + 1
+            if o == "fail": fails.append(t.get("name", "?") + ": " + str(t.get("detail", ""))[:160])
+        continue
+    capped.append(os.path.basename(f))  # the shard hit CONFORM_CAP: count its printed lines
+    for line in open(f, errors="replace"):
+        m = re.match(r"(pass|fail|unsupported|broken)\s+(test_\S+)", line)
+        if m:
+            tot[m.group(1)] = tot.get(m.group(1), 0) + 1
+            if m.group(1) == "fail": fails.append(line.strip()[:200])
+print("conformance on cuda:", tot, "shards cut by the cap:", capped or "none")
 with open(sys.argv[1], "a") as out:
     out.write("\n".join(["", "FAILURES:"] + fails) + "\n")
 EOF

@@ -14,7 +14,7 @@
 // compute in float and round once to nearest-even; float math uses the accurate CUDA
 // functions (expf, logf, erff, tanhf, powf; IEEE division and sqrt) so f32 results stay within
 // a few ulp; NaN propagates like the reference (Relu(NaN) = NaN, Max/Min with a NaN operand =
-// NaN, Clip leaves NaN, HardSigmoid(NaN) = 1 through fmin/fmax); integer Add/Sub/Mul/Neg/Abs
+// NaN, Clip and HardSigmoid leave NaN); integer Add/Sub/Mul/Neg/Abs
 // wrap; Cast: float -> int truncates toward zero, saturates, NaN -> 0; x -> bool is x != 0
 // (NaN -> true); double/int -> 16-bit floats round to odd through float first (one correct
 // rounding, like the reference).
@@ -547,7 +547,8 @@ struct HardSigmoidF {
     float alpha;
     float beta;
     DS_HD float operator()(float x) const {
-        return fmaxf(0.f, fminf(1.f, alpha * x + beta));
+        const float v = alpha * x + beta;
+        return v != v ? v : fmaxf(0.f, fminf(1.f, v));  // NaN stays NaN, like the reference
     }
 };
 struct GeluF {

@@ -241,7 +241,7 @@ TEST_CASE("cuda elementwise: unary special values (NaN, Inf, -0, denormals)", "[
         const Tensor x = float_tensor(dt, dims, specials());
         for (const char* op : {"Relu", "Neg", "Abs", "Floor", "Ceil", "Identity"})
             check_op(std::string(op) + " specials " + dt_name(dt), op, {{"x", x}}, {}, kExact);
-        // Clip keeps NaN; HardSigmoid(NaN) = 1 through fmin/fmax, like the reference.
+        // Clip and HardSigmoid keep NaN, like the reference (np.clip).
         check_op("Clip-6 specials " + dt_name(dt), "Clip", {{"x", x}},
                  {{"min", attr_f(-1.f)}, {"max", attr_f(2.f)}}, kExact, 6);
         check_op("HardSigmoid specials " + dt_name(dt), "HardSigmoid", {{"x", x}}, {},

@@ -496,8 +496,11 @@ TEST_CASE("cuda reductions: large rows and columns, empty, NaN, noop", "[cuda]")
     x.data<float>()[3 * 37 + 36] = std::numeric_limits<float>::quiet_NaN();
     check_op("ReduceMax NaN rows", "ReduceMax", {{"x", x}}, {{"axes", attr_ints({1})}}, kExact, 13);
     check_op("ReduceMax NaN columns", "ReduceMax", {{"x", x}}, {{"axes", attr_ints({0})}}, kExact, 13);
+    // A sum's order differs between the device's tree and the reference's loop: f32 tolerance
+    // for the finite rows, NaN where a row holds one (the tester requires NaN where the
+    // reference has NaN).
     check_op("ReduceSum NaN", "ReduceSum", {{"x", x}, {"a", i64_tensor({1}, {1}), true}}, {},
-             kExact, 13);
+             tol_for(DType::f32), 13);
     // noop_with_empty_axes: no axes -> identity.
     check_op("ReduceMean noop_with_empty_axes", "ReduceMean",
              {{"x", rand_tensor(DType::f16, {3, 5})}}, {{"noop_with_empty_axes", attr_i(1)}}, kExact, 18);
