@@ -15,6 +15,16 @@
 // Row blocks are of equal height. With too few panels, threads take whole row tiles instead
 // and pack their own rows. Either way the tiles and K blocks, and so each element's arithmetic,
 // do not depend on the split. A is packed in the caller's workspace when it is large enough.
+//
+// Few rows (Family::run_small, M <= 16): decoding's products read a large B once for a few
+// rows of A, so they are bound by memory bandwidth, and packing A in tiles of 12 / 6 rows (a
+// pass over the panels per K block, the partial sums through C) left them well below it. There
+// each chunk of panels is streamed once, panel by panel, K block by K block, all M rows at a
+// time (bench_sgemm BM_SgemmDecode, GB/s of B, B cold, 2 threads, AVX-512 on a 2-core Zen 4,
+// medians of alternating runs on a shared machine: K x N 768 x 2048 at M = 1 19 -> 39, M = 4
+// 13 -> 38, M = 16 10 -> 22; 768 x 32000 at M = 1 32 -> 33, M = 4 24 -> 30, M = 16 15 -> 22;
+// a read-only sum of the same bytes 32-40. At M = 16 it runs the FMA units near their peak,
+// so the tiles do no better above it).
 #include "kernels/sgemm.hpp"
 
 #include <algorithm>
@@ -66,10 +76,23 @@ struct Family {
     void (*run_panels)(int64_t rows, int64_t p0, int64_t p1, const float* apacked,
                        const PackedB& b, float* c, int64_t ldc, const float* bias, float alpha,
                        GemmActivation act, float* acc) noexcept;
+    /// Few rows (m <= small_m; 0 / null: none): panels [p0, p1) of C with A read in place.
+    int64_t small_m;
+    void (*run_small)(int64_t m, const float* a, int64_t lda, int64_t p0, int64_t p1,
+                      const PackedB& b, float* c, int64_t ldc, const float* bias, float alpha,
+                      GemmActivation act) noexcept;
 };
+using SmallFn = void (*)(int64_t m, const float* a, int64_t lda, int64_t p0, int64_t p1,
+                         const PackedB& b, float* c, int64_t ldc, const float* bias,
+                         float alpha, GemmActivation act) noexcept;
 
 /// How many panels ahead the tiles prefetch B.
 constexpr int64_t kPrefetchPanels = 2;
+
+/// Few rows (Family::run_small): at least this much of B per thread, and per chunk of panels
+/// a thread takes.
+constexpr int64_t kSmallBytesPerThread = int64_t{128} << 10;
+constexpr int64_t kSmallChunkBytes = int64_t{64} << 10;
 
 // Each ISA level: the f32 family, then the half-width ones (B widened as loaded: bf16 by a
 // 16-bit shift, f16 by vcvtph2ps) on the same tile shape and blocking (SG_W, SG_MR, SG_KC,
@@ -507,6 +530,29 @@ bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, floa
     }
     const Family& f = family(b);
     const int64_t threads = max_threads();
+    if (m <= f.small_m) {
+        // Few rows (decoding): B read once, in chunks of column panels from a shared counter
+        // (guided, as below), each thread computing every row of its panels; no workspace.
+        const int64_t panel_bytes =
+            b.k * f.nr * static_cast<int64_t>(b.dtype == DType::f32 ? 4 : 2);
+        const int64_t team =
+            std::clamp<int64_t>(b.panels * panel_bytes / kSmallBytesPerThread, 1,
+                                std::min(threads, b.panels));
+        const int64_t min_panels = std::max<int64_t>(1, kSmallChunkBytes / panel_bytes);
+        std::atomic<int64_t> next_panel{0};
+        run_team(team, [&](int64_t) {
+            for (int64_t cur = next_panel.load(std::memory_order_relaxed);;) {
+                const int64_t left = b.panels - cur;
+                if (left <= 0) return;
+                const int64_t n = std::min(left, std::max(min_panels, left / (2 * team)));
+                if (next_panel.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
+                    f.run_small(m, a, lda, cur, cur + n, b, c, ldc, bias, alpha, act);
+                    cur = next_panel.load(std::memory_order_relaxed);
+                }
+            }
+        });
+        return true;
+    }
     const Split split = split_for(f, m, b.k, b.n, ldc, threads);
     // The caller's workspace, when it holds the whole layout (64-byte aligned inside it);
     // otherwise A goes to buffers kept per thread and partial sums to C.

@@ -13,6 +13,13 @@
 // Work is dealt out in chunks of column panels (in row tiles when there are too few panels) on
 // the shared OpenMP pool. Every element of C is computed by one thread, in a K order fixed by
 // the packing (not by the thread count), so results are bitwise identical for any thread count.
+//
+// Few rows (M <= 16, token-by-token decoding, bound by reading B): A is read in place (no
+// packing, no workspace) and each thread takes chunks of column panels, streaming each panel's
+// K blocks once and computing all M rows from them (groups of up to a tile's height in
+// registers, the partial sums of a K block kept on the stack), so B is read once at close to
+// the memory's bandwidth. Not for bf16 K pairs (PackedB::pairs), which take the tiles. Each
+// element is the same arithmetic as the tiles' (bitwise the same C for a row at any M).
 #pragma once
 
 #include <cstddef>
@@ -101,7 +108,8 @@ std::size_t sgemm_workspace_bytes(std::int64_t m, std::int64_t k, std::int64_t n
 
 /// C[M, N] (leading dimension ldc) = A[M, K] (leading dimension lda) · B (+ bias) (activation).
 /// B may be half width (PackedB::dtype): the same workspace, float32 accumulation.
-/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. `workspace`, at
+/// `alpha` scales A·B before the bias. Uses the calling thread's OpenMP budget. With few rows
+/// (M <= 16, B not in bf16 pairs) it uses no workspace and cannot fail. `workspace`, at
 /// least sgemm_workspace_bytes for this product and thread count (kernels take it from the
 /// activation plan), holds A and the partial sums; when it is absent or smaller, A goes to
 /// buffers kept per thread between calls and the partial sums to C (same result, bitwise).

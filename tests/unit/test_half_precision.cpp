@@ -136,6 +136,11 @@ TEST_CASE("half-width packed GEMM matches a double reference of its rounded oper
         {7, 64, 33, false, 1.f, true, GemmActivation::relu},
         {150, 257, 40},                            // M crosses the 144-row block; by row tiles
         {1, 512, 300, true, 1.f, true},            // a row (memory-bound shape)
+        // Few rows (A in place, B streamed once): odd N and K, across K blocks
+        {2, 577, 97, false, -0.5f, true, GemmActivation::relu},
+        {4, 255, 33, true},
+        {8, 193, 65, false, 1.f, true},
+        {16, 385, 47, true, 2.f, true, GemmActivation::relu},
     };
     for (const Family& f : families())
         for (const Case& t : cases) check_half_gemm(t, f);
@@ -195,10 +200,11 @@ TEST_CASE("half-width B widens exactly: every f16 / bf16 value times one is itse
 TEST_CASE("half-width packed GEMM is bitwise identical across thread counts", "[fast][half]") {
     std::mt19937 rng(9);
     for (const Family& f : families()) {
-        // By column panels (many panels), and by row tiles (few panels, many rows).
+        // By column panels (many panels), by row tiles (few panels, many rows), and few rows.
         for (const auto& [m, k, n] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{
                                           200, 450, 700},
-                                      {400, 300, 64}}) {
+                                      {400, 300, 64},
+                                      {5, 450, 700}}) {  // few rows: A in place
             const auto a = random_vec(static_cast<std::size_t>(m * k), rng);
             const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
             const PackedB packed = detail::pack_b(b.data(), k, n, false, f.isa, f.dtype, f.dot);

@@ -2,8 +2,9 @@
 // for every micro-kernel family this CPU runs (baseline 6x8, AVX2 6x16, AVX-512 12x32): edge
 // tiles (rows not a multiple of the tile height, columns not a multiple of the panel width, K
 // crossing the 192/256 blocks, M crossing the 96/144/192-row blocks), transposed packing, lda
-// and ldc strides, alpha, bias and ReLU; and bitwise determinism across runs and thread counts
-// in both work splits (column panels and row tiles).
+// and ldc strides, alpha, bias and ReLU; the few-row path (M <= 16, A read in place); and
+// bitwise determinism across runs and thread counts in every work split (column panels, row
+// tiles, few rows), the few-row path giving each row the tiled path's bits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -93,6 +94,56 @@ TEST_CASE("packed GEMM matches a double reference on edge shapes", "[fast][gemm]
             for (std::int64_t k : {1, 3, 17, 192, 193, 256, 257, 513})
                 for (std::int64_t n : {1, 15, 16, 17, 33, 40})
                     check_gemm({m, k, n, (m + k + n) % 2 == 0}, isa);
+}
+
+TEST_CASE("packed GEMM's few-row path (M <= 16, A in place, B streamed once) matches a "
+          "double reference",
+          "[fast][gemm]") {
+    // N and K not multiples of the panel width (8, 16, 32) or of the K block (192, 256): edge
+    // panels and short last K blocks; lda / ldc strides; alpha, bias and ReLU.
+    for (Isa isa : isas())
+        for (std::int64_t m : {1, 2, 3, 4, 5, 8, 16})
+            for (std::int64_t k : {1, 7, 193, 577})
+                for (std::int64_t n : {1, 33, 97, 301}) {
+                    const bool odd = (m + k + n) % 2 != 0;
+                    check_gemm({m, k, n, odd, odd ? -0.75f : 1.5f, n != 33,
+                                (m + n) % 3 == 0 ? GemmActivation::relu : GemmActivation::none,
+                                m % 2, n % 5},
+                               isa);
+                }
+}
+
+TEST_CASE("packed GEMM's few-row path gives each row bitwise the tiled path's result, for any "
+          "thread count",
+          "[fast][gemm]") {
+    // The rows of a 40-row product (packed A, row tiles) computed again 1 to 16 at a time (A
+    // read in place): the same FMAs in the same K order, the same epilogue.
+    std::mt19937 rng(13);
+    const std::int64_t shapes[][2] = {{577, 301}, {1030, 70}, {96, 2000}};
+    for (Isa isa : isas())
+        for (const auto& s : shapes) {
+            const std::int64_t k = s[0], n = s[1], rows = 40;
+            const auto a = random_vec(static_cast<std::size_t>(rows * k), rng);
+            const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
+            const auto bias = random_vec(static_cast<std::size_t>(n), rng);
+            const PackedB packed = dsinfer::detail::pack_b(b.data(), k, n, true, isa);
+            std::vector<float> want(static_cast<std::size_t>(rows * n));
+            REQUIRE(dsinfer::detail::sgemm_packed(rows, a.data(), k, packed, want.data(), n,
+                                                  bias.data(), 0.5f, GemmActivation::relu));
+            for (std::int64_t m : {1, 2, 3, 4, 5, 8, 16})
+                for (int threads : {1, 2, 3}) {
+                    dsinfer::detail::ThreadBudget budget(threads);
+                    INFO("isa=" << dsinfer::detail::fast::isa_name(isa) << " m=" << m
+                                << " k=" << k << " n=" << n << " threads=" << threads);
+                    for (std::int64_t r0 : {std::int64_t{0}, rows - m}) {
+                        std::vector<float> c(static_cast<std::size_t>(m * n));
+                        REQUIRE(dsinfer::detail::sgemm_packed(m, a.data() + r0 * k, k, packed,
+                                                              c.data(), n, bias.data(), 0.5f,
+                                                              GemmActivation::relu));
+                        CHECK(std::equal(c.begin(), c.end(), want.begin() + r0 * n));
+                    }
+                }
+        }
 }
 
 TEST_CASE("packed GEMM splits a short last row tile with the full one before it",
