@@ -7,7 +7,7 @@ Usage:
 Needs only numpy and onnx (Debian: python3-numpy, python3-onnx); run it with /usr/bin/python3.
 The big models are a few hundred MB: write them outside the repository (e.g. ~/dsinfer-models).
 
-Models (symbolic dims are named "batch" and "sequence"):
+Models (symbolic dims are named "batch" and "sequence"; the decoders' as Hugging Face names them):
   bert_base        BERT-base encoder: 12 layers, hidden 768, 12 heads, FFN 3072, vocab 30522,
                    512 positions. Inputs input_ids, attention_mask: int64 [batch, sequence];
                    output last_hidden_state: float32 [batch, sequence, 768]. Opset 13, graph
@@ -38,13 +38,28 @@ Models (symbolic dims are named "batch" and "sequence"):
                    DynamicQuantizeLinear(x) -> ConvInteger(x_q, W_q uint8, x_zero_point,
                    W_zero_point) -> Cast(float) -> Mul(x_scale * W_scale) -> Add(bias
                    reshaped to [1, C, 1, 1]); weights asymmetric per tensor ([min, max] -> 0..255).
+  llama_100m       LLaMA-style decoder with a KV cache: 12 layers, hidden 768, 12 heads, 4 KV
+                   heads, head dim 64, SwiGLU FFN 2048, vocab 32000, untied lm_head, RoPE theta
+                   10000, RMSNorm eps 1e-5 (about 125 M parameters, 476 MiB). Opset 18, graph
+                   as torch.onnx exports Hugging Face's LlamaForCausalLM (RMSNorm, rotary
+                   embedding, repeat_kv and the attention decomposed; mask and cos/sin built once
+                   from the inputs). Inputs input_ids, position_ids: int64 [batch,
+                   sequence_length]; attention_mask: int64 [batch, total_sequence_length];
+                   past_key_values.L.key/.value: float32 [batch, 4, past_sequence_length, 64].
+                   Outputs logits: float32 [batch, sequence_length, 32000];
+                   present.L.key/.value: [batch, 4, total_sequence_length, 64]. The config is in
+                   the metadata, key "dsinfer.decoder" (JSON). scripts/generate/ runs it.
+  llama_tiny       llama_100m's graph at 2 layers, hidden 64, 4 heads, 2 KV heads, head dim 16,
+                   FFN 172, vocab 256.
 
-Weights are scaled to keep activations O(1): normal * 0.02 for BERT (LayerNorm gain near 1),
-He initialisation for ResNet and the MLP, BatchNormalization with positive variances.
+Weights are scaled to keep activations O(1): normal * 0.02 for BERT and the decoders (LayerNorm
+gain near 1, RMSNorm gain 1 + 0.1 * normal), He initialisation for ResNet and the MLP,
+BatchNormalization with positive variances.
 Also writes DIR/models.json: per model the file size and SHA-256, inputs and outputs, parameter
 count (learned weights; scalar constants, index buffers and BatchNorm running statistics
-excluded) and FLOPs per sample (2 x the multiply-adds of MatMul, Gemm and Conv; for BERT per
-sequence length, with flops_per_sample itself at sequence 128).
+excluded), FLOPs per sample (2 x the multiply-adds of MatMul, Gemm and Conv; for BERT and the
+decoders per sequence length, a decoder's for a prefill with an empty cache, with
+flops_per_sample itself at sequence 128) and the model's metadata, if any.
 
 Output is deterministic: the same --seed gives byte-identical files. Each model draws from its
 own random stream, so --only NAME writes the same file as a full run.
@@ -490,6 +505,202 @@ def build_unet(name, form, rng):
 
 
 # ---------------------------------------------------------------------------------------------
+# LLaMA-style decoder (generative: KV cache in and out)
+
+LLAMA_CONFIGS = {
+    "llama_tiny": dict(vocab=256, hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16,
+                       ffn=172, rope_theta=10000.0, eps=1e-5, positions=32768),
+    "llama_100m": dict(vocab=32000, hidden=768, layers=12, heads=12, kv_heads=4, head_dim=64,
+                       ffn=2048, rope_theta=10000.0, eps=1e-5, positions=4096),
+}
+
+
+def llama_weights(b, cfg):
+    """Draws every weight of the decoder, in one fixed order (an export form that draws them
+    through this function gets the same values). Linear weights are stored [in, out]."""
+    h, d, std = cfg["hidden"], cfg["head_dim"], 0.02
+    norm = lambda: 1.0 + 0.1 * b.rng.standard_normal((h,), dtype=np.float32)  # noqa: E731
+    w = {"model.embed_tokens.weight": b.normal((cfg["vocab"], h), std)}
+    for i in range(cfg["layers"]):
+        pre = f"model.layers.{i}"
+        w[f"{pre}.input_layernorm.weight"] = norm()
+        w[f"{pre}.self_attn.q_proj.weight_t"] = b.normal((h, cfg["heads"] * d), std)
+        w[f"{pre}.self_attn.k_proj.weight_t"] = b.normal((h, cfg["kv_heads"] * d), std)
+        w[f"{pre}.self_attn.v_proj.weight_t"] = b.normal((h, cfg["kv_heads"] * d), std)
+        w[f"{pre}.self_attn.o_proj.weight_t"] = b.normal((cfg["heads"] * d, h), std)
+        w[f"{pre}.post_attention_layernorm.weight"] = norm()
+        w[f"{pre}.mlp.gate_proj.weight_t"] = b.normal((h, cfg["ffn"]), std)
+        w[f"{pre}.mlp.up_proj.weight_t"] = b.normal((h, cfg["ffn"]), std)
+        w[f"{pre}.mlp.down_proj.weight_t"] = b.normal((cfg["ffn"], h), std)
+    w["model.norm.weight"] = norm()
+    w["lm_head.weight_t"] = b.normal((h, cfg["vocab"]), std)
+    return {name: b.weight(name, array) for name, array in w.items()}
+
+
+def llama_flops(cfg, seq):
+    """2 x multiply-adds of every MatMul for a prefill of `seq` tokens with an empty cache
+    (scores computed for the whole [seq, seq] block, as the graph does)."""
+    h, d, f = cfg["hidden"], cfg["head_dim"], cfg["ffn"]
+    proj = h * d * (2 * cfg["heads"] + 2 * cfg["kv_heads"]) + 3 * h * f
+    attention = 2 * seq * seq * cfg["heads"] * d
+    return 2 * (cfg["layers"] * (seq * proj + attention) + seq * h * cfg["vocab"])
+
+
+def rms_norm(b, x, weight, c, p):
+    """HF LlamaRMSNorm as torch exports it: w * (x * 1/sqrt(mean(x^2) + eps))."""
+    sq = b.op("Pow", [x, c["two"]], f"{p}/Pow")
+    var = b.op("ReduceMean", [sq, c["last"]], f"{p}/ReduceMean", keepdims=1)
+    var = b.op("Add", [var, c["eps"]], f"{p}/Add")
+    std = b.op("Sqrt", [var], f"{p}/Sqrt")
+    inv = b.op("Reciprocal", [std], f"{p}/Reciprocal")
+    y = b.op("Mul", [x, inv], f"{p}/Mul")
+    return b.op("Mul", [weight, y], f"{p}/Mul_1")
+
+
+def rotate(b, x, cos, sin, c, p):
+    """x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x2, x1) on the last axis."""
+    x1 = b.op("Slice", [x, c["zero"], c["half"], c["last"]], f"{p}/Slice")
+    x2 = b.op("Slice", [x, c["half"], c["dim"], c["last"]], f"{p}/Slice_1")
+    neg = b.op("Neg", [x2], f"{p}/Neg")
+    rot = b.op("Concat", [neg, x1], f"{p}/Concat", axis=-1)
+    a = b.op("Mul", [x, cos], f"{p}/Mul")
+    r = b.op("Mul", [rot, sin], f"{p}/Mul_1")
+    return b.op("Add", [a, r], f"{p}/Add")
+
+
+def repeat_kv(b, x, c, p):
+    """[B, KV, T, D] -> [B, heads, T, D]: Unsqueeze, Expand to [B, KV, n_rep, T, D] (shape
+    from Shape/Gather, B and T being dynamic), Reshape."""
+    shape = b.op("Shape", [x], f"{p}/Shape")
+    dims = []
+    for i, idx in ((0, c["i0"]), (2, c["i2"])):
+        g = b.op("Gather", [shape, idx], f"{p}/Gather_{i}", axis=0)
+        dims.append(b.op("Unsqueeze", [g, c["axes0"]], f"{p}/Unsqueeze_{i}"))
+    target = b.op("Concat", [dims[0], c["kv"], c["n_rep"], dims[1], c["dim"]], f"{p}/Concat",
+                  axis=0)
+    y = b.op("Unsqueeze", [x, c["axes2"]], f"{p}/Unsqueeze")
+    y = b.op("Expand", [y, target], f"{p}/Expand")
+    return b.op("Reshape", [y, c["merge_kv"]], f"{p}/Reshape", allowzero=0)
+
+
+def build_llama(name, cfg, rng):
+    """The Hugging Face / torch.onnx export form of a LLaMA decoder with a KV cache, opset 18
+    (ReduceMean takes its axes as an input)."""
+    b = Builder(rng)
+    h, heads, kv, d = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    w = llama_weights(b, cfg)
+    c = {k: b.const(f"const.{k}", v) for k, v in dict(
+        zero=i64([0]), half=i64([d // 2]), dim=i64([d]), last=i64([-1]), axes0=i64([0]),
+        axes1=i64([1]), axes2=i64([2]), i0=i64(0), i1=i64(1), i2=i64(2), kv=i64([kv]),
+        n_rep=i64([heads // kv]), split_q=i64([0, 0, heads, d]), split_kv=i64([0, 0, kv, d]),
+        merge_kv=i64([0, heads, -1, d]), merge=i64([0, 0, heads * d]), two=f32(2.0),
+        eps=f32(cfg["eps"])).items()}
+
+    # Additive mask [B, 1, S, T], built once: query i (absolute position T - S + i) sees key j
+    # when j <= T - S + i and attention_mask[b, j] == 1; 0 there, float32 lowest elsewhere.
+    seq = b.op("Gather", [b.op("Shape", ["input_ids"], "/model/mask/Shape"), c["i1"]],
+               "/model/mask/Gather", axis=0)
+    total = b.op("Gather", [b.op("Shape", ["attention_mask"], "/model/mask/Shape_1"), c["i1"]],
+                 "/model/mask/Gather_1", axis=0)
+    past = b.op("Sub", [total, seq], "/model/mask/Sub")
+    q_pos = b.op("Range", [past, total, c["i1"]], "/model/mask/Range")
+    k_pos = b.op("Range", [c["i0"], total, c["i1"]], "/model/mask/Range_1")
+    q_pos = b.op("Unsqueeze", [q_pos, c["axes1"]], "/model/mask/Unsqueeze")
+    k_pos = b.op("Unsqueeze", [k_pos, c["axes0"]], "/model/mask/Unsqueeze_1")
+    causal = b.op("LessOrEqual", [k_pos, q_pos], "/model/mask/LessOrEqual")
+    keep = b.op("Cast", ["attention_mask"], "/model/mask/Cast", to=TensorProto.BOOL)
+    keep = b.op("Unsqueeze", [keep, b.const("const.axes_1_2", i64([1, 2]))],
+                "/model/mask/Unsqueeze_2")
+    allowed = b.op("And", [causal, keep], "/model/mask/And")
+    mask = b.op("Where", [allowed, b.const("const.mask_zero", f32(0.0)),
+                          b.const("const.mask_lowest", f32(np.finfo(np.float32).min))],
+                "/model/mask/Where")
+
+    # Rotary cos/sin [B, 1, S, D], computed once (HF LlamaRotaryEmbedding).
+    p = "/model/rotary_emb"
+    inv_freq = 1.0 / cfg["rope_theta"] ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    inv_freq = b.const("model.rotary_emb.inv_freq", inv_freq.astype(np.float32)[:, None])
+    pos = b.op("Cast", ["position_ids"], f"{p}/Cast", to=TensorProto.FLOAT)
+    pos = b.op("Unsqueeze", [pos, c["axes1"]], f"{p}/Unsqueeze")
+    freqs = b.op("MatMul", [inv_freq, pos], f"{p}/MatMul")
+    freqs = b.op("Transpose", [freqs], f"{p}/Transpose", perm=[0, 2, 1])
+    emb = b.op("Concat", [freqs, freqs], f"{p}/Concat", axis=-1)
+    cos = b.op("Unsqueeze", [b.op("Cos", [emb], f"{p}/Cos"), c["axes1"]], f"{p}/Unsqueeze_1")
+    sin = b.op("Unsqueeze", [b.op("Sin", [emb], f"{p}/Sin"), c["axes1"]], f"{p}/Unsqueeze_2")
+    scale = b.const("const.attention_scale", f32(1.0 / math.sqrt(d)))
+
+    x = b.op("Gather", [w["model.embed_tokens.weight"], "input_ids"],
+             "/model/embed_tokens/Gather")
+    for i in range(cfg["layers"]):
+        pre = f"model.layers.{i}"
+        p = f"/model/layers.{i}"
+        a = f"{p}/self_attn"
+        y = rms_norm(b, x, w[f"{pre}.input_layernorm.weight"], c, f"{p}/input_layernorm")
+        proj = {}
+        for n, split in (("q", "split_q"), ("k", "split_kv"), ("v", "split_kv")):
+            t = b.op("MatMul", [y, w[f"{pre}.self_attn.{n}_proj.weight_t"]],
+                     f"{a}/{n}_proj/MatMul")
+            t = b.op("Reshape", [t, c[split]], f"{a}/{n}_proj/Reshape", allowzero=0)
+            proj[n] = b.op("Transpose", [t], f"{a}/{n}_proj/Transpose", perm=[0, 2, 1, 3])
+        q = rotate(b, proj["q"], cos, sin, c, f"{a}/rotary_q")
+        k = rotate(b, proj["k"], cos, sin, c, f"{a}/rotary_k")
+        k = b.op("Concat", [f"past_key_values.{i}.key", k], f"{a}/Concat_k",
+                 outputs=[f"present.{i}.key"], axis=2)
+        v = b.op("Concat", [f"past_key_values.{i}.value", proj["v"]], f"{a}/Concat_v",
+                 outputs=[f"present.{i}.value"], axis=2)
+        if heads != kv:
+            k = repeat_kv(b, k, c, f"{a}/repeat_kv_k")
+            v = repeat_kv(b, v, c, f"{a}/repeat_kv_v")
+        kt = b.op("Transpose", [k], f"{a}/Transpose", perm=[0, 1, 3, 2])
+        s = b.op("MatMul", [q, kt], f"{a}/MatMul")
+        s = b.op("Mul", [s, scale], f"{a}/Mul")
+        s = b.op("Add", [s, mask], f"{a}/Add")
+        s = b.op("Softmax", [s], f"{a}/Softmax", axis=-1)
+        o = b.op("MatMul", [s, v], f"{a}/MatMul_1")
+        o = b.op("Transpose", [o], f"{a}/Transpose_1", perm=[0, 2, 1, 3])
+        o = b.op("Reshape", [o, c["merge"]], f"{a}/Reshape", allowzero=0)
+        o = b.op("MatMul", [o, w[f"{pre}.self_attn.o_proj.weight_t"]], f"{a}/o_proj/MatMul")
+        x = b.op("Add", [x, o], f"{p}/Add")
+
+        y = rms_norm(b, x, w[f"{pre}.post_attention_layernorm.weight"], c,
+                     f"{p}/post_attention_layernorm")
+        g = b.op("MatMul", [y, w[f"{pre}.mlp.gate_proj.weight_t"]], f"{p}/mlp/gate_proj/MatMul")
+        g = b.op("Mul", [g, b.op("Sigmoid", [g], f"{p}/mlp/act_fn/Sigmoid")],
+                 f"{p}/mlp/act_fn/Mul")
+        u = b.op("MatMul", [y, w[f"{pre}.mlp.up_proj.weight_t"]], f"{p}/mlp/up_proj/MatMul")
+        g = b.op("Mul", [g, u], f"{p}/mlp/Mul")
+        g = b.op("MatMul", [g, w[f"{pre}.mlp.down_proj.weight_t"]], f"{p}/mlp/down_proj/MatMul")
+        x = b.op("Add", [x, g], f"{p}/Add_1")
+    x = rms_norm(b, x, w["model.norm.weight"], c, "/model/norm")
+    b.op("MatMul", [x, w["lm_head.weight_t"]], "/lm_head/MatMul", outputs=["logits"])
+
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    inputs = [vi("input_ids", TensorProto.INT64, ["batch", "sequence_length"]),
+              vi("attention_mask", TensorProto.INT64, ["batch", "total_sequence_length"]),
+              vi("position_ids", TensorProto.INT64, ["batch", "sequence_length"])]
+    outputs = [vi("logits", f, ["batch", "sequence_length", cfg["vocab"]])]
+    for i in range(cfg["layers"]):
+        for kind in ("key", "value"):
+            inputs.append(vi(f"past_key_values.{i}.{kind}", f,
+                             ["batch", kv, "past_sequence_length", d]))
+            outputs.append(vi(f"present.{i}.{kind}", f, ["batch", kv, "total_sequence_length", d]))
+    doc = (f"{name}: LLaMA-style decoder with a KV cache and seeded random weights "
+           f"({cfg['layers']} layers, hidden {h}, {heads} heads, {kv} KV heads, head dim {d}, "
+           f"FFN {cfg['ffn']}, vocab {cfg['vocab']}, untied lm_head), graph as torch.onnx "
+           f"exports Hugging Face's LlamaForCausalLM. Written by dsinfer tools/make_models.py.")
+    model = b.model(name, inputs, outputs, 18, doc)
+    decoder = dict(vocab_size=cfg["vocab"], hidden_size=h, num_layers=cfg["layers"],
+                   num_heads=heads, num_kv_heads=kv, head_dim=d, intermediate_size=cfg["ffn"],
+                   rope_theta=cfg["rope_theta"], rms_norm_eps=cfg["eps"],
+                   max_position_embeddings=cfg["positions"], bos_token_id=1, eos_token_id=2)
+    helper.set_model_props(model, {"dsinfer.decoder": json.dumps(decoder)})
+    return model, b.params, {str(s): llama_flops(cfg, s) for s in BERT_SEQUENCES}
+
+
+# ---------------------------------------------------------------------------------------------
 
 # name -> (random stream name, builder). Models sharing a stream get identical weights.
 MODELS = {
@@ -509,6 +720,10 @@ MODELS = {
     "unet": ("unet", lambda rng: build_unet("unet", "fp32", rng)),
     "unet_fp16": ("unet", lambda rng: build_unet("unet_fp16", "fp16", rng)),
     "unet_convint": ("unet", lambda rng: build_unet("unet_convint", "convint", rng)),
+    "llama_tiny": ("llama_tiny", lambda rng: build_llama("llama_tiny", LLAMA_CONFIGS["llama_tiny"],
+                                                         rng)),
+    "llama_100m": ("llama_100m", lambda rng: build_llama("llama_100m", LLAMA_CONFIGS["llama_100m"],
+                                                         rng)),
 }
 
 
@@ -527,6 +742,25 @@ def sha256_of(path):
     return h.hexdigest()
 
 
+def opset17_copy(model):
+    """The decoders are opset 18, which an onnx package older than 1.13 (Debian 12's 1.12)
+    cannot check. Their only opset-18 op is ReduceMean with a constant axes input; a copy with
+    the axes moved back into the attribute, at opset 17, checks everything else."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    consts = {t.name: numpy_helper.to_array(t) for t in copy.graph.initializer
+              if t.data_type == TensorProto.INT64}
+    for node in copy.graph.node:
+        if node.op_type != "ReduceMean" or len(node.input) != 2:
+            continue
+        if node.input[1] not in consts:
+            raise RuntimeError(f"{node.name}: ReduceMean axes are not a constant")
+        node.attribute.append(helper.make_attribute("axes", consts[node.input[1]].tolist()))
+        del node.input[1]
+    copy.opset_import[0].version = 17
+    return copy
+
+
 def write_model(name, out_dir, seed, check):
     stream, build = MODELS[name]
     rng = np.random.default_rng([seed, zlib.crc32(stream.encode())])
@@ -543,8 +777,14 @@ def write_model(name, out_dir, seed, check):
     if check:
         # check_model(path, full_check=True) would rewrite the file with inferred shapes (onnx
         # 1.12), so run the strict shape inference on the in-memory model instead.
-        onnx.checker.check_model(path)
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        if model.opset_import[0].version > onnx.defs.onnx_opset_version():
+            checked = opset17_copy(model)
+            onnx.checker.check_model(checked)
+            onnx.shape_inference.infer_shapes(checked, check_type=True, strict_mode=True)
+            del checked
+        else:
+            onnx.checker.check_model(path)
+            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     graph = model.graph
     info = {
         "file": name + ".onnx",
@@ -556,6 +796,8 @@ def write_model(name, out_dir, seed, check):
         "inputs": [value_info_json(v) for v in graph.input],
         "outputs": [value_info_json(v) for v in graph.output],
     }
+    if model.metadata_props:
+        info["metadata"] = {p.key: p.value for p in model.metadata_props}
     if isinstance(flops, dict):
         info["flops_per_sample_by_sequence"] = {k: int(v) for k, v in flops.items()}
         info["flops_per_sample"] = int(flops["128"])

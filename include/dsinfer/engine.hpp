@@ -255,6 +255,8 @@ public:
 };
 
 /// Per-call options of run().
+struct KvCacheStep;  // dsinfer/kv_cache.hpp
+
 struct RunOptions {
     /// Absolute deadline; exceeding it ends the run with deadline_exceeded (checked between
     /// nodes and inside Loop/Scan iterations).
@@ -265,6 +267,9 @@ struct RunOptions {
     /// When set, sees the values the run computes (ValueObserver). Not owned. GPU engines
     /// show nothing.
     ValueObserver* observer = nullptr;
+    /// For a Generator's engine (dsinfer/generate.hpp): this step's view of the paged KV
+    /// cache, read and written in place by the graph's PagedAttention nodes. Not owned.
+    const KvCacheStep* kv_cache = nullptr;
 };
 
 /// One node of a compiled engine as it runs (InferenceEngine::node_descriptions()).

@@ -204,6 +204,9 @@ struct ModelInfo {
     std::string producer_version;
     std::string domain;           ///< the model's reverse-DNS namespace, if any
     std::int64_t model_version = 0;
+    /// The model's metadata_props (key, value) in file order (e.g. a decoder's configuration);
+    /// save_onnx writes them back.
+    std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 struct OpsetImport {

@@ -304,6 +304,7 @@ private:
 
 /// Cancellation and deadline for a run; checked by long-running kernels (Loop, Scan).
 class ValueObserver;  // dsinfer/engine.hpp
+struct KvCacheStep;   // a Generator step's paged KV cache (dsinfer/generate.hpp)
 
 struct RunControl {
     const std::atomic<bool>* cancelled = nullptr;
@@ -315,6 +316,8 @@ struct RunControl {
     std::vector<double>* node_ms = nullptr;
     /// RunOptions::observer: shown each top-level host node's row-major outputs.
     ValueObserver* observer = nullptr;
+    /// RunOptions::kv_cache: the paged KV cache a PagedAttention node reads and writes.
+    const KvCacheStep* kv_cache = nullptr;
 
     Status check() const noexcept {
         if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed))

@@ -72,6 +72,10 @@ inline constexpr OpAttribute kLayerNormAttrs[] = {{"axis", "INT"}, {"epsilon", "
 inline constexpr OpAttribute kSkipLayerNormAttrs[] = {{"epsilon", "FLOAT"}};
 inline constexpr OpAttribute kGeluAttrs[] = {{"approximate", "STRING"}};
 inline constexpr OpAttribute kAttentionAttrs[] = {{"num_heads", "INT", true}, {"scale", "FLOAT"}};
+inline constexpr OpAttribute kRmsNormAttrs[] = {
+    {"axis", "INT"}, {"epsilon", "FLOAT"}, {"stash_type", "INT"}};
+inline constexpr OpAttribute kRotaryAttrs[] = {{"interleaved", "INT"}};
+inline constexpr OpAttribute kGatedActivationAttrs[] = {{"activation", "STRING", true}};
 
 inline constexpr OpFormal kConvIn[] = {{"X"}, {"W"}, {"B", true}, {"Z", true}};
 inline constexpr OpFormal kGemmIn[] = {{"A"}, {"B"}, {"C", true}};
@@ -81,6 +85,9 @@ inline constexpr OpFormal kGeluIn[] = {{"X"}};
 inline constexpr OpFormal kSkipLayerNormIn[] = {
     {"X"}, {"Skip"}, {"Scale"}, {"B", true}, {"Bias", true}};
 inline constexpr OpFormal kAttentionIn[] = {{"Q"}, {"K"}, {"V"}, {"Mask", true}};
+inline constexpr OpFormal kRmsNormIn[] = {{"X"}, {"Scale"}};
+inline constexpr OpFormal kRotaryIn[] = {{"X"}, {"Cos"}, {"Sin"}};
+inline constexpr OpFormal kGatedActivationIn[] = {{"X"}};
 inline constexpr OpFormal kDynQuantMatMulIn[] = {
     {"A"}, {"B"}, {"b_scale"}, {"b_zero_point", true}, {"bias", true}};
 inline constexpr OpFormal kMatMulIntToFloatIn[] = {
@@ -96,12 +103,18 @@ inline constexpr OpFormal kQLinearConvAddIn[] = {
 inline constexpr OpAttribute kQLinearConvAttrs[] = {{"auto_pad", "STRING"}, {"dilations", "INTS"},
                                                     {"group", "INT"},       {"kernel_shape", "INTS"},
                                                     {"pads", "INTS"},       {"strides", "INTS"}};
+inline constexpr OpFormal kPagedAttentionIn[] = {{"Q"}, {"K"}, {"V"}};
+inline constexpr OpAttribute kPagedAttentionAttrs[] = {{"layer", "INT", true},
+                                                       {"scale", "FLOAT"},
+                                                       {"num_heads", "INT"},
+                                                       {"kv_num_heads", "INT"},
+                                                       {"sliding_window", "INT"}};
 inline constexpr OpFormal kY[] = {{"Y"}};
 inline constexpr OpFormal kYS[] = {{"Y"}, {"S", true}};
 }  // namespace ops_detail
 
 /// Every operator of kDsinferDomain at kDsinferOpsetVersion.
-inline constexpr std::array<OpSchema, 11> kDsinferOps{{
+inline constexpr std::array<OpSchema, 15> kDsinferOps{{
     {"FusedConv", 1, ops_detail::kConvIn, ops_detail::kY, ops_detail::kConvAttrs, "Conv"},
     {"FusedGemm", 1, ops_detail::kGemmIn, ops_detail::kY, ops_detail::kGemmAttrs, "Gemm"},
     {"FusedMatMul", 1, ops_detail::kMatMulIn, ops_detail::kY, ops_detail::kActivation, "MatMul"},
@@ -130,6 +143,27 @@ inline constexpr std::array<OpSchema, 11> kDsinferOps{{
     // computed exactly as QLinearConv computes it; then QLinearAdd's float32 order.
     {"QLinearConvAdd", 1, ops_detail::kQLinearConvAddIn, ops_detail::kY,
      ops_detail::kQLinearConvAttrs, "QLinearConv"},
+    // Decoder blocks (torch's Llama-style exports, fused by fuse_rms_norm,
+    // fuse_rotary_embedding and fuse_gated_mlp): ONNX-23 RMSNormalization at any model opset;
+    // rotary embedding of X [..., D] (D even) with full-width Cos/Sin (last dim D or 1), the
+    // three broadcast together as numpy does: Y = X * Cos + rotate(X) * Sin, rotate along X's
+    // last axis: [-X[D/2:], X[:D/2]] (interleaved = 0) or the pairs (x[2i], x[2i+1]) ->
+    // (-x[2i+1], x[2i]) (interleaved = 1); the gate of a gated MLP,
+    // X [..., 2F] -> Y [..., F] = act(X[..., :F]) * X[..., F:], activation "silu" | "gelu" |
+    // "gelu_tanh".
+    {"RMSNormalization", 1, ops_detail::kRmsNormIn, ops_detail::kY, ops_detail::kRmsNormAttrs,
+     "RMSNormalization"},
+    {"RotaryEmbedding", 1, ops_detail::kRotaryIn, ops_detail::kY, ops_detail::kRotaryAttrs, ""},
+    {"GatedActivation", 1, ops_detail::kGatedActivationIn, ops_detail::kY,
+     ops_detail::kGatedActivationAttrs, ""},
+    // Grouped-query attention of one generation step over the Generator's paged KV cache
+    // (written by prepare_decoder_graph, src/generate/; src/ops/paged_attention.hpp): Q
+    // [1, Hq, T, D] or [1, T, Hq*D], K and V likewise with Hkv heads; writes the step's keys and
+    // values into the cache blocks of `layer`, then attends each token causally (optionally
+    // within a sliding window) to its sequence's cached positions. Runs only with
+    // RunOptions::kv_cache.
+    {"PagedAttention", 1, ops_detail::kPagedAttentionIn, ops_detail::kY,
+     ops_detail::kPagedAttentionAttrs, ""},
 }};
 
 /// The schema of `op_type` in kDsinferDomain, or nullptr.

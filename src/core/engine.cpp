@@ -342,6 +342,11 @@ InferenceEngine InferenceEngine::build(Graph graph, EngineOptions options) {
             OptimizeOptions oo;
             oo.level = impl->options.optimization_level;
             oo.disabled_passes = impl->options.disabled_passes;
+            // The decoder fusions write operators only the CPU backends run: on a GPU the
+            // decomposed RMSNorm, rotary embedding and gated MLP stay on the device's kernels.
+            if (impl->options.device != "cpu")
+                for (const char* p : {"fuse_rms_norm", "fuse_rotary_embedding", "fuse_gated_mlp"})
+                    oo.disabled_passes.emplace_back(p);
             // With application kernels, the optimizer's evaluator (shape annotation, constant
             // folding) has the reference kernels and theirs: over the reference kernels alone a
             // graph with a custom op would not be annotated at all.
@@ -548,6 +553,7 @@ Status InferenceEngine::Impl::execute(std::vector<Tensor> args, std::vector<Name
     if (options.deadline) control.deadline = *options.deadline;
     control.node_ms = options.node_ms;
     control.observer = options.observer;
+    control.kv_cache = options.kv_cache;
     control.max_loop_iterations = this->options.limits.max_loop_iterations;
     std::vector<Tensor> outs;
     // The run's threads: num_threads, or fewer where the process budget (dsinfer/threads.hpp)

@@ -28,6 +28,8 @@ void register_fast_cpu_kernels(KernelRegistry& registry) {
     detail::register_fast_matmul(registry);
     detail::register_fast_fused_kernels(registry);
     detail::register_fast_attention(registry);
+    detail::register_fast_paged_attention(registry);
+    detail::register_fast_decoder_kernels(registry);
     detail::register_fast_qmatmul(registry);
     detail::register_fast_qlinear(registry);
     detail::register_fast_qconv(registry);
@@ -47,6 +49,8 @@ void register_reference_kernels(KernelRegistry& registry) {
     detail::register_control_flow_kernels(registry);
     detail::register_fused_kernels(registry);
     detail::register_attention_kernels(registry);
+    detail::register_paged_attention_kernels(registry);
+    detail::register_decoder_kernels(registry);
 }
 
 void register_cpu_kernels(KernelRegistry& registry) {

@@ -784,7 +784,9 @@ Status Converter::convert_model(const onnx::ModelProto& model, Graph& out) {
     }
     out.opset_imports = opsets_;
     out.model_info = {model.ir_version(), model.producer_name(), model.producer_version(),
-                      model.domain(), model.model_version()};
+                      model.domain(), model.model_version(), {}};
+    for (const auto& kv : model.metadata_props())
+        out.model_info.metadata.emplace_back(kv.key(), kv.value());
     std::vector<Scope*> scopes;
     return convert_graph(model.graph(), out, scopes, 0);
 }

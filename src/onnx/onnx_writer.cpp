@@ -180,6 +180,11 @@ void save_onnx(const Graph& graph, const std::filesystem::path& file) {
         op.set_domain(o.domain == "ai.onnx" ? std::string() : o.domain);
         op.set_version(o.version);
     }
+    for (const auto& [key, value] : graph.model_info.metadata) {
+        auto& prop = *model.add_metadata_props();
+        prop.set_key(key);
+        prop.set_value(value);
+    }
     Writer w;
     throw_if_error(w.write_graph(graph, *model.mutable_graph(), 0));
     const std::size_t bytes = model.ByteSizeLong();

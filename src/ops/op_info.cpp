@@ -658,6 +658,20 @@ Status infer_mha(ShapeContext& ctx) {
     return Status::ok();
 }
 
+/// com.dsinfer GatedActivation: X [..., 2F] -> Y [..., F] (an odd static last dim is an error).
+Status infer_gated_activation(ShapeContext& ctx) {
+    SymbolicShape y = ctx.shape(0);
+    if (y.known) {
+        if (y.rank() == 0) return ctx.input_error(0, "must have rank >= 1, got a scalar");
+        Dim& last = y.dims.back();
+        if (last.is_static() && last.value % 2 != 0)
+            return ctx.input_error(0, "of shape ", y.to_string(), " has an odd last dim");
+        last = last.is_static() ? Dim::fixed(last.value / 2) : Dim{};
+    }
+    ctx.set_output(0, ctx.dtype(0), std::move(y));
+    return Status::ok();
+}
+
 // ---- reductions
 // ------------------------------------------------------------------------------------
 
@@ -1710,6 +1724,15 @@ std::vector<OpInfo> build_table() {
     plain(kOnnx, "LogSoftmax", CF::normalizes, kLast, &infer_same);
     plain(kOnnx, "Hardmax", CF::normalizes, kLast, &infer_same);
     plain(kDs, "MultiHeadAttention", CF::heads, kLast, &infer_mha);
+    // One generation step's attention over the paged cache: Y has Q's shape; its state lives
+    // outside the graph, so a pruner leaves it alone.
+    plain(kDs, "PagedAttention", CF::opaque, kLast, &infer_same);
+    // Decoder fusions: RMSNorm as ONNX's; the rotary embedding mixes the two halves (or the
+    // pairs) of the last axis and the gate halves it, so a pruner treats both as opaque.
+    add(kDs, "RMSNormalization", CF::normalizes, false, kLast, bits({1}), &last_axis_axes,
+        &infer_layer_norm);
+    plain(kDs, "RotaryEmbedding", CF::opaque, kLast, &infer_broadcast);  // X, Cos, Sin
+    plain(kDs, "GatedActivation", CF::opaque, kLast, &infer_gated_activation);
 
     // Pooling, reductions and friends keep channels.
     plain(kOnnx, "MaxPool", CF::keeps, 1, &infer_pool);

@@ -3,10 +3,16 @@
 //                         ReduceMean -> Sub -> Pow(2) | Mul(d, d) -> ReduceMean -> Add(eps) ->
 //                         Sqrt -> Div -> Mul(gamma) [-> Add(beta)]
 //                         ==> LayerNormalization (ai.onnx from opset 17, else com.dsinfer)
+//   fuse_rms_norm         the decomposed RMSNorm torch writes over the last axis,
+//                         Pow(x, 2) | Mul(x, x) -> ReduceMean -> Add(eps) -> Sqrt ->
+//                         Reciprocal -> Mul(x, .) | Div(1, .) -> Mul(x, .) | Div(x, .)
+//                         [-> Mul(weight)]
+//                         ==> RMSNormalization (ai.onnx from opset 23, else com.dsinfer)
 //   fuse_skip_layer_norm  Add(a, b) [with a = Add(MatMul, bias)] -> LayerNormalization(last
 //                         axis) ==> com.dsinfer SkipLayerNormalization (second output = the sum
 //                         when anything else reads it: the next residual)
 #include <cmath>
+#include <optional>
 
 #include "passes/pass_utils.hpp"
 #include "passes/passes_internal.hpp"
@@ -58,11 +64,8 @@ public:
         GraphIndex ix(g);
         Rewriter rw(g);
         int fired = 0;
-        auto sole = [&](ValueId v, std::string_view op, int& idx) -> const Node* {
-            idx = ix.sole_consumer(v);
-            if (idx < 0 || rw.removed(idx)) return nullptr;
-            const Node& n = g.nodes[static_cast<std::size_t>(idx)];
-            return is_op(n, op) ? &n : nullptr;
+        auto sole = [&](ValueId v, std::string_view op, int& idx) {
+            return sole_consumer_op(ix, rw, v, op, idx);
         };
         for (std::size_t ri = 0; ri < g.nodes.size(); ++ri) {
             const Node& r1 = g.nodes[ri];
@@ -132,6 +135,114 @@ public:
             if (beta != kNoValue) inputs.push_back(beta);
             Node& n = rw.add("LayerNormalization", onnx ? "" : kDsinferDomain, std::move(inputs),
                              {out}, r1.name);
+            set_attr(n, "axis", int64_t{-1});
+            set_attr(n, "epsilon", static_cast<float>(*eps));
+            for (int p : pattern) rw.remove(p);
+            ++fired;
+        }
+        return rw.finish_fusion(ctx, name(), fired);
+    }
+};
+
+/// fuse_rms_norm: Pow(x, 2) | Mul(x, x) -> ReduceMean(last axis, keepdims) -> Add(eps) ->
+/// Sqrt -> (Reciprocal | Div(1, .)) -> Mul(x, .), or Sqrt -> Div(x, .), then an optional
+/// Mul by a float32 constant weight that broadcasts along the last axis without enlarging
+/// (any leading dims 1). Without that Mul the fused node's Scale is a constant [1] of 1.
+class FuseRmsNorm final : public GraphPass {
+public:
+    std::string_view name() const noexcept override { return "fuse_rms_norm"; }
+    int level() const noexcept override { return 2; }
+
+    Status apply(Graph& g, PassContext& ctx) const override {
+        GraphIndex ix(g);
+        Rewriter rw(g);
+        int fired = 0;
+        // The sole consumer of v when it is the ai.onnx op `op` (unary or binary as `op` is)
+        // and not taken yet.
+        auto sole = [&](ValueId v, std::string_view op, int& idx) -> const Node* {
+            const Node* n = sole_consumer_op(ix, rw, v, op, idx);
+            const std::size_t arity = op == "Sqrt" || op == "Reciprocal" ? 1 : 2;
+            return n != nullptr && n->inputs.size() == arity ? n : nullptr;
+        };
+        for (std::size_t ri = 0; ri < g.nodes.size(); ++ri) {
+            const Node& r = g.nodes[ri];
+            if (!is_op(r, "ReduceMean") || r.inputs.empty() || r.inputs[0] == kNoValue ||
+                rw.removed(static_cast<int>(ri)))
+                continue;
+            const ValueId sq_in = r.inputs[0];
+            const int pi = ix.producer(sq_in);
+            if (pi < 0 || rw.removed(pi) || ix.sole_consumer(sq_in) != static_cast<int>(ri))
+                continue;
+            const Node& pw = g.nodes[static_cast<std::size_t>(pi)];
+            if (pw.inputs.size() != 2) continue;
+            ValueId x = kNoValue;
+            if (is_op(pw, "Pow") && ix.scalar(pw.inputs[1]) == 2.0) x = pw.inputs[0];
+            if (is_op(pw, "Mul") && pw.inputs[0] == pw.inputs[1]) x = pw.inputs[0];
+            if (x == kNoValue || ix.constant(x) != nullptr) continue;
+            const Value& xv = g.value(x);
+            if (!is_f32(xv) || !xv.shape.known || xv.shape.rank() == 0) continue;
+            const int rank = xv.shape.rank();
+            if (!mean_over_last_axis(ix, r, rank)) continue;
+            // A one-element constant of rank <= x's (a higher rank would enlarge the result).
+            auto scalar_of = [&](ValueId v) -> std::optional<double> {
+                const Tensor* t = ix.constant(v);
+                return t != nullptr && t->num_dims() <= rank ? ix.scalar(v) : std::nullopt;
+            };
+            if (is_op(pw, "Pow") && scalar_of(pw.inputs[1]) != 2.0) continue;
+            int ai = -1, qi = -1;
+            const Node* add = sole(r.outputs[0], "Add", ai);
+            if (add == nullptr) continue;
+            const auto eps = scalar_of(other_operand(*add, r.outputs[0]));
+            if (!eps || !(*eps >= 0.0) || !std::isfinite(*eps)) continue;
+            const Node* sq = sole(add->outputs[0], "Sqrt", qi);
+            if (sq == nullptr) continue;
+            std::vector<int> pattern{pi, static_cast<int>(ri), ai, qi};
+            // 1 / sqrt, then x times it; or x / sqrt.
+            const ValueId root = sq->outputs[0];
+            ValueId normed = kNoValue, inverse = kNoValue;
+            int ci = -1;
+            if (const Node* rc = sole(root, "Reciprocal", ci); rc != nullptr) {
+                inverse = rc->outputs[0];
+            } else if (const Node* dv = sole(root, "Div", ci); dv != nullptr && dv->inputs[1] == root) {
+                if (dv->inputs[0] == x) normed = dv->outputs[0];
+                else if (scalar_of(dv->inputs[0]) == 1.0) inverse = dv->outputs[0];
+            }
+            if (ci < 0 || (normed == kNoValue && inverse == kNoValue)) continue;
+            pattern.push_back(ci);
+            if (inverse != kNoValue) {
+                int mi = -1;
+                const Node* mul = sole(inverse, "Mul", mi);
+                if (mul == nullptr || other_operand(*mul, inverse) != x) continue;
+                pattern.push_back(mi);
+                normed = mul->outputs[0];
+            }
+            // The weight: a float32 constant [1, ..., 1, L] of rank <= x's, L = 1 or the last
+            // dim (when that is unknown, a mismatch fails the fused and the unfused graph alike).
+            ValueId out = normed, scale = kNoValue;
+            const Dim& last = xv.shape.dims.back();
+            int wi = -1;
+            if (const Node* wm = sole(normed, "Mul", wi); wm != nullptr) {
+                const ValueId w = other_operand(*wm, normed);
+                const Tensor* t = ix.constant(w);
+                bool ok = t != nullptr && t->dtype() == DType::f32 && t->num_dims() <= rank;
+                for (int d = 0; ok && d + 1 < t->num_dims(); ++d) ok = t->shape()[d] == 1;
+                const int64_t wl = t != nullptr && t->num_dims() > 0 ? t->shape()[t->num_dims() - 1] : 1;
+                ok = ok && (!last.is_static() || wl == 1 || wl == last.value);
+                if (ok) {
+                    scale = w;
+                    out = wm->outputs[0];
+                    pattern.push_back(wi);
+                }
+            }
+            if (scale == kNoValue) {
+                Tensor one = Tensor::zeros(DType::f32, Shape{1});
+                *one.data_unchecked<float>() = 1.f;
+                scale = rw.new_constant((r.name.empty() ? "rms" : r.name) + "/unit_scale",
+                                        std::move(one));
+            }
+            const bool onnx = g.opset("") >= 23;
+            Node& n = rw.add("RMSNormalization", onnx ? "" : kDsinferDomain, {x, scale}, {out},
+                             r.name);
             set_attr(n, "axis", int64_t{-1});
             set_attr(n, "epsilon", static_cast<float>(*eps));
             for (int p : pattern) rw.remove(p);
@@ -217,6 +328,7 @@ public:
 }  // namespace
 
 std::unique_ptr<GraphPass> make_fuse_layer_norm() { return std::make_unique<FuseLayerNorm>(); }
+std::unique_ptr<GraphPass> make_fuse_rms_norm() { return std::make_unique<FuseRmsNorm>(); }
 std::unique_ptr<GraphPass> make_fuse_skip_layer_norm() {
     return std::make_unique<FuseSkipLayerNorm>();
 }

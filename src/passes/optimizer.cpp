@@ -29,7 +29,10 @@ std::vector<std::unique_ptr<GraphPass>> default_passes() {
     p.push_back(make_fuse_qlinear_conv_add());
     p.push_back(make_fold_weight_dequantize());
     p.push_back(make_fuse_layer_norm());
+    p.push_back(make_fuse_rms_norm());
     p.push_back(make_fuse_gelu());
+    p.push_back(make_fuse_gated_mlp());  // after fuse_gelu (its Gelu), before the MatMul fusion
+    p.push_back(make_fuse_rotary_embedding());
     p.push_back(make_fuse_attention());
     p.push_back(make_fuse_skip_layer_norm());
     p.push_back(make_fuse_matmul_bias_activation());

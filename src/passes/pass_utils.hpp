@@ -140,6 +140,16 @@ private:
     std::uint64_t counter_ = 0;
 };
 
+/// The sole consumer of `v` (GraphIndex::sole_consumer) when it is the ai.onnx op `op` and `rw`
+/// has not removed it, else nullptr; `idx` is the consumer's index (or -1).
+inline const Node* sole_consumer_op(const GraphIndex& ix, const Rewriter& rw, ValueId v,
+                                    std::string_view op, int& idx) {
+    idx = ix.sole_consumer(v);
+    if (idx < 0 || rw.removed(idx)) return nullptr;
+    const Node& n = ix.graph().nodes[static_cast<std::size_t>(idx)];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+}
+
 // Attribute builders for new nodes.
 void set_attr(Node& n, const std::string& name, std::int64_t v);
 void set_attr(Node& n, const std::string& name, float v);
@@ -219,6 +229,18 @@ inline ValueId other_operand(const Node& n, ValueId known) {
 /// `n` is the ai.onnx op `op`.
 inline bool is_op(const Node& n, std::string_view op) {
     return n.op_type == op && n.domain.empty();
+}
+
+/// The elements of an int64 or int32 constant of rank <= 1; nullopt otherwise.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const GraphIndex& ix, ValueId v) {
+    const Tensor* t = ix.constant(v);
+    if (t == nullptr || t->num_dims() > 1) return std::nullopt;
+    if (t->dtype() != DType::i64 && t->dtype() != DType::i32) return std::nullopt;
+    std::vector<std::int64_t> out(static_cast<std::size_t>(t->num_elements()));
+    for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = t->dtype() == DType::i64 ? t->data_unchecked<std::int64_t>()[i]
+                                          : t->data_unchecked<std::int32_t>()[i];
+    return out;
 }
 
 /// Copies `from`'s attributes into `to` (fused nodes keep the plain op's attributes).

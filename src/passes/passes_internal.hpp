@@ -21,7 +21,10 @@ std::unique_ptr<GraphPass> make_fuse_qdq();               // fuse_qdq.cpp
 std::unique_ptr<GraphPass> make_fuse_qlinear_conv_add();  // fuse_qlinear_conv_add.cpp
 std::unique_ptr<GraphPass> make_fold_weight_dequantize(); // constant_folding.cpp
 std::unique_ptr<GraphPass> make_fuse_layer_norm();        // fuse_norm.cpp
+std::unique_ptr<GraphPass> make_fuse_rms_norm();          // fuse_norm.cpp
 std::unique_ptr<GraphPass> make_fuse_gelu();              // fuse_gelu.cpp
+std::unique_ptr<GraphPass> make_fuse_gated_mlp();         // fuse_decoder.cpp
+std::unique_ptr<GraphPass> make_fuse_rotary_embedding();  // fuse_decoder.cpp
 std::unique_ptr<GraphPass> make_fuse_attention();         // fuse_attention.cpp
 std::unique_ptr<GraphPass> make_fuse_skip_layer_norm();   // fuse_norm.cpp
 std::unique_ptr<GraphPass> make_fuse_matmul_bias_activation();  // fuse_matmul.cpp

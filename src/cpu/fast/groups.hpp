@@ -11,6 +11,9 @@ void register_fast_kernels(KernelRegistry& r);  // fast_kernels.cpp
 void register_fast_matmul(KernelRegistry& r);   // fast_matmul.cpp: packed-B GEMM (sgemm.cpp)
 void register_fast_fused_kernels(KernelRegistry& r);  // fast_fused.cpp: SkipLayerNorm, Gelu, ...
 void register_fast_attention(KernelRegistry& r);      // fast_attention.cpp: MultiHeadAttention
+void register_fast_paged_attention(KernelRegistry& r);  // fast_paged_attention.cpp
+void register_fast_decoder_kernels(KernelRegistry& r);  // fast_decoder.cpp: RMSNorm, rotary,
+                                                       // gated activation
 void register_fast_conv(KernelRegistry& r);  // fast_conv.cpp: NCHW Conv/FusedConv (Winograd, GEMM)
 void register_fast_qmatmul(KernelRegistry& r);  // fast_qmatmul.cpp: INT8 matmuls on qgemm, DQL
 void register_fast_qlinear(KernelRegistry& r);  // fast_qlinear.cpp: com.microsoft QLinear* ops

@@ -24,6 +24,9 @@ void register_control_flow_kernels(KernelRegistry& r);    // control_flow.cpp: I
 // dsinfer's fused operators (domain com.dsinfer, docs/OPTIMIZER.md):
 void register_fused_kernels(KernelRegistry& r);      // fused.cpp: FusedConv, FusedMatMul, norms, Gelu
 void register_attention_kernels(KernelRegistry& r);  // fused_attention.cpp: MultiHeadAttention
+void register_paged_attention_kernels(KernelRegistry& r);  // paged_attention.cpp: PagedAttention
+void register_decoder_kernels(KernelRegistry& r);    // fused_decoder.cpp: RotaryEmbedding,
+                                                     // GatedActivation
 
 /// A reference kernel the fused kernels (fused.cpp) run on explicit operands: building a
 /// RunContext for an inner kernel allocates (its vectors), and run() must not.

@@ -562,6 +562,8 @@ void register_nn_norm_kernels(KernelRegistry& r) {
     // dsinfer's fused LayerNormalization (docs/OPTIMIZER.md): ONNX-17's, at any model opset.
     r.add({"LayerNormalization", kDsinferDomain, 1, 1, DeviceKind::cpu}, &make_layernorm<false>);
     r.add({"RMSNormalization", "", 23, kMaxOpset, DeviceKind::cpu}, &make_layernorm<true>);
+    // dsinfer's fused RMSNormalization (fuse_rms_norm below opset 23): ONNX-23's, one kernel.
+    r.add({"RMSNormalization", kDsinferDomain, 1, 1, DeviceKind::cpu}, &make_layernorm<true>);
     r.add({"LRN", "", 1, kMaxOpset, DeviceKind::cpu}, &make_lrn);
     r.add({"MeanVarianceNormalization", "", 1, kMaxOpset, DeviceKind::cpu}, &make_mvn);
     r.add({"LpNormalization", "", 1, kMaxOpset, DeviceKind::cpu}, &make_lpnorm);
