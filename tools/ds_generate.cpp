@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
     app.add_option("--repetition-penalty", req.sampling.repetition_penalty, "1: off");
     app.add_option("--seed", req.sampling.seed, "sampling seed (default 0)");
     app.add_option("--stop-ids", stop_ids, "token ids that end a sequence: 2,13");
+    bool ignore_eos = false;
+    app.add_flag("--ignore-eos", ignore_eos, "do not stop at the model's end-of-sequence token");
     app.add_option("--threads", threads, "engine threads (default 2)");
     app.add_option("--kv-cache-mb", kv_mb, "KV cache budget in MiB (default 256)");
     app.add_option("--kv-dtype", kv_dtype, "cache storage: f32 (default), f16, bf16, i8");
@@ -130,8 +132,7 @@ int main(int argc, char** argv) {
     app.add_option("--weights", weights, "none (default) or int8 (weight-only INT8)");
     app.add_option("--precision", precision, "fp32 (default) or bf16 products");
     std::vector<std::string> backends;
-    app.add_option("--backends", backends, "CPU backends in order (default: cpu)")
-        ->delimiter(',');
+    app.add_option("--backends", backends, "CPU backends in order (default: cpu)")->delimiter(',');
     app.add_flag("--stream", stream, "print each token as it comes (one prompt)");
     app.add_flag("--json", json, "print one JSON object");
     dsinfer::bench::add_version_flag(app, kProgram);
@@ -164,6 +165,7 @@ int main(int argc, char** argv) {
     if (precision != "fp32" && precision != "bf16")
         return dsinfer::bench::command_line_error(kManPage, "--precision: expected fp32 or bf16");
     go.kv_dtype = dtypes.at(kv_dtype);
+    req.stop_at_eos = !ignore_eos;
     go.kv_cache_bytes = static_cast<std::size_t>(kv_mb) << 20;
     go.weights = weights;
     go.engine.num_threads = static_cast<int>(threads);
@@ -250,8 +252,9 @@ int main(int argc, char** argv) {
         {"peak_rss_bytes", peak_rss_bytes()},
         {"rss_after_load_bytes", rss_loaded},
         {"rss_end_bytes", current_rss_bytes()},
-        {"kv_bytes_used_peak", static_cast<std::int64_t>(m.kv_blocks_peak) *
-                                   static_cast<std::int64_t>(m.kv_bytes / std::max<std::int64_t>(m.kv_blocks_total, 1))},
+        {"kv_bytes_used_peak",
+         static_cast<std::int64_t>(m.kv_blocks_peak) *
+             static_cast<std::int64_t>(m.kv_bytes / std::max<std::int64_t>(m.kv_blocks_total, 1))},
     };
     if (json) {
         std::cout << out.dump() << "\n";

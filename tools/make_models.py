@@ -583,9 +583,22 @@ def repeat_kv(b, x, c, p):
     return b.op("Reshape", [y, c["merge_kv"]], f"{p}/Reshape", allowzero=0)
 
 
-def build_llama(name, cfg, rng):
+def llama_mlp(b, x, y, w, pre, p):
+    """x + down(silu(gate(y)) * up(y)), SiLU as Mul(g, Sigmoid(g))."""
+    g = b.op("MatMul", [y, w[f"{pre}.mlp.gate_proj.weight_t"]], f"{p}/mlp/gate_proj/MatMul")
+    g = b.op("Mul", [g, b.op("Sigmoid", [g], f"{p}/mlp/act_fn/Sigmoid")], f"{p}/mlp/act_fn/Mul")
+    u = b.op("MatMul", [y, w[f"{pre}.mlp.up_proj.weight_t"]], f"{p}/mlp/up_proj/MatMul")
+    g = b.op("Mul", [g, u], f"{p}/mlp/Mul")
+    g = b.op("MatMul", [g, w[f"{pre}.mlp.down_proj.weight_t"]], f"{p}/mlp/down_proj/MatMul")
+    return b.op("Add", [x, g], f"{p}/Add_1")
+
+
+def build_llama(name, cfg, rng, form="hf"):
     """The Hugging Face / torch.onnx export form of a LLaMA decoder with a KV cache, opset 18
-    (ReduceMean takes its axes as an input)."""
+    (ReduceMean takes its axes as an input). form "attn23": the same weights and graph, but each
+    layer's attention (cache concatenation, KV repeat, scores, mask, softmax) is one ONNX
+    Attention node (opset 23) over 4-D [B, heads, S, D] inputs with past_key/past_value inputs,
+    present_key/present_value outputs and the additive mask."""
     b = Builder(rng)
     h, heads, kv, d = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     i64 = lambda v: np.array(v, np.int64)  # noqa: E731
@@ -646,6 +659,20 @@ def build_llama(name, cfg, rng):
             proj[n] = b.op("Transpose", [t], f"{a}/{n}_proj/Transpose", perm=[0, 2, 1, 3])
         q = rotate(b, proj["q"], cos, sin, c, f"{a}/rotary_q")
         k = rotate(b, proj["k"], cos, sin, c, f"{a}/rotary_k")
+        if form == "attn23":
+            o = b.op("Attention", [q, k, proj["v"], mask, f"past_key_values.{i}.key",
+                                   f"past_key_values.{i}.value"], f"{a}/Attention",
+                     outputs=[f"{a}/Attention_output_0", f"present.{i}.key",
+                              f"present.{i}.value"],
+                     scale=1.0 / math.sqrt(d))[0]
+            o = b.op("Transpose", [o], f"{a}/Transpose_1", perm=[0, 2, 1, 3])
+            o = b.op("Reshape", [o, c["merge"]], f"{a}/Reshape", allowzero=0)
+            o = b.op("MatMul", [o, w[f"{pre}.self_attn.o_proj.weight_t"]], f"{a}/o_proj/MatMul")
+            x = b.op("Add", [x, o], f"{p}/Add")
+            y = rms_norm(b, x, w[f"{pre}.post_attention_layernorm.weight"], c,
+                         f"{p}/post_attention_layernorm")
+            x = llama_mlp(b, x, y, w, pre, p)
+            continue
         k = b.op("Concat", [f"past_key_values.{i}.key", k], f"{a}/Concat_k",
                  outputs=[f"present.{i}.key"], axis=2)
         v = b.op("Concat", [f"past_key_values.{i}.value", proj["v"]], f"{a}/Concat_v",
@@ -666,13 +693,7 @@ def build_llama(name, cfg, rng):
 
         y = rms_norm(b, x, w[f"{pre}.post_attention_layernorm.weight"], c,
                      f"{p}/post_attention_layernorm")
-        g = b.op("MatMul", [y, w[f"{pre}.mlp.gate_proj.weight_t"]], f"{p}/mlp/gate_proj/MatMul")
-        g = b.op("Mul", [g, b.op("Sigmoid", [g], f"{p}/mlp/act_fn/Sigmoid")],
-                 f"{p}/mlp/act_fn/Mul")
-        u = b.op("MatMul", [y, w[f"{pre}.mlp.up_proj.weight_t"]], f"{p}/mlp/up_proj/MatMul")
-        g = b.op("Mul", [g, u], f"{p}/mlp/Mul")
-        g = b.op("MatMul", [g, w[f"{pre}.mlp.down_proj.weight_t"]], f"{p}/mlp/down_proj/MatMul")
-        x = b.op("Add", [x, g], f"{p}/Add_1")
+        x = llama_mlp(b, x, y, w, pre, p)
     x = rms_norm(b, x, w["model.norm.weight"], c, "/model/norm")
     b.op("MatMul", [x, w["lm_head.weight_t"]], "/lm_head/MatMul", outputs=["logits"])
 
@@ -691,7 +712,7 @@ def build_llama(name, cfg, rng):
            f"({cfg['layers']} layers, hidden {h}, {heads} heads, {kv} KV heads, head dim {d}, "
            f"FFN {cfg['ffn']}, vocab {cfg['vocab']}, untied lm_head), graph as torch.onnx "
            f"exports Hugging Face's LlamaForCausalLM. Written by dsinfer tools/make_models.py.")
-    model = b.model(name, inputs, outputs, 18, doc)
+    model = b.model(name, inputs, outputs, 23 if form == "attn23" else 18, doc)
     decoder = dict(vocab_size=cfg["vocab"], hidden_size=h, num_layers=cfg["layers"],
                    num_heads=heads, num_kv_heads=kv, head_dim=d, intermediate_size=cfg["ffn"],
                    rope_theta=cfg["rope_theta"], rms_norm_eps=cfg["eps"],
@@ -724,6 +745,8 @@ MODELS = {
                                                          rng)),
     "llama_100m": ("llama_100m", lambda rng: build_llama("llama_100m", LLAMA_CONFIGS["llama_100m"],
                                                          rng)),
+    "llama_tiny_attn23": ("llama_tiny", lambda rng: build_llama(
+        "llama_tiny_attn23", LLAMA_CONFIGS["llama_tiny"], rng, form="attn23")),
 }
 
 
@@ -774,6 +797,10 @@ def write_model(name, out_dir, seed, check):
         f.write(data)
     os.replace(tmp, path)
     del data
+    if check and model.opset_import[0].version > 18 and onnx.defs.onnx_opset_version() < 23:
+        # onnx older than 1.18 knows no opset-23 Attention: nothing to check it against.
+        print(f"{name}: not checked (onnx {onnx.__version__} lacks opset 23)", file=sys.stderr)
+        check = False
     if check:
         # check_model(path, full_check=True) would rewrite the file with inferred shapes (onnx
         # 1.12), so run the strict shape inference on the in-memory model instead.

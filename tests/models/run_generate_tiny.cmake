@@ -4,12 +4,14 @@
 # writes llama_tiny.onnx with tools/make_models.py, then runs the cases with DSINFER_LLAMA_TINY
 # pointing at it; they must have run and passed.
 file(MAKE_DIRECTORY ${WORK})
-execute_process(COMMAND ${PYTHON} ${SRC}/tools/make_models.py --out ${WORK} --only llama_tiny
+execute_process(COMMAND ${PYTHON} ${SRC}/tools/make_models.py --out ${WORK}
+                        --only llama_tiny llama_tiny_attn23
                 RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "make_models.py --only llama_tiny failed (${rc})")
+  message(FATAL_ERROR "make_models.py --only llama_tiny llama_tiny_attn23 failed (${rc})")
 endif()
 set(ENV{DSINFER_LLAMA_TINY} ${WORK}/llama_tiny.onnx)
+set(ENV{DSINFER_LLAMA_TINY_ATTN23} ${WORK}/llama_tiny_attn23.onnx)
 set(ENV{DSINFER_LLAMA_TINY_ORT} ${SRC}/tests/models/generate/llama_tiny_ort_greedy.txt)
 execute_process(COMMAND ${TESTS} "[generate-model]"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)

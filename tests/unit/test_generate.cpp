@@ -227,8 +227,9 @@ TEST_CASE(
     CHECK(m.inter_token.count > 0);
 }
 
-TEST_CASE("generator: llama_tiny greedy equals ONNX Runtime's step loop, 4 prompts x 256 tokens",
-          "[.generate-model]") {
+TEST_CASE(
+    "generator: llama_tiny (both forms) greedy equals ONNX Runtime's step loop, 4 x 256 tokens",
+    "[.generate-model]") {
     // tests/models/generate/llama_tiny_ort_greedy.txt (the ctest passes its path).
     const char* ref = std::getenv("DSINFER_LLAMA_TINY_ORT");
     if (ref == nullptr) FAIL("DSINFER_LLAMA_TINY_ORT is not set");
@@ -250,18 +251,25 @@ TEST_CASE("generator: llama_tiny greedy equals ONNX Runtime's step loop, 4 promp
     GeneratorOptions o = small_options();
     o.prefill_chunk = 512;
     o.block_tokens = 16;
-    Generator gen = Generator::load(tiny_model(), o);
-    std::vector<GenerateHandle> hs;
-    for (const auto& p : prompts) {
-        GenerateRequest r;
-        r.prompt = p;
-        r.max_tokens = static_cast<std::int64_t>(tokens[0].size());
-        r.stop_at_eos = false;  // the step loop does not stop at eos
-        hs.push_back(gen.submit(r));
-    }
-    for (std::size_t i = 0; i < hs.size(); ++i) {
-        CAPTURE(i);
-        CHECK(hs[i].get().tokens == tokens[i]);
+    // The Hugging Face form, and the same weights with ONNX Attention (opset 23) layers.
+    const char* attn23 = std::getenv("DSINFER_LLAMA_TINY_ATTN23");
+    if (attn23 == nullptr) FAIL("DSINFER_LLAMA_TINY_ATTN23 is not set");
+    for (const std::filesystem::path model : {tiny_model(), std::filesystem::path(attn23)}) {
+        CAPTURE(model.string());
+        Generator gen = Generator::load(model, o);
+        CHECK(gen.config().form == (model == tiny_model() ? "hf-past-present" : "onnx-attention"));
+        std::vector<GenerateHandle> hs;
+        for (const auto& p : prompts) {
+            GenerateRequest r;
+            r.prompt = p;
+            r.max_tokens = static_cast<std::int64_t>(tokens[0].size());
+            r.stop_at_eos = false;  // the step loop does not stop at eos
+            hs.push_back(gen.submit(r));
+        }
+        for (std::size_t i = 0; i < hs.size(); ++i) {
+            CAPTURE(i);
+            CHECK(hs[i].get().tokens == tokens[i]);
+        }
     }
 }
 
