@@ -97,6 +97,7 @@ fi
 if want conform && [[ -d $data/node ]]; then
     # Each test runs in a forked child that initializes CUDA anew (about a second): 16 shards,
     # each capped (CONFORM_CAP seconds) so that a slow suite still reports what it ran.
+    conf=$(mktemp -d)  # per-shard outputs, gathered below
     shards=(a b c d e-f g-h i-l m-n o-q r-r s-s t u-z)
     pids=()
     for s in "${shards[@]}"; do
@@ -106,18 +107,18 @@ if want conform && [[ -d $data/node ]]; then
             *) f="^test_[$s]" ;;
         esac
         timeout "${CONFORM_CAP:-300}" "$bin/ds-conformance" --suite "$data/node" --device cuda \
-            --filter "$f" --timeout 60 --json "/tmp/conf_$s.json" >"/tmp/conf_$s.txt" 2>&1 &
+            --filter "$f" --timeout 60 --json "$conf/conf_$s.json" >"$conf/conf_$s.txt" 2>&1 &
         pids+=($!)
     done
     for s in rf-rz si-sz; do
         f="^test_${s:0:1}[${s:1:1}-${s:4:1}]"
         timeout "${CONFORM_CAP:-300}" "$bin/ds-conformance" --suite "$data/node" --device cuda \
-            --filter "$f" --timeout 60 --json "/tmp/conf_$s.json" >"/tmp/conf_$s.txt" 2>&1 &
+            --filter "$f" --timeout 60 --json "$conf/conf_$s.json" >"$conf/conf_$s.txt" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; done
-    cat /tmp/conf_*.txt >"$results/conformance.txt"
-    python3 - "$results/conformance.txt" /tmp/conf_*.txt <<'EOF' | tee -a "$log"
+    cat "$conf"/conf_*.txt >"$results/conformance.txt"
+    python3 - "$results/conformance.txt" "$conf"/conf_*.txt <<'EOF' | tee -a "$log"
 import json, os, re, sys
 tot, fails, capped = {}, [], []
 for f in sys.argv[2:]:

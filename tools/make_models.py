@@ -665,27 +665,20 @@ def build_llama(name, cfg, rng, form="hf"):
                      outputs=[f"{a}/Attention_output_0", f"present.{i}.key",
                               f"present.{i}.value"],
                      scale=1.0 / math.sqrt(d))[0]
-            o = b.op("Transpose", [o], f"{a}/Transpose_1", perm=[0, 2, 1, 3])
-            o = b.op("Reshape", [o, c["merge"]], f"{a}/Reshape", allowzero=0)
-            o = b.op("MatMul", [o, w[f"{pre}.self_attn.o_proj.weight_t"]], f"{a}/o_proj/MatMul")
-            x = b.op("Add", [x, o], f"{p}/Add")
-            y = rms_norm(b, x, w[f"{pre}.post_attention_layernorm.weight"], c,
-                         f"{p}/post_attention_layernorm")
-            x = llama_mlp(b, x, y, w, pre, p)
-            continue
-        k = b.op("Concat", [f"past_key_values.{i}.key", k], f"{a}/Concat_k",
-                 outputs=[f"present.{i}.key"], axis=2)
-        v = b.op("Concat", [f"past_key_values.{i}.value", proj["v"]], f"{a}/Concat_v",
-                 outputs=[f"present.{i}.value"], axis=2)
-        if heads != kv:
-            k = repeat_kv(b, k, c, f"{a}/repeat_kv_k")
-            v = repeat_kv(b, v, c, f"{a}/repeat_kv_v")
-        kt = b.op("Transpose", [k], f"{a}/Transpose", perm=[0, 1, 3, 2])
-        s = b.op("MatMul", [q, kt], f"{a}/MatMul")
-        s = b.op("Mul", [s, scale], f"{a}/Mul")
-        s = b.op("Add", [s, mask], f"{a}/Add")
-        s = b.op("Softmax", [s], f"{a}/Softmax", axis=-1)
-        o = b.op("MatMul", [s, v], f"{a}/MatMul_1")
+        else:
+            k = b.op("Concat", [f"past_key_values.{i}.key", k], f"{a}/Concat_k",
+                     outputs=[f"present.{i}.key"], axis=2)
+            v = b.op("Concat", [f"past_key_values.{i}.value", proj["v"]], f"{a}/Concat_v",
+                     outputs=[f"present.{i}.value"], axis=2)
+            if heads != kv:
+                k = repeat_kv(b, k, c, f"{a}/repeat_kv_k")
+                v = repeat_kv(b, v, c, f"{a}/repeat_kv_v")
+            kt = b.op("Transpose", [k], f"{a}/Transpose", perm=[0, 1, 3, 2])
+            s = b.op("MatMul", [q, kt], f"{a}/MatMul")
+            s = b.op("Mul", [s, scale], f"{a}/Mul")
+            s = b.op("Add", [s, mask], f"{a}/Add")
+            s = b.op("Softmax", [s], f"{a}/Softmax", axis=-1)
+            o = b.op("MatMul", [s, v], f"{a}/MatMul_1")
         o = b.op("Transpose", [o], f"{a}/Transpose_1", perm=[0, 2, 1, 3])
         o = b.op("Reshape", [o, c["merge"]], f"{a}/Reshape", allowzero=0)
         o = b.op("MatMul", [o, w[f"{pre}.self_attn.o_proj.weight_t"]], f"{a}/o_proj/MatMul")

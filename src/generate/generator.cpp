@@ -154,12 +154,10 @@ struct Generator::Impl {
         for (int64_t t : r.stop_tokens)
             DSINFER_CHECK(t >= 0 && t < vocab, ErrorCode::invalid_argument, "stop token ", t,
                           " is outside the vocabulary [0, ", vocab, ")");
-        const auto total = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
         const int64_t limit = info.config.max_positions;
         DSINFER_CHECK(limit <= 0 || static_cast<int64_t>(r.prompt.size()) < limit,
                       ErrorCode::invalid_argument, "the prompt has ", r.prompt.size(),
                       " tokens; the model's position limit is ", limit);
-        (void)total;
         DSINFER_CHECK(
             cache->blocks_for(static_cast<int64_t>(r.prompt.size()) + 1) <= cache->num_blocks(),
             ErrorCode::resource_exhausted, "the prompt of ", r.prompt.size(), " tokens needs ",
@@ -179,7 +177,8 @@ struct Generator::Impl {
         Tensor ids = Tensor::zeros(DType::i64, Shape{1, T});
         Tensor pos = Tensor::empty(DType::i64, Shape{1, T});
         for (int64_t i = 0; i < T; ++i) pos.data<int64_t>()[i] = i;
-        const int64_t begin[2] = {0, T}, past[1] = {0}, len[1] = {static_cast<int64_t>(table.size())};
+        const int64_t begin[2] = {0, T}, past[1] = {0},
+                      len[1] = {static_cast<int64_t>(table.size())};
         const std::int32_t* tables[1] = {table.data()};
         KvCacheStep kv;
         cache->fill(kv);
@@ -190,7 +189,9 @@ struct Generator::Impl {
         kv.table_len = len;
         std::vector<NamedTensor> inputs{{info.input_ids, ids}};
         if (!info.position_ids.empty()) inputs.push_back({info.position_ids, pos});
-        if (info.logits_rows) inputs.push_back({detail::kLogitsRowsInput, Tensor::from_vector<int64_t>(Shape{1}, {T - 1})});
+        if (info.logits_rows)
+            inputs.push_back(
+                {detail::kLogitsRowsInput, Tensor::from_vector<int64_t>(Shape{1}, {T - 1})});
         RunOptions ro;
         ro.kv_cache = &kv;
         std::vector<NamedTensor> outputs;

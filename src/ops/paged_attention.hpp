@@ -112,6 +112,11 @@ inline Status check_kv_step(const KvCacheStep* step, const PagedAttentionDims& d
         DSINFER_CHECK(step->table_len[s] * step->block_tokens >= end, ErrorCode::internal,
                       "sequence ", s, "'s block table holds ",
                       step->table_len[s] * step->block_tokens, " positions, it needs ", end);
+        for (std::int64_t b = 0; b < step->table_len[s]; ++b)
+            DSINFER_CHECK(
+                step->block_table[s][b] >= 0 && step->block_table[s][b] < step->num_blocks,
+                ErrorCode::internal, "sequence ", s, "'s block ", b, " is ",
+                step->block_table[s][b], ", outside the cache's ", step->num_blocks, " blocks");
     }
     return Status::ok();
 }
