@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -63,7 +64,8 @@ struct RunCtx {
     bool zero_terms;               ///< some zero-point term is not 0
     float scale;                   ///< a_scale * b_scale (per tensor)
     float y_scale;
-    float q_lo, q_hi;              ///< u8/s8 range minus y_zero
+    float q_lo, q_hi;              ///< u8/s8 range minus y_zero (with Relu, q_lo at least 0)
+    bool add_finite;               ///< the fused QLinearAdd's |ra|, |rb| <= 1e30: no NaN sum
     ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
 };
 
@@ -416,6 +418,8 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
     const float hi = p.out == QGemmOutput::u8 ? 255.f : 127.f;
     r.q_lo = lo - static_cast<float>(p.y_zero);
     r.q_hi = hi - static_cast<float>(p.y_zero);
+    if (p.act.kind == Activation::relu && r.q_lo < 0.f) r.q_lo = 0.f;
+    r.add_finite = std::fabs(p.add.ra) <= 1e30f && std::fabs(p.add.rb) <= 1e30f;
     r.act_loop = p.act.kind == Activation::relu ? nullptr : activation_loop_f32(p.act);
     const auto* a8 = static_cast<const std::uint8_t*>(a);
     const int64_t threads = max_threads();

@@ -2,7 +2,8 @@
 // (A[m,k] - za) * (B[k,n] - zb[n]) with 8-bit A and B and 32-bit accumulation, for the
 // weights of MatMulInteger / QLinearMatMul / dynamically quantized Linear layers. The result
 // is stored as s32 (MatMulInteger), dequantized to f32 (scale_a * scale_b[n] * c + bias[n],
-// then an activation) or requantized to u8/s8 (QuantizeLinear of that f32 value, optionally
+// then an activation) or requantized to u8/s8 (c times the multiplier scale_a * scale_b[n] /
+// scale_y, rounded, plus the output zero point, optionally
 // then com.microsoft QLinearAdd with an 8-bit residual: a QDQ ResNet's block join), all fused
 // into the store of each register tile: C is written once.
 //
@@ -109,14 +110,17 @@ struct QGemmParams {
     /// bias_s32[n] added to the exact sum before any epilogue (QLinearConv's int32 bias), or
     /// null. Wrapping 32-bit arithmetic, like the sum.
     const std::int32_t* bias_s32 = nullptr;
-    // f32, u8, s8: y = act(float(c) * (a_scale * b_scale[n]) + bias[n]), in that f32 order.
+    // f32: y = act(float(c) * (a_scale * b_scale[n]) + bias[n]), in that f32 order.
     float a_scale = 1.f;
     const float* b_scales = nullptr;    ///< scale_b[n] per column, or null: b_scale
     float b_scale = 1.f;
-    const float* bias = nullptr;        ///< bias[n], or null
+    const float* bias = nullptr;        ///< bias[n] (f32 output only), or null
     ActivationSpec act;                 ///< Relu inline; Sigmoid, Tanh, Gelu, GeluTanh the vector
-                                        ///< loops of activation_loop_f32; others scalar
-    // u8, s8: QuantizeLinear(y): saturate(round_half_even(y / y_scale) + y_zero); NaN -> y_zero.
+                                        ///< loops of activation_loop_f32; others scalar. u8/s8
+                                        ///< outputs take none or Relu only.
+    // u8, s8 (ops/quantize.hpp requantize_product): saturate(round_half_even(float(c) *
+    // ((a_scale * b_scale[n]) / y_scale)) + y_zero), Relu applied before the rounding; NaN (a
+    // non-finite multiplier) -> y_zero.
     float y_scale = 1.f;
     std::int32_t y_zero = 0;
     // u8, s8 with a residual (com.dsinfer QLinearConvAdd): C[m, n] = QLinearAdd(a, r) of the

@@ -127,16 +127,23 @@ inline std::int32_t add_wrapping(std::int32_t acc, std::int32_t c) noexcept {
                                      static_cast<std::uint32_t>(c));
 }
 
-/// QuantizeLinear of a dequantized integer matmul's f32 value (QLinearMatMul, com.microsoft
-/// QGemm with an output scale): y = dequantize_product(c, a_scale, b_scale, bias), then the f32
-/// quotient y / y_scale rounded half to even, plus y_zero, saturated to Q; NaN -> y_zero.
-/// qgemm_packed's u8/s8 epilogue (src/kernels/qgemm.hpp) computes the same (its + 0 for an
-/// absent bias changes no rounded result), so the reference and fast kernels agree bitwise.
+/// The requantization multiplier of an integer product with float32 scales: (a_scale *
+/// b_scale) / y_scale, each operation rounded to f32 (as ONNX Runtime forms its output scale,
+/// and as the reference forms it for 16-bit scales: quant.cpp requant_multiplier).
+inline float requantize_multiplier(float a_scale, float b_scale, float y_scale) noexcept {
+    const float p = a_scale * b_scale;
+    return p / y_scale;
+}
+
+/// The u8/s8 output of an integer product c (QLinearConv, QLinearMatMul, com.microsoft QGemm
+/// with an output scale): float(c) * multiplier (requantize_multiplier) in f32, rounded half to
+/// even, plus y_zero, saturated to Q; NaN (a non-finite multiplier) -> y_zero. qgemm_packed's
+/// u8/s8 epilogue (src/kernels/qgemm.hpp) computes the same, so the reference and fast kernels
+/// agree bitwise.
 template <class Q>
-inline Q requantize_product(std::int32_t c, float a_scale, float b_scale, const float* bias,
-                            float y_scale, std::int32_t y_zero) noexcept {
-    const float y = dequantize_product(c, a_scale, b_scale, bias);
-    return saturate_round<Q>(static_cast<double>(y / y_scale), static_cast<double>(y_zero));
+inline Q requantize_product(std::int32_t c, float multiplier, std::int32_t y_zero) noexcept {
+    const float y = static_cast<float>(c) * multiplier;
+    return saturate_round<Q>(static_cast<double>(y), static_cast<double>(y_zero));
 }
 
 }  // namespace dsinfer::detail

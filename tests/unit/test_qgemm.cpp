@@ -73,10 +73,17 @@ struct Case {
     int fill = 0;
 };
 
-/// QuantizeLinear of one f32 value (reference kernel's saturate_round).
-int32_t quantize(float y, float scale, int32_t zp, QGemmOutput out) {
+/// The requantized output of an s32 sum c (ops/quantize.hpp requantize_product, written out
+/// here): float(c) * ((a_scale * b_scale) / y_scale) in f32, Relu, rounded half to even, plus the
+/// zero point, saturated; NaN -> the zero point.
+int32_t requantize(int32_t c, float a_scale, float b_scale, float y_scale, int32_t zp,
+                   QGemmOutput out, bool relu = false) {
     const double lo = out == QGemmOutput::u8 ? 0 : -128, hi = out == QGemmOutput::u8 ? 255 : 127;
-    const double q = static_cast<double>(y / scale);
+    volatile float product = a_scale * b_scale;  // each step rounded to f32, none fused
+    volatile float multiplier = product / y_scale;
+    volatile float y = static_cast<float>(c) * multiplier;
+    double q = static_cast<double>(y);
+    if (relu && q < 0) q = 0;
     const double r = std::isnan(q) ? zp : std::nearbyint(q) + zp;
     return static_cast<int32_t>(std::clamp(r, lo, hi));
 }
@@ -194,7 +201,12 @@ void check(const Case& t, QIsa isa, int threads) {
                 }
                 continue;
             }
-            const int32_t want_q = quantize(y, t.y_scale, t.y_zero, t.out);
+            // u8/s8 outputs take no float bias and no activation but Relu (qgemm.hpp).
+            REQUIRE(!t.bias);
+            REQUIRE((t.act == Activation::none || t.act == Activation::relu));
+            const float bscale = p.b_scales != nullptr ? p.b_scales[j] : p.b_scale;
+            const int32_t want_q = requantize(want_c, p.a_scale, bscale, t.y_scale, t.y_zero, t.out,
+                                              t.act == Activation::relu);
             const int32_t got = t.out == QGemmOutput::u8 ? static_cast<int32_t>(e[0])
                                                           : static_cast<int32_t>(static_cast<int8_t>(e[0]));
             if (got != want_q) ++bad;
@@ -253,7 +265,6 @@ TEST_CASE("qgemm crosses K blocks and row blocks, both work splits, 1 and 2 thre
             t.workspace = ws;
             check_all(t, {1, 2});
             t.out = QGemmOutput::u8;
-            t.bias = true;
             t.scale_per_column = true;
             t.y_scale = 0.25f;
             t.y_zero = 100;
@@ -323,10 +334,10 @@ TEST_CASE("qgemm dequantizes to f32 with per-tensor and per-column scales, bias,
             }
 }
 
-TEST_CASE("qgemm requantizes to u8 and s8 as QuantizeLinear does", "[fast][qgemm]") {
+TEST_CASE("qgemm requantizes to u8 and s8 as QLinearMatMul does", "[fast][qgemm]") {
     for (QGemmOutput out : {QGemmOutput::u8, QGemmOutput::s8})
         for (bool per_col : {false, true})
-            for (Activation act : {Activation::none, Activation::relu, Activation::tanh})
+            for (Activation act : {Activation::none, Activation::relu})
                 for (float ys : {0.01f, 0.05f, 0.5f, 3.f}) {  // saturating and not
                     Case t;
                     t.m = 19;
@@ -337,7 +348,6 @@ TEST_CASE("qgemm requantizes to u8 and s8 as QuantizeLinear does", "[fast][qgemm
                     t.zb = 1;
                     t.out = out;
                     t.scale_per_column = per_col;
-                    t.bias = true;
                     t.act = act;
                     t.y_scale = ys;
                     t.y_zero = out == QGemmOutput::u8 ? 128 : -7;
@@ -363,21 +373,27 @@ TEST_CASE("qgemm requantization rounds half to even and maps NaN to the zero poi
         for (int64_t j = 0; j < n; ++j)
             CHECK(c[static_cast<std::size_t>(j)] ==
                   static_cast<int8_t>(std::nearbyint((static_cast<float>(j) - 8.f) / 2.f)));
-        // A NaN bias: y = NaN quantizes to the zero point.
-        std::vector<float> bias(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
-        p.bias = bias.data();
+        // A NaN multiplier (b_scale NaN): every element is the zero point.
+        p.b_scale = std::numeric_limits<float>::quiet_NaN();
         p.y_zero = 9;
         REQUIRE(dsinfer::detail::qgemm_packed(1, a, 1, packed, c.data(), n, p));
         for (int64_t j = 0; j < n; ++j) CHECK(c[static_cast<std::size_t>(j)] == 9);
+        // An infinite one (y_scale the smallest subnormal): c > 0 saturates high, c < 0 low,
+        // c = 0 (inf * 0 = NaN) is the zero point.
+        p.b_scale = 1.f;
+        p.y_scale = std::numeric_limits<float>::denorm_min();
+        REQUIRE(dsinfer::detail::qgemm_packed(1, a, 1, packed, c.data(), n, p));
+        for (int64_t j = 0; j < n; ++j)
+            CHECK(c[static_cast<std::size_t>(j)] == (j > 8 ? 127 : j < 8 ? -128 : 9));
     }
 }
 
-TEST_CASE("qgemm requantization equals division by y_scale at near-ties", "[fast][qgemm]") {
-    // With A = 1, B = c (every s8 value) and y_scale = 2 * a_scale * (1 + d 2^-23), y / y_scale
-    // lies within a few ulps of c / 2, where y * (1 / y_scale) and the quotient round to
-    // different integers (4448 of these elements at one family when the store multiplies by
-    // the reciprocal instead). Every element must be QuantizeLinear's (the division's) value.
-    // Also subnormal and huge y_scales.
+TEST_CASE("qgemm requantization is float(c) times the multiplier at near-ties", "[fast][qgemm]") {
+    // With A = 1, B = c (every s8 value) and y_scale = 2 * a_scale * (1 + d 2^-23), float(c) *
+    // multiplier lies within a few ulps of c / 2, where other evaluation orders (the division
+    // y / y_scale, a double product) round to different integers. Every element must be
+    // requantize_product's value. Also subnormal and huge y_scales (infinite and subnormal
+    // multipliers).
     std::mt19937 rng(77);
     std::uniform_real_distribution<float> unit(1e-3f, 1.f);
     const int64_t n = 256;
@@ -401,8 +417,8 @@ TEST_CASE("qgemm requantization equals division by y_scale at near-ties", "[fast
                 std::vector<uint8_t> c(static_cast<std::size_t>(n));
                 REQUIRE(dsinfer::detail::qgemm_packed(1, a, 1, packed, c.data(), n, p));
                 for (int64_t j = 0; j < n; ++j) {
-                    const float y = static_cast<float>(j - 128) * s;
-                    const int32_t want = quantize(y, p.y_scale, p.y_zero, p.out);
+                    const int32_t want = requantize(static_cast<int32_t>(j - 128), s, 1.f,
+                                                    p.y_scale, p.y_zero, p.out);
                     const int32_t got = p.out == QGemmOutput::u8
                                             ? static_cast<int32_t>(c[static_cast<std::size_t>(j)])
                                             : static_cast<int32_t>(static_cast<int8_t>(c[static_cast<std::size_t>(j)]));

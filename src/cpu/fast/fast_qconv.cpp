@@ -2,7 +2,7 @@
 //   ConvInteger    s32 output; x u8/s8 with one zero point, w u8/s8 with a zero point per
 //                  tensor or per output channel;
 //   QLinearConv    u8/s8 output requantized in qgemm's store: the int32 bias added to the
-//                  exact sum, then (float(sum) * (x_scale * w_scale[m])) / y_scale rounded half
+//                  exact sum, then float(sum) * ((x_scale * w_scale[m]) / y_scale) rounded half
 //                  to even plus y_zero_point, saturated (ops/quantize.hpp requantize_product,
 //                  which the reference kernel computes too);
 //   QLinearConvAdd (com.dsinfer)  QLinearConv, then com.microsoft QLinearAdd with the 8-bit
@@ -176,8 +176,8 @@ public:
             if (ctx.has_input(in_.bias)) p.bias = ctx.input(in_.bias).data_unchecked<float>();
             p.act = act_;
         } else {
-            // ops/quantize.hpp's requantize_product: (float(c) * (x_scale * w_scale[m])) /
-            // y_scale, rounded, + y_zero (qgemm's u8/s8 epilogue; the bias is in c).
+            // ops/quantize.hpp's requantize_product: float(c) * ((x_scale * w_scale[m]) /
+            // y_scale), rounded, + y_zero (qgemm's u8/s8 epilogue; the bias is in c).
             const TensorView& wsc = ctx.input(in_.w_scale);
             p.out = ctx.output(0).dtype == DType::i8 ? QGemmOutput::s8 : QGemmOutput::u8;
             p.a_scale = *ctx.input(in_.x_scale).data_unchecked<float>();

@@ -6,7 +6,7 @@
 //   MatMulIntegerToFloat (com.dsinfer)    qgemm_packed with the f32 epilogue;
 //   MatMulInteger                         qgemm_packed storing s32;
 //   QLinearMatMul                         qgemm_packed with the u8/s8 requantizing epilogue
-//                                         (ops/quantize.hpp requantize_product's order);
+//                                         (ops/quantize.hpp requantize_product);
 //   QGemm (com.microsoft)                 transA = 0, B [K, N] or [N, K] (transB), alpha folded
 //                                         into a_scale; f32 or u8/s8 epilogue; with an int32 C,
 //                                         s32 first, then C added and the epilogue here.
@@ -338,11 +338,11 @@ private:
                     if (out == QGemmOutput::f32)
                         reinterpret_cast<float*>(y)[o] = dequantize_product(c, p.a_scale, bs, nullptr);
                     else if (out == QGemmOutput::u8)
-                        y[o] = requantize_product<std::uint8_t>(c, p.a_scale, bs, nullptr,
-                                                                p.y_scale, p.y_zero);
+                        y[o] = requantize_product<std::uint8_t>(
+                            c, requantize_multiplier(p.a_scale, bs, p.y_scale), p.y_zero);
                     else
                         reinterpret_cast<std::int8_t*>(y)[o] = requantize_product<std::int8_t>(
-                            c, p.a_scale, bs, nullptr, p.y_scale, p.y_zero);
+                            c, requantize_multiplier(p.a_scale, bs, p.y_scale), p.y_zero);
                 }
             }
         });

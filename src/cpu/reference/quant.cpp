@@ -601,8 +601,8 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const KernelCreateContext&
 }
 
 /// a_scale * b_scale / y_scale in the precision of the scales' type (16-bit and f64 scales;
-/// float32 scales requantize as ops/quantize.hpp's requantize_product, the order qgemm's fused
-/// epilogue computes: (float(acc) * (a_scale * b_scale)) / y_scale, each rounded to f32).
+/// float32 scales requantize as ops/quantize.hpp's requantize_product, which qgemm's fused
+/// epilogue computes: float(acc) * requantize_multiplier, rounded to f32).
 inline double requant_multiplier(DType t, double sa, double sb, double sy) noexcept {
     if (t == DType::f64) return sa * sb / sy;
     const float p = round_to(t, static_cast<float>(sa) * static_cast<float>(sb));
@@ -684,8 +684,10 @@ public:
                             const double sb = read_element_as_double(bs, st, mp.bs.index(bb, j));
                             if (st == DType::f32) {  // the fast kernels' order (ops/quantize.hpp)
                                 yp[o] = requantize_product<Q>(
-                                    static_cast<std::int32_t>(acc), static_cast<float>(sa),
-                                    static_cast<float>(sb), nullptr, static_cast<float>(ys),
+                                    static_cast<std::int32_t>(acc),
+                                    requantize_multiplier(static_cast<float>(sa),
+                                                          static_cast<float>(sb),
+                                                          static_cast<float>(ys)),
                                     static_cast<std::int32_t>(yz));
                                 return;
                             }
@@ -997,8 +999,10 @@ public:
                             if (st == DType::f32) {  // the fast kernels' order (ops/quantize.hpp)
                                 // The s32 sum with the bias (wrapping, as the INT8 GEMM's).
                                 const Q q = requantize_product<Q>(
-                                    static_cast<std::int32_t>(acc), static_cast<float>(xs),
-                                    static_cast<float>(sw), nullptr, static_cast<float>(ys),
+                                    static_cast<std::int32_t>(acc),
+                                    requantize_multiplier(static_cast<float>(xs),
+                                                          static_cast<float>(sw),
+                                                          static_cast<float>(ys)),
                                     static_cast<std::int32_t>(yz));
                                 if (zp == nullptr) {
                                     yp[o] = q;

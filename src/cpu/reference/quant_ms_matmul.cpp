@@ -135,11 +135,11 @@ public:
                 if (!quantized)
                     y.data_unchecked<float>()[o] = dequantize_product(c, a_scale, sb, nullptr);
                 else if (y.dtype == DType::u8)
-                    y.data_unchecked<std::uint8_t>()[o] =
-                        requantize_product<std::uint8_t>(c, a_scale, sb, nullptr, y_scale, y_zero);
+                    y.data_unchecked<std::uint8_t>()[o] = requantize_product<std::uint8_t>(
+                        c, requantize_multiplier(a_scale, sb, y_scale), y_zero);
                 else
-                    y.data_unchecked<std::int8_t>()[o] =
-                        requantize_product<std::int8_t>(c, a_scale, sb, nullptr, y_scale, y_zero);
+                    y.data_unchecked<std::int8_t>()[o] = requantize_product<std::int8_t>(
+                        c, requantize_multiplier(a_scale, sb, y_scale), y_zero);
             }
         return Status::ok();
     }
