@@ -24,6 +24,9 @@
 // --precision int8 runs a pre-quantized model as it is quantized and quantizes a float32 one
 // dynamically at load (dsinfer/quantize.hpp quantize_dynamic: MatMul/Gemm weights s8, the
 // activations per run, the form ONNX Runtime's quantize_dynamic writes), reporting which.
+// --generate N is the decode mode (run_generate): the model loads into a dsinfer::Generator,
+// and each run generates N tokens for --batch sequences of --seq random prompt tokens at once
+// (the figures of tools/generate_run.hpp, as ds-generate reports them).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -43,6 +46,7 @@
 #include <vector>
 
 #include "bench_cli.hpp"
+#include "generate_run.hpp"
 #include "node_profile.hpp"
 #include "progress.hpp"
 
@@ -63,6 +67,9 @@ const char* const kSynopsis =
     "                    [--warmup N] [--iterations N] [--backends onednn,cpu|cpu|reference]\n"
     "                    [--seed N] [--min-time SECONDS] [--timeout MS] [--opt-level 0-3]\n"
     "                    [--algo-search rule|measure] [--profile] [--profile-nodes N] [--json]\n"
+    "       ds-benchmark --model DECODER --generate N [--batch SEQUENCES] [--seq PROMPT]\n"
+    "                    [--precision fp32|bf16|int8] [--threads N] [--warmup N]\n"
+    "                    [--iterations N] [--min-time SECONDS] [--seed N] [--json]\n"
     "       ds-benchmark --help | --version\n";
 
 const char* const kDescription =
@@ -73,7 +80,15 @@ const char* const kDescription =
     "Runs: the load, the first run alone, --warmup runs, then timed runs until both\n"
     "--iterations runs and --min-time seconds are reached. Inputs are random and valid (the\n"
     "shapes and values of the ONNX Runtime peer harness). GFLOP/s are reported when a\n"
-    "models.json beside the model gives the FLOPs per sample.\n";
+    "models.json beside the model gives the FLOPs per sample.\n"
+    "\n"
+    "Decode mode (--generate N): a decoder-only model (the exports dsinfer::Generator reads)\n"
+    "generates N tokens for each of --batch sequences (default 1) of --seq random prompt\n"
+    "tokens (default 128), all at once, per run; --warmup and timed runs as above, each with\n"
+    "new prompts. Reports prefill and decode tokens/s (median per sequence, then median over\n"
+    "the timed runs), aggregate tokens/s, time to first token and inter-token latency\n"
+    "percentiles. --precision int8 is weight-only INT8 MatMuls (activations quantized per\n"
+    "step), bf16 the BF16 products.\n";
 
 const char* const kExamples =
     "ds-benchmark --model models/digits/digits.onnx --batch 32\n"
@@ -81,7 +96,9 @@ const char* const kExamples =
     "ds-benchmark --model bert.onnx --batch 1 --seq 128 --threads 4 --profile\n"
     "    a BERT at sequence length 128 on 4 threads, then the time per op type\n"
     "ds-benchmark --model resnet50.onnx --precision int8 --json\n"
-    "    the model quantized to INT8 at load, the result as one JSON line\n";
+    "    the model quantized to INT8 at load, the result as one JSON line\n"
+    "ds-benchmark --model llama_100m.onnx --generate 128 --seq 512 --threads 2\n"
+    "    prefill of a 512-token prompt, then 128 tokens decoded at batch 1\n";
 
 const char* const kExitStatus =
     "0  ok\n"
@@ -96,7 +113,8 @@ struct Args : bench::CommonArgs {
     std::int64_t iterations = 10;
     double min_time_s = 3.0;
     std::optional<double> timeout_ms;  // --timeout: a deadline per run
-    int profile = 0;  // top-N op types by time (0 = off)
+    int profile = 0;                   // top-N op types by time (0 = off)
+    std::int64_t generate = 0;         // --generate: tokens per sequence (0 = not the decode mode)
 };
 
 Args parse_args(int argc, char** argv) {
@@ -141,8 +159,20 @@ Args parse_args(int argc, char** argv) {
     cli.integer("--profile-nodes", profile_nodes, 1, 1 << 20,
                 "--profile, listing the N slowest op types and nodes")
         ->group("Output");
+    cli.integer("--generate", a.generate, 1, 1 << 20,
+                "decode mode: generate N tokens per sequence with\ndsinfer::Generator (--batch "
+                "sequences of --seq\nprompt tokens)")
+        ->group("Generation");
     cli.parse(argc, argv);
     a.profile = profile_nodes ? *profile_nodes : profile ? 15 : 0;
+    if (a.generate > 0) {
+        if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "int8")
+            a.usage.error("--generate runs --precision fp32, bf16 or int8, not " + a.precision);
+        if (a.device != "cpu") a.usage.error("--generate runs on the CPU only");
+        if (!a.shapes.overrides.empty()) a.usage.error("--generate takes --seq, not --shape");
+        if (a.profile > 0) a.usage.error("--generate has no --profile (use ds-profiler)");
+        if (a.timeout_ms) a.usage.error("--generate has no --timeout");
+    }
     return a;
 }
 
@@ -487,7 +517,151 @@ void print_profile(const InferenceEngine& engine, const std::vector<NamedTensor>
 /// warns (a tenth of a core: a busy loop elsewhere shows as ~1).
 constexpr double kSuspectOthers = 0.1;
 
+/// --generate: the decode mode. Each run (warm-up or timed) generates a.generate tokens for
+/// a.shapes.batch sequences of a.shapes.seq (default 128) random prompt tokens, all submitted
+/// at once; every run draws new prompts (seeded), so no run finds another's prompt in the
+/// prefix cache. Figures per run as tools/generate_run.hpp computes them (ds-generate's), then
+/// the median over the timed runs; inter-token percentiles over every gap of the timed runs.
+int run_generate(const Args& a) {
+    using Clock = std::chrono::steady_clock;
+    GeneratorOptions go;
+    go.engine = a.engine_options();
+    if (go.engine.backends.empty()) go.engine.backends = {"cpu"};
+    if (a.precision == "bf16") go.engine.precision = Precision::bf16;
+    if (a.precision == "int8") go.weights = "int8";
+    const std::int64_t sequences = a.shapes.batch;
+    const std::int64_t prompt_tokens = a.shapes.seq.value_or(128);
+    go.max_sequences = std::max<std::int64_t>(go.max_sequences, sequences);
+    const std::vector<double> loadavg = load_average();
+    bench::PhaseTicker ticker("ds-benchmark");
+    ticker.phase("loading " + a.model.filename().string());
+    const std::int64_t rss_before = proc_status_bytes("VmRSS");
+    auto t0 = Clock::now();
+    auto loaded = Generator::try_load(a.model.string(), go);
+    throw_if_error(loaded.status());
+    Generator gen = std::move(loaded).value();
+    const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const std::int64_t rss_loaded = proc_status_bytes("VmRSS");
+    ticker.end();
+
+    GenerateRequest request;
+    request.max_tokens = a.generate;
+    request.stop_at_eos = false;  // every run generates exactly N tokens per sequence
+    std::uint64_t draw = 0;
+    auto one_run = [&] {
+        std::vector<std::vector<std::int64_t>> prompts;
+        for (std::int64_t i = 0; i < sequences; ++i)
+            prompts.push_back(bench::random_prompt(prompt_tokens, gen.config().vocab_size,
+                                                   a.shapes.seed + 7919 * ++draw));
+        bench::GenerationRun run = bench::run_generation(gen, prompts, request);
+        if (const GenerateResult* bad = run.first_error()) throw_if_error(bad->status);
+        return run;
+    };
+    ticker.phase("warm-up runs", static_cast<std::size_t>(a.warmup));
+    for (int i = 0; i < a.warmup; ++i) {
+        (void)one_run();
+        ticker.step();
+    }
+    ticker.phase("timed runs", static_cast<std::size_t>(a.iterations));
+    const bench::CpuSample cpu_start = bench::CpuSample::now();
+    const auto start = Clock::now();
+    std::vector<double> prefill, decode, aggregate, ttft, wall, gaps;
+    while (true) {
+        const bench::GenerationRun run = one_run();
+        prefill.push_back(bench::median_of(run.prefill_tokens_per_s()));
+        decode.push_back(bench::median_of(run.decode_tokens_per_s()));
+        aggregate.push_back(run.aggregate_tokens_per_s());
+        ttft.push_back(bench::median_of(run.ttft_ms()));
+        wall.push_back(run.wall_s * 1e3);
+        gaps.insert(gaps.end(), run.inter_token_ms.begin(), run.inter_token_ms.end());
+        ticker.step();
+        const double timed_s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (static_cast<std::int64_t>(wall.size()) >= a.iterations && timed_s >= a.min_time_s)
+            break;
+    }
+    const double others = bench::CpuSample::now().others_since(cpu_start);
+    ticker.end();
+    const int threads = a.threads > 0 ? a.threads : available_processors();
+    if (others > kSuspectOthers)
+        fmt::print(stderr,
+                   "ds-benchmark: warning: the machine was busy: other processes used {:.2f} of "
+                   "the {} processors during the timed runs. Figures are suspect; compare "
+                   "ratios against a peer timed in the same sitting, alternating.\n",
+                   std::max(0.0, others), available_processors());
+    const GeneratorMetrics m = gen.metrics();
+    using bench::median_of;
+    using bench::quantile_of;
+    auto spread = [](const std::vector<double>& v) {
+        return Json{{"median", median_of(v)},
+                    {"min", *std::min_element(v.begin(), v.end())},
+                    {"max", *std::max_element(v.begin(), v.end())}};
+    };
+    if (a.json) {
+        const Json doc = {
+            {"mode", "generate"},
+            {"model", a.model.string()},
+            {"form", gen.config().form},
+            {"precision", a.precision},
+            {"weights", go.weights},
+            {"threads", threads},
+            {"backends", go.engine.backends},
+            {"seed", a.shapes.seed},
+            {"sequences", sequences},
+            {"prompt_tokens", prompt_tokens},
+            {"generate_tokens", a.generate},
+            {"load_ms", load_ms},
+            {"warmup", a.warmup},
+            {"iterations", wall.size()},
+            {"run_ms", spread(wall)},
+            {"prefill_tokens_per_s", spread(prefill)},
+            {"decode_tokens_per_s", spread(decode)},
+            {"aggregate_tokens_per_s", spread(aggregate)},
+            {"ttft_ms", spread(ttft)},
+            {"inter_token_ms",
+             {{"p50", quantile_of(gaps, 0.5)},
+              {"p90", quantile_of(gaps, 0.9)},
+              {"p99", quantile_of(gaps, 0.99)}}},
+            {"steps", m.steps},
+            {"preempted", m.preempted},
+            {"kv_cache_bytes", m.kv_bytes},
+            {"peak_rss_bytes", peak_rss_bytes()},
+            {"rss_bytes", {{"before_load", rss_before}, {"after_load", rss_loaded}}},
+            {"cpu", cpu_model_name()},
+            {"isa", cpu_isa()},
+            {"kernel_isa", cpu_kernel_isa()},
+            {"isa_extensions", cpu_isa_extensions()},
+            {"loadavg", loadavg},
+            {"other_processes_cpus", others},
+        };
+        fmt::print("{}\n", doc.dump());
+        return 0;
+    }
+    fmt::print("ds-benchmark {} --generate {} ({}, {} threads, precision {})\n",
+               a.model.filename().string(), a.generate, gen.config().form, threads, a.precision);
+    fmt::print("  {:<12}{} ({}; kernels: {})\n", "cpu", cpu_model_name(), cpu_isa(),
+               cpu_kernel_isa());
+    fmt::print(
+        "  {:<12}{} sequence(s) x {} prompt tokens, {} generated each; {} warm-up + {} "
+        "timed runs\n",
+        "runs", sequences, prompt_tokens, a.generate, a.warmup, wall.size());
+    fmt::print("  {:<12}{:.1f} tokens/s (median per sequence; runs {:.1f}..{:.1f})\n", "prefill",
+               median_of(prefill), *std::min_element(prefill.begin(), prefill.end()),
+               *std::max_element(prefill.begin(), prefill.end()));
+    fmt::print("  {:<12}{:.1f} tokens/s (median per sequence; runs {:.1f}..{:.1f})\n", "decode",
+               median_of(decode), *std::min_element(decode.begin(), decode.end()),
+               *std::max_element(decode.begin(), decode.end()));
+    fmt::print("  {:<12}{:.1f} tokens/s over all sequences\n", "aggregate", median_of(aggregate));
+    fmt::print("  {:<12}{:.2f} ms; inter-token p50 {:.2f} ms, p90 {:.2f} ms, p99 {:.2f} ms\n",
+               "ttft", median_of(ttft), quantile_of(gaps, 0.5), quantile_of(gaps, 0.9),
+               quantile_of(gaps, 0.99));
+    fmt::print("  {:<12}load {:.1f} ms, peak RSS {:.1f} MiB (after load {:.1f} MiB)\n", "memory",
+               load_ms, static_cast<double>(peak_rss_bytes()) / 1048576.0,
+               static_cast<double>(rss_loaded) / 1048576.0);
+    return 0;
+}
+
 int run(const Args& a) {
+    if (a.generate > 0) return run_generate(a);
     using Clock = std::chrono::steady_clock;
     auto ms_since = [](Clock::time_point t0) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -3,17 +3,16 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dsinfer/generate.hpp"
+#include "generate_run.hpp"
 #include "tool_cli.hpp"
 
 namespace {
@@ -90,12 +89,6 @@ std::int64_t current_rss_bytes() {
         if (std::sscanf(line, "VmRSS: %lld", reinterpret_cast<long long*>(&kb)) == 1) break;
     std::fclose(f);
     return kb < 0 ? -1 : kb * 1024;
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 }  // namespace
@@ -179,36 +172,23 @@ int main(int argc, char** argv) {
     }
     dsinfer::Generator gen = std::move(loaded).value();
     const std::int64_t rss_loaded = current_rss_bytes();
-    if (random_prompt > 0) {
-        std::mt19937_64 rng(req.sampling.seed + 12345);
-        std::uniform_int_distribution<std::int64_t> d(0, gen.config().vocab_size - 1);
-        std::vector<std::int64_t> p(static_cast<std::size_t>(random_prompt));
-        for (auto& t : p) t = d(rng);
-        prompts.push_back(std::move(p));
-    }
+    if (random_prompt > 0)
+        prompts.push_back(dsinfer::bench::random_prompt(random_prompt, gen.config().vocab_size,
+                                                        req.sampling.seed + 12345));
     if (stream && prompts.size() * static_cast<std::size_t>(copies) == 1)
         req.on_token = [](std::int64_t t) {
             std::printf("%lld ", static_cast<long long>(t));
             std::fflush(stdout);
             return true;
         };
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<dsinfer::GenerateHandle> handles;
+    std::vector<std::vector<std::int64_t>> submitted;
     for (const auto& p : prompts)
-        for (std::int64_t c = 0; c < copies; ++c) {
-            dsinfer::GenerateRequest r = req;
-            r.prompt = p;
-            handles.push_back(gen.submit(std::move(r)));
-        }
-    std::vector<dsinfer::GenerateResult> results;
-    for (auto& h : handles) results.push_back(h.get());
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        for (std::int64_t c = 0; c < copies; ++c) submitted.push_back(p);
+    const dsinfer::bench::GenerationRun run = dsinfer::bench::run_generation(gen, submitted, req);
+    const std::vector<dsinfer::GenerateResult>& results = run.results;
     if (stream) std::printf("\n");
 
     int rc = 0;
-    std::vector<double> prefill, decode, ttft;
-    std::int64_t generated = 0;
     nlohmann::json tokens = nlohmann::json::array(), finish = nlohmann::json::array();
     for (const auto& r : results) {
         if (r.finish == dsinfer::FinishReason::error) {
@@ -217,13 +197,12 @@ int main(int argc, char** argv) {
         }
         tokens.push_back(r.tokens);
         finish.push_back(dsinfer::finish_reason_name(r.finish));
-        generated += static_cast<std::int64_t>(r.tokens.size());
-        if (r.ttft_ms > 0) {
-            ttft.push_back(r.ttft_ms);
-            prefill.push_back(static_cast<double>(r.prompt_tokens) / (r.ttft_ms / 1e3));
-        }
-        if (r.decode_tokens_per_s > 0) decode.push_back(r.decode_tokens_per_s);
     }
+    using dsinfer::bench::median_of;
+    const double prefill = median_of(run.prefill_tokens_per_s());
+    const double decode = median_of(run.decode_tokens_per_s());
+    const double ttft = median_of(run.ttft_ms());
+    const double wall = run.wall_s;
     const dsinfer::GeneratorMetrics m = gen.metrics();
     const auto ms = [](double ns) { return ns / 1e6; };
     nlohmann::json out = {
@@ -232,10 +211,10 @@ int main(int argc, char** argv) {
         {"sequences", results.size()},
         {"tokens", results.size() == 1 ? tokens[0] : tokens},
         {"finish", results.size() == 1 ? finish[0] : finish},
-        {"prefill_tokens_per_s", median(prefill)},
-        {"decode_tokens_per_s", median(decode)},
-        {"aggregate_tokens_per_s", wall > 0 ? static_cast<double>(generated) / wall : 0.0},
-        {"ttft_ms", median(ttft)},
+        {"prefill_tokens_per_s", prefill},
+        {"decode_tokens_per_s", decode},
+        {"aggregate_tokens_per_s", run.aggregate_tokens_per_s()},
+        {"ttft_ms", ttft},
         {"inter_token_ms",
          {{"p50", ms(m.inter_token.quantile_ns(0.5))},
           {"p99", ms(m.inter_token.quantile_ns(0.99))}}},
@@ -270,7 +249,7 @@ int main(int argc, char** argv) {
         "prefill %.1f tokens/s, decode %.1f tokens/s (median per sequence), aggregate %.1f "
         "tokens/s\nttft %.2f ms, inter-token p50 %.2f ms p99 %.2f ms, %llu steps, peak RSS "
         "%.1f MiB\n",
-        median(prefill), median(decode), out["aggregate_tokens_per_s"].get<double>(), median(ttft),
+        prefill, decode, out["aggregate_tokens_per_s"].get<double>(), ttft,
         ms(m.inter_token.quantile_ns(0.5)), ms(m.inter_token.quantile_ns(0.99)),
         static_cast<unsigned long long>(m.steps),
         static_cast<double>(peak_rss_bytes()) / (1 << 20));

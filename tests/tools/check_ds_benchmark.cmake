@@ -7,6 +7,9 @@
 #       first writes NAME.onnx with tools/make_models.py into WORK and uses it as MODEL.
 #   ... -DPRECISION=int8 (with --precision int8 in ARGS): the float32 model is quantized at
 #       load (the JSON's "int8" report counts its MatMuls).
+#   cmake -DBENCH=<ds-benchmark> -DMODE=generate -DMAKE_MODEL=llama_tiny ... -DARGS="--generate;8"
+#       the decode mode: its JSON line's counts, speeds and latencies (PRECISION=int8: the
+#       weights are int8).
 #   cmake -DBENCH=<ds-benchmark> -DMODE=bad -DMODEL=<model.onnx> -P check_ds_benchmark.cmake
 #       checks that bad command lines exit 2 with the usage, that tf32 precision on the
 #       CPU fails with "needs a CUDA device"; and --help.
@@ -33,6 +36,11 @@ if(MODE STREQUAL "bad")
       "2|--shape: pixels is given twice|--model @M@ --shape pixels=1x64 --shape pixels=2x64"
       "2|not an input of the model|--model @M@ --shape nope=2x64 --min-time 0"
       "1|needs a CUDA device|--model @M@ --precision tf32"
+      "2|--generate: must be in|--model @M@ --generate 0"
+      "2|--generate runs --precision fp32, bf16 or int8, not fp16|--model @M@ --generate 4 --precision fp16"
+      "2|--generate takes --seq, not --shape|--model @M@ --generate 4 --shape pixels=1x64"
+      "2|--generate runs on the CPU only|--model @M@ --generate 4 --device cuda"
+      "1|not a decoder in a recognized form|--model @M@ --generate 4"
       "1|io_error|--model @M@.missing")
   check_bad_cases(ds-benchmark ${MODEL} ${cases})
   check_help(ds-benchmark --model --json --shape --profile-nodes)
@@ -50,6 +58,52 @@ if(DEFINED MAKE_MODEL)
 endif()
 
 run_json(ds-benchmark --model ${MODEL} ${ARGS})
+
+if(MODE STREQUAL "generate")
+  if(NOT DEFINED PRECISION)
+    set(PRECISION fp32)
+  endif()
+  get_field(mode mode)
+  get_field(precision precision)
+  get_field(weights weights)
+  get_field(sequences sequences)
+  get_field(prompt prompt_tokens)
+  get_field(gen generate_tokens)
+  get_field(iterations iterations)
+  set(want_weights none)
+  if(PRECISION STREQUAL "int8")
+    set(want_weights int8)
+  endif()
+  if(NOT mode STREQUAL "generate" OR NOT precision STREQUAL PRECISION
+     OR NOT weights STREQUAL want_weights OR NOT sequences EQUAL BATCH OR NOT prompt EQUAL SEQ
+     OR NOT gen EQUAL GENERATE OR iterations LESS 2)
+    message(FATAL_ERROR "unexpected mode/precision/weights/counts in ${line}")
+  endif()
+  foreach(f prefill_tokens_per_s decode_tokens_per_s aggregate_tokens_per_s ttft_ms run_ms)
+    expect_positive(${f} median)
+    get_field(lo ${f} min)
+    get_field(mid ${f} median)
+    get_field(hi ${f} max)
+    if(lo GREATER mid OR mid GREATER hi)
+      message(FATAL_ERROR "${f}: min ${lo} median ${mid} max ${hi} out of order")
+    endif()
+  endforeach()
+  foreach(f steps peak_rss_bytes kv_cache_bytes load_ms)
+    expect_positive(${f})
+  endforeach()
+  get_field(p50 inter_token_ms p50)
+  get_field(p99 inter_token_ms p99)
+  if(NOT p50 GREATER 0 OR p50 GREATER p99)
+    message(FATAL_ERROR "inter-token p50 ${p50}, p99 ${p99}")
+  endif()
+  # Every sequence generated exactly GENERATE tokens: steps >= GENERATE per run.
+  get_field(steps steps)
+  math(EXPR min_steps "${GENERATE} * ${iterations}")
+  if(steps LESS min_steps)
+    message(FATAL_ERROR "${steps} steps for ${iterations} runs of ${GENERATE} tokens")
+  endif()
+  return()
+endif()
 
 get_field(model model)
 get_field(device device)
