@@ -1,5 +1,6 @@
 // ds-serve — an Open Inference Protocol (KServe v2) server over REST and gRPC for a model
-// repository (dsinfer/server.hpp; docs/SERVING.md).
+// repository (dsinfer/server.hpp; docs/SERVING.md), with the generate extension (REST) for
+// decoder-only models.
 //
 //   ds-serve --model-repository DIR [--http-port 8000] [--grpc-port 8001] [--metrics-port P]
 //            [--host 127.0.0.1] [--model-control-mode none|poll|explicit] [--load-model NAME]
@@ -46,7 +47,9 @@ const char* const kDescription =
     "NAME/config.json) over the KServe v2 / Open Inference Protocol: REST (HTTP/1.1, JSON\n"
     "tensors and the binary-tensor extension) and gRPC (inference.GRPCInferenceService),\n"
     "with dynamic batching, Prometheus metrics at /metrics, hot reload (poll mode or the\n"
-    "repository API), a bearer token and TLS (docs/SERVING.md).\n"
+    "repository API), a bearer token and TLS (docs/SERVING.md). A decoder-only model whose\n"
+    "config.json has a \"generate\" section is served by dsinfer::Generator on the generate\n"
+    "extension's routes: token ids in, token ids out, or one Server-Sent Event per token.\n"
     "\n"
     "It listens on 127.0.0.1 unless --host says otherwise. SIGTERM or SIGINT: readiness turns\n"
     "false, new requests are answered 503 / UNAVAILABLE, every accepted request is answered\n"

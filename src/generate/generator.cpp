@@ -460,11 +460,15 @@ bool Generator::Impl::step() {
             if (why != FinishReason::cancelled) finished.fetch_add(1);
             cache->release(s.table);
             record_blocks();
+            // Counted out before the result is published: a caller that reads metrics() once
+            // get() returns sees the sequence gone.
+            n_running.fetch_sub(1);
             finish(s, why);
             s.step_n = -1;
         }
     }
     std::erase_if(running, [](const std::unique_ptr<Sequence>& s) { return s->step_n < 0; });
+    n_running.store(static_cast<int64_t>(running.size()));
     record_blocks();
     return true;
 }

@@ -1,6 +1,7 @@
 // src/server/http_frontend.cpp — the REST half of the Open Inference Protocol on cpp-httplib
 // (Debian's libcpp-httplib-dev): routes, bearer-token check, limits, the binary-tensor
-// extension, and cancellation when the client goes away.
+// extension, the generate extension (plain and as Server-Sent Events), and cancellation when
+// the client goes away.
 #include <poll.h>
 #include <dirent.h>
 #include <sys/socket.h>
@@ -76,6 +77,8 @@ private:
     void configure();
     void handle_infer(const httplib::Request& req, httplib::Response& res,
                       const std::string& name, const std::string& version);
+    void handle_generate(const httplib::Request& req, httplib::Response& res,
+                         const std::string& name, const std::string& version, bool stream);
     void reply_error(httplib::Response& res, const ApiError& e) const {
         res.status = http_status(e.code);
         if (e.code == ApiCode::unavailable) res.set_header("Retry-After", "1");
@@ -298,6 +301,17 @@ void HttpFrontend::configure() {
            [this](const httplib::Request& req, httplib::Response& res) {
                handle_infer(req, res, req.matches[1], req.matches[2]);
            });
+    for (const bool stream : {false, true}) {
+        const std::string route = stream ? "generate_stream" : "generate";
+        s.Post("/v2/models/([^/]+)/" + route,
+               [this, stream](const httplib::Request& req, httplib::Response& res) {
+                   handle_generate(req, res, req.matches[1], "", stream);
+               });
+        s.Post("/v2/models/([^/]+)/versions/([^/]+)/" + route,
+               [this, stream](const httplib::Request& req, httplib::Response& res) {
+                   handle_generate(req, res, req.matches[1], req.matches[2], stream);
+               });
+    }
     s.Post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res) {
         json list = json::array();
         for (const auto& m : impl_.repository->index()) {
@@ -378,6 +392,108 @@ void HttpFrontend::handle_infer(const httplib::Request& req, httplib::Response& 
     } else {
         res.set_content(std::move(encoded.body), "application/json");
     }
+}
+
+namespace {
+
+// How long a front end waits for a generation's next token before it looks at the connection
+// again; right after a token, how soon it looks again for the end (which the Generator
+// reports without a callback, just after the last token).
+constexpr std::chrono::milliseconds kGenerateIdlePoll{20};
+constexpr std::chrono::milliseconds kGenerateTokenPoll{1};
+
+// generate_stream's body: the events as the tokens come, then the final one. The client is
+// watched (a write that fails, or a hang-up seen on the connection) and its generation
+// cancelled when it goes. Runs in one call of cpp-httplib's chunked content provider, on the
+// connection's worker thread.
+bool stream_events(Generation& gen, int fd, const std::string& name, const GenerateCall& call,
+                   httplib::DataSink& sink) {
+    auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
+    std::size_t sent = 0;
+    bool open = true;
+    std::vector<std::int64_t> fresh;
+    auto poll = kGenerateIdlePoll;
+    for (;;) {
+        fresh.clear();
+        const bool finished = gen.wait(poll, fresh);
+        for (std::int64_t token : fresh) {
+            if (open && !write(generate_token_event(name, gen.version(), call, sent, token))) {
+                open = false;
+                gen.cancel();
+            }
+            ++sent;
+        }
+        if (finished) break;
+        poll = fresh.empty() ? kGenerateIdlePoll : kGenerateTokenPoll;
+        if (open && client_gone(fd)) {
+            open = false;
+            gen.cancel();
+        }
+    }
+    const GenerateResult& r = gen.result();
+    if (!open) return false;  // cpp-httplib closes the connection
+    // The result is complete: a token the feed had not handed over yet is sent from it.
+    for (; sent < r.tokens.size(); ++sent)
+        if (!write(generate_token_event(name, gen.version(), call, sent, r.tokens[sent])))
+            return false;
+    if (!write(generate_final_event(name, gen.version(), call, r, gen.outcome()))) return false;
+    sink.done();
+    return true;
+}
+
+}  // namespace
+
+void HttpFrontend::handle_generate(const httplib::Request& req, httplib::Response& res,
+                                   const std::string& name, const std::string& version,
+                                   bool stream) {
+    if (!valid_model_name(name))
+        return reply_error(res, ApiError{ApiCode::not_found, "invalid model name"});
+    if (!version.empty() && !parse_version(version))
+        return reply_error(res,
+                           ApiError{ApiCode::not_found, "model versions are positive integers"});
+    auto call = std::make_shared<GenerateCall>();
+    if (ApiError e = decode_generate_request(req.body, impl_.limits, *call); !e.ok()) {
+        impl_.count(Protocol::http, e.code);
+        return reply_error(res, e);
+    }
+    std::unique_ptr<Generation> gen;
+    if (ApiError e = impl_.generate(Protocol::http, name, version, *call, gen); !e.ok())
+        return reply_error(res, e);
+    if (stream) {
+        // Errors found before the first token (bad input, unknown model, a refusal) were
+        // answered above with their status; from here the answer is 200 and the events say
+        // how the generation ended. The provider runs after this handler returns, on this
+        // thread; the Generation ends with the response (destroyed unanswered, it cancels).
+        const int fd = connection_fd(req);
+        std::shared_ptr<Generation> shared = std::move(gen);
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");  // proxies: pass each event on at once
+        res.set_chunked_content_provider(
+            "text/event-stream",  // exactly this type: cpp-httplib never compresses it
+            [shared, fd, name, call](std::size_t, httplib::DataSink& sink) {
+                return stream_events(*shared, fd, name, *call, sink);
+            });
+        return;
+    }
+    int fd = -1;
+    bool watching = false;
+    std::vector<std::int64_t> fresh;
+    auto poll = kGenerateIdlePoll;
+    while (!gen->wait(poll, fresh)) {
+        poll = fresh.empty() ? kGenerateIdlePoll : kGenerateTokenPoll;
+        fresh.clear();
+        // After a moment, watch the connection and cancel if the client hung up.
+        if (!watching) {
+            fd = connection_fd(req);
+            watching = true;
+        }
+        if (client_gone(fd)) gen->cancel();
+    }
+    const GenerateResult& r = gen->result();
+    if (const ApiError& e = gen->outcome(); !e.ok()) return reply_error(res, e);
+    res.status = 200;
+    res.set_content(encode_generate_response(name, gen->version(), *call, r), "application/json");
 }
 
 std::unique_ptr<HttpFrontend, HttpDeleter> make_http_frontend(Server::Impl& impl,

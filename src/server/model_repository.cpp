@@ -53,6 +53,60 @@ StatusOr<std::string> get_string(const json& v, const std::string& key) {
     return v.get<std::string>();
 }
 
+// config.json "generate": the Generator's options (GeneratorOptions), by the same names.
+StatusOr<GeneratorOptions> parse_generate_section(const json& section) {
+    if (!section.is_object())
+        return config_error("generate", "must be an object of the Generator's options");
+    GeneratorOptions g;
+    for (auto it = section.begin(); it != section.end(); ++it) {
+        const std::string k = "generate." + it.key();
+        const json& v = it.value();
+        if (it.key() == "kv_cache_mb") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 1 << 20));
+            g.kv_cache_bytes = static_cast<std::size_t>(x) << 20;
+        } else if (it.key() == "kv_dtype") {
+            DSINFER_ASSIGN_OR_RETURN(auto s, get_string(v, k));
+            if (s == "f32")
+                g.kv_dtype = DType::f32;
+            else if (s == "f16")
+                g.kv_dtype = DType::f16;
+            else if (s == "bf16")
+                g.kv_dtype = DType::bf16;
+            else if (s == "i8")
+                g.kv_dtype = DType::i8;
+            else
+                return config_error(k, "must be f32, f16, bf16 or i8");
+        } else if (it.key() == "block_tokens") {
+            DSINFER_ASSIGN_OR_RETURN(g.block_tokens, get_int(v, k, 1, 1024));
+        } else if (it.key() == "max_sequences") {
+            DSINFER_ASSIGN_OR_RETURN(g.max_sequences, get_int(v, k, 1, 4096));
+        } else if (it.key() == "prefill_chunk") {
+            DSINFER_ASSIGN_OR_RETURN(g.prefill_chunk, get_int(v, k, 1, 1 << 20));
+        } else if (it.key() == "max_step_tokens") {
+            DSINFER_ASSIGN_OR_RETURN(g.max_step_tokens, get_int(v, k, 1, 1 << 20));
+        } else if (it.key() == "prefix_sharing") {
+            DSINFER_ASSIGN_OR_RETURN(g.prefix_sharing, get_bool(v, k));
+        } else if (it.key() == "weights") {
+            DSINFER_ASSIGN_OR_RETURN(g.weights, get_string(v, k));
+            if (g.weights != "none" && g.weights != "int8")
+                return config_error(k, "must be \"none\" or \"int8\"");
+        } else if (it.key() == "max_queued") {
+            DSINFER_ASSIGN_OR_RETURN(auto x, get_int(v, k, 1, 1 << 24));
+            g.max_queued = static_cast<std::size_t>(x);
+        } else {
+            return config_error(k,
+                                "is not a generate setting (kv_cache_mb, kv_dtype, "
+                                "block_tokens, max_sequences, prefill_chunk, max_step_tokens, "
+                                "prefix_sharing, weights, max_queued)");
+        }
+    }
+    if (g.max_step_tokens < g.max_sequences)
+        return config_error("generate.max_step_tokens", "must be >= generate.max_sequences (" +
+                                                            std::to_string(g.max_sequences) +
+                                                            ": one token of each)");
+    return g;
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfig& defaults) {
@@ -181,13 +235,35 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
             if (!valid_model_name(cc.small) || !valid_model_name(cc.large) || cc.output.empty())
                 return config_error(k, "needs 'small' and 'large' model names and an 'output'");
             c.cascade = std::move(cc);
+        } else if (k == "generate") {
+            DSINFER_ASSIGN_OR_RETURN(auto g, parse_generate_section(v));
+            c.generate = std::move(g);
         } else {
-            return config_error(k, "is not a setting (platform, max_batch_size, "
-                                   "max_queue_delay_us, preferred_batch_sizes, max_queue_size, "
-                                   "instance_count, priority_levels, adaptive, p99_target_ms, "
-                                   "ragged, precision, num_threads, optimization_level, "
-                                   "warmup, map_weights, version_policy, result_cache, cascade)");
+            return config_error(k,
+                                "is not a setting (platform, max_batch_size, "
+                                "max_queue_delay_us, preferred_batch_sizes, max_queue_size, "
+                                "instance_count, priority_levels, adaptive, p99_target_ms, "
+                                "ragged, precision, num_threads, optimization_level, "
+                                "warmup, map_weights, version_policy, result_cache, cascade, "
+                                "generate)");
         }
+    }
+    if (c.generate) {
+        // A generative model is served by its Generator, which batches its sequences itself:
+        // the batcher's settings would silently do nothing.
+        for (const char* k : {"max_batch_size", "max_queue_delay_us", "preferred_batch_sizes",
+                              "max_queue_size", "instance_count", "priority_levels", "adaptive",
+                              "p99_target_ms", "ragged", "result_cache", "cascade"})
+            if (doc.contains(k))
+                return config_error(k,
+                                    "does not apply to a generative model (its Generator "
+                                    "batches the sequences: see the 'generate' section)");
+        if (platform != "onnx")
+            return config_error("platform", "must be \"onnx\" for a generative model");
+        if (c.precision != Precision::fp32 && c.precision != Precision::bf16)
+            return config_error("precision",
+                                "of a generative model must be fp32 or bf16 "
+                                "(INT8 weights: generate.weights \"int8\")");
     }
     if (platform == "dsinfer_cascade" && !c.cascade)
         return Status::error(ErrorCode::invalid_argument,
@@ -343,6 +419,7 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
     eo.num_threads = config.num_threads;
     eo.optimization_level = config.optimization_level;
     eo.limits.map_weights = config.map_weights;
+    if (config.generate) return load_generative(std::move(sv), file, config, eo);
     try {
         auto engine = std::make_shared<InferenceEngine>(InferenceEngine::load(file, eo));
         if (config.warmup) {
@@ -369,6 +446,63 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
     return std::shared_ptr<const ServedVersion>(std::move(sv));
 }
 
+StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_generative(
+    std::shared_ptr<ServedVersion> sv, const fs::path& file, const ModelConfig& config,
+    const EngineOptions& engine) const {
+    GeneratorOptions go = *config.generate;
+    go.engine = engine;
+    go.warmup = config.warmup;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto loaded = Generator::try_load(file, go);
+    if (!loaded)
+        return Status::error(loaded.status().code(), "model '", sv->name, "' version ", sv->version,
+                             " (generate): ", loaded.status().message());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    sv->generator = std::make_shared<GenerativeModel>(std::move(*loaded), go);
+    const DecoderConfig& dc = sv->generator->config();
+    const GeneratorMetrics m = sv->generator->metrics();
+    log("'" + sv->name + "' version " + std::to_string(sv->version) + ": generative (" + dc.form +
+        ", vocabulary " + std::to_string(dc.vocab_size) + ", " + std::to_string(m.kv_blocks_total) +
+        " KV blocks in " + std::to_string(m.kv_bytes >> 20) + " MiB), loaded" +
+        (go.warmup ? " and warmed up" : "") + " in " + std::to_string(static_cast<long long>(ms)) +
+        " ms");
+    // The generate extension's fields, as the metadata lists a model's tensors.
+    const SymbolicShape ids{true, {Dim::named("sequence")}};
+    sv->platform = "dsinfer_generate";
+    sv->inputs = {IOInfo{"input_ids", DType::i64, ids}};
+    sv->outputs = {IOInfo{"output_ids", DType::i64, ids}};
+    return std::shared_ptr<const ServedVersion>(std::move(sv));
+}
+
+// ---- GenerativeModel ----
+
+StatusOr<std::uint64_t> GenerativeModel::submit(GenerateRequest request, GenerateHandle& handle) {
+    std::lock_guard lock(mutex_);
+    if (closed_)
+        return Status::error(ErrorCode::unavailable,
+                             "the model is being replaced or the server is stopping");
+    const std::uint64_t ticket = ++next_ticket_;
+    handle = generator_.submit(std::move(request));
+    calls_.emplace(ticket, handle);
+    return ticket;
+}
+
+void GenerativeModel::done(std::uint64_t ticket) {
+    std::lock_guard lock(mutex_);
+    calls_.erase(ticket);
+    if (calls_.empty()) idle_.notify_all();
+}
+
+bool GenerativeModel::drain(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    closed_ = true;
+    if (idle_.wait_for(lock, timeout, [&] { return calls_.empty(); })) return true;
+    // Cancelled ones end at the next step; their front ends answer them and call done().
+    for (auto& [ticket, handle] : calls_) handle.cancel();
+    return false;
+}
+
 void ModelRepository::retire(std::vector<std::shared_ptr<const ServedVersion>> old) {
     if (old.empty()) return;
     std::lock_guard lock(retire_mutex_);
@@ -387,8 +521,10 @@ void ModelRepository::retire(std::vector<std::shared_ptr<const ServedVersion>> o
             // requests until it is shut down below.
             for (auto& v : old)
                 if (v->cascade) v.reset();
-            for (const auto& v : old)
+            for (const auto& v : old) {
                 if (v && v->batcher) v->batcher->shutdown(drain);
+                if (v && v->generator) v->generator->drain(drain);
+            }
             old.clear();
             done->store(true);
         }),
@@ -767,27 +903,22 @@ void ModelRepository::submit(const std::string& name, const std::string& version
             done(ApiError{ApiCode::unavailable, "the server is shutting down"}, {}, {});
             return;
         }
-        auto it = models_.find(name);
-        if (it == models_.end() || it->second.versions.empty()) {
+        if (ApiError e = resolve_locked(name, version, target); !e.ok()) {
             lock.unlock();
-            done(ApiError{ApiCode::not_found, "unknown model '" + name + "'"}, {}, {});
+            done(std::move(e), {}, {});
             return;
         }
-        if (version.empty()) {
-            target = it->second.versions.rbegin()->second;
-        } else {
-            const auto v = parse_version(version);
-            auto vi = v ? it->second.versions.find(*v) : it->second.versions.end();
-            if (vi == it->second.versions.end()) {
-                lock.unlock();
-                done(ApiError{ApiCode::not_found,
-                              "model '" + name + "' has no version '" + version + "' loaded"},
-                     {}, {});
-                return;
-            }
-            target = vi->second;
-        }
         std::string v = std::to_string(target->version);
+        if (target->generator) {
+            lock.unlock();
+            done(
+                ApiError{ApiCode::bad_request, "model '" + name +
+                                                   "' is a generative model: POST its token ids to "
+                                                   "/v2/models/" +
+                                                   name + "/generate (or generate_stream)"},
+                {}, std::move(v));
+            return;
+        }
         // The request's priority on this model's levels: the middle one by default, the least
         // urgent one for a priority past them.
         const int levels = target->cascade
@@ -824,6 +955,124 @@ void ModelRepository::submit(const std::string& name, const std::string& version
     }
 }
 
+ApiError ModelRepository::resolve_locked(const std::string& name, const std::string& version,
+                                         std::shared_ptr<const ServedVersion>& out) const {
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second.versions.empty())
+        return ApiError{ApiCode::not_found, "unknown model '" + name + "'"};
+    if (version.empty()) {
+        out = it->second.versions.rbegin()->second;
+        return {};
+    }
+    const auto v = parse_version(version);
+    auto vi = v ? it->second.versions.find(*v) : it->second.versions.end();
+    if (vi == it->second.versions.end())
+        return ApiError{ApiCode::not_found,
+                        "model '" + name + "' has no version '" + version + "' loaded"};
+    out = vi->second;
+    return {};
+}
+
+ApiError ModelRepository::generate(const std::string& name, const std::string& version,
+                                   const GenerateCall& call, GenerateRequest request,
+                                   GenerateSubmission& out) const {
+    // Resolve and submit under the shared lock, as submit() does: a reload's swap orders
+    // after the submission, and the replaced Generator's drain waits for it.
+    std::shared_lock lock(mutex_);
+    if (shut_down_) return ApiError{ApiCode::unavailable, "the server is shutting down"};
+    std::shared_ptr<const ServedVersion> target;
+    if (ApiError e = resolve_locked(name, version, target); !e.ok()) return e;
+    if (!target->generator)
+        return ApiError{ApiCode::bad_request,
+                        "model '" + name +
+                            "' is not a generative model (its config.json has no "
+                            "'generate' section): POST its tensors to /v2/models/" +
+                            name + "/infer"};
+    if (ApiError e = check_generate_call(call, target->generator->config()); !e.ok()) return e;
+    auto ticket = target->generator->submit(std::move(request), out.handle);
+    if (!ticket) return api_error(ticket.status());
+    out.model = target->generator;
+    out.version = std::to_string(target->version);
+    out.ticket = *ticket;
+    return {};
+}
+
+namespace {
+
+// The Generators' metrics in Prometheus text, one family after another (a family's samples
+// must follow its HELP and TYPE lines together), per served generative version.
+struct GenerateSeries {
+    std::string requests, tokens, sequences, kv_blocks, preempted, steps, ttft, inter_token;
+    bool any = false;
+
+    void add(const std::string& labels, const GeneratorMetrics& m) {
+        any = true;
+        auto line = [&](std::string& family, const char* name, const std::string& extra,
+                        const std::string& value) {
+            family += std::string(name) + labels + extra + "} " + value + "\n";
+        };
+        const auto n = [](auto v) { return std::to_string(v); };
+        line(requests, "dsinfer_generate_requests_total", ",outcome=\"submitted\"", n(m.requests));
+        line(requests, "dsinfer_generate_requests_total", ",outcome=\"finished\"", n(m.finished));
+        line(requests, "dsinfer_generate_requests_total", ",outcome=\"cancelled\"", n(m.cancelled));
+        line(requests, "dsinfer_generate_requests_total", ",outcome=\"error\"", n(m.errors));
+        line(tokens, "dsinfer_generate_tokens_total", ",kind=\"prompt\"", n(m.prompt_tokens));
+        line(tokens, "dsinfer_generate_tokens_total", ",kind=\"prefix_hit\"",
+             n(m.prefix_hit_tokens));
+        line(tokens, "dsinfer_generate_tokens_total", ",kind=\"generated\"", n(m.generated_tokens));
+        line(sequences, "dsinfer_generate_sequences", ",state=\"running\"", n(m.running));
+        line(sequences, "dsinfer_generate_sequences", ",state=\"queued\"", n(m.queued));
+        line(kv_blocks, "dsinfer_generate_kv_blocks", ",state=\"used\"", n(m.kv_blocks_used));
+        line(kv_blocks, "dsinfer_generate_kv_blocks", ",state=\"total\"", n(m.kv_blocks_total));
+        line(preempted, "dsinfer_generate_preempted_total", "", n(m.preempted));
+        line(steps, "dsinfer_generate_steps_total", "", n(m.steps));
+        summary(ttft, "dsinfer_generate_ttft_seconds", labels, m.ttft);
+        summary(inter_token, "dsinfer_generate_inter_token_seconds", labels, m.inter_token);
+    }
+
+    static void summary(std::string& family, const char* name, const std::string& labels,
+                        const HistogramSnapshot& h) {
+        for (const char* q : {"0.5", "0.9", "0.99"})
+            family += std::string(name) + labels + ",quantile=\"" + q + "\"} " +
+                      std::to_string(h.quantile_ns(std::stod(q)) / 1e9) + "\n";
+        family += std::string(name) + "_sum" + labels + "} " +
+                  std::to_string(static_cast<double>(h.sum_ns) / 1e9) + "\n";
+        family += std::string(name) + "_count" + labels + "} " + std::to_string(h.count) + "\n";
+    }
+
+    std::string text() const {
+        if (!any) return {};
+        auto family = [](const char* name, const char* type, const char* help,
+                         const std::string& samples) {
+            return std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type +
+                   "\n" + samples;
+        };
+        return family("dsinfer_generate_requests_total", "counter",
+                      "Generations submitted, and how they ended (finished: length or stop "
+                      "token).",
+                      requests) +
+               family("dsinfer_generate_tokens_total", "counter",
+                      "Prompt tokens computed, prompt tokens found in the prefix cache, tokens "
+                      "generated.",
+                      tokens) +
+               family("dsinfer_generate_sequences", "gauge",
+                      "Sequences in the Generator's steps, and waiting to be admitted.",
+                      sequences) +
+               family("dsinfer_generate_kv_blocks", "gauge",
+                      "KV cache blocks held by sequences, and in the cache.", kv_blocks) +
+               family("dsinfer_generate_preempted_total", "counter",
+                      "Sequences preempted when the KV cache ran out (recomputed later).",
+                      preempted) +
+               family("dsinfer_generate_steps_total", "counter", "Generator steps run.", steps) +
+               family("dsinfer_generate_ttft_seconds", "summary",
+                      "Time from submission to the first generated token.", ttft) +
+               family("dsinfer_generate_inter_token_seconds", "summary",
+                      "Time between a sequence's consecutive tokens.", inter_token);
+    }
+};
+
+}  // namespace
+
 std::string ModelRepository::prometheus() const {
     std::vector<std::shared_ptr<const ServedVersion>> all;
     {
@@ -848,6 +1097,7 @@ std::string ModelRepository::prometheus() const {
     std::string cache_held =
         "# HELP dsinfer_result_cache_bytes Bytes of inputs and outputs the result cache holds.\n"
         "# TYPE dsinfer_result_cache_bytes gauge\n";
+    GenerateSeries gen;
     std::vector<std::shared_ptr<const ServedVersion>> batched;
     std::vector<const serving::ResultCache*> caches_seen;
     for (const auto& sv : all) {
@@ -872,6 +1122,10 @@ std::string ModelRepository::prometheus() const {
                        std::to_string(st.escalated_rows) + "\n";
             continue;
         }
+        if (sv->generator) {
+            gen.add(labels, sv->generator->metrics());
+            continue;
+        }
         if (!sv->batcher) continue;
         batched.push_back(sv);
         snaps.push_back(sv->batcher->metrics());
@@ -884,7 +1138,7 @@ std::string ModelRepository::prometheus() const {
         series.push_back({&snaps[i], {{"model", batched[i]->name},
                                       {"version", std::to_string(batched[i]->version)}}});
     std::string out = series.empty() ? std::string() : to_prometheus(series, "dsinfer");
-    return out + queue + running + cascade + cache + cache_held;
+    return out + queue + running + cascade + cache + cache_held + gen.text();
 }
 
 bool ModelRepository::shutdown(std::chrono::milliseconds drain) {
@@ -899,11 +1153,11 @@ bool ModelRepository::shutdown(std::chrono::milliseconds drain) {
     const auto deadline = std::chrono::steady_clock::now() + drain;
     bool finished = true;
     for (const auto& sv : all) {
-        if (!sv->batcher) continue;
         const auto left = std::max(std::chrono::milliseconds(0),
                                    std::chrono::duration_cast<std::chrono::milliseconds>(
                                        deadline - std::chrono::steady_clock::now()));
-        if (!sv->batcher->shutdown(left)) finished = false;
+        if (sv->batcher && !sv->batcher->shutdown(left)) finished = false;
+        if (sv->generator && !sv->generator->drain(left)) finished = false;
     }
     std::vector<Retiring> threads;
     {

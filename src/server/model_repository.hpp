@@ -3,7 +3,8 @@
 // reloading (by the API or on file change) while requests are in flight.
 //
 // Purpose: owns, per served (model, version), the InferenceEngine and its BatchingEngine
-// (dsinfer::serving), resolves a request's model and version, and submits it. A reload loads
+// (dsinfer::serving), or for a generative model (config.json "generate") its Generator,
+// resolves a request's model and version, and submits it. A reload loads
 // the new engines first (outside every lock), swaps them in under a short exclusive lock and
 // drains the old ones in the background: a request takes the shared lock while it resolves
 // and submits, so it lands either on the old engine (which answers it while draining) or on
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -29,6 +31,7 @@
 
 #include "dsinfer/cascade.hpp"
 #include "dsinfer/engine.hpp"
+#include "dsinfer/generate.hpp"
 #include "dsinfer/result_cache.hpp"
 #include "dsinfer/server.hpp"
 #include "dsinfer/serving.hpp"
@@ -75,6 +78,11 @@ struct ModelConfig {
     std::optional<serving::ResultCacheOptions> result_cache;
     /// Set for "platform": "dsinfer_cascade" (the entry is a cascade, no model file).
     std::optional<CascadeConfig> cascade;
+    /// config.json "generate": the model is a decoder served through dsinfer::Generator
+    /// (POST .../generate and .../generate_stream) instead of the batcher. Its engine options
+    /// come from precision (fp32 or bf16), num_threads, optimization_level and map_weights,
+    /// its warm-up from warmup.
+    std::optional<GeneratorOptions> generate;
 };
 
 /// Parses a config.json (an unknown key or a value out of range is invalid_argument naming
@@ -90,6 +98,43 @@ struct FileStamp {
 };
 FileStamp stamp_of(const std::filesystem::path& file) noexcept;
 
+/// A generative entry's Generator and the generations in flight on it, so that a drain
+/// (reload, unload, shutdown) can wait for them and then cancel what is left.
+///
+/// Threading: thread-safe. The Generator's destructor joins its scheduler thread, so the last
+/// owner of a GenerativeModel must never be that thread: the front ends and the repository
+/// hold it, the token callbacks (which run on the scheduler thread) never do.
+class GenerativeModel {
+public:
+    GenerativeModel(Generator generator, GeneratorOptions options)
+        : generator_(std::move(generator)), options_(std::move(options)) {}
+    const DecoderConfig& config() const noexcept { return generator_.config(); }
+    const GeneratorOptions& options() const noexcept { return options_; }
+    GeneratorMetrics metrics() const { return generator_.metrics(); }
+
+    /// Submits `request` and registers it: call done() with the ticket once its result has
+    /// been read. unavailable once drain() has begun (nothing submitted).
+    StatusOr<std::uint64_t> submit(GenerateRequest request, GenerateHandle& handle);
+    void done(std::uint64_t ticket);
+    /// Takes no more generations, waits up to `timeout` for those in flight, then cancels the
+    /// rest (each stops at the Generator's next step). True when none had to be cancelled.
+    bool drain(std::chrono::milliseconds timeout);
+    /// drain() has begun.
+    bool draining() const {
+        std::lock_guard lock(mutex_);
+        return closed_;
+    }
+
+private:
+    Generator generator_;
+    GeneratorOptions options_;
+    mutable std::mutex mutex_;
+    std::condition_variable idle_;  ///< calls_ became empty
+    std::map<std::uint64_t, GenerateHandle> calls_;
+    std::uint64_t next_ticket_ = 0;
+    bool closed_ = false;
+};
+
 /// One served version.
 struct ServedVersion {
     std::string name;
@@ -98,11 +143,13 @@ struct ServedVersion {
     std::shared_ptr<serving::BatchingEngine> batcher;  ///< null for a cascade
     std::shared_ptr<serving::Cascade> cascade;         ///< a cascade entry's
     std::shared_ptr<serving::ResultCache> cache;       ///< the model's, when configured
+    std::shared_ptr<GenerativeModel> generator;        ///< a generative entry's (no batcher)
     /// The result cache's version key: unique per load, so a rewritten file never answers
     /// from the results of its predecessor.
     std::string cache_version;
     std::vector<IOInfo> inputs, outputs;
-    std::string platform;  ///< as the protocol's metadata names it: onnx_onnxv1, dsinfer_cascade
+    /// As the protocol's metadata names it: onnx_onnxv1, dsinfer_cascade, dsinfer_generate.
+    std::string platform;
 };
 
 struct RepositoryOptions {
@@ -117,6 +164,16 @@ inline constexpr int kDefaultPriority = -1;
 
 /// The result of an inference through the repository.
 using InferDone = std::function<void(ApiError, std::vector<NamedTensor>, std::string version)>;
+
+/// A generation submitted through the repository (ModelRepository::generate): the model it
+/// runs on (held, so its Generator outlives the request), its handle and its ticket
+/// (GenerativeModel::done).
+struct GenerateSubmission {
+    std::shared_ptr<GenerativeModel> model;
+    std::string version;
+    GenerateHandle handle;
+    std::uint64_t ticket = 0;
+};
 
 class ModelRepository {
 public:
@@ -157,9 +214,18 @@ public:
     /// Resolves and submits one request; `done` is called exactly once (possibly before
     /// submit returns, e.g. for an unknown model or a cache hit). `options.priority` is mapped
     /// onto the model's levels: kDefaultPriority to the middle one, one past them to the last.
+    /// A generative model answers bad_request (it takes generate()).
     void submit(const std::string& name, const std::string& version,
                 std::vector<NamedTensor> inputs, serving::RequestOptions options,
                 InferDone done) const;
+
+    /// Resolves a generative model and submits one generation under the shared lock, as
+    /// submit() does (a reload's swap orders after it; the replaced Generator finishes it
+    /// while it drains). not_found for an unknown model or version, bad_request for a model
+    /// that is not generative or ids it cannot take (check_generate_call), unavailable while
+    /// shutting down. The Generator's own refusals come back through the handle.
+    ApiError generate(const std::string& name, const std::string& version, const GenerateCall& call,
+                      GenerateRequest request, GenerateSubmission& out) const;
 
     /// Prometheus text: every served version's serving metrics and queue, labelled.
     std::string prometheus() const;
@@ -180,6 +246,10 @@ private:
     StatusOr<std::shared_ptr<const ServedVersion>> load_version(
         const std::string& name, std::int64_t version, const std::filesystem::path& file,
         const ModelConfig& config, std::shared_ptr<serving::ResultCache> cache) const;
+    /// load_version's part for a generative model: its Generator instead of an engine.
+    StatusOr<std::shared_ptr<const ServedVersion>> load_generative(
+        std::shared_ptr<ServedVersion> sv, const std::filesystem::path& file,
+        const ModelConfig& config, const EngineOptions& engine) const;
     /// A cascade entry over the members served now (unavailable when one is not).
     StatusOr<std::shared_ptr<const ServedVersion>> make_cascade(const std::string& name,
                                                                 const ModelConfig& config);
@@ -190,6 +260,10 @@ private:
     /// requests), then the engines' batchers (shutdown with the drain timeout).
     void retire(std::vector<std::shared_ptr<const ServedVersion>> old);
     void log(const std::string& message) const;
+    /// The version (name, version) reaches ("" = the highest served), or not_found naming
+    /// what is missing. The caller holds mutex_.
+    ApiError resolve_locked(const std::string& name, const std::string& version,
+                            std::shared_ptr<const ServedVersion>& out) const;
 
     std::filesystem::path root_;
     RepositoryOptions options_;

@@ -637,6 +637,253 @@ ApiError encode_json_response(std::string_view model, std::string_view version,
     return {};
 }
 
+// ---- the generate extension ----
+
+namespace {
+
+// A value from a client, shown in a message: its JSON text, bounded.
+std::string shown(const json& v) {
+    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (s.size() > 40) s = s.substr(0, 40) + "...";
+    return s;
+}
+
+// An integer parameter in [lo, hi]; `what` says the range in words ("an integer >= 1").
+ApiError int_parameter(const std::string& key, const json& v, std::int64_t lo, std::int64_t hi,
+                       const char* what, std::int64_t& out) {
+    const bool integral =
+        v.is_number_integer() &&
+        !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
+    if (!integral || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+        return bad("parameter '" + key + "' must be " + what + ", got " + shown(v));
+    out = v.get<std::int64_t>();
+    return {};
+}
+
+// A number parameter that `ok` accepts (after conversion to float, as the Generator holds it).
+template <class Ok>
+ApiError float_parameter(const std::string& key, const json& v, Ok ok, const char* what,
+                         float& out) {
+    const double d = v.is_number() ? v.get<double>() : std::nan("");
+    const auto f = static_cast<float>(d);
+    if (!std::isfinite(d) || !std::isfinite(f) || !ok(f))
+        return bad("parameter '" + key + "' must be " + what + ", got " + shown(v));
+    out = f;
+    return {};
+}
+
+// A JSON array of token ids (integers >= 0; their vocabulary is check_generate_call's).
+ApiError token_ids(const std::string& field, const json& v, std::size_t max_count,
+                   std::vector<std::int64_t>& out) {
+    if (!v.is_array())
+        return bad("'" + field + "' must be an array of token ids (integers), not " +
+                   std::string(json_kind(v)));
+    if (v.size() > max_count)
+        return ApiError{ApiCode::too_large, "'" + field + "' holds " + std::to_string(v.size()) +
+                                                " ids, more than the limit of " +
+                                                std::to_string(max_count)};
+    out.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const json& e = v[i];
+        const bool integral = e.is_number_integer() &&
+                              !(e.is_number_unsigned() &&
+                                e.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
+        if (!integral || e.get<std::int64_t>() < 0)
+            return bad("'" + field + "'[" + std::to_string(i) + "] is " + shown(e) +
+                       ", not a token id (an integer >= 0)");
+        out.push_back(e.get<std::int64_t>());
+    }
+    return {};
+}
+
+ApiError read_generate_parameters(const json& params, GenerateCall& out) {
+    if (!params.is_object())
+        return bad(std::string("'parameters' must be an object, not ") + json_kind(params));
+    for (auto it = params.begin(); it != params.end(); ++it) {
+        const std::string& k = it.key();
+        const json& v = it.value();
+        ApiError e;
+        if (k == "max_tokens") {
+            e = int_parameter(k, v, 1, INT64_MAX, "an integer >= 1", out.max_tokens);
+        } else if (k == "temperature") {
+            e = float_parameter(
+                k, v, [](float x) { return x >= 0.f; }, "a number >= 0 (0: greedy)",
+                out.sampling.temperature);
+        } else if (k == "top_k") {
+            e = int_parameter(k, v, 0, INT64_MAX, "an integer >= 0 (0: off)", out.sampling.top_k);
+        } else if (k == "top_p") {
+            e = float_parameter(
+                k, v, [](float x) { return x > 0.f && x <= 1.f; }, "a number in (0, 1]",
+                out.sampling.top_p);
+        } else if (k == "min_p") {
+            e = float_parameter(
+                k, v, [](float x) { return x >= 0.f && x < 1.f; }, "a number in [0, 1)",
+                out.sampling.min_p);
+        } else if (k == "repetition_penalty") {
+            e = float_parameter(
+                k, v, [](float x) { return x > 0.f; }, "a number > 0 (1: off)",
+                out.sampling.repetition_penalty);
+        } else if (k == "seed") {
+            if (v.is_number_unsigned())
+                out.sampling.seed = v.get<std::uint64_t>();
+            else if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
+                out.sampling.seed = static_cast<std::uint64_t>(v.get<std::int64_t>());
+            else
+                e = bad("parameter 'seed' must be an integer >= 0, got " + shown(v));
+        } else if (k == "ignore_eos") {
+            if (!v.is_boolean())
+                e = bad("parameter 'ignore_eos' must be a boolean, got " + shown(v));
+            else
+                out.ignore_eos = v.get<bool>();
+        } else if (k == "stop_token_ids") {
+            e = token_ids("parameters.stop_token_ids", v, kMaxStopTokens, out.stop_token_ids);
+        } else if (k == "timeout") {
+            std::int64_t us = 0;
+            e = int_parameter(k, v, 0, kMaxGenerateTimeoutUs,
+                              "an integer in [0, 86400000000] (microseconds)", us);
+            if (e.ok()) out.timeout_us = us;
+        } else if (k == "priority") {
+            // The Generator admits requests first come, first served.
+            e =
+                bad("parameter 'priority' is not supported by generation (requests are admitted "
+                    "in arrival order)");
+        } else {
+            e = bad("unknown parameter " + quote_name(k) +
+                    " (generation takes max_tokens, temperature, top_k, top_p, min_p, "
+                    "repetition_penalty, seed, ignore_eos, stop_token_ids, timeout)");
+        }
+        if (!e.ok()) return e;
+    }
+    return {};
+}
+
+std::string dump(const json& doc) {
+    return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json generate_header(std::string_view model, std::string_view version, const GenerateCall& call) {
+    json doc = {{"model_name", std::string(model)}, {"model_version", std::string(version)}};
+    if (!call.id.empty()) doc["id"] = call.id;
+    return doc;
+}
+
+}  // namespace
+
+ApiError decode_generate_request(std::string_view body, const RequestLimits& limits,
+                                 GenerateCall& out) {
+    out = GenerateCall{};
+    if (json_depth(body) > limits.max_json_depth)
+        return bad("the JSON body nests deeper than " + std::to_string(limits.max_json_depth) +
+                   " levels");
+    json doc;
+    try {
+        doc = json::parse(body.begin(), body.end());
+    } catch (const json::exception& e) {
+        return bad(std::string("malformed JSON: ") + e.what());
+    }
+    if (!doc.is_object()) return bad("the request must be a JSON object");
+    // Said first, whatever else the body holds: it is what a client of a text model sends.
+    if (doc.contains("text_input"))
+        return bad(
+            "'text_input': tokenization is not supported (the served models have no "
+            "tokenizer); send the prompt's token ids as 'input_ids'");
+    bool have_ids = false;
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        const std::string& k = it.key();
+        const json& v = it.value();
+        if (k == "id") {
+            if (!v.is_string()) return bad("'id' must be a string");
+            out.id = v.get<std::string>();
+            if (out.id.size() > limits.max_name_bytes)
+                return bad("'id' is longer than " + std::to_string(limits.max_name_bytes) +
+                           " bytes");
+        } else if (k == "input_ids") {
+            const auto max_ids =
+                static_cast<std::size_t>(std::max<std::int64_t>(limits.max_tensor_elements, 1));
+            if (ApiError e = token_ids(k, v, max_ids, out.input_ids); !e.ok()) return e;
+            if (out.input_ids.empty())
+                return bad("'input_ids' is empty: the prompt needs at least one token");
+            have_ids = true;
+        } else if (k == "parameters") {
+            if (ApiError e = read_generate_parameters(v, out); !e.ok()) return e;
+        } else {
+            return bad("unknown field " + quote_name(k) +
+                       " (a generate request has input_ids, parameters and id)");
+        }
+    }
+    if (!have_ids) return bad("'input_ids' is missing: the prompt's token ids");
+    return {};
+}
+
+ApiError check_generate_call(const GenerateCall& call, const DecoderConfig& model) {
+    const std::int64_t vocab = model.vocab_size;
+    auto check = [vocab](const std::string& field, const std::vector<std::int64_t>& ids) {
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            if (ids[i] >= vocab)
+                return bad("'" + field + "'[" + std::to_string(i) + "] is " +
+                           std::to_string(ids[i]) + ", outside the model's vocabulary [0, " +
+                           std::to_string(vocab) + ")");
+        return ApiError{};
+    };
+    if (ApiError e = check("input_ids", call.input_ids); !e.ok()) return e;
+    if (ApiError e = check("parameters.stop_token_ids", call.stop_token_ids); !e.ok()) return e;
+    if (model.max_positions > 0 &&
+        static_cast<std::int64_t>(call.input_ids.size()) >= model.max_positions)
+        return bad("'input_ids' holds " + std::to_string(call.input_ids.size()) +
+                   " tokens; the model's position limit is " + std::to_string(model.max_positions) +
+                   " (prompt and generated tokens together)");
+    return {};
+}
+
+ApiError generation_outcome(const GenerateResult& result, bool drained) {
+    const std::string after =
+        " after " + std::to_string(result.tokens.size()) + " generated tokens";
+    switch (result.finish) {
+        case FinishReason::length:
+        case FinishReason::stop_token: return {};
+        case FinishReason::deadline:
+            return ApiError{ApiCode::deadline_exceeded, "the request's deadline passed" + after};
+        case FinishReason::cancelled:
+            if (drained)
+                return ApiError{ApiCode::unavailable,
+                                "the model stopped serving (server shutdown, unload or reload) "
+                                "and its drain timeout passed" +
+                                    after};
+            return ApiError{ApiCode::cancelled, "the generation was cancelled" + after};
+        case FinishReason::error: break;
+    }
+    ApiError e = api_error(result.status);
+    if (e.ok()) e = ApiError{ApiCode::internal, "the generation failed"};
+    if (!result.tokens.empty()) e.message += " (" + after.substr(1) + ")";
+    return e;
+}
+
+std::string encode_generate_response(std::string_view model, std::string_view version,
+                                     const GenerateCall& call, const GenerateResult& result) {
+    json doc = generate_header(model, version, call);
+    doc["output_ids"] = result.tokens;
+    doc["finish_reason"] = finish_reason_name(result.finish);
+    return dump(doc);
+}
+
+std::string generate_token_event(std::string_view model, std::string_view version,
+                                 const GenerateCall& call, std::size_t index, std::int64_t token) {
+    json doc = generate_header(model, version, call);
+    doc["index"] = index;
+    doc["token_id"] = token;
+    return "data: " + dump(doc) + "\n\n";
+}
+
+std::string generate_final_event(std::string_view model, std::string_view version,
+                                 const GenerateCall& call, const GenerateResult& result,
+                                 const ApiError& outcome) {
+    json doc = generate_header(model, version, call);
+    doc["finish_reason"] = finish_reason_name(result.finish);
+    doc["generated_tokens"] = result.tokens.size();
+    if (!outcome.ok()) doc["error"] = outcome.message;
+    return "data: " + dump(doc) + "\n\n";
+}
+
 // ---- gRPC ----
 
 namespace {

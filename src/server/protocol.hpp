@@ -18,6 +18,7 @@
 
 #include "dsinfer/dtype.hpp"
 #include "dsinfer/engine.hpp"
+#include "dsinfer/generate.hpp"
 #include "dsinfer/status.hpp"
 #include "dsinfer/tensor.hpp"
 
@@ -119,6 +120,58 @@ ApiError encode_grpc_response(std::string_view model, std::string_view version,
 /// order, when it named none); an unknown name is bad_request.
 ApiError select_outputs(const InferRequest& request, const std::vector<NamedTensor>& all,
                         std::vector<NamedTensor>& selected);
+
+// ---- the generate extension (decoder-only models served by dsinfer::Generator) ----
+
+/// The most stop_token_ids one generate request may name (each generated token is compared
+/// with all of them).
+inline constexpr std::size_t kMaxStopTokens = 1024;
+/// The largest "timeout" parameter of a generate request: a day, in microseconds (as
+/// --request-timeout-ms).
+inline constexpr std::int64_t kMaxGenerateTimeoutUs = std::int64_t{86400} * 1000000;
+
+/// A decoded generate request (POST .../generate and .../generate_stream):
+/// {"id"?, "input_ids": [...], "parameters": {...}} (docs/SERVING.md "Generation").
+struct GenerateCall {
+    std::string id;
+    std::vector<std::int64_t> input_ids;  ///< the prompt's token ids
+    std::int64_t max_tokens = GenerateRequest{}.max_tokens;
+    SamplingOptions sampling;
+    std::vector<std::int64_t> stop_token_ids;
+    bool ignore_eos = false;
+    std::optional<std::int64_t> timeout_us;  ///< parameter "timeout" (microseconds; 0: none)
+};
+
+/// Checks the body's fields, types and ranges before anything runs: a text_input (the models
+/// have no tokenizer), an unknown field or parameter, a wrong type or a value out of range is
+/// bad_request naming the field. The ids against the model are check_generate_call's.
+ApiError decode_generate_request(std::string_view body, const RequestLimits& limits,
+                                 GenerateCall& out);
+/// The checks that need the model: every id of input_ids and stop_token_ids inside the
+/// vocabulary, the prompt shorter than the model's position limit (bad_request naming the
+/// field).
+ApiError check_generate_call(const GenerateCall& call, const DecoderConfig& model);
+
+/// What a finished generation answers: ok for finish reasons length and stop_token, else the
+/// error, its message counting the tokens generated: deadline_exceeded; cancelled (the client
+/// went away), or unavailable when `drained` (a drain of the server or of the model, for an
+/// unload or a reload, ran out of time and cancelled it); for finish error, the Generator's
+/// status.
+ApiError generation_outcome(const GenerateResult& result, bool drained);
+
+/// The generate response: {"model_name", "model_version", "id"?, "output_ids",
+/// "finish_reason"}.
+std::string encode_generate_response(std::string_view model, std::string_view version,
+                                     const GenerateCall& call, const GenerateResult& result);
+/// generate_stream's Server-Sent Events ("data: {json}\n\n"): one per generated token, with
+/// its index among the generated tokens ...
+std::string generate_token_event(std::string_view model, std::string_view version,
+                                 const GenerateCall& call, std::size_t index, std::int64_t token);
+/// ... then the last one, with the finish reason and the number of tokens generated (and
+/// "error" when the outcome is not ok).
+std::string generate_final_event(std::string_view model, std::string_view version,
+                                 const GenerateCall& call, const GenerateResult& result,
+                                 const ApiError& outcome);
 
 /// Model names and versions on routes and in the repository: 1-128 bytes of [A-Za-z0-9_.-],
 /// not "." or "..", not starting with '.': never a path escape.

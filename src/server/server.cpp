@@ -116,6 +116,87 @@ void Server::Impl::infer(Protocol protocol, const std::string& name, const std::
         });
 }
 
+ApiError Server::Impl::generate(Protocol protocol, const std::string& name,
+                                const std::string& version, const GenerateCall& call,
+                                std::unique_ptr<Generation>& out) {
+    auto refuse = [&](ApiError e) {
+        count(protocol, e.code);
+        return e;
+    };
+    if (!ready())
+        return refuse(
+            ApiError{ApiCode::unavailable, "the server is not ready (starting or draining)"});
+    GenerateRequest r;
+    r.prompt = call.input_ids;
+    r.max_tokens = call.max_tokens;
+    r.sampling = call.sampling;
+    r.stop_tokens = call.stop_token_ids;
+    r.stop_at_eos = !call.ignore_eos;
+    const std::int64_t timeout_us =
+        call.timeout_us
+            ? *call.timeout_us
+            : std::chrono::duration_cast<std::chrono::microseconds>(options.request_timeout)
+                  .count();
+    if (timeout_us > 0)
+        r.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+    auto feed = std::make_shared<TokenFeed>();
+    // Runs on the Generator's scheduler thread: it holds the feed, never the model (whose
+    // last owner must not be that thread).
+    r.on_token = [feed](std::int64_t token) {
+        {
+            std::lock_guard lock(feed->mutex);
+            feed->tokens.push_back(token);
+        }
+        feed->cv.notify_all();
+        return true;
+    };
+    GenerateSubmission s;
+    if (ApiError e = repository->generate(name, version, call, std::move(r), s); !e.ok())
+        return refuse(std::move(e));
+    in_flight.fetch_add(1);
+    const bool refused_at_once = s.handle.ready();
+    out = std::make_unique<Generation>(*this, protocol, std::move(s), std::move(feed));
+    // The Generator checks a request when it is submitted (the KV budget, ...): a refusal
+    // is answered as an error, not as a stream that ends at once.
+    if (refused_at_once && out->result().finish == FinishReason::error) {
+        ApiError e = out->outcome();
+        out.reset();
+        return e;
+    }
+    return {};
+}
+
+Generation::~Generation() {
+    if (answered_) return;
+    cancel();
+    (void)result();
+}
+
+bool Generation::wait(std::chrono::milliseconds timeout, std::vector<std::int64_t>& tokens) {
+    {
+        std::unique_lock lock(feed_->mutex);
+        feed_->cv.wait_for(lock, timeout, [&] { return feed_->tokens.size() > taken_; });
+        tokens.insert(tokens.end(), feed_->tokens.begin() + static_cast<std::ptrdiff_t>(taken_),
+                      feed_->tokens.end());
+        taken_ = feed_->tokens.size();
+    }
+    return s_.handle.ready();
+}
+
+const GenerateResult& Generation::result() {
+    if (answered_) return result_;
+    result_ = s_.handle.get();
+    outcome_ = generation_outcome(result_, impl_.draining.load() || s_.model->draining());
+    answered_ = true;
+    impl_.count(protocol_, outcome_.code);
+    s_.model->done(s_.ticket);
+    if (impl_.in_flight.fetch_sub(1) == 1) {
+        std::lock_guard lock(impl_.state_mutex);
+        impl_.state_cv.notify_all();
+    }
+    return result_;
+}
+
 std::string Server::Impl::server_metadata_json() const {
     json doc = {{"name", "dsinfer"}, {"version", std::string(dsinfer::version())}};
     doc["extensions"] = Server::extensions();
@@ -143,12 +224,23 @@ ApiError Server::Impl::model_metadata_json(const std::string& name, const std::s
         }
         return out;
     };
-    out = json{{"name", name},
-               {"versions", std::move(versions)},
-               {"platform", sv->platform},
-               {"inputs", tensors(sv->inputs)},
-               {"outputs", tensors(sv->outputs)}}
-              .dump(-1, ' ', false, json::error_handler_t::replace);
+    json doc{{"name", name},
+             {"versions", std::move(versions)},
+             {"platform", sv->platform},
+             {"inputs", tensors(sv->inputs)},
+             {"outputs", tensors(sv->outputs)}};
+    if (sv->generator) {
+        // Beyond the protocol's fields: what a client of the generate routes needs to know.
+        const DecoderConfig& c = sv->generator->config();
+        json g{{"form", c.form},
+               {"vocab_size", c.vocab_size},
+               {"max_positions", c.max_positions},
+               {"max_sequences", sv->generator->options().max_sequences},
+               {"kv_cache_bytes", sv->generator->metrics().kv_bytes}};
+        if (c.eos_token) g["eos_token_id"] = *c.eos_token;
+        doc["generate"] = std::move(g);
+    }
+    out = doc.dump(-1, ' ', false, json::error_handler_t::replace);
     return {};
 }
 
@@ -329,6 +421,10 @@ std::vector<std::string> Server::http_routes() {
             "GET /v2/models/{name}/versions/{version}/ready",
             "POST /v2/models/{name}/infer",
             "POST /v2/models/{name}/versions/{version}/infer",
+            "POST /v2/models/{name}/generate",
+            "POST /v2/models/{name}/versions/{version}/generate",
+            "POST /v2/models/{name}/generate_stream",
+            "POST /v2/models/{name}/versions/{version}/generate_stream",
             "POST /v2/repository/index",
             "POST /v2/repository/models/{name}/load",
             "POST /v2/repository/models/{name}/unload",
@@ -336,7 +432,8 @@ std::vector<std::string> Server::http_routes() {
 }
 
 std::vector<std::string> Server::extensions() {
-    return {"binary_tensor_data", "model_repository", "parameters", "statistics_prometheus"};
+    return {"binary_tensor_data", "generate", "model_repository", "parameters",
+            "statistics_prometheus"};
 }
 
 }  // namespace dsinfer::server

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "dsinfer/cancellation.hpp"
 #include "dsinfer/server.hpp"
@@ -38,6 +39,16 @@ int grpc_start(GrpcFrontend& f, const std::string& host, int port);  // the port
 void grpc_stop(GrpcFrontend& f, std::chrono::milliseconds deadline);
 
 enum class Protocol : std::uint8_t { http = 0, grpc = 1 };
+
+class Generation;
+
+/// Tokens handed from a Generator's scheduler thread (the request's on_token) to the front end
+/// thread that answers the request.
+struct TokenFeed {
+    std::mutex mutex;
+    std::condition_variable cv;  ///< a token was added
+    std::vector<std::int64_t> tokens;
+};
 
 struct Server::Impl {
     explicit Impl(ServerOptions o);
@@ -72,6 +83,13 @@ struct Server::Impl {
     void infer(Protocol protocol, const std::string& name, const std::string& version,
                std::vector<NamedTensor> inputs, const InferRequest& request,
                CancellationToken cancel, InferDone done);
+    /// One generation (the generate extension): refused unless ready; resolves the
+    /// generative model and submits (ModelRepository::generate) with the request's deadline
+    /// ("timeout", or request_timeout) and a token feed. A refusal, by the repository or at
+    /// once by the Generator, is returned (and counted); otherwise `out` holds the running
+    /// generation.
+    ApiError generate(Protocol protocol, const std::string& name, const std::string& version,
+                      const GenerateCall& call, std::unique_ptr<Generation>& out);
     void count(Protocol protocol, ApiCode code) noexcept {
         responses[static_cast<std::size_t>(protocol)][static_cast<std::size_t>(code)]
             .fetch_add(1, std::memory_order_relaxed);
@@ -84,6 +102,47 @@ struct Server::Impl {
     /// GET /v2/models/NAME[/versions/V] as JSON; not_found when unknown.
     ApiError model_metadata_json(const std::string& name, const std::string& version,
                                  std::string& out) const;
+};
+
+/// One generation in flight (Server::Impl::generate): an accepted request until its result has
+/// been read. Destroying it before that cancels the generation and waits for the Generator to
+/// let it go, so no sequence outlives its request (a client that hung up, a stream whose
+/// provider never ran).
+///
+/// Threading: used by one front end thread at a time.
+class Generation {
+public:
+    Generation(Server::Impl& impl, Protocol protocol, GenerateSubmission submission,
+               std::shared_ptr<TokenFeed> feed)
+        : impl_(impl), protocol_(protocol), s_(std::move(submission)), feed_(std::move(feed)) {}
+    ~Generation();
+    Generation(const Generation&) = delete;
+    Generation& operator=(const Generation&) = delete;
+
+    const std::string& version() const noexcept { return s_.version; }
+    /// Waits up to `timeout` for tokens not taken yet and appends them to `tokens`; true once
+    /// the generation has finished (result() does not wait then).
+    bool wait(std::chrono::milliseconds timeout, std::vector<std::int64_t>& tokens);
+    /// Stops the generation at the Generator's next step (the client went away).
+    void cancel() { s_.handle.cancel(); }
+    /// The result, waiting for it; the first call answers the request (counted by its
+    /// outcome, no longer in flight, its ticket returned to the model).
+    const GenerateResult& result();
+    /// generation_outcome() of the result (waiting for it).
+    const ApiError& outcome() {
+        (void)result();
+        return outcome_;
+    }
+
+private:
+    Server::Impl& impl_;
+    Protocol protocol_;
+    GenerateSubmission s_;
+    std::shared_ptr<TokenFeed> feed_;
+    std::size_t taken_ = 0;
+    bool answered_ = false;
+    GenerateResult result_;
+    ApiError outcome_;
 };
 
 }  // namespace dsinfer::server

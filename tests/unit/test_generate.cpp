@@ -225,6 +225,10 @@ TEST_CASE(
     CHECK(m.mean_step_sequences > 1.0);
     CHECK(m.kv_blocks_used == 0);  // every sequence gave its blocks back (prefix blocks aside)
     CHECK(m.inter_token.count > 0);
+    // Sequences that ended at their length are counted out before get() returns (a server's
+    // gauge of running sequences reads 0 when idle).
+    CHECK(m.running == 0);
+    CHECK(m.queued == 0);
 }
 
 TEST_CASE(
@@ -254,7 +258,7 @@ TEST_CASE(
     // The Hugging Face form, and the same weights with ONNX Attention (opset 23) layers.
     const char* attn23 = std::getenv("DSINFER_LLAMA_TINY_ATTN23");
     if (attn23 == nullptr) FAIL("DSINFER_LLAMA_TINY_ATTN23 is not set");
-    for (const std::filesystem::path model : {tiny_model(), std::filesystem::path(attn23)}) {
+    for (const std::filesystem::path& model : {tiny_model(), std::filesystem::path(attn23)}) {
         CAPTURE(model.string());
         Generator gen = Generator::load(model, o);
         CHECK(gen.config().form == (model == tiny_model() ? "hf-past-present" : "onnx-attention"));
