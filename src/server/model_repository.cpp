@@ -238,6 +238,32 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
         } else if (k == "generate") {
             DSINFER_ASSIGN_OR_RETURN(auto g, parse_generate_section(v));
             c.generate = std::move(g);
+        } else if (k == "limits") {
+            if (!v.is_object()) return config_error(k, "must be an object");
+            constexpr std::int64_t kDayMs = 1000LL * 86400;
+            for (auto li = v.begin(); li != v.end(); ++li) {
+                const std::string lk = "limits." + li.key();
+                if (li.key() == "max_request_bytes") {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(*li, lk, 1, INT64_MAX));
+                    c.limits.max_request_bytes = static_cast<std::size_t>(x);
+                } else if (li.key() == "max_tensor_elements") {
+                    DSINFER_ASSIGN_OR_RETURN(c.limits.max_tensor_elements,
+                                             get_int(*li, lk, 1, INT64_MAX));
+                } else if (li.key() == "timeout_ms") {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(*li, lk, 0, kDayMs));
+                    c.limits.timeout_us = x * 1000;
+                } else if (li.key() == "max_timeout_ms") {
+                    DSINFER_ASSIGN_OR_RETURN(auto x, get_int(*li, lk, 1, kDayMs));
+                    c.limits.max_timeout_us = x * 1000;
+                } else if (li.key() == "max_tokens") {
+                    DSINFER_ASSIGN_OR_RETURN(c.limits.max_tokens, get_int(*li, lk, 1, INT64_MAX));
+                } else {
+                    return config_error(lk,
+                                        "is not a limit (max_request_bytes, "
+                                        "max_tensor_elements, timeout_ms, max_timeout_ms, "
+                                        "max_tokens)");
+                }
+            }
         } else {
             return config_error(k,
                                 "is not a setting (platform, max_batch_size, "
@@ -245,9 +271,13 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const ModelConfi
                                 "instance_count, priority_levels, adaptive, p99_target_ms, "
                                 "ragged, precision, num_threads, optimization_level, "
                                 "warmup, map_weights, version_policy, result_cache, cascade, "
-                                "generate)");
+                                "generate, limits)");
         }
     }
+    if (c.limits.max_tokens > 0 && !c.generate)
+        return config_error("limits.max_tokens", "applies to generative models only");
+    if (c.limits.max_timeout_us > 0 && c.limits.timeout_us > c.limits.max_timeout_us)
+        return config_error("limits.timeout_ms", "is longer than limits.max_timeout_ms");
     if (c.generate) {
         // A generative model is served by its Generator, which batches its sequences itself:
         // the batcher's settings would silently do nothing.
@@ -412,6 +442,7 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::load_version(
     sv->name = name;
     sv->version = version;
     sv->platform = "onnx_onnxv1";
+    sv->limits = config.limits;
     // The stamp before loading: a file replaced during the load is seen as changed again.
     sv->stamp = stamp_of(file);
     EngineOptions eo;
@@ -670,6 +701,7 @@ StatusOr<std::shared_ptr<const ServedVersion>> ModelRepository::make_cascade(
     sv->name = name;
     sv->version = 1;
     sv->platform = "dsinfer_cascade";
+    sv->limits = config.limits;
     sv->inputs = small->inputs;
     sv->outputs = small->outputs;
     sv->cache_version = "1#" + std::to_string(++g_load_generation);
@@ -890,9 +922,45 @@ std::vector<std::string> ModelRepository::models() const {
     return out;
 }
 
+std::optional<std::chrono::steady_clock::time_point> request_deadline(const RequestTimeout& t,
+                                                                      const ModelLimits& l) {
+    // The request's own value (0: no deadline), else the model's, else the server's.
+    std::int64_t us = t.requested_us      ? *t.requested_us
+                      : l.timeout_us >= 0 ? l.timeout_us
+                                          : t.server_default_us;
+    if (l.max_timeout_us > 0 && (us <= 0 || us > l.max_timeout_us)) us = l.max_timeout_us;
+    if (us <= 0) return std::nullopt;
+    return std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+}
+
+namespace {
+
+/// The model's "limits" on an inference's inputs: too_large naming the limit, or ok.
+ApiError check_input_limits(const std::string& name, const std::vector<NamedTensor>& inputs,
+                            const ModelLimits& l) {
+    std::size_t bytes = 0;
+    for (const NamedTensor& in : inputs) {
+        if (l.max_tensor_elements > 0 && in.tensor.num_elements() > l.max_tensor_elements)
+            return ApiError{ApiCode::too_large,
+                            "input '" + in.name + "' has " +
+                                std::to_string(in.tensor.num_elements()) + " elements; model '" +
+                                name + "' takes at most " + std::to_string(l.max_tensor_elements) +
+                                " (its config.json limits.max_tensor_elements)"};
+        bytes += static_cast<std::size_t>(in.tensor.num_bytes());
+    }
+    if (l.max_request_bytes > 0 && bytes > l.max_request_bytes)
+        return ApiError{ApiCode::too_large, "the inputs hold " + std::to_string(bytes) +
+                                                " bytes; model '" + name + "' takes at most " +
+                                                std::to_string(l.max_request_bytes) +
+                                                " (its config.json limits.max_request_bytes)"};
+    return {};
+}
+
+}  // namespace
+
 void ModelRepository::submit(const std::string& name, const std::string& version,
                              std::vector<NamedTensor> inputs, serving::RequestOptions options,
-                             InferDone done) const {
+                             const RequestTimeout& timeout, InferDone done) const {
     std::shared_ptr<const ServedVersion> target;
     {
         // Resolve and submit under the shared lock: a reload's swap (exclusive) orders after
@@ -919,6 +987,12 @@ void ModelRepository::submit(const std::string& name, const std::string& version
                 {}, std::move(v));
             return;
         }
+        if (ApiError e = check_input_limits(name, inputs, target->limits); !e.ok()) {
+            lock.unlock();
+            done(std::move(e), {}, std::move(v));
+            return;
+        }
+        options.deadline = request_deadline(timeout, target->limits);
         // The request's priority on this model's levels: the middle one by default, the least
         // urgent one for a priority past them.
         const int levels = target->cascade
@@ -975,7 +1049,7 @@ ApiError ModelRepository::resolve_locked(const std::string& name, const std::str
 
 ApiError ModelRepository::generate(const std::string& name, const std::string& version,
                                    const GenerateCall& call, GenerateRequest request,
-                                   GenerateSubmission& out) const {
+                                   const RequestTimeout& timeout, GenerateSubmission& out) const {
     // Resolve and submit under the shared lock, as submit() does: a reload's swap orders
     // after the submission, and the replaced Generator's drain waits for it.
     std::shared_lock lock(mutex_);
@@ -989,6 +1063,20 @@ ApiError ModelRepository::generate(const std::string& name, const std::string& v
                             "'generate' section): POST its tensors to /v2/models/" +
                             name + "/infer"};
     if (ApiError e = check_generate_call(call, target->generator->config()); !e.ok()) return e;
+    const ModelLimits& l = target->limits;
+    if (l.max_tensor_elements > 0 &&
+        static_cast<std::int64_t>(call.input_ids.size()) > l.max_tensor_elements)
+        return ApiError{ApiCode::too_large, "'input_ids' holds " +
+                                                std::to_string(call.input_ids.size()) +
+                                                " tokens; model '" + name + "' takes at most " +
+                                                std::to_string(l.max_tensor_elements) +
+                                                " (its config.json limits.max_tensor_elements)"};
+    if (l.max_tokens > 0 && call.max_tokens > l.max_tokens)
+        return ApiError{ApiCode::too_large,
+                        "parameter 'max_tokens' is " + std::to_string(call.max_tokens) +
+                            "; model '" + name + "' generates at most " +
+                            std::to_string(l.max_tokens) + " (its config.json limits.max_tokens)"};
+    request.deadline = request_deadline(timeout, l);
     auto ticket = target->generator->submit(std::move(request), out.handle);
     if (!ticket) return api_error(ticket.status());
     out.model = target->generator;

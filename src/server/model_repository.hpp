@@ -58,6 +58,30 @@ struct CascadeConfig {
 };
 
 /// One model's config.json, defaults filled in.
+/// config.json "limits": a model's own bounds on its requests, each tighter than or instead of
+/// the server's (0 or -1: the server's own, unbounded where the server has none).
+struct ModelLimits {
+    std::size_t max_request_bytes = 0;     ///< "max_request_bytes": all input tensors' bytes
+    std::int64_t max_tensor_elements = 0;  ///< "max_tensor_elements": one input's elements
+                                           ///< (generate: input_ids' length)
+    std::int64_t timeout_us = -1;          ///< "timeout_ms": a request naming none (0: no deadline)
+    std::int64_t max_timeout_us = 0;       ///< "max_timeout_ms": a request's own timeout is cut
+                                           ///< to this (and a request naming none gets at most it)
+    std::int64_t max_tokens = 0;           ///< "max_tokens" (generative models): per request
+};
+
+/// A request's timeout parameter (microseconds; 0: none) and the server's default.
+struct RequestTimeout {
+    std::optional<std::int64_t> requested_us;
+    std::int64_t server_default_us = 0;
+};
+
+/// The deadline of a request that starts now under a model's limits: its own timeout (0: none),
+/// else the model's timeout_ms, else the server's; none when that is 0; a max_timeout_ms cuts
+/// it, and bounds "none" too.
+std::optional<std::chrono::steady_clock::time_point> request_deadline(const RequestTimeout& t,
+                                                                      const ModelLimits& l);
+
 struct ModelConfig {
     serving::BatchingOptions batching;
     Precision precision = Precision::fp32;
@@ -83,6 +107,7 @@ struct ModelConfig {
     /// come from precision (fp32 or bf16), num_threads, optimization_level and map_weights,
     /// its warm-up from warmup.
     std::optional<GeneratorOptions> generate;
+    ModelLimits limits;  ///< config.json "limits"
 };
 
 /// Parses a config.json (an unknown key or a value out of range is invalid_argument naming
@@ -150,6 +175,7 @@ struct ServedVersion {
     std::vector<IOInfo> inputs, outputs;
     /// As the protocol's metadata names it: onnx_onnxv1, dsinfer_cascade, dsinfer_generate.
     std::string platform;
+    ModelLimits limits;  ///< its config.json's "limits" at load
 };
 
 struct RepositoryOptions {
@@ -214,18 +240,23 @@ public:
     /// Resolves and submits one request; `done` is called exactly once (possibly before
     /// submit returns, e.g. for an unknown model or a cache hit). `options.priority` is mapped
     /// onto the model's levels: kDefaultPriority to the middle one, one past them to the last.
-    /// A generative model answers bad_request (it takes generate()).
+    /// A generative model answers bad_request (it takes generate()). The model's "limits" apply
+    /// here: inputs over its max_tensor_elements / max_request_bytes answer too_large naming
+    /// the limit, and `options.deadline` is set from `timeout` (request_deadline).
     void submit(const std::string& name, const std::string& version,
                 std::vector<NamedTensor> inputs, serving::RequestOptions options,
-                InferDone done) const;
+                const RequestTimeout& timeout, InferDone done) const;
 
     /// Resolves a generative model and submits one generation under the shared lock, as
     /// submit() does (a reload's swap orders after it; the replaced Generator finishes it
     /// while it drains). not_found for an unknown model or version, bad_request for a model
     /// that is not generative or ids it cannot take (check_generate_call), unavailable while
-    /// shutting down. The Generator's own refusals come back through the handle.
+    /// shutting down, too_large for a prompt or max_tokens over the model's limits. The
+    /// request's deadline is set from `timeout` (request_deadline). The Generator's own
+    /// refusals come back through the handle.
     ApiError generate(const std::string& name, const std::string& version, const GenerateCall& call,
-                      GenerateRequest request, GenerateSubmission& out) const;
+                      GenerateRequest request, const RequestTimeout& timeout,
+                      GenerateSubmission& out) const;
 
     /// Prometheus text: every served version's serving metrics and queue, labelled.
     std::string prometheus() const;

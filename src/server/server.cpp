@@ -63,6 +63,12 @@ void Server::Impl::log(const std::string& message) const {
     else std::fprintf(stderr, "ds-serve: %s\n", message.c_str());
 }
 
+RequestTimeout Server::Impl::timeout_of(std::optional<std::int64_t> requested_us) const {
+    return RequestTimeout{
+        requested_us,
+        std::chrono::duration_cast<std::chrono::microseconds>(options.request_timeout).count()};
+}
+
 bool Server::Impl::authorized(std::string_view authorization) const noexcept {
     if (options.auth_token.empty()) return true;
     constexpr std::string_view kBearer = "Bearer ";
@@ -90,17 +96,10 @@ void Server::Impl::infer(Protocol protocol, const std::string& name, const std::
     // default (kDefaultPriority: ModelRepository::submit maps both onto the model's levels).
     ro.priority = request.priority && *request.priority > 0 ? *request.priority - 1
                                                              : kDefaultPriority;
-    std::int64_t timeout_us = request.timeout_us
-                                  ? *request.timeout_us
-                                  : std::chrono::duration_cast<std::chrono::microseconds>(
-                                        options.request_timeout)
-                                        .count();
-    if (timeout_us > 0)
-        ro.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
     ro.cancel = std::move(cancel);
     in_flight.fetch_add(1);
     repository->submit(
-        name, version, std::move(inputs), std::move(ro),
+        name, version, std::move(inputs), std::move(ro), timeout_of(request.timeout_us),
         [this, protocol, done = std::move(done)](ApiError e, std::vector<NamedTensor> out,
                                                  std::string v) {
             // Still queued when the drain ran out: the server stopped, the client did not.
@@ -132,13 +131,6 @@ ApiError Server::Impl::generate(Protocol protocol, const std::string& name,
     r.sampling = call.sampling;
     r.stop_tokens = call.stop_token_ids;
     r.stop_at_eos = !call.ignore_eos;
-    const std::int64_t timeout_us =
-        call.timeout_us
-            ? *call.timeout_us
-            : std::chrono::duration_cast<std::chrono::microseconds>(options.request_timeout)
-                  .count();
-    if (timeout_us > 0)
-        r.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
     auto feed = std::make_shared<TokenFeed>();
     // Runs on the Generator's scheduler thread: it holds the feed, never the model (whose
     // last owner must not be that thread).
@@ -151,7 +143,9 @@ ApiError Server::Impl::generate(Protocol protocol, const std::string& name,
         return true;
     };
     GenerateSubmission s;
-    if (ApiError e = repository->generate(name, version, call, std::move(r), s); !e.ok())
+    if (ApiError e =
+            repository->generate(name, version, call, std::move(r), timeout_of(call.timeout_us), s);
+        !e.ok())
         return refuse(std::move(e));
     in_flight.fetch_add(1);
     const bool refused_at_once = s.handle.ready();

@@ -77,6 +77,9 @@ struct Server::Impl {
     bool ready() const noexcept { return started.load() && !draining.load(); }
     /// Checks an Authorization value ("Bearer <token>") in constant time; true when no token
     /// is configured.
+    /// A request's timeout parameter with the server's default (the model's limits decide:
+    /// request_deadline).
+    RequestTimeout timeout_of(std::optional<std::int64_t> requested_us) const;
     bool authorized(std::string_view authorization) const noexcept;
     /// One inference: `done` is called exactly once (on a scheduler thread, or before infer
     /// returns for an immediate rejection).

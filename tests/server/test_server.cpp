@@ -109,15 +109,56 @@ TEST_CASE("server: config.json is checked, naming the key", "[server]") {
     CHECK(c->batching.num_workers == 2);
     CHECK(c->version_policy.latest == 2);
     CHECK(c->precision == Precision::bf16);
-    for (const char* bad : {R"({"max_batch_sise":4})", R"({"max_batch_size":0})",
-                            R"({"version_policy":{"newest":1}})", R"({"precision":"int4"})",
-                            R"([1,2])", R"({"max_batch_size":)", R"({"platform":"dsinfer_cascade"})"}) {
+    auto lim = server::parse_model_config(
+        R"({"limits":{"max_request_bytes":4096,"max_tensor_elements":8,"timeout_ms":250,"max_timeout_ms":1000}})",
+        d);
+    REQUIRE(lim);
+    CHECK(lim->limits.max_request_bytes == 4096);
+    CHECK(lim->limits.max_tensor_elements == 8);
+    CHECK(lim->limits.timeout_us == 250000);
+    CHECK(lim->limits.max_timeout_us == 1000000);
+    CHECK(lim->limits.max_tokens == 0);
+    for (const char* bad :
+         {R"({"max_batch_sise":4})", R"({"max_batch_size":0})",
+          R"({"version_policy":{"newest":1}})", R"({"precision":"int4"})", R"([1,2])",
+          R"({"max_batch_size":)", R"({"platform":"dsinfer_cascade"})",
+          R"({"limits":{"max_body":1}})", R"({"limits":{"max_tensor_elements":0}})",
+          R"({"limits":{"timeout_ms":-1}})", R"({"limits":[1]})", R"({"limits":{"max_tokens":5}})",
+          R"({"limits":{"timeout_ms":2000,"max_timeout_ms":1000}})"}) {
         auto r = server::parse_model_config(bad, d);
         INFO(bad);
         REQUIRE_FALSE(r);
         CHECK(r.status().code() == ErrorCode::invalid_argument);
         CHECK(r.status().message().find("config.json") != std::string::npos);
     }
+    // The deadline a model's limits give: the request's own (cut to max_timeout_ms), else the
+    // model's timeout_ms, else the server's; none when that is 0 and nothing caps it.
+    using server::ModelLimits;
+    using server::RequestTimeout;
+    const auto left_us = [](const RequestTimeout& t, const ModelLimits& l) -> std::int64_t {
+        const auto d = server::request_deadline(t, l);
+        if (!d) return -1;
+        return std::chrono::duration_cast<std::chrono::microseconds>(
+                   *d - std::chrono::steady_clock::now())
+            .count();
+    };
+    ModelLimits none, model;
+    model.timeout_us = 200000;
+    model.max_timeout_us = 1000000;
+    CHECK(left_us({std::nullopt, 0}, none) == -1);
+    CHECK(left_us({std::nullopt, 0}, model) > 150000);
+    CHECK(left_us({std::nullopt, 0}, model) <= 200000);
+    CHECK(left_us({50000, 0}, model) <= 50000);
+    CHECK(left_us({50000, 0}, model) > 0);
+    CHECK(left_us({5000000, 0}, model) <= 1000000);  // cut to max_timeout_ms
+    CHECK(left_us({5000000, 0}, model) > 900000);
+    CHECK(left_us({std::nullopt, 300000}, none) > 250000);  // the server's default
+    ModelLimits capped;
+    capped.max_timeout_us = 100000;
+    CHECK(left_us({std::nullopt, 0}, capped) <= 100000);  // a cap bounds "no deadline" too
+    CHECK(left_us({std::nullopt, 0}, capped) > 0);
+    CHECK(left_us({0, 300000}, none) == -1);   // a request's 0: no deadline
+    CHECK(left_us({0, 0}, capped) <= 100000);  // ... unless the model caps it
     CHECK(server::valid_model_name("resnet-50_v1.2"));
     for (const char* n : {"", ".", "..", "../x", "a/b", ".hidden", "a b", "a\\b"})
         CHECK_FALSE(server::valid_model_name(n));
@@ -764,4 +805,53 @@ TEST_CASE("server: a shutdown right after start never hangs", "[server]") {
     });
     REQUIRE(f.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
     CHECK(f.get());
+}
+
+TEST_CASE("server: a model's config.json limits bound its requests, naming the limit", "[server]") {
+    Running s;
+    s.repo.add("small", 1, scale_model(2.f));
+    s.repo.config(
+        "small",
+        R"({"max_queue_delay_us":0,"limits":{"max_tensor_elements":8,"max_request_bytes":24}})");
+    s.repo.add("scale", 1, scale_model(3.f));  // the server's limits only
+    s.repo.config("scale", R"({"max_queue_delay_us":0})");
+    s.start(local_options(s.repo.root()));
+    auto c = s.client();
+    // Two rows (8 elements, 32 bytes): over small's 24 bytes, within its 8 elements.
+    auto r = c.Post("/v2/models/small/infer", json_infer_body({1, 2, 3, 4, 5, 6, 7, 8}),
+                    "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 413);
+    CHECK_THAT(r->body, Catch::Contains("limits.max_request_bytes"));
+    CHECK_THAT(r->body, Catch::Contains("small"));
+    // Three rows: 12 elements, over max_tensor_elements.
+    r = c.Post("/v2/models/small/infer", json_infer_body(std::vector<float>(12, 1.f)),
+               "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 413);
+    CHECK_THAT(r->body, Catch::Contains("limits.max_tensor_elements"));
+    // One row is within both.
+    r = c.Post("/v2/models/small/infer", json_infer_body({1, 2, 3, 4}), "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    // The other model takes the three rows (the server's limits are larger).
+    r = c.Post("/v2/models/scale/infer", json_infer_body(std::vector<float>(12, 1.f)),
+               "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    // gRPC is bounded alike.
+    auto stub = grpc_stub(s.server->grpc_port());
+    grpc::ClientContext ctx;
+    inference::ModelInferRequest req;
+    req.set_model_name("small");
+    auto* in = req.add_inputs();
+    in->set_name("x");
+    in->set_datatype("FP32");
+    in->add_shape(3);
+    in->add_shape(4);
+    for (int i = 0; i < 12; ++i) in->mutable_contents()->add_fp32_contents(1.f);
+    inference::ModelInferResponse resp;
+    const grpc::Status st = stub->ModelInfer(&ctx, req, &resp);
+    CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK_THAT(st.error_message(), Catch::Contains("limits.max_tensor_elements"));
 }

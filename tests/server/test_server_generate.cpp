@@ -56,10 +56,11 @@ GeneratorOptions direct_options() {
 struct GenerateServer {
     TempRepository repo;
     std::unique_ptr<server::Server> server;
-    explicit GenerateServer(const std::function<void(server::ServerOptions&)>& tune = {}) {
+    explicit GenerateServer(const std::function<void(server::ServerOptions&)>& tune = {},
+                            const char* llama_config = kGenerateConfig) {
         fs::create_directories(repo.root() / "llama" / "1");
         fs::copy_file(tiny_model(), repo.root() / "llama" / "1" / "model.onnx");
-        repo.config("llama", kGenerateConfig);
+        repo.config("llama", llama_config);
         repo.add("scale", 1, scale_model(2.f));
         auto o = local_options(repo.root());
         o.grpc_port = -1;
@@ -463,6 +464,34 @@ TEST_CASE("server generate: a client that hangs up mid-stream cancels its genera
     REQUIRE(r);
     CHECK(r->status == 200);
     CHECK(json::parse(r->body)["output_ids"].size() == 4);
+}
+
+TEST_CASE("server generate: the model's config.json limits bound prompts and max_tokens",
+          "[.server-generate]") {
+    GenerateServer s(
+        {},
+        R"({"num_threads":1,"generate":{"kv_cache_mb":16,"block_tokens":4,"max_sequences":4,"prefill_chunk":8},"limits":{"max_tensor_elements":5,"max_tokens":8}})");
+    auto c = s.client();
+    for (const char* route : {"/v2/models/llama/generate", "/v2/models/llama/generate_stream"}) {
+        INFO(route);
+        auto r = c.Post(route, R"({"input_ids":[1,2,3,4,5,6],"parameters":{"max_tokens":2}})",
+                        "application/json");
+        REQUIRE(r);
+        CHECK(r->status == 413);
+        CHECK_THAT(r->body, Catch::Contains("limits.max_tensor_elements"));
+        r = c.Post(route, R"({"input_ids":[1,2],"parameters":{"max_tokens":9}})",
+                   "application/json");
+        REQUIRE(r);
+        CHECK(r->status == 413);
+        CHECK_THAT(r->body, Catch::Contains("limits.max_tokens"));
+    }
+    auto r = c.Post("/v2/models/llama/generate",
+                    R"({"input_ids":[1,2,3,4,5],"parameters":{"max_tokens":8,"ignore_eos":true}})",
+                    "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(json::parse(r->body)["output_ids"].size() == 8);
+    CHECK(generator_idle(*s.server));
 }
 
 TEST_CASE("server generate: bad input gets a 400 naming the field, and nothing runs",
