@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <future>
@@ -202,18 +203,22 @@ int completion_eventfd() {
 }
 
 // Waits until `efd` is signalled (then clears it), cancelling `cancel` if the client on `conn`
-// hangs up meanwhile (the answer still comes: the request ends cancelled).
-void wait_signalled(int efd, int conn, CancellationToken& cancel) {
+// hangs up meanwhile (the answer still comes: the request ends cancelled). False if poll()
+// fails for another reason than a signal (the caller then waits on the answer's future).
+bool wait_signalled(int efd, int conn, CancellationToken& cancel) {
     bool watching = conn >= 0;
     for (;;) {
         pollfd p[2] = {{efd, POLLIN, 0}, {conn, POLLRDHUP, 0}};
         const int n = ::poll(p, watching ? 2 : 1, -1);
-        if (n < 0) continue;  // EINTR
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
         if ((p[0].revents & POLLIN) != 0) {
             std::uint64_t count = 0;
             while (::read(efd, &count, sizeof count) < 0 && errno == EINTR) {
             }
-            return;
+            return true;
         }
         if (watching && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) {
             cancel.cancel();
@@ -418,12 +423,13 @@ void HttpFrontend::handle_infer(const httplib::Request& req, httplib::Response& 
                     }
                 });
     // Wait for the answer, cancelling the request if the client hangs up meanwhile.
-    if (efd >= 0) {
-        wait_signalled(efd, connection_fd(req), cancel);
-    } else if (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
-        const int fd = connection_fd(req);
-        while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
-            if (client_gone(fd)) cancel.cancel();
+    if (efd < 0 || !wait_signalled(efd, connection_fd(req), cancel)) {
+        // No eventfd: wait on the future, after a moment watching the connection.
+        if (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+            const int fd = connection_fd(req);
+            while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+                if (client_gone(fd)) cancel.cancel();
+        }
     }
     Outcome outcome = future.get();
     if (!outcome.error.ok()) return reply_error(res, outcome.error);
