@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "bench_inputs.hpp"
+#include "stats.hpp"
 #include "tool_cli.hpp"
 #include "tool_json.hpp"
 
@@ -391,15 +392,6 @@ inline GeneratedInputs make_inputs_or_exit(const Usage& usage, const InferenceEn
 }
 
 // ---- statistics and the machine ----
-
-/// Linear interpolation between order statistics of sorted, non-empty samples (as
-/// ort_bench.mjs).
-inline double quantile(const std::vector<double>& sorted, double q) {
-    const double pos = static_cast<double>(sorted.size() - 1) * q;
-    const auto lo = static_cast<std::size_t>(std::floor(pos));
-    const auto hi = static_cast<std::size_t>(std::ceil(pos));
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
 
 inline int available_processors() {
     cpu_set_t set;

@@ -568,10 +568,10 @@ int run_generate(const Args& a) {
     std::vector<double> prefill, decode, aggregate, ttft, wall, gaps;
     while (true) {
         const bench::GenerationRun run = one_run();
-        prefill.push_back(bench::median_of(run.prefill_tokens_per_s()));
-        decode.push_back(bench::median_of(run.decode_tokens_per_s()));
+        prefill.push_back(bench::median(run.prefill_tokens_per_s()));
+        decode.push_back(bench::median(run.decode_tokens_per_s()));
         aggregate.push_back(run.aggregate_tokens_per_s());
-        ttft.push_back(bench::median_of(run.ttft_ms()));
+        ttft.push_back(bench::median(run.ttft_ms()));
         wall.push_back(run.wall_s * 1e3);
         gaps.insert(gaps.end(), run.inter_token_ms.begin(), run.inter_token_ms.end());
         ticker.step();
@@ -589,10 +589,12 @@ int run_generate(const Args& a) {
                    "ratios against a peer timed in the same sitting, alternating.\n",
                    std::max(0.0, others), available_processors());
     const GeneratorMetrics m = gen.metrics();
-    using bench::median_of;
-    using bench::quantile_of;
+    using bench::median;
+    std::sort(gaps.begin(), gaps.end());
+    // A quantile of the inter-token gaps (none when each sequence generated one token).
+    auto gap = [&](double q) { return gaps.empty() ? 0.0 : quantile(gaps, q); };
     auto spread = [](const std::vector<double>& v) {
-        return Json{{"median", median_of(v)},
+        return Json{{"median", median(v)},
                     {"min", *std::min_element(v.begin(), v.end())},
                     {"max", *std::max_element(v.begin(), v.end())}};
     };
@@ -617,10 +619,7 @@ int run_generate(const Args& a) {
             {"decode_tokens_per_s", spread(decode)},
             {"aggregate_tokens_per_s", spread(aggregate)},
             {"ttft_ms", spread(ttft)},
-            {"inter_token_ms",
-             {{"p50", quantile_of(gaps, 0.5)},
-              {"p90", quantile_of(gaps, 0.9)},
-              {"p99", quantile_of(gaps, 0.99)}}},
+            {"inter_token_ms", {{"p50", gap(0.5)}, {"p90", gap(0.9)}, {"p99", gap(0.99)}}},
             {"steps", m.steps},
             {"preempted", m.preempted},
             {"kv_cache_bytes", m.kv_bytes},
@@ -645,15 +644,14 @@ int run_generate(const Args& a) {
         "timed runs\n",
         "runs", sequences, prompt_tokens, a.generate, a.warmup, wall.size());
     fmt::print("  {:<12}{:.1f} tokens/s (median per sequence; runs {:.1f}..{:.1f})\n", "prefill",
-               median_of(prefill), *std::min_element(prefill.begin(), prefill.end()),
+               median(prefill), *std::min_element(prefill.begin(), prefill.end()),
                *std::max_element(prefill.begin(), prefill.end()));
     fmt::print("  {:<12}{:.1f} tokens/s (median per sequence; runs {:.1f}..{:.1f})\n", "decode",
-               median_of(decode), *std::min_element(decode.begin(), decode.end()),
+               median(decode), *std::min_element(decode.begin(), decode.end()),
                *std::max_element(decode.begin(), decode.end()));
-    fmt::print("  {:<12}{:.1f} tokens/s over all sequences\n", "aggregate", median_of(aggregate));
+    fmt::print("  {:<12}{:.1f} tokens/s over all sequences\n", "aggregate", median(aggregate));
     fmt::print("  {:<12}{:.2f} ms; inter-token p50 {:.2f} ms, p90 {:.2f} ms, p99 {:.2f} ms\n",
-               "ttft", median_of(ttft), quantile_of(gaps, 0.5), quantile_of(gaps, 0.9),
-               quantile_of(gaps, 0.99));
+               "ttft", median(ttft), gap(0.5), gap(0.9), gap(0.99));
     fmt::print("  {:<12}load {:.1f} ms, peak RSS {:.1f} MiB (after load {:.1f} MiB)\n", "memory",
                load_ms, static_cast<double>(peak_rss_bytes()) / 1048576.0,
                static_cast<double>(rss_loaded) / 1048576.0);

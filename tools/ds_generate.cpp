@@ -198,10 +198,10 @@ int main(int argc, char** argv) {
         tokens.push_back(r.tokens);
         finish.push_back(dsinfer::finish_reason_name(r.finish));
     }
-    using dsinfer::bench::median_of;
-    const double prefill = median_of(run.prefill_tokens_per_s());
-    const double decode = median_of(run.decode_tokens_per_s());
-    const double ttft = median_of(run.ttft_ms());
+    using dsinfer::bench::median;
+    const double prefill = median(run.prefill_tokens_per_s());
+    const double decode = median(run.decode_tokens_per_s());
+    const double ttft = median(run.ttft_ms());
     const double wall = run.wall_s;
     const dsinfer::GeneratorMetrics m = gen.metrics();
     const auto ms = [](double ns) { return ns / 1e6; };

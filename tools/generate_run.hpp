@@ -13,23 +13,9 @@
 #include <vector>
 
 #include "dsinfer/generate.hpp"
+#include "stats.hpp"
 
 namespace dsinfer::bench {
-
-/// The median of v (0 when empty).
-inline double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-/// The q-quantile (0..1) of v by the nearest rank (0 when empty).
-inline double quantile_of(std::vector<double> v, double q) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-    return v[std::min(i, v.size() - 1)];
-}
 
 /// n token ids drawn uniformly from [0, vocab) with `seed` (reproducible prompts).
 inline std::vector<std::int64_t> random_prompt(std::int64_t n, std::int64_t vocab,

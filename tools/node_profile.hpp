@@ -34,18 +34,9 @@
 #include <vector>
 
 #include "model_cost.hpp"
+#include "stats.hpp"
 
 namespace dsinfer::bench {
-
-/// The median of `v` (the mean of the two middle samples for an even count; 0 when empty).
-inline double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    const std::size_t mid = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-    const double hi = v[mid];
-    if (v.size() % 2 == 1) return hi;
-    return (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-}
 
 /// Per-node and end-to-end wall times of K runs.
 struct NodeProfile {

@@ -63,16 +63,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
+import { count, parsePrompts, quantile, rng } from './common.mjs';
 
 function parseArgs(argv) {
   const a = { nlc: process.env.NLC_DIR || null, gguf: null, threads: 2, prompt: 512, gen: 128,
     repeats: 3, seed: 12345, flashAttn: 'auto', json: null, prompts: null, maxTokens: 16,
     logits: false, kvType: 'f16' };
-  const int = (k, s) => {
-    const v = Number(s);
-    if (!Number.isInteger(v) || v < 0) throw new Error(`${k}: not a count: ${s}`);
-    return v;
-  };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i];
     const v = () => {
@@ -82,16 +78,16 @@ function parseArgs(argv) {
     switch (k) {
       case '--nlc': a.nlc = v(); break;
       case '--gguf': a.gguf = v(); break;
-      case '--threads': a.threads = int(k, v()); break;
-      case '--prompt': a.prompt = int(k, v()); break;
-      case '--gen': a.gen = int(k, v()); break;
-      case '--repeats': a.repeats = int(k, v()); break;
-      case '--seed': a.seed = int(k, v()); break;
+      case '--threads': a.threads = count(k, v()); break;
+      case '--prompt': a.prompt = count(k, v()); break;
+      case '--gen': a.gen = count(k, v()); break;
+      case '--repeats': a.repeats = count(k, v()); break;
+      case '--seed': a.seed = count(k, v()); break;
       case '--flash-attn': a.flashAttn = v(); break;
       case '--kv-type': a.kvType = v(); break;
       case '--json': a.json = v(); break;
       case '--prompts': a.prompts = v(); break;
-      case '--max-tokens': a.maxTokens = int(k, v()); break;
+      case '--max-tokens': a.maxTokens = count(k, v()); break;
       case '--logits': a.logits = true; break;
       case '-h': case '--help':
         console.log(fs.readFileSync(new URL(import.meta.url)).toString().split('\nimport')[0]);
@@ -159,33 +155,6 @@ function cpuOther(t0, u0) {
   const u = process.cpuUsage(u0);
   const mine = ((u.user + u.system) / 1e6) * 100;  // jiffies at USER_HZ 100
   return Math.round((Math.max(0, t1.busy - t0.busy - mine) / (t1.all - t0.all)) * 1e4) / 1e4;
-}
-
-function median(values) {
-  const s = [...values].sort((x, y) => x - y);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
-// mulberry32, as ort_generate.mjs and the peer harness's input generator.
-function rng(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6D2B79F5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function parsePrompts(text) {
-  return text.split(';').filter((p) => p.trim()).map((p) => p.split(',')
-    .filter((t) => t.trim()).map((t) => {
-      const v = Number(t);
-      if (!Number.isInteger(v) || v < 0) throw new Error(`--prompts: not a token id: ${t}`);
-      return v;
-    }));
 }
 
 // llama_perf_context_print's lines, as the logger receives them.
@@ -308,12 +277,12 @@ async function main() {
         },
       });
     }
-    const nat = (f) => (runs.every((x) => f(x) !== null) ? median(runs.map(f)) : null);
+    const nat = (f) => (runs.every((x) => f(x) !== null) ? quantile(runs.map(f), 0.5) : null);
     result = {
       gguf: a.gguf, threads: a.threads, prompt: a.prompt, gen: a.gen, repeats: a.repeats,
       seed: a.seed,
-      prefill_tokens_per_s: median(runs.map((x) => x.prefill_tokens_per_s)),
-      decode_tokens_per_s: median(runs.map((x) => x.decode_tokens_per_s)),
+      prefill_tokens_per_s: quantile(runs.map((x) => x.prefill_tokens_per_s), 0.5),
+      decode_tokens_per_s: quantile(runs.map((x) => x.decode_tokens_per_s), 0.5),
       native: {
         prefill_tokens_per_s: nat((x) => (x.native.prefill_ms
           ? x.native.prefill_tokens / (x.native.prefill_ms / 1e3) : null)),

@@ -30,16 +30,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { createRequire } from 'node:module';
+import { count, parsePrompts, quantile, rng } from './common.mjs';
 
 function parseArgs(argv) {
   const a = { peers: process.env.PEERS_DIR || null, model: null, prompts: null, maxTokens: 16,
     threads: 2, opt: 'all', batchPrompts: false, logits: false, json: null, bench: false,
     promptLen: 512, decode: 128, repeats: 3, seed: 12345 };
-  const int = (k, s) => {
-    const v = Number(s);
-    if (!Number.isInteger(v) || v < 0) throw new Error(`${k}: not a count: ${s}`);
-    return v;
-  };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i];
     const v = () => {
@@ -50,17 +46,17 @@ function parseArgs(argv) {
       case '--peers': a.peers = v(); break;
       case '--model': a.model = v(); break;
       case '--prompts': a.prompts = v(); break;
-      case '--max-tokens': a.maxTokens = int(k, v()); break;
-      case '--threads': a.threads = int(k, v()); break;
+      case '--max-tokens': a.maxTokens = count(k, v()); break;
+      case '--threads': a.threads = count(k, v()); break;
       case '--opt': a.opt = v(); break;
       case '--batch-prompts': a.batchPrompts = true; break;
       case '--logits': a.logits = true; break;
       case '--json': a.json = v(); break;
       case '--bench': a.bench = true; break;
-      case '--prompt-len': a.promptLen = int(k, v()); break;
-      case '--decode': a.decode = int(k, v()); break;
-      case '--repeats': a.repeats = int(k, v()); break;
-      case '--seed': a.seed = int(k, v()); break;
+      case '--prompt-len': a.promptLen = count(k, v()); break;
+      case '--decode': a.decode = count(k, v()); break;
+      case '--repeats': a.repeats = count(k, v()); break;
+      case '--seed': a.seed = count(k, v()); break;
       case '-h': case '--help':
         console.log(fs.readFileSync(new URL(import.meta.url)).toString().split('\nimport')[0]);
         process.exit(0);
@@ -83,25 +79,6 @@ function loadOrt(peers) {
   } catch (e) {
     throw new Error(`onnxruntime-node not found under ${nodeDir}: ${e.message}`);
   }
-}
-
-function quantile(values, q) {
-  const s = [...values].sort((x, y) => x - y);
-  if (s.length === 0) return null;
-  const pos = (s.length - 1) * q, lo = Math.floor(pos), hi = Math.ceil(pos);
-  return s[lo] + (s[hi] - s[lo]) * (pos - lo);
-}
-
-// mulberry32, as the peer harness's input generator.
-function rng(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6D2B79F5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 class Generator {
@@ -170,8 +147,7 @@ class Generator {
 }
 
 async function generate(a, gen) {
-  const prompts = a.prompts.split(';').filter((p) => p.trim())
-    .map((p) => p.split(',').filter((x) => x.trim()).map((x) => parseInt(x, 10)));
+  const prompts = parsePrompts(a.prompts);
   for (const p of prompts) {
     if (p.length === 0 || p.some((x) => !Number.isInteger(x) || x < 0 || x >= gen.vocab)) {
       throw new Error(`prompt ${JSON.stringify(p)}: ids must be integers in [0, ${gen.vocab})`);

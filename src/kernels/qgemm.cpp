@@ -62,8 +62,6 @@ struct RunCtx {
     const std::int32_t* zb_col;    ///< per-column zero points (unshifted), or null
     const std::int32_t* colsum;    ///< b->colsum
     bool zero_terms;               ///< some zero-point term is not 0
-    float scale;                   ///< a_scale * b_scale (per tensor)
-    float y_scale;
     float q_lo, q_hi;              ///< u8/s8 range minus y_zero (with Relu, q_lo at least 0)
     bool add_finite;               ///< the fused QLinearAdd's |ra|, |rb| <= 1e30: no NaN sum
     ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
@@ -412,8 +410,6 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
     if (p.b_zeros != nullptr)
         for (int64_t j = 0; j < b.n && !zb_nonzero; ++j) zb_nonzero = p.b_zeros[j] != r.b_shift;
     r.zero_terms = r.za != 0 || zb_nonzero;
-    r.scale = p.a_scale * p.b_scale;
-    r.y_scale = p.y_scale;
     const float lo = p.out == QGemmOutput::u8 ? 0.f : -128.f;
     const float hi = p.out == QGemmOutput::u8 ? 255.f : 127.f;
     r.q_lo = lo - static_cast<float>(p.y_zero);

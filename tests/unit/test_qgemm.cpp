@@ -27,6 +27,7 @@
 #include "kernels/qgemm.hpp"
 #include "kernels/activation_f32.hpp"
 #include "ops/activation.hpp"
+#include "ops/qlinear.hpp"
 #include "runtime/parallel.hpp"
 
 namespace {
@@ -428,6 +429,65 @@ TEST_CASE("qgemm requantization is float(c) times the multiplier at near-ties", 
         }
         CHECK(bad == 0);
     }
+}
+
+TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not",
+          "[fast][qgemm]") {
+    // C = QLinearAdd(requantized product, residual R) in the store, against requantize() and
+    // ops/qlinear.hpp's scalar qlinear_add_value / qlinear_requantize per element. Ratios of
+    // the scales up to 1e30 take the store's integer rounding; beyond it (ra * 255 overflows,
+    // +inf + -inf = NaN) the lanes forms with their NaN -> zero point.
+    namespace d = dsinfer::detail;
+    const int64_t m = 13, k = 40, n = 45;  // a partial panel at every family
+    std::mt19937 rng(91);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::vector<uint8_t> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)),
+        r(static_cast<std::size_t>(m * n));
+    for (auto* v : {&a, &b, &r})
+        for (auto& x : *v) x = static_cast<uint8_t>(byte(rng));
+    struct Scales { float ys, rs, cs; };
+    for (const Scales sc : {Scales{0.5f, 0.03f, 0.04f}, Scales{0.05f, 0.03f, 0.001f},
+                            Scales{0.06f, 0.5f, 2e-38f}})
+        for (QGemmOutput out : {QGemmOutput::u8, QGemmOutput::s8})
+            for (QIsa isa : qisas()) {
+                INFO(d::qisa_name(isa) << " ys " << sc.ys << " cs " << sc.cs << " s8 "
+                                       << (out == QGemmOutput::s8));
+                const bool s8 = out == QGemmOutput::s8;
+                const PackedQB packed = d::pack_qb(b.data(), false, k, n, false, isa);
+                QGemmParams p;
+                p.a_zero = 3;
+                p.out = out;
+                p.a_scale = 0.02f;
+                p.b_scale = 0.01f;
+                p.y_scale = sc.ys;
+                p.y_zero = s8 ? -5 : 120;
+                const int32_t rz = s8 ? 7 : 130, cz = s8 ? -3 : 100;
+                p.add = d::qlinear_add_params(sc.ys, sc.rs, sc.cs, p.y_zero, rz, cz);
+                p.residual = r.data();
+                p.residual_row = n;
+                p.residual_col = 1;
+                std::vector<uint8_t> c(static_cast<std::size_t>(m * n));
+                REQUIRE(d::qgemm_packed(m, a.data(), k, packed, c.data(), n, p));
+                int64_t bad = 0;
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t j = 0; j < n; ++j) {
+                        int64_t sum = 0;
+                        for (int64_t q = 0; q < k; ++q)
+                            sum += (a[static_cast<std::size_t>(i * k + q)] - 3) *
+                                   static_cast<int8_t>(b[static_cast<std::size_t>(q * n + j)]);
+                        const int32_t y = requantize(static_cast<int32_t>(sum), p.a_scale,
+                                                     p.b_scale, p.y_scale, p.y_zero, out);
+                        const uint8_t rv = r[static_cast<std::size_t>(i * n + j)];
+                        const int32_t rr = s8 ? static_cast<int8_t>(rv) : rv;
+                        const float v = d::qlinear_add_value(y, rr, p.add);
+                        const int32_t want = s8 ? d::qlinear_requantize<int8_t>(v, cz)
+                                                : d::qlinear_requantize<uint8_t>(v, cz);
+                        const uint8_t cv = c[static_cast<std::size_t>(i * n + j)];
+                        const int32_t got = s8 ? static_cast<int8_t>(cv) : cv;
+                        bad += got != want;
+                    }
+                CHECK(bad == 0);
+            }
 }
 
 TEST_CASE("qgemm with K = 0 stores the epilogue of an empty sum", "[fast][qgemm]") {
