@@ -87,8 +87,8 @@ const char* const kDescription =
     "tokens (default 128), all at once, per run; --warmup and timed runs as above, each with\n"
     "new prompts. Reports prefill and decode tokens/s (median per sequence, then median over\n"
     "the timed runs), aggregate tokens/s, time to first token and inter-token latency\n"
-    "percentiles. --precision int8 is weight-only INT8 MatMuls (activations quantized per\n"
-    "step), bf16 the BF16 products.\n";
+    "percentiles. --precision int8 stores the MatMul weights as INT8 and quantizes their\n"
+    "activations per step (GeneratorOptions::weights \"int8\"), bf16 the BF16 products.\n";
 
 const char* const kExamples =
     "ds-benchmark --model models/digits/digits.onnx --batch 32\n"
