@@ -83,6 +83,12 @@ struct TileStore {
 struct Family {
     QIsa isa;
     int64_t mr, nr, kc, mc, group;
+    /// Threads take whole row tiles (each packing its own A) whenever each gets at least a
+    /// row block (B is then read as often as with a panel split), not only for few panels:
+    /// sharing one packed A between the threads measured 10-17% slower at BERT-base's shapes
+    /// on the AVX-512 VM (bench_qgemm m:1024, threads:2; e.g. 768 x 768 1687-1704 -> 1409-1481
+    /// us). AVX2 measured mixed (-14% to +6%) and keeps the panel split.
+    bool split_rows;
     void (*pack_tiles)(const std::uint8_t* a, int64_t lda, int64_t rows, int64_t k, bool a_signed,
                        std::uint32_t* dst, std::int32_t* rowsum, int64_t t0, int64_t t1) noexcept;
     void (*run_panels)(int64_t row0, int64_t rows, int64_t p0, int64_t p1,
@@ -104,6 +110,7 @@ namespace avx512_vnni {
 #define QG_MR 12
 #define QG_KC 768
 #define QG_MC 192
+#define QG_SPLIT_ROWS 1
 #define QG_WIDE 0
 #define QG_DOT(acc, a, b) ((VU)_mm512_dpbusd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b)))
 #define QG_ISA QIsa::avx512_vnni
@@ -124,6 +131,7 @@ namespace avx_vnni {
 #define QG_MR 6
 #define QG_KC 1024
 #define QG_MC 192
+#define QG_SPLIT_ROWS 0
 #define QG_WIDE 0
 #define QG_DOT(acc, a, b) ((VU)_mm256_dpbusd_avx_epi32((__m256i)(acc), (__m256i)(a), (__m256i)(b)))
 #define QG_ISA QIsa::avx_vnni
@@ -144,6 +152,7 @@ namespace avx2 {
 #define QG_MR 6
 #define QG_KC 512
 #define QG_MC 192
+#define QG_SPLIT_ROWS 0
 #define QG_WIDE 1
 // vpmaddwd: u16 x s16 pairs (each product at most 255 * 128 in magnitude) summed exactly in s32.
 #define QG_DOT(acc, a, b) ((acc) + (VU)_mm256_madd_epi16((__m256i)(a), (__m256i)(b)))
@@ -170,6 +179,7 @@ inline VU4 dot2(VU4 acc, VU4 a, VU4 b) noexcept {
 #define QG_MR 4
 #define QG_KC 512
 #define QG_MC 96
+#define QG_SPLIT_ROWS 0
 #define QG_WIDE 1
 #define QG_DOT(acc, a, b) dot2(acc, a, b)
 #define QG_ISA QIsa::baseline
@@ -250,7 +260,7 @@ inline void cpu_relax() noexcept {
 
 /// How qgemm_packed splits one product (the same for its workspace query).
 struct Split {
-    bool by_tiles = false;   ///< threads take whole row tiles (too few column panels)
+    bool by_tiles = false;   ///< threads take whole row tiles (few panels, or split_rows)
     int64_t block_rows = 0;  ///< rows per row block (a multiple of the tile height, <= mc)
     int64_t team = 1;        ///< threads
     int64_t min_panels = 1, max_chunk = 1;  ///< panel chunks (not by tiles)
@@ -264,7 +274,8 @@ std::size_t round64(std::size_t bytes) noexcept { return (bytes + 63) / 64 * 64;
 Split split_for(const Family& f, int64_t m, const PackedQB& b, int64_t threads) noexcept {
     Split s;
     const int64_t panels = b.panels, tiles = (m + f.mr - 1) / f.mr;
-    s.by_tiles = panels <= 8 * threads && tiles >= 2 * threads;
+    s.by_tiles =
+        (panels <= 8 * threads && tiles >= 2 * threads) || (f.split_rows && m >= threads * f.mc);
     int64_t acc_panels = panels;
     if (s.by_tiles) {
         s.block_rows = std::min(f.mc, tiles * f.mr);

@@ -71,6 +71,9 @@ struct Epi {
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
 struct Family {
     int64_t mr, nr, kc, mc;
+    /// Threads take whole row tiles (each packing its own A) whenever each gets at least a
+    /// row block (B is then read as often as with a panel split), not only for few panels.
+    bool split_rows;
     void (*pack_tiles)(const float* a, int64_t lda, int64_t rows, int64_t k, float* dst,
                        int64_t t0, int64_t t1) noexcept;
     void (*run_panels)(int64_t rows, int64_t p0, int64_t p1, const float* apacked,
@@ -142,6 +145,13 @@ namespace avx512_f16 {
 #pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16,avx2,fma"))), apply_to = function)
 #endif
 namespace avx512_bf16 {
+// K blocks of 3072 (BERT-base's K in one block; the f32 family's 192): a tile's partial sums
+// go through C (or the accumulation buffer) once per K block, and at 192 those passes held
+// the 1024 x 768 x 768 product at 237-264 GFLOP/s on 2 threads; with 3072 and the row split
+// (Family::split_rows) 420-430, the B slice (192 KiB) streamed from L2 (bench_hgemm form 1,
+// docs/PLATFORM.md "Half-width weights").
+#undef SG_KC
+#define SG_KC 3072
 #define SG_PAIRS 1
 #define SG_BT std::uint16_t
 #define SG_BDATA(b) ((b).half.get())
@@ -346,6 +356,9 @@ PackedB narrow_packed_b(const PackedB& b, DType dtype, bool bf16_dot) {
     out.data.reset();
     out.dtype = dtype;
     out.pairs = dtype == DType::bf16 && bf16_dot && sgemm_bf16_dot(b.isa);
+#if DSINFER_SGEMM_X86
+    if (out.pairs) out.kc = avx512_bf16::kFamily.kc;
+#endif
     const auto count = static_cast<std::size_t>(out.panels * out.nr * out.k_stored());
     auto* h = static_cast<std::uint16_t*>(::operator new[](
         std::max<std::size_t>(count, 1) * sizeof(std::uint16_t), std::align_val_t{64}));
@@ -427,7 +440,7 @@ namespace {
 
 /// How sgemm_packed splits one product (the same for its workspace query).
 struct Split {
-    bool by_tiles = false;   ///< threads take whole row tiles (too few column panels)
+    bool by_tiles = false;   ///< threads take whole row tiles (few panels, or split_rows)
     int64_t block_rows = 0;  ///< rows per row block (a multiple of the tile height, <= mc)
     int64_t team = 1;        ///< threads
     int64_t min_panels = 1, max_chunk = 1;  ///< panel chunks (not by tiles)
@@ -457,7 +470,8 @@ Split split_for(const Family& f, int64_t m, int64_t k, int64_t n, int64_t ldc,
     // Few panels (N <= 256 at 2 threads): whole row tiles per thread, each packing its own rows.
     // Split by panels, the chunks of 3 panels left threads idle at each row block's end
     // (2 threads: 1568 x 1152 x 128 105 -> 147 GFLOP/s, 784 x 2304 x 256 130 -> 145).
-    s.by_tiles = panels <= 8 * threads && tiles >= 2 * threads;
+    s.by_tiles =
+        (panels <= 8 * threads && tiles >= 2 * threads) || (f.split_rows && m >= threads * f.mc);
     int64_t acc_panels = panels;  // the most panels one run_panels call covers
     if (s.by_tiles) {
         s.block_rows = std::min(f.mc, tiles * f.mr);
@@ -506,13 +520,24 @@ std::size_t layout_bytes(const Split& s) noexcept {
 
 }  // namespace
 
+namespace {
+std::size_t workspace_bytes_for(const Family& f, int64_t m, int64_t k, int64_t n, int64_t threads,
+                                int64_t ldc) noexcept {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    return layout_bytes(split_for(f, m, k, n, ldc > 0 ? ldc : n, std::max<int64_t>(threads, 1))) +
+           64;  // alignment slack
+}
+}  // namespace
+
 std::size_t sgemm_workspace_bytes(int64_t m, int64_t k, int64_t n, fast::Isa isa,
                                   int64_t threads, int64_t ldc) noexcept {
-    if (m <= 0 || n <= 0 || k <= 0) return 0;
     if (static_cast<int>(isa) > static_cast<int>(sgemm_isa())) isa = sgemm_isa();
-    return layout_bytes(split_for(family(isa), m, k, n, ldc > 0 ? ldc : n,
-                                  std::max<int64_t>(threads, 1))) +
-           64;  // alignment slack
+    return workspace_bytes_for(family(isa), m, k, n, threads, ldc);
+}
+
+std::size_t sgemm_workspace_bytes(int64_t m, const PackedB& b, int64_t threads,
+                                  int64_t ldc) noexcept {
+    return workspace_bytes_for(family(b), m, b.k, b.n, threads, ldc);
 }
 
 bool sgemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, float* c,

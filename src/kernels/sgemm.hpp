@@ -105,6 +105,10 @@ enum class GemmActivation { none, relu };
 /// accumulation buffer per thread for the partial sums (at most a row block by N).
 std::size_t sgemm_workspace_bytes(std::int64_t m, std::int64_t k, std::int64_t n, fast::Isa isa,
                                   std::int64_t threads, std::int64_t ldc = 0) noexcept;
+/// The same for this packed B (its family: bf16 K pairs split the rows among threads, each
+/// packing its own A, where the f32 family at that ISA shares one A buffer).
+std::size_t sgemm_workspace_bytes(std::int64_t m, const PackedB& b, std::int64_t threads,
+                                  std::int64_t ldc = 0) noexcept;
 
 /// C[M, N] (leading dimension ldc) = A[M, K] (leading dimension lda) · B (+ bias) (activation).
 /// B may be half width (PackedB::dtype): the same workspace, float32 accumulation.

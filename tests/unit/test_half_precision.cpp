@@ -131,11 +131,15 @@ TEST_CASE("half-width packed GEMM matches a double reference of its rounded oper
         {1, 1, 1},
         {1, 3, 5},
         {5, 7, 3, true},
-        {13, 193, 37},                             // K crosses the 192-row block (odd last block)
-        {37, 385, 70, true, 0.5f, true},           // odd K across blocks, transposed, bias
+        {13, 193, 37},                    // K crosses the 192-row block (odd last block)
+        {37, 385, 70, true, 0.5f, true},  // odd K across blocks, transposed, bias
         {7, 64, 33, false, 1.f, true, GemmActivation::relu},
-        {150, 257, 40},                            // M crosses the 144-row block; by row tiles
-        {1, 512, 300, true, 1.f, true},            // a row (memory-bound shape)
+        {150, 257, 40},  // M crosses the 144-row block; by row tiles
+        // The bf16-pairs family's K block is 3072 and it converts A in chunks of 96 pairs: odd
+        // K across both, transposed; and K over two blocks with bias and ReLU
+        {13, 3275, 37, true},
+        {30, 6337, 20, false, 1.f, true, GemmActivation::relu},
+        {1, 512, 300, true, 1.f, true},  // a row (memory-bound shape)
         // Few rows (A in place, B streamed once): odd N and K, across K blocks
         {2, 577, 97, false, -0.5f, true, GemmActivation::relu},
         {4, 255, 33, true},
@@ -149,7 +153,8 @@ TEST_CASE("half-width packed GEMM matches a double reference of its rounded oper
 TEST_CASE("narrow_packed_b holds each weight rounded where packed_b_index says", "[fast][half]") {
     std::mt19937 rng(5);
     for (const Family& f : families()) {
-        for (const auto& [k, n] : {std::pair<std::int64_t, std::int64_t>{7, 9}, {385, 33}}) {
+        for (const auto& [k, n] :
+             {std::pair<std::int64_t, std::int64_t>{7, 9}, {385, 33}, {3277, 35}}) {
             const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
             const PackedB full = detail::pack_b(b.data(), k, n, false, f.isa);
             const PackedB half = detail::narrow_packed_b(full, f.dtype, f.dot);
@@ -200,11 +205,14 @@ TEST_CASE("half-width B widens exactly: every f16 / bf16 value times one is itse
 TEST_CASE("half-width packed GEMM is bitwise identical across thread counts", "[fast][half]") {
     std::mt19937 rng(9);
     for (const Family& f : families()) {
-        // By column panels (many panels), by row tiles (few panels, many rows), and few rows.
-        for (const auto& [m, k, n] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{
-                                          200, 450, 700},
-                                      {400, 300, 64},
-                                      {5, 450, 700}}) {  // few rows: A in place
+        // By column panels (many panels), by row tiles (few panels, many rows), and few rows;
+        // 350 rows: bf16 pairs split the rows at 1 and 2 threads (a row block each), the
+        // panels at 3.
+        for (const auto& [m, k, n] :
+             {std::tuple<std::int64_t, std::int64_t, std::int64_t>{200, 450, 700},
+              {400, 300, 64},
+              {350, 450, 700},
+              {5, 450, 700}}) {  // few rows: A in place
             const auto a = random_vec(static_cast<std::size_t>(m * k), rng);
             const auto b = random_vec(static_cast<std::size_t>(k * n), rng);
             const PackedB packed = detail::pack_b(b.data(), k, n, false, f.isa, f.dtype, f.dot);
@@ -212,8 +220,7 @@ TEST_CASE("half-width packed GEMM is bitwise identical across thread counts", "[
             for (int threads : {1, 2, 3}) {
                 detail::ThreadBudget budget(threads);
                 std::vector<float> c(static_cast<std::size_t>(m * n));
-                const std::size_t ws_bytes =
-                    detail::sgemm_workspace_bytes(m, k, n, f.isa, threads);
+                const std::size_t ws_bytes = detail::sgemm_workspace_bytes(m, packed, threads);
                 std::vector<unsigned char> ws(ws_bytes);
                 REQUIRE(detail::sgemm_packed(m, a.data(), k, packed, c.data(), n, nullptr, 1.f,
                                              GemmActivation::none, ws.data(), ws.size()));

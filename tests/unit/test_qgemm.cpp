@@ -253,9 +253,10 @@ TEST_CASE("qgemm crosses K blocks and row blocks, both work splits, 1 and 2 thre
           "[fast][qgemm]") {
     struct S { int64_t m, k, n; };
     // K over the 512 / 768 / 1024-row blocks; M over the 96 / 192-row blocks; few panels
-    // (row tiles per thread) and many (panel chunks).
+    // (row tiles per thread) and many (panel chunks); many panels and a row block per thread
+    // (AVX-512 VNNI splits the rows: Family::split_rows).
     for (const S s : {S{50, 1537, 40}, S{300, 1025, 24}, S{37, 2049, 200}, S{200, 800, 130},
-                      S{401, 90, 70}, S{9, 3072, 96}}) {
+                      S{401, 90, 70}, S{9, 3072, 96}, S{390, 300, 560}}) {
         for (bool ws : {true, false}) {
             Case t;
             t.m = s.m;

@@ -60,9 +60,8 @@ public:
         if (ctx.input(0).dtype() != DType::f32 || a.rank() < 1 || a[a.rank() - 1] != cfg_.k)
             return Status::ok();
         const int64_t m = a.num_elements() / std::max<int64_t>(cfg_.k, 1);
-        ctx.set_workspace(std::max(ctx.workspace_bytes(), sgemm_workspace_bytes(m, cfg_.k, cfg_.n,
-                                                                                packed_->isa,
-                                                                                max_threads())));
+        ctx.set_workspace(
+            std::max(ctx.workspace_bytes(), sgemm_workspace_bytes(m, *packed_, max_threads())));
         return Status::ok();
     }
 
