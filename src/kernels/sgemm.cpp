@@ -518,15 +518,14 @@ std::size_t layout_bytes(const Split& s) noexcept {
            static_cast<std::size_t>(s.team) * aligned_bytes(s.acc_floats);
 }
 
-}  // namespace
-
-namespace {
+/// Bytes of workspace family f's split of one product needs.
 std::size_t workspace_bytes_for(const Family& f, int64_t m, int64_t k, int64_t n, int64_t threads,
                                 int64_t ldc) noexcept {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     return layout_bytes(split_for(f, m, k, n, ldc > 0 ? ldc : n, std::max<int64_t>(threads, 1))) +
            64;  // alignment slack
 }
+
 }  // namespace
 
 std::size_t sgemm_workspace_bytes(int64_t m, int64_t k, int64_t n, fast::Isa isa,
