@@ -132,6 +132,13 @@ void shapes(benchmark::internal::Benchmark* b) {
             b->Args({n, 64, 56, 256, 1, 1, impl, Threads});
             b->Args({n, 512, 7, 2048, 1, 1, impl, Threads});
         }
+    // The 3x3 convolutions of ResNet-50's stages as a QDQ ResNet runs them (channels last).
+    for (int64_t n : {1, 8}) {
+        b->Args({n, 64, 56, 64, 3, 1, 3, Threads});
+        b->Args({n, 128, 28, 128, 3, 1, 3, Threads});
+        b->Args({n, 256, 14, 256, 3, 1, 3, Threads});
+        b->Args({n, 256, 56, 64, 1, 1, 3, Threads});
+    }
 }
 
 BENCHMARK(BM_Qconv)

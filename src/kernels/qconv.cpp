@@ -1,7 +1,7 @@
 // INT8 2-D convolution on qgemm (see qconv.hpp): NCHW -> NHWC bytes (an NHWC x in place),
-// im2col rows of (kh, kw, c) runs, qgemm_packed per group, C transposed back to NCHW (or stored
-// into an NHWC y). The transposes are
-// blocked 16 x 16 (bytes) and 4 x 4 (32-bit) register transposes where SSE2 exists.
+// A's rows as pointers to each tap's channels (qgemm_rows) or im2col rows of (kh, kw, c) runs
+// (qgemm_packed), per group, C transposed back to NCHW (or stored into an NHWC y). The transposes
+// are blocked 16 x 16 (bytes) and 4 x 4 (32-bit) register transposes where SSE2 exists.
 #include "kernels/qconv.hpp"
 
 #include <algorithm>
@@ -217,6 +217,38 @@ void im2col_rows(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int
     }
 }
 
+/// qgemm_rows' A for output rows [r0, r1), group g: in `buf`, a row of cg bytes of the x zero
+/// point `pad`, then [kh * kw][pixels] pointers to each pixel's tap in the NHWC rows [iy0, ...)
+/// of the image (the zero-point row where the tap falls in the padding).
+QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int64_t r0,
+                    int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* buf) noexcept {
+    const int64_t cg = s.cg(), taps = s.kh * s.kw, pixels = (r1 - r0) * s.ow;
+    std::memset(buf, pad, static_cast<std::size_t>(cg));
+    const std::uint8_t* zero_row = buf;
+    auto** rows =
+        reinterpret_cast<const std::uint8_t**>(buf + align64(static_cast<std::size_t>(cg)));
+    const std::uint8_t* base = nhwc + g * cg;
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+            const std::uint8_t** out = rows + (i * s.kw + j) * pixels;
+            for (int64_t oy = r0; oy < r1; ++oy) {
+                const int64_t iy = oy * s.sh - s.pt + i * s.dh;
+                const bool row_in = iy >= 0 && iy < s.h;
+                const std::uint8_t* line = base + (iy - iy0) * s.w * s.c;
+                for (int64_t ox = 0; ox < s.ow; ++ox) {
+                    const int64_t ix = ox * s.sw - s.pl + j * s.dw;
+                    *out++ = row_in && ix >= 0 && ix < s.w ? line + ix * s.c : zero_row;
+                }
+            }
+        }
+    QRowsA a;
+    a.m = pixels;
+    a.segments = taps;
+    a.seg = cg;
+    a.rows = rows;
+    return a;
+}
+
 /// Bytes of im2col (or NHWC rows, 1x1) per chunk: a chunk's A stays in L2.
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
@@ -247,7 +279,13 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     const int64_t pix = p.rows * ow;
     p.nhwc = s.x_nhwc ? 0
                       : align64(static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c));
-    p.cols = s.pointwise() ? 0 : align64(static_cast<std::size_t>(pix * s.k()));
+    // im2col rows, or for qgemm_rows a row of the x zero point (cg bytes) and the chunk's A row
+    // pointers (one per pixel and kernel tap).
+    const std::size_t im2col = s.pointwise() ? 0 : static_cast<std::size_t>(pix * s.k());
+    const std::size_t pointers =
+        align64(static_cast<std::size_t>(s.cg())) +
+        static_cast<std::size_t>(pix * s.kh * s.kw) * sizeof(const std::uint8_t*);
+    p.cols = align64(std::max(im2col, pointers));
     p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
     p.per_thread = p.nhwc + p.cols + p.ctmp + p.gemm;
@@ -329,13 +367,7 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                  hw, nhwc, s.c, s.c, pix_in, 1);
             const int64_t rows = (r1 - r0) * s.ow;
             for (int64_t g = 0; g < s.group; ++g) {
-                const std::uint8_t* a = image + g * cg;
-                int64_t lda = s.c;
-                if (!s.pointwise()) {
-                    im2col_rows(s, image, iy0, r0, r1, g, pad, cols);
-                    a = cols;
-                    lda = s.k();
-                }
+                const PackedQB& wg = w.groups[static_cast<std::size_t>(g)];
                 QGemmParams pg = p;
                 const int64_t off = g * mg;
                 if (p.b_zeros != nullptr) pg.b_zeros = p.b_zeros + off;
@@ -359,10 +391,23 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                                   static_cast<std::size_t>((n * pixels + r0 * s.ow) *
                                                                            s.m + off) * eb
                                             : ctmp;
-                if (!qgemm_packed(rows, a, lda, w.groups[static_cast<std::size_t>(g)], c,
-                                  s.y_nhwc ? s.m : mg, pg, gws, plan.gemm)) {
-                    failed.store(true, std::memory_order_relaxed);
-                    return;
+                const int64_t ldc = s.y_nhwc ? s.m : mg;
+                if (cg % 4 == 0 && qgemm_rows_supported(wg, pg)) {
+                    // A in place: each pixel's kernel taps point into the image (or at a row
+                    // of the zero point), no im2col or packing.
+                    qgemm_rows(row_pointers(s, image, iy0, r0, r1, g, pad, cols), wg, c, ldc, pg);
+                } else {
+                    const std::uint8_t* a = image + g * cg;
+                    int64_t lda = s.c;
+                    if (!s.pointwise()) {
+                        im2col_rows(s, image, iy0, r0, r1, g, pad, cols);
+                        a = cols;
+                        lda = s.k();
+                    }
+                    if (!qgemm_packed(rows, a, lda, wg, c, ldc, pg, gws, plan.gemm)) {
+                        failed.store(true, std::memory_order_relaxed);
+                        return;
+                    }
                 }
                 if (!s.y_nhwc)
                     transpose_blocks(ctmp, mg,

@@ -7,13 +7,18 @@
 // fused into its store. Per chunk of output rows (below) and group:
 //   1. the input rows the chunk reads are transposed to NHWC bytes (quantized on the way for
 //      DynamicQuantizeConv); an NHWC x is read in place;
-//   2. A = one row per output pixel, K ordered (kh, kw, c): for a 1x1 stride-1 unpadded
-//      convolution the NHWC image itself (lda = C); otherwise im2col rows, each kh * kw runs
-//      of Cg contiguous bytes copied from the NHWC image (padding: the x zero point, so it
-//      contributes 0 after the zero-point subtraction, as the reference's padding does);
-//   3. qgemm_packed against the group's weights, packed once as B = W^T with K in the same
-//      (kh, kw, c) order (pack_qconv_weights; the weight-store form "qconv.packed_w"), storing
-//      C [pixels, Mg] in the output type (s32, f32 dequantized, u8/s8 requantized);
+//   2. A = one row per output pixel, K ordered (kh, kw, c). Where qgemm_rows runs the product
+//      (a VNNI family, u8 x, Cg a multiple of 4, weights without a row-sum term: s8 with zero
+//      point 0, the QDQ form ONNX Runtime's tooling writes), A is read in place: per pixel and
+//      kernel tap a pointer to its Cg bytes in the NHWC image, or to a row of the x zero point
+//      for padding (which contributes 0 after the zero-point subtraction, as the reference's
+//      padding does); no im2col copy and no packing of A. Otherwise for a 1x1 stride-1
+//      unpadded convolution the NHWC image itself (lda = C), else im2col rows, each kh * kw
+//      runs of Cg contiguous bytes copied from the NHWC image (padding: the x zero point);
+//   3. qgemm_rows or qgemm_packed against the group's weights, packed once as B = W^T with K
+//      in the same (kh, kw, c) order (pack_qconv_weights; the weight-store form
+//      "qconv.packed_w"), storing C [pixels, Mg] in the output type (s32, f32 dequantized,
+//      u8/s8 requantized);
 //   4. C transposed into the group's channels of the NCHW output; for an NHWC y, qgemm stores
 //      C straight into the group's channels of y's pixel rows (ldc = m).
 // com.dsinfer QLinearConvAdd: qgemm's u8/s8 epilogue also adds an 8-bit residual of y's shape

@@ -94,6 +94,8 @@ struct Family {
     void (*run_panels)(int64_t row0, int64_t rows, int64_t p0, int64_t p1,
                        const std::uint32_t* apacked, const std::int32_t* rowsum, const RunCtx& r,
                        std::uint32_t* acc) noexcept;
+    /// qgemm_rows' loop (A read in place), or null: the 16-bit families widen A as they pack it.
+    void (*run_rows)(const QRowsA& a, const RunCtx& r) noexcept;
 };
 
 /// How many panels ahead the tiles prefetch B.
@@ -401,10 +403,19 @@ std::size_t qgemm_workspace_bytes(int64_t m, const PackedQB& b, int64_t threads)
            64;  // alignment slack
 }
 
-bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void* c, int64_t ldc,
-                  const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
-    if (m <= 0 || b.n <= 0) return true;
-    const Family& f = family(b.isa);
+namespace {
+
+/// Some column's zero point of B, as packed, is not 0 (the row-sum term is needed).
+bool b_zero_nonzero(const PackedQB& b, const QGemmParams& p) noexcept {
+    const std::int32_t shift = b.b_unsigned ? 128 : 0;
+    if (p.b_zeros == nullptr) return p.b_zero != shift;
+    for (int64_t j = 0; j < b.n; ++j)
+        if (p.b_zeros[j] != shift) return true;
+    return false;
+}
+
+/// What every tile of one product shares, from its operands and parameters.
+RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) noexcept {
     RunCtx r{};
     r.b = &b;
     r.p = &p;
@@ -417,10 +428,7 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
     r.zb = p.b_zero - r.b_shift;
     r.zb_col = p.b_zeros;
     r.colsum = b.colsum.get();
-    bool zb_nonzero = p.b_zeros == nullptr ? r.zb != 0 : false;
-    if (p.b_zeros != nullptr)
-        for (int64_t j = 0; j < b.n && !zb_nonzero; ++j) zb_nonzero = p.b_zeros[j] != r.b_shift;
-    r.zero_terms = r.za != 0 || zb_nonzero;
+    r.zero_terms = r.za != 0 || b_zero_nonzero(b, p);
     const float lo = p.out == QGemmOutput::u8 ? 0.f : -128.f;
     const float hi = p.out == QGemmOutput::u8 ? 255.f : 127.f;
     r.q_lo = lo - static_cast<float>(p.y_zero);
@@ -428,6 +436,28 @@ bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void
     if (p.act.kind == Activation::relu && r.q_lo < 0.f) r.q_lo = 0.f;
     r.add_finite = std::fabs(p.add.ra) <= 1e30f && std::fabs(p.add.rb) <= 1e30f;
     r.act_loop = p.act.kind == Activation::relu ? nullptr : activation_loop_f32(p.act);
+    return r;
+}
+
+}  // namespace
+
+bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept {
+    return family(b.isa).run_rows != nullptr && !p.a_signed && !b_zero_nonzero(b, p);
+}
+
+void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, int64_t ldc,
+                const QGemmParams& p) noexcept {
+    if (a.m <= 0 || b.n <= 0) return;
+    const RunCtx r = make_ctx(b, p, c, ldc);
+    family(b.isa).run_rows(a, r);
+}
+
+bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void* c, int64_t ldc,
+                  const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
+    if (m <= 0 || b.n <= 0) return true;
+    const Family& f = family(b.isa);
+    const RunCtx r = make_ctx(b, p, c, ldc);
+    const bool zb_nonzero = b_zero_nonzero(b, p);
     const auto* a8 = static_cast<const std::uint8_t*>(a);
     const int64_t threads = max_threads();
     const Split split = split_for(f, m, b, threads);

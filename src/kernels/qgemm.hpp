@@ -149,4 +149,26 @@ bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQ
                   std::int64_t ldc, const QGemmParams& p, void* workspace = nullptr,
                   std::size_t workspace_bytes = 0) noexcept;
 
+/// A read in place through row pointers: row i (< m) of A is the concatenation of `segments`
+/// runs of `seg` bytes (a multiple of 4), run s at rows[s * m + i]; K = segments * seg. The
+/// INT8 convolution's A without im2col: one segment per kernel tap (kh, kw), each pointing at
+/// the pixel's channels in the NHWC image, or at a row of the input zero point for padding.
+struct QRowsA {
+    std::int64_t m = 0, segments = 1, seg = 0;
+    const std::uint8_t* const* rows = nullptr;
+};
+
+/// Whether qgemm_rows runs this product: b's family reads A as 4-byte groups (the VNNI
+/// families; the 16-bit ones widen A while packing it), A is u8 and no column of B has a
+/// non-zero zero point as packed (s8 B with zero point 0, u8 B with 128: no row-sum term).
+bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept;
+
+/// C[m, N] (leading dimension ldc) = A B as qgemm_packed computes it (bitwise: the same sums
+/// and epilogue), with A read in place through `a` (a.seg * a.segments == b.k), on the calling
+/// thread, allocating nothing, in the family's tiles (12 x 32 on AVX-512 VNNI, 6 x 16 on
+/// AVX-VNNI).
+/// Precondition: qgemm_rows_supported(b, p).
+void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, std::int64_t ldc,
+                const QGemmParams& p) noexcept;
+
 }  // namespace dsinfer::detail

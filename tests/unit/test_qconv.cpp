@@ -457,6 +457,41 @@ TEST_CASE("qconv: ResNet-like shapes cross qgemm's K and row blocks", "[fast][qc
     check_dyn(f, 905);
 }
 
+TEST_CASE("qconv: A read in place (u8 x, s8 weights of zero point 0) equals the reference",
+          "[fast][qconv]") {
+    // The conditions of qgemm_rows (kernels/qgemm.hpp) on the VNNI families: channels per group
+    // a multiple of 4, u8 x, no row-sum term (s8 weights with zero point 0, or none). Every tap
+    // kind: inside, padding on each side, stride, dilation, groups, a 1x1 (one segment), rows
+    // that do not fill a 12-row tile, channels that cross qgemm's K block (3x3 x 96 = 864) and
+    // a partial column panel.
+    std::vector<ConvCase> shapes{
+        shape(1, 4, 7, 6, 9, 3, 1, 1, 1, 1),      // cg 4, one group of K per tap
+        shape(2, 64, 9, 10, 64, 3, 1, 1, 1, 1),   // two full panels
+        shape(1, 32, 11, 10, 40, 3, 2, 1, 1, 1),  // stride 2, a partial panel
+        shape(1, 16, 12, 13, 5, 3, 1, 2, 2, 1),   // dilation 2
+        shape(3, 16, 8, 9, 10, 3, 1, 1, 1, 2),    // groups 2 (cg 8)
+        shape(1, 96, 6, 7, 33, 3, 1, 1, 1, 1),    // K = 864 crosses a K block
+        shape(2, 256, 5, 5, 70, 1, 1, 0, 1, 1),   // 1x1: A is the image
+        shape(1, 512, 4, 3, 20, 3, 1, 1, 1, 1),   // K = 4608, segments across blocks
+    };
+    ConvCase asym = shape(1, 8, 6, 7, 6, 3, 1, 0, 1, 1);
+    asym.pads = {0, 1, 2, 0};
+    shapes.push_back(asym);
+    std::uint32_t seed = 1300;
+    for (std::size_t si = 0; si < shapes.size(); ++si)
+        for (int variant = 0; variant < 2; ++variant) {
+            ConvCase k = shapes[si];
+            k.x_zero = variant == 0 ? 0 : 255;
+            k.w_zero_kind = variant;  // none, or 0 per tensor
+            k.w_zero = 0;
+            k.per_channel_scale = variant == 1;
+            k.y_signed = variant == 1;
+            k.y_zero = variant == 1 ? -3 : 200;
+            k.bias_scale = 3000.f;
+            check_case(k, seed++);
+        }
+}
+
 TEST_CASE("qconv: bad zero points, scales and biases are typed errors naming the node",
           "[fast][qconv]") {
     const ConvCase k = shape(1, 4, 5, 5, 6, 3, 1, 1, 1, 1);

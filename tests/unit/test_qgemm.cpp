@@ -525,3 +525,124 @@ TEST_CASE("qgemm packs for the capped family; the workspace query covers the cal
         CHECK(dsinfer::detail::qgemm_workspace_bytes(0, pk, 2) == 0);
     }
 }
+
+TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_packed bitwise",
+          "[fast][qgemm]") {
+    // Each row of A is `segments` runs of `seg` bytes, each run at its own place in a pool (as a
+    // convolution's taps point into the image); the same A written out contiguously is what
+    // qgemm_packed gets. s32 against a 64-bit reference; the f32 (bias, Relu), u8 and s8
+    // (requantized) and u8 + residual (the fused QLinearAdd) epilogues bitwise against
+    // qgemm_packed. Shapes: rows that do not fill a tile, row blocks, partial panels, K blocks
+    // crossed inside a segment (seg 512 x 3 against KC 768 on AVX-512).
+    struct Shape {
+        int64_t m, segments, seg, n;
+    };
+    const Shape shapes[] = {{1, 1, 4, 1},     {5, 3, 4, 31},    {12, 9, 64, 64},
+                            {13, 1, 64, 33},  {37, 9, 16, 100}, {400, 1, 256, 70},
+                            {29, 3, 512, 40}, {200, 9, 96, 64}};
+    int tested = 0;
+    for (QIsa isa : qisas()) {
+        for (const Shape& sh : shapes) {
+            const int64_t m = sh.m, k = sh.segments * sh.seg, n = sh.n;
+            INFO(dsinfer::detail::qisa_name(isa)
+                 << " m " << m << " segments " << sh.segments << " seg " << sh.seg << " n " << n);
+            std::mt19937 rng(static_cast<unsigned>(m * 31 + k * 7 + n));
+            std::uniform_int_distribution<int> byte(0, 255);
+            std::vector<uint8_t> pool(static_cast<std::size_t>(m * k + 64));
+            for (auto& v : pool) v = static_cast<uint8_t>(byte(rng));
+            // Row pointers at scattered offsets (runs may overlap, as neighbouring taps do).
+            std::uniform_int_distribution<int64_t> where(0, m * k + 64 - sh.seg);
+            std::vector<const uint8_t*> rows(static_cast<std::size_t>(m * sh.segments));
+            std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
+            for (int64_t s = 0; s < sh.segments; ++s)
+                for (int64_t i = 0; i < m; ++i) {
+                    const uint8_t* src = pool.data() + where(rng);
+                    rows[static_cast<std::size_t>(s * m + i)] = src;
+                    std::memcpy(a.data() + i * k + s * sh.seg, src,
+                                static_cast<std::size_t>(sh.seg));
+                }
+            std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
+            for (auto& v : b) v = static_cast<uint8_t>(byte(rng));
+            for (bool b_unsigned : {false, true}) {
+                const PackedQB packed =
+                    dsinfer::detail::pack_qb(b.data(), b_unsigned, k, n, false, isa);
+                dsinfer::detail::QRowsA ra;
+                ra.m = m;
+                ra.segments = sh.segments;
+                ra.seg = sh.seg;
+                ra.rows = rows.data();
+                QGemmParams p;
+                p.a_zero = byte(rng);
+                p.b_zero = b_unsigned ? 128 : 0;  // no row-sum term
+                const bool vnni = isa == QIsa::avx512_vnni || isa == QIsa::avx_vnni;
+                CHECK(dsinfer::detail::qgemm_rows_supported(packed, p) == vnni);
+                if (!vnni) continue;
+                QGemmParams signed_a = p;
+                signed_a.a_signed = true;
+                CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(packed, signed_a));
+                QGemmParams zb = p;
+                zb.b_zero = b_unsigned ? 127 : 1;
+                CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(packed, zb));
+                ++tested;
+                // s32 against the reference.
+                std::vector<int32_t> c(static_cast<std::size_t>(m * n));
+                dsinfer::detail::qgemm_rows(ra, packed, c.data(), n, p);
+                int64_t bad = 0;
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t j = 0; j < n; ++j) {
+                        int64_t want = 0;
+                        for (int64_t q = 0; q < k; ++q) {
+                            const uint8_t bv = b[static_cast<std::size_t>(q * n + j)];
+                            const int64_t bb = b_unsigned ? bv - 128 : static_cast<int8_t>(bv);
+                            want += (a[static_cast<std::size_t>(i * k + q)] - p.a_zero) * bb;
+                        }
+                        bad += c[static_cast<std::size_t>(i * n + j)] != static_cast<int32_t>(want);
+                    }
+                CHECK(bad == 0);
+                // The other epilogues against qgemm_packed on the contiguous A.
+                std::vector<float> scales(static_cast<std::size_t>(n)),
+                    bias(static_cast<std::size_t>(n));
+                std::vector<int32_t> bias32(static_cast<std::size_t>(n));
+                for (int64_t j = 0; j < n; ++j) {
+                    scales[static_cast<std::size_t>(j)] =
+                        0.001f * static_cast<float>(1 + byte(rng));
+                    bias[static_cast<std::size_t>(j)] = static_cast<float>(byte(rng) - 128);
+                    bias32[static_cast<std::size_t>(j)] = (byte(rng) - 128) * 50;
+                }
+                p.a_scale = 0.02f;
+                p.b_scales = scales.data();
+                for (int form = 0; form < 4; ++form) {
+                    INFO("form " << form);
+                    QGemmParams q = p;
+                    std::vector<uint8_t> residual(static_cast<std::size_t>(m * n));
+                    for (auto& v : residual) v = static_cast<uint8_t>(byte(rng));
+                    if (form == 0) {
+                        q.out = QGemmOutput::f32;
+                        q.bias = bias.data();
+                        q.act.kind = Activation::relu;
+                    } else {
+                        q.out = form == 2 ? QGemmOutput::s8 : QGemmOutput::u8;
+                        q.bias_s32 = bias32.data();
+                        q.y_scale = 0.7f;
+                        q.y_zero = form == 2 ? -7 : 120;
+                        if (form == 3) {
+                            q.residual = residual.data();
+                            q.residual_row = n;
+                            q.residual_col = 1;
+                            q.add = dsinfer::detail::qlinear_add_params(q.y_scale, 0.4f, 0.6f,
+                                                                        q.y_zero, 125, 130);
+                        }
+                    }
+                    const std::size_t bytes =
+                        static_cast<std::size_t>(m * n) * (q.out == QGemmOutput::f32 ? 4u : 1u);
+                    std::vector<unsigned char> got(bytes), want(bytes);
+                    dsinfer::detail::qgemm_rows(ra, packed, got.data(), n, q);
+                    REQUIRE(
+                        dsinfer::detail::qgemm_packed(m, a.data(), k, packed, want.data(), n, q));
+                    CHECK(got == want);
+                }
+            }
+        }
+    }
+    if (tested == 0) WARN("qgemm_rows not tested: no VNNI family here");
+}
