@@ -19,9 +19,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <utility>
-
 
 #include "kernels/activation_f32.hpp"
 #include "runtime/parallel.hpp"
