@@ -234,7 +234,7 @@ QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, 
             for (int64_t oy = r0; oy < r1; ++oy) {
                 const int64_t iy = oy * s.sh - s.pt + i * s.dh;
                 const bool row_in = iy >= 0 && iy < s.h;
-                const std::uint8_t* line = base + (iy - iy0) * s.w * s.c;
+                const std::uint8_t* line = row_in ? base + (iy - iy0) * s.w * s.c : nullptr;
                 for (int64_t ox = 0; ox < s.ow; ++ox) {
                     const int64_t ix = ox * s.sw - s.pl + j * s.dw;
                     *out++ = row_in && ix >= 0 && ix < s.w ? line + ix * s.c : zero_row;
