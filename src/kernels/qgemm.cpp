@@ -65,6 +65,11 @@ struct RunCtx {
     float q_lo, q_hi;              ///< u8/s8 range minus y_zero (with Relu, q_lo at least 0)
     bool add_finite;               ///< the fused QLinearAdd's |ra|, |rb| <= 1e30: no NaN sum
     ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
+    /// The epilogue a full tile (MR rows, a whole panel) may store inline, its accumulators
+    /// still in registers (store_inline in qgemm_kernels.inc), none needing row terms: u8/s8
+    /// without a residual (with finite multipliers: TileStore::inline_store), f32 with no
+    /// activation or Relu; none: every tile goes through store_tile.
+    enum class Inline : unsigned char { none, q8, f32 } inline_store;
 };
 
 /// Where one tile's result goes (see store_tile in qgemm_kernels.inc).
@@ -77,6 +82,7 @@ struct TileStore {
     int64_t arow0;                ///< first row in the packed A block (its row sums)
     const std::int32_t* rowsum;   ///< the packed A block's row sums, or null
     const void* epi;              ///< the panel's per-column epilogue values (last K block)
+    bool inline_store;            ///< the last K block and RunCtx::inline_store applies (see there)
 };
 
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
@@ -428,7 +434,8 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
     r.zb = p.b_zero - r.b_shift;
     r.zb_col = p.b_zeros;
     r.colsum = b.colsum.get();
-    r.zero_terms = r.za != 0 || b_zero_nonzero(b, p);
+    const bool zb_nonzero = b_zero_nonzero(b, p);
+    r.zero_terms = r.za != 0 || zb_nonzero;
     const float lo = p.out == QGemmOutput::u8 ? 0.f : -128.f;
     const float hi = p.out == QGemmOutput::u8 ? 255.f : 127.f;
     r.q_lo = lo - static_cast<float>(p.y_zero);
@@ -436,6 +443,14 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
     if (p.act.kind == Activation::relu && r.q_lo < 0.f) r.q_lo = 0.f;
     r.add_finite = std::fabs(p.add.ra) <= 1e30f && std::fabs(p.add.rb) <= 1e30f;
     r.act_loop = p.act.kind == Activation::relu ? nullptr : activation_loop_f32(p.act);
+    r.inline_store = RunCtx::Inline::none;
+    if (!zb_nonzero) {
+        if ((p.out == QGemmOutput::u8 || p.out == QGemmOutput::s8) && p.residual == nullptr)
+            r.inline_store = RunCtx::Inline::q8;
+        else if (p.out == QGemmOutput::f32 &&
+                 (p.act.kind == Activation::none || p.act.kind == Activation::relu))
+            r.inline_store = RunCtx::Inline::f32;
+    }
     return r;
 }
 

@@ -292,6 +292,39 @@ TEST_CASE("qgemm at BERT-base's 128 x 768 x 768", "[fast][qgemm]") {
     check_all(t, {2});
 }
 
+TEST_CASE("qgemm's inline tile stores (B's zero point 0) equal the reference", "[fast][qgemm]") {
+    // With B's zero point 0 as packed (s8 B at 0, u8 B at 128) and no residual, a full tile
+    // (MR rows, a whole panel) stores u8/s8, and f32 with no activation or Relu, from its
+    // registers (store_inline in qgemm_kernels.inc); short tiles, partial panels and K blocks
+    // before the last go through store_tile. Shapes with both kinds of tile and panel, one and
+    // several K blocks (the partial sums of earlier blocks added), padded rows of C, saturating
+    // and non-saturating output scales, per-tensor and per-column scales, bias, 1 and 2 threads.
+    struct S {
+        int64_t m, k, n;
+    };
+    for (const S s : {S{24, 64, 64}, S{37, 256, 100}, S{50, 1537, 96}, S{13, 3072, 40}})
+        for (QGemmOutput out : {QGemmOutput::u8, QGemmOutput::s8, QGemmOutput::f32})
+            for (Activation act : {Activation::none, Activation::relu})
+                for (bool b_unsigned : {false, true}) {
+                    Case t;
+                    t.m = s.m;
+                    t.k = s.k;
+                    t.n = s.n;
+                    t.transposed = true;
+                    t.b_unsigned = b_unsigned;
+                    t.zb = b_unsigned ? 128 : 0;
+                    t.za = b_unsigned ? 0 : 77;
+                    t.ldc_pad = 3;
+                    t.out = out;
+                    t.act = act;
+                    t.scale_per_column = b_unsigned;
+                    t.bias = out == QGemmOutput::f32 && !b_unsigned;
+                    t.y_scale = s.m % 2 != 0 ? 0.02f : 0.3f;
+                    t.y_zero = out == QGemmOutput::u8 ? 100 : -20;
+                    check_all(t, {1, 2});
+                }
+}
+
 TEST_CASE("qgemm is exact at extreme values (vpmaddubsw would saturate)", "[fast][qgemm]") {
     for (int fill : {1, 2})
         for (bool a_signed : {false, true})
@@ -439,7 +472,9 @@ TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not"
     // the scales up to 1e30 take the store's integer rounding; beyond it (ra * 255 overflows,
     // +inf + -inf = NaN) the lanes forms with their NaN -> zero point.
     namespace d = dsinfer::detail;
-    const int64_t m = 13, k = 40, n = 45;  // a partial panel at every family
+    // Full tiles (stored inline: B's zero point is 0), short ones and a partial panel at every
+    // family; the residual apart from C and C itself (in place, as QLinearConvAdd runs).
+    const int64_t m = 29, k = 40, n = 77;
     std::mt19937 rng(91);
     std::uniform_int_distribution<int> byte(0, 255);
     std::vector<uint8_t> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)),
@@ -469,6 +504,10 @@ TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not"
                 p.residual_col = 1;
                 std::vector<uint8_t> c(static_cast<std::size_t>(m * n));
                 REQUIRE(d::qgemm_packed(m, a.data(), k, packed, c.data(), n, p));
+                std::vector<uint8_t> c_in_place = r;
+                p.residual = c_in_place.data();
+                REQUIRE(d::qgemm_packed(m, a.data(), k, packed, c_in_place.data(), n, p));
+                CHECK(c_in_place == c);
                 int64_t bad = 0;
                 for (int64_t i = 0; i < m; ++i)
                     for (int64_t j = 0; j < n; ++j) {
