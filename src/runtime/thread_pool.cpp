@@ -38,6 +38,7 @@ thread_local bool t_team_gone = false;
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_hold_helpers{false};  // pool_hold_helpers_for_test
+std::atomic<int> g_delay_helpers_us{0};   // pool_delay_helpers_for_test
 
 /// One calling thread's helpers and the region they share.
 ///
@@ -154,8 +155,15 @@ private:
 #endif
         for (;;) {
             idle(seen);
-            if (stop_.load(std::memory_order_acquire)) return;
+            // What woke us first, then the team's end: the other order let a helper that woke
+            // for a region, found no stop, and was descheduled while its caller finished the
+            // region alone and exited (~Team: stop_, then wake_ + 1) read that last wake_ as
+            // `seen` and sleep on it for good, the caller's thread hanging in join (seen in a
+            // test run). wake_'s last value is stored after stop_, so reading it shows stop_.
             seen = wake_.load(std::memory_order_acquire);
+            if (const int us = g_delay_helpers_us.load(std::memory_order_relaxed); us > 0)
+                std::this_thread::sleep_for(std::chrono::microseconds(us));
+            if (stop_.load(std::memory_order_acquire)) return;
             if (g_hold_helpers.load(std::memory_order_relaxed)) continue;
             std::int64_t slot = 0;
             while (take(seen, slot)) {
@@ -237,6 +245,10 @@ void run_slots(std::int64_t slots, SlotFn fn, void* context, PoolWait wait) noex
 
 void pool_hold_helpers_for_test(bool hold) noexcept {
     g_hold_helpers.store(hold, std::memory_order_relaxed);
+}
+
+void pool_delay_helpers_for_test(int microseconds) noexcept {
+    g_delay_helpers_us.store(microseconds, std::memory_order_relaxed);
 }
 
 int pool_helpers() noexcept { return t_team.team ? t_team.team->helpers() : 0; }

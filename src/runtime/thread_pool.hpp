@@ -78,4 +78,9 @@ int pool_helpers() noexcept;
 /// scheduled them), so a region must complete on its calling thread.
 void pool_hold_helpers_for_test(bool hold) noexcept;
 
+/// For tests: helpers of every team sleep `microseconds` each time they wake, between reading
+/// what woke them and checking for the team's end (0: no delay, the default), so a test can
+/// make a helper late for a region whose calling thread then exits.
+void pool_delay_helpers_for_test(int microseconds) noexcept;
+
 }  // namespace dsinfer::detail

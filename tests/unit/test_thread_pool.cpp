@@ -5,14 +5,15 @@
 // run_team / parallel_for give the same chunks on dsinfer's pool as on OpenMP's team; an
 // engine's outputs are bitwise the same under every policy and thread count as on the OpenMP
 // team; concurrent callers each get their own team.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -328,6 +329,53 @@ TEST_CASE("dsinfer's packed GEMM gives the same bits on OpenMP's team and on the
             }
         }
     }
+}
+
+TEST_CASE("a thread exits cleanly while its helper is late for the last region",
+          "[thread_pool][fast]") {
+    // A helper wakes for a region, is delayed (as if descheduled) while the calling thread
+    // runs every slot itself and exits; the team's destructor must not wait for a helper that
+    // went back to sleep on the team's final wake-up. In a forked child with a deadline, so a
+    // hang fails the test instead of stalling the suite.
+    std::cout.flush();
+    std::fflush(nullptr);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        int done = 0;
+        for (PoolWait wait : kWaits)
+            for (int rep = 0; rep < 5; ++rep) {
+                std::thread caller([&] {
+                    const ParallelModeScope mode({true, wait});
+                    run_team(2, [](std::int64_t) {});  // the helper exists, then idles
+                    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+                    pool_delay_helpers_for_test(20000);
+                    // Each slot takes 5 ms: the helper wakes during the first and is still
+                    // in its delay when the caller has run both.
+                    std::atomic<int> ran{0};
+                    run_team(2, [&](std::int64_t) {
+                        ran++;
+                        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    });
+                    if (ran.load() == 2) ++done;
+                });  // exits at once: ~Team while the helper sleeps in its delay
+                caller.join();
+                pool_delay_helpers_for_test(0);
+            }
+        std::_Exit(done == 15 ? 0 : 1);
+    }
+    int status = 0;
+    pid_t got = 0;
+    for (int ms = 0; ms < 20000 && (got = waitpid(child, &status, WNOHANG)) == 0; ms += 10)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (got == 0) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        FAIL("a thread whose helper was late for its last region did not exit within 20 s");
+    }
+    REQUIRE(got == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("a forked child runs pool regions and exits cleanly", "[thread_pool][fast]") {
