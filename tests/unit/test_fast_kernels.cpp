@@ -13,16 +13,16 @@
 //   - Erf: within 2e-7 absolute of the exact erf (std::erf in double) and of std::erf(float).
 // Determinism: every fast kernel splits work independently of the thread count, so two runs
 // at 2 threads and runs at 1 and 2 threads are bitwise equal.
-#include <catch2/catch.hpp>
-
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <dsinfer/dsinfer.hpp>
+#include <initializer_list>
 #include <limits>
+#include <numbers>
 #include <numeric>
 #include <random>
-
-#include <dsinfer/dsinfer.hpp>
 
 using namespace dsinfer;
 
@@ -307,18 +307,28 @@ TEST_CASE("fast unary ops on float16 and bfloat16 match the reference", "[fast]"
     }
 }
 
-TEST_CASE("fast Erf is within 2e-7 of the exact erf", "[fast]") {
-    // Every 64th float bit pattern in [0, 5] (plus the negatives), 17 M values, and specials.
+namespace {
+
+/// Every 64th float bit pattern in [0, hi], each with its negative, then `specials`.
+std::vector<float> every_64th_float(float hi, std::initializer_list<float> specials) {
     std::vector<float> v;
-    for (std::uint32_t b = 0; b <= std::bit_cast<std::uint32_t>(5.0f); b += 64) {
+    for (std::uint32_t b = 0; b <= std::bit_cast<std::uint32_t>(hi); b += 64) {
         const float f = std::bit_cast<float>(b);
         v.push_back(f);
         v.push_back(-f);
     }
-    for (float f : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                    std::numeric_limits<float>::quiet_NaN(), 0.921875f, -0.921875f, 3.925f,
-                    1e30f, -1e-45f})
-        v.push_back(f);
+    v.insert(v.end(), specials);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("fast Erf is within 2e-7 of the exact erf", "[fast]") {
+    // Every 64th float bit pattern in [0, 5] (plus the negatives), 17 M values, and specials.
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> v =
+        every_64th_float(5.0f, {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 0.921875f,
+                                -0.921875f, 3.925f, 1e30f, -1e-45f});
     const Tensor x = Tensor::from_vector(Shape{static_cast<std::int64_t>(v.size())}, v);
     auto [fast, ref] = both("Erf", {{"x", x}});
     double worst_exact = 0, worst_ref = 0;
@@ -340,6 +350,53 @@ TEST_CASE("fast Erf is within 2e-7 of the exact erf", "[fast]") {
     CHECK(std::signbit(e.data<float>()[1]));
     CHECK(e.data<float>()[2] == 1.0f);
     CHECK(e.data<float>()[3] == -1.0f);
+}
+
+TEST_CASE("fast Gelu is within 1e-7 (1 + |Gelu|) of the exact Gelu", "[fast]") {
+    // Every 64th float bit pattern in [0, 8] (plus the negatives), 17.6 M values: both sides of
+    // the formula's switch at |x| = 4 sqrt 2, and specials. The exact Gelu in double; the
+    // reference kernel's 0.5 x (1 + erf(x / sqrt 2)) in float is itself off by up to an ulp of
+    // 1 + erf times 0.5 |x|.
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> v =
+        every_64th_float(8.0f, {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 5.656854f,
+                                -5.656854f, 5.6568546f, -5.6568546f, 1e30f, -1e30f, -1e-45f});
+    const Tensor x = Tensor::from_vector(Shape{static_cast<std::int64_t>(v.size())}, v);
+    auto [fast, ref] = both("Gelu", {{"x", x}}, {}, 20);
+    double worst = 0, worst_ref = 0;
+    float worst_at = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const float got = fast[0].data<float>()[i];
+        const float want_ref = ref[0].data<float>()[i];
+        if (std::isnan(want_ref)) {  // NaN and -inf (-inf * 0)
+            CHECK(std::isnan(got));
+            continue;
+        }
+        if (std::isinf(v[i])) {
+            CHECK(got == want_ref);
+            continue;
+        }
+        const double xd = v[i];
+        const double g = 0.5 * xd * (1.0 + std::erf(xd / std::numbers::sqrt2));
+        const double err = std::abs(got - g) / (1.0 + std::abs(g));
+        if (err > worst) {
+            worst = err;
+            worst_at = v[i];
+        }
+        worst_ref = std::max(worst_ref,
+                             std::abs(got - static_cast<double>(want_ref)) / (1.0 + std::abs(g)));
+    }
+    INFO("max error vs the exact Gelu, relative to 1 + |Gelu|: "
+         << worst << " at " << worst_at << "; vs the reference kernel: " << worst_ref);
+    CHECK(worst <= 1e-7);
+    CHECK(worst_ref <= 2e-7);
+    // Signs and limits: Gelu(-0) = -0, large negative x gives -0, large positive x itself.
+    const Tensor e = run_graph(one_node("Gelu", {{"x", f32_of({4}, {0, 0, 0, 0})}}, 1, {}, 20),
+                               {{"x", f32_of({4}, {-0.0f, -30.0f, 30.0f, 7.0f})}}, {"cpu"})[0];
+    CHECK((e.data<float>()[0] == 0.0f && std::signbit(e.data<float>()[0])));
+    CHECK((e.data<float>()[1] == 0.0f && std::signbit(e.data<float>()[1])));
+    CHECK(e.data<float>()[2] == 30.0f);
+    CHECK(e.data<float>()[3] == 7.0f);
 }
 
 TEST_CASE("fast Not and unaccelerated dtypes go through the reference", "[fast]") {
