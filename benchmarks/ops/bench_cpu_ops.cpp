@@ -50,9 +50,10 @@ struct OneNode {
 };
 
 OneNode one_node(const std::string& op, const std::vector<Operand>& ins,
-                 const std::vector<std::pair<std::string, Attribute>>& attrs, bool reference) {
+                 const std::vector<std::pair<std::string, Attribute>>& attrs, bool reference,
+                 std::int64_t opset = 13) {
     Graph g;
-    g.opset_imports = {{"", 13}};
+    g.opset_imports = {{"", opset}};
     std::vector<ValueId> in_ids;
     std::vector<NamedTensor> feeds;
     for (const auto& o : ins) {
@@ -87,10 +88,11 @@ Attribute integer(std::int64_t v) {
 }
 
 void run(benchmark::State& state, const std::string& op, const std::vector<Operand>& ins,
-         const std::vector<std::pair<std::string, Attribute>>& attrs = {}) {
+         const std::vector<std::pair<std::string, Attribute>>& attrs = {},
+         std::int64_t opset = 13) {
     const bool reference = state.range(0) != 0;
     state.SetLabel(reference ? "reference" : "cpu");
-    OneNode n = one_node(op, ins, attrs, reference);
+    OneNode n = one_node(op, ins, attrs, reference, opset);
     std::int64_t bytes = 0;
     for (const auto& o : ins) bytes += static_cast<std::int64_t>(o.value.num_bytes());
     for (auto _ : state) benchmark::DoNotOptimize(n.engine.run(n.feeds));
@@ -122,6 +124,9 @@ void BM_Sqrt(benchmark::State& s) {
 }
 void BM_ErfGelu(benchmark::State& s) {  // GELU: erf over [B,S,4H]
     run(s, "Erf", {{"x", random_f32({B, S, F}, 1)}});
+}
+void BM_Gelu(benchmark::State& s) {  // GELU as one op (opset 20) over [B,S,4H]
+    run(s, "Gelu", {{"x", random_f32({B, S, F}, 1)}}, {}, 20);
 }
 void BM_MulGelu(benchmark::State& s) {  // GELU: [B,S,4H] * [B,S,4H]
     run(s, "Mul", {{"a", random_f32({B, S, F}, 1)}, {"b", random_f32({B, S, F}, 2)}});
@@ -165,6 +170,7 @@ DSINFER_OP_BENCH(BM_PowSquare);
 DSINFER_OP_BENCH(BM_ReduceMeanLastAxis);
 DSINFER_OP_BENCH(BM_Sqrt);
 DSINFER_OP_BENCH(BM_ErfGelu);
+DSINFER_OP_BENCH(BM_Gelu);
 DSINFER_OP_BENCH(BM_MulGelu);
 DSINFER_OP_BENCH(BM_TransposeHeads);
 DSINFER_OP_BENCH(BM_TransposeKeys);
