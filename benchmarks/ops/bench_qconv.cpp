@@ -132,11 +132,14 @@ void shapes(benchmark::internal::Benchmark* b) {
             b->Args({n, 64, 56, 256, 1, 1, impl, Threads});
             b->Args({n, 512, 7, 2048, 1, 1, impl, Threads});
         }
-    // The 3x3 convolutions of ResNet-50's stages as a QDQ ResNet runs them (channels last).
+    // The 3x3 convolutions of ResNet-50's stages as a QDQ ResNet runs them (channels last), and
+    // the 1x1 2048 -> 512 at 7x7 (49 rows an image: four 12-row tiles and a short one).
     for (int64_t n : {1, 8}) {
         b->Args({n, 64, 56, 64, 3, 1, 3, Threads});
         b->Args({n, 128, 28, 128, 3, 1, 3, Threads});
         b->Args({n, 256, 14, 256, 3, 1, 3, Threads});
+        b->Args({n, 512, 7, 512, 3, 1, 3, Threads});
+        b->Args({n, 2048, 7, 512, 1, 1, 3, Threads});
         b->Args({n, 256, 56, 64, 1, 1, 3, Threads});
     }
 }
