@@ -231,14 +231,27 @@ QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, 
     for (int64_t i = 0; i < s.kh; ++i)
         for (int64_t j = 0; j < s.kw; ++j) {
             const std::uint8_t** out = rows + (i * s.kw + j) * pixels;
+            // The output columns whose tap j falls inside the image, [lo, hi): ix = ox * sw
+            // - pl + j * dw in [0, w). Left and right of them (and rows outside) the zero row.
+            const int64_t x0 = j * s.dw - s.pl;  // ix at ox = 0
+            const int64_t lo = std::clamp<int64_t>(x0 >= 0 ? 0 : (-x0 + s.sw - 1) / s.sw, 0, s.ow);
+            const int64_t hi =
+                std::clamp<int64_t>(s.w - x0 <= 0 ? 0 : (s.w - x0 + s.sw - 1) / s.sw, lo, s.ow);
+            const int64_t step = s.sw * s.c;
             for (int64_t oy = r0; oy < r1; ++oy) {
                 const int64_t iy = oy * s.sh - s.pt + i * s.dh;
-                const bool row_in = iy >= 0 && iy < s.h;
-                const std::uint8_t* line = row_in ? base + (iy - iy0) * s.w * s.c : nullptr;
-                for (int64_t ox = 0; ox < s.ow; ++ox) {
-                    const int64_t ix = ox * s.sw - s.pl + j * s.dw;
-                    *out++ = row_in && ix >= 0 && ix < s.w ? line + ix * s.c : zero_row;
+                if (iy < 0 || iy >= s.h) {
+                    std::fill(out, out + s.ow, zero_row);
+                    out += s.ow;
+                    continue;
                 }
+                std::fill(out, out + lo, zero_row);
+                if (lo < hi) {
+                    const std::uint8_t* p = base + (iy - iy0) * s.w * s.c + (x0 + lo * s.sw) * s.c;
+                    for (int64_t ox = lo; ox < hi; ++ox, p += step) out[ox] = p;
+                }
+                std::fill(out + hi, out + s.ow, zero_row);
+                out += s.ow;
             }
         }
     QRowsA a;
