@@ -573,9 +573,10 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
     // (requantized) and u8 + residual (the fused QLinearAdd) epilogues bitwise against
     // qgemm_packed. Shapes: rows that do not fill a tile, row blocks, partial panels, K blocks
     // crossed inside a segment (seg 512 x 3 against KC 768 on AVX-512), a short last tile
-    // split with the one before it (13, 17 and 49 rows: 7 + 6, 9 + 8), and a short last row
-    // block joined to the one before (K 4608: blocks of 48 rows on AVX-512, 54 on AVX-VNNI;
-    // 197 rows).
+    // split with the one before it where B's panel slice exceeds L1 (K 4608, 49 rows: 12 x 3 +
+    // 7 + 6 on AVX-512) and kept where it does not (13 and 17 rows at K 64 and 128), and a
+    // short last row block joined to the one before (K 4608: blocks of 48 rows on AVX-512, 54
+    // on AVX-VNNI; 197 rows).
     struct Shape {
         int64_t m, segments, seg, n;
     };
