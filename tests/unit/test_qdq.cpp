@@ -708,34 +708,38 @@ TEST_CASE("qdq: channels-last MaxPool: large windows, channel tails, bitwise", "
     // (fast_qlinear.cpp pool_nhwc: 64 bytes at a time across the window's valid pixels, in
     // batches of 64 pixels) must be the reference's bit for bit: a 9x9 window (81 pixels: two
     // batches) and a 3x3 one, channel counts of 72 and 100 (64-byte blocks, 16-byte vectors and
-    // scalar tails), windows cut by padding on each side.
-    for (int64_t c : {72, 100})
-        for (int64_t k : {3, 9}) {
-            INFO("channels " << c << " window " << k);
-            QdqBuilder b;
-            const ValueId x = b.g.add_value("x", DType::f32, sym({2, c, 15, 13}));
-            b.g.inputs.push_back(x);
-            const ValueId xd = b.qdq(x, 0.04f, 128);
-            Tensor s1, s2;
-            const auto conv = [&](ValueId in, float in_scale, std::vector<int64_t> wdims,
-                                  Tensor& ws) {
-                const ValueId w = b.weight(wdims, 0, wdims[0], &ws);
-                return b.node("Conv", {in, w, b.bias(in_scale, ws, wdims[0])});
-            };
-            const ValueId c1 = b.node("Relu", {conv(xd, 0.04f, {c, c, 1, 1}, s1)});
-            const ValueId h1 = b.qdq(c1, 0.05f, 0);
-            const ValueId pool = b.node("MaxPool", {h1},
-                                        {{"kernel_shape", attr_ints({k, k})},
-                                         {"strides", attr_ints({2, 2})},
-                                         {"pads", attr_ints({k / 2, k / 2, k / 2, k / 2})}});
-            const ValueId h2 = b.qdq(pool, 0.05f, 0);
-            const ValueId c2 = conv(h2, 0.05f, {8, c, 1, 1}, s2);
-            const ValueId q = b.quantize(c2, 0.06f, 120);
-            const Graph g = b.done({q});
-            const Ran r = check_fusion(g, {{"x", random_f32({2, c, 15, 13}, 23, 4.f)}}, 2);
-            CHECK(count_op(r, "MaxPool", "cpu") == 1);
-            CHECK(r.blocked >= 2);  // the pool and the convolution before it channels last
-        }
+    // scalar tails), windows cut by padding on each side. Rows of up to 16384 bytes take the
+    // separable path (each window's rows' maxima first), wider ones (72 channels x 240) the
+    // gathering one.
+    for (const int64_t w : {13, 240})
+        for (int64_t c : {72, 100})
+            for (int64_t k : {3, 9}) {
+                if (w == 240 && c == 100) continue;
+                INFO("channels " << c << " width " << w << " window " << k);
+                QdqBuilder b;
+                const ValueId x = b.g.add_value("x", DType::f32, sym({2, c, 15, w}));
+                b.g.inputs.push_back(x);
+                const ValueId xd = b.qdq(x, 0.04f, 128);
+                Tensor s1, s2;
+                const auto conv = [&](ValueId in, float in_scale, std::vector<int64_t> wdims,
+                                      Tensor& ws) {
+                    const ValueId w = b.weight(wdims, 0, wdims[0], &ws);
+                    return b.node("Conv", {in, w, b.bias(in_scale, ws, wdims[0])});
+                };
+                const ValueId c1 = b.node("Relu", {conv(xd, 0.04f, {c, c, 1, 1}, s1)});
+                const ValueId h1 = b.qdq(c1, 0.05f, 0);
+                const ValueId pool = b.node("MaxPool", {h1},
+                                            {{"kernel_shape", attr_ints({k, k})},
+                                             {"strides", attr_ints({2, 2})},
+                                             {"pads", attr_ints({k / 2, k / 2, k / 2, k / 2})}});
+                const ValueId h2 = b.qdq(pool, 0.05f, 0);
+                const ValueId c2 = conv(h2, 0.05f, {8, c, 1, 1}, s2);
+                const ValueId q = b.quantize(c2, 0.06f, 120);
+                const Graph g = b.done({q});
+                const Ran r = check_fusion(g, {{"x", random_f32({2, c, 15, w}, 23, 4.f)}}, 2);
+                CHECK(count_op(r, "MaxPool", "cpu") == 1);
+                CHECK(r.blocked >= 2);  // the pool and the convolution before it channels last
+            }
 }
 
 TEST_CASE("qdq: QLinearAdd writes into the block of an operand that dies at it", "[fast][qdq]") {
