@@ -573,16 +573,17 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
     // (requantized) and u8 + residual (the fused QLinearAdd) epilogues bitwise against
     // qgemm_packed. Shapes: rows that do not fill a tile, row blocks, partial panels, K blocks
     // crossed inside a segment (seg 512 x 3 against KC 768 on AVX-512), a short last tile
-    // split with the one before it where B's panel slice exceeds L1 (K 4608, 49 rows: 12 x 3 +
-    // 7 + 6 on AVX-512) and kept where it does not (13 and 17 rows at K 64 and 128), and a
-    // short last row block joined to the one before (K 4608: blocks of 48 rows on AVX-512, 54
-    // on AVX-VNNI; 197 rows).
+    // split with the one before it (1 or 2 rows at any K: 13 and 14 rows at K 64 -> 7 + 6 and
+    // 7 + 7 on AVX-512; up to 5 where B's panel slice exceeds L1: K 4608, 49 rows -> 12 x 3 +
+    // 7 + 6) or kept (17 rows at K 128), and a short last row block joined to the one before
+    // (K 4608: blocks of 48 rows on AVX-512, 54 on AVX-VNNI; 197 rows).
     struct Shape {
         int64_t m, segments, seg, n;
     };
-    const Shape shapes[] = {{1, 1, 4, 1},     {5, 3, 4, 31},     {12, 9, 64, 64},  {13, 1, 64, 33},
-                            {37, 9, 16, 100}, {400, 1, 256, 70}, {29, 3, 512, 40}, {200, 9, 96, 64},
-                            {17, 2, 64, 40},  {49, 9, 512, 64},  {197, 9, 512, 40}};
+    const Shape shapes[] = {{1, 1, 4, 1},     {5, 3, 4, 31},    {12, 9, 64, 64},
+                            {13, 1, 64, 33},  {37, 9, 16, 100}, {400, 1, 256, 70},
+                            {29, 3, 512, 40}, {200, 9, 96, 64}, {17, 2, 64, 40},
+                            {14, 1, 64, 33},  {49, 9, 512, 64}, {197, 9, 512, 40}};
     int tested = 0;
     for (QIsa isa : qisas()) {
         for (const Shape& sh : shapes) {
