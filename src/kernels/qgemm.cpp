@@ -64,6 +64,10 @@ struct RunCtx {
     bool zero_terms;               ///< some zero-point term is not 0
     float q_lo, q_hi;              ///< u8/s8 range minus y_zero (with Relu, q_lo at least 0)
     bool add_finite;               ///< the fused QLinearAdd's |ra|, |rb| <= 1e30: no NaN sum
+    /// And |ra| + |rb| <= 8192: |sum| < 255 * 8192 = 2^21 (both operands within +-255), which
+    /// rounds (every family's round_lanes) and saturates to the output range exactly with
+    /// no clamp to +-1024 first.
+    bool add_small;
     ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
     /// The epilogue a full tile (MR rows, a whole panel) may store inline, its accumulators
     /// still in registers (store_inline in qgemm_kernels.inc), none needing row terms: u8/s8
@@ -442,6 +446,7 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
     r.q_hi = hi - static_cast<float>(p.y_zero);
     if (p.act.kind == Activation::relu && r.q_lo < 0.f) r.q_lo = 0.f;
     r.add_finite = std::fabs(p.add.ra) <= 1e30f && std::fabs(p.add.rb) <= 1e30f;
+    r.add_small = r.add_finite && std::fabs(p.add.ra) + std::fabs(p.add.rb) <= 8192.f;
     r.act_loop = p.act.kind == Activation::relu ? nullptr : activation_loop_f32(p.act);
     r.inline_store = RunCtx::Inline::none;
     if (!zb_nonzero) {

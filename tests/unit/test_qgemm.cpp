@@ -469,7 +469,9 @@ TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not"
           "[fast][qgemm]") {
     // C = QLinearAdd(requantized product, residual R) in the store, against requantize() and
     // ops/qlinear.hpp's scalar qlinear_add_value / qlinear_requantize per element. Ratios of
-    // the scales up to 1e30 take the store's integer rounding; beyond it (ra * 255 overflows,
+    // the scales up to 1e30 take the store's integer rounding (up to |ra| + |rb| = 8192 with no
+    // clamp before it; above that, as ra 2.5e8 here, clamped to +-1024 first); beyond 1e30
+    // (ra * 255 overflows,
     // +inf + -inf = NaN) the lanes forms with their NaN -> zero point.
     namespace d = dsinfer::detail;
     // Full tiles (stored inline: B's zero point is 0), short ones and a partial panel at every
@@ -483,7 +485,7 @@ TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not"
         for (auto& x : *v) x = static_cast<uint8_t>(byte(rng));
     struct Scales { float ys, rs, cs; };
     for (const Scales sc : {Scales{0.5f, 0.03f, 0.04f}, Scales{0.05f, 0.03f, 0.001f},
-                            Scales{0.06f, 0.5f, 2e-38f}})
+                            Scales{0.5f, 0.3f, 2e-9f}, Scales{0.06f, 0.5f, 2e-38f}})
         for (QGemmOutput out : {QGemmOutput::u8, QGemmOutput::s8})
             for (QIsa isa : qisas()) {
                 INFO(d::qisa_name(isa) << " ys " << sc.ys << " cs " << sc.cs << " s8 "
