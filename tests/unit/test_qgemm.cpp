@@ -471,8 +471,7 @@ TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not"
     // ops/qlinear.hpp's scalar qlinear_add_value / qlinear_requantize per element. Ratios of
     // the scales up to 1e30 take the store's integer rounding (up to |ra| + |rb| = 8192 with no
     // clamp before it; above that, as ra 2.5e8 here, clamped to +-1024 first); beyond 1e30
-    // (ra * 255 overflows,
-    // +inf + -inf = NaN) the lanes forms with their NaN -> zero point.
+    // (ra * 255 overflows, +inf + -inf = NaN) the lanes forms with their NaN -> zero point.
     namespace d = dsinfer::detail;
     // Full tiles (stored inline: B's zero point is 0), short ones and a partial panel at every
     // family; the residual apart from C and C itself (in place, as QLinearConvAdd runs).
