@@ -32,5 +32,10 @@ option(DSINFER_BUILD_FUZZERS "dsinfer: build libFuzzer targets (clang)" OFF)
 option(DSINFER_INSTALL "dsinfer: generate install and export rules" ${DSINFER_IS_MAIN_PROJECT})
 option(DSINFER_WARNINGS_AS_ERRORS "dsinfer: treat warnings in dsinfer's own code as errors" OFF)
 set(DSINFER_SANITIZE "" CACHE STRING "dsinfer: sanitizers: '', 'address;undefined' or 'thread'")
+# ds-serve and ds-loadgen (its in-process comparator) allocate per request on many threads:
+# they link Debian's tcmalloc (libtcmalloc-minimal4) when it is installed, as servers are
+# commonly run with one; 'system' keeps glibc's. Never under sanitizers (they bring their own).
+set(DSINFER_TOOLS_ALLOCATOR "tcmalloc" CACHE STRING
+    "dsinfer: the allocator ds-serve and ds-loadgen link: 'tcmalloc' (when installed) or 'system'")
 set(DSINFER_ONNX_TESTS_DIR "${PROJECT_SOURCE_DIR}/../shared/onnx-backend-tests" CACHE PATH
     "dsinfer: ONNX backend conformance data (node/, simple/, pytorch-*/)")

@@ -14,6 +14,8 @@ packages=(
     # ds-serve (dsinfer::server): REST on cpp-httplib with TLS, gRPC++ and its code generator;
     # its tests talk to it with a Python client from Debian's gRPC tooling and with curl.
     libcpp-httplib-dev libssl-dev libgrpc++-dev protobuf-compiler-grpc
+    # ds-serve and ds-loadgen link tcmalloc (DSINFER_TOOLS_ALLOCATOR) when it is there.
+    libtcmalloc-minimal4
     python3-grpcio python3-grpc-tools curl python3-yaml
 )
 
