@@ -15,7 +15,10 @@ port; file options lie on mounted volumes; the grace period outlasts preStop plu
 the Services select the pods and their targetPorts exist on the container, gRPC ports with
 appProtocol grpc; the HPA scales the Deployment on CPU and on a Pods metric that
 prometheus-adapter-rules.yaml derives from dsinfer_queue_requests; the PDB selects the pods;
-kustomization.yaml lists every manifest. Exit status 1 with one line per failure.
+kustomization.yaml lists every manifest; the runtime stage's `apt-get install` names the Debian
+package of every shared library ds-serve links directly (`readelf -d`, then `dpkg -S` on this
+machine; skipped, saying so, where either tool is missing), apart from the base image's libc6,
+libgcc-s1, libstdc++6 and zlib1g. Exit status 1 with one line per failure.
 
 --self-test then checks mutated copies of deploy/ (a wrong probe path, an undeclared probe
 port, ...) and fails unless each mutation is caught.
@@ -95,7 +98,45 @@ def query_server(binary):
         routes.add((parts[0], parts[1]))
     if not routes:
         sys.exit("check_manifests: `ds-serve --list-routes` printed no route")
-    return routes, parse_help(run("--help"))
+    return routes, parse_help(run("--help")), linked_packages(binary)
+
+
+# Packages every debian:bookworm-slim image holds already.
+BASE_PACKAGES = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
+SANITIZER_RUNTIMES = ("libasan.", "libubsan.", "libtsan.", "liblsan.")
+
+
+def linked_packages(binary):
+    """{soname: Debian package} of the shared libraries the binary names itself (DT_NEEDED),
+    as this machine's dpkg knows them; None where readelf, ldd or dpkg is missing."""
+    def output(cmd):
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except OSError:
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    dynamic, resolved = output(["readelf", "-d", binary]), output(["ldd", binary])
+    if dynamic is None or resolved is None or output(["dpkg", "--version"]) is None:
+        return None
+    paths = {}
+    for line in resolved.splitlines():  # `  libfoo.so.1 => /lib/.../libfoo.so.1 (0x...)`
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "=>":
+            paths[parts[0]] = parts[2]
+    packages = {}
+    for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic):
+        path = paths.get(soname)
+        if path is None or soname.startswith(SANITIZER_RUNTIMES):
+            continue  # the loader itself; a sanitizer build's runtimes (no image has those)
+        owner = None
+        for candidate in (path, str(Path(path).resolve())):
+            found = output(["dpkg", "-S", candidate])
+            if found:
+                owner = found.split(":", 1)[0].strip()
+                break
+        packages[soname] = owner
+    return packages
 
 
 # ---- the Dockerfile -----------------------------------------------------------------------
@@ -106,6 +147,7 @@ class Image:
     def __init__(self, path, checker):
         self.where = path.name
         self.entrypoint, self.cmd, self.exposed, self.user = [], [], set(), None
+        self.packages = set()  # what the final stage's RUN lines apt-get install
         instructions = []
         pending = ""
         for raw in path.read_text().splitlines():
@@ -140,6 +182,11 @@ class Image:
                         self.exposed.add(int(port))
             elif keyword == "USER":
                 self.user = rest
+            elif keyword == "RUN":
+                for command in rest.split("&&"):
+                    words = command.split()
+                    if words[:2] == ["apt-get", "install"]:
+                        self.packages.update(w for w in words[2:] if not w.startswith("-"))
         checker.expect(bool(self.entrypoint), self.where, "the final stage has no ENTRYPOINT")
         uid = (self.user or "0").split(":")[0]
         checker.expect(uid.isdigit() and int(uid) != 0, self.where,
@@ -427,7 +474,7 @@ def adapter_metrics(kube_dir, checker):
     return exposed
 
 
-def check_manifests(deploy_dir, routes, cli):
+def check_manifests(deploy_dir, routes, cli, libs):
     checker = Checker()
     kube_dir = deploy_dir / "kubernetes"
     dockerfile = deploy_dir / "Dockerfile"
@@ -435,6 +482,11 @@ def check_manifests(deploy_dir, routes, cli):
         return checker
     image = Image(dockerfile, checker)
     files = load_manifests(kube_dir, checker)
+    for soname, package in sorted((libs or {}).items()):
+        if checker.expect(package is not None, "Dockerfile",
+                          f"no Debian package owns {soname} here, which ds-serve links"):
+            checker.expect(package in BASE_PACKAGES or package in image.packages, "Dockerfile",
+                           f"the runtime stage installs no {package} (ds-serve links {soname})")
 
     by_kind = {}
     for name, docs in files.items():
@@ -684,10 +736,12 @@ MUTATIONS = [
                           "ENTRYPOINT /usr/local/bin/ds-serve --host 0.0.0.0")),
     ("Dockerfile ENTRYPOINT with an ephemeral REST port", "needs a fixed port",
      lambda d: _edit_text(d, "Dockerfile", r'"--http-port", "8000"', '"--http-port", "0"')),
+    ("the runtime stage without the allocator ds-serve links", "the runtime stage installs no",
+     lambda d: _edit_text(d, "Dockerfile", r" libtcmalloc-minimal4", "")),
 ]
 
 
-def self_test(deploy_dir, routes, cli):
+def self_test(deploy_dir, routes, cli, libs):
     failures = []
     with tempfile.TemporaryDirectory(prefix="check_manifests.") as tmp:
         for title, expected, mutate in MUTATIONS:
@@ -699,7 +753,10 @@ def self_test(deploy_dir, routes, cli):
             except (RuntimeError, KeyError, IndexError, TypeError, AttributeError) as e:
                 failures.append(f"mutation '{title}' could not be applied: {e!r}")
                 continue
-            errors = check_manifests(copy_dir, routes, cli).errors
+            if libs is None and expected.startswith("the runtime stage installs no"):
+                print(f"self-test: {title}: skipped (no readelf, ldd or dpkg here)")
+                continue
+            errors = check_manifests(copy_dir, routes, cli, libs).errors
             caught = [e for e in errors if expected in e]
             print(f"self-test: {title}: {'caught' if caught else 'NOT CAUGHT'}"
                   + (f" ({caught[0]})" if caught else ""))
@@ -718,8 +775,11 @@ def main():
                         help="also check that mutated copies of deploy/ fail")
     args = parser.parse_args()
 
-    routes, cli = query_server(args.ds_serve)
-    checker = check_manifests(args.deploy_dir, routes, cli)
+    routes, cli, libs = query_server(args.ds_serve)
+    if libs is None:
+        print("check_manifests: readelf, ldd or dpkg missing: the runtime stage's packages are "
+              "not checked against ds-serve's libraries")
+    checker = check_manifests(args.deploy_dir, routes, cli, libs)
     for error in checker.errors:
         print(f"FAIL {error}")
     if checker.errors:
@@ -728,7 +788,7 @@ def main():
     print(f"check_manifests: {checker.checked} checks passed ({len(routes)} routes from "
           f"{args.ds_serve} --list-routes)")
     if args.self_test:
-        failures = self_test(args.deploy_dir, routes, cli)
+        failures = self_test(args.deploy_dir, routes, cli, libs)
         for failure in failures:
             print(f"FAIL self-test: {failure}")
         if failures:

@@ -476,12 +476,9 @@ private:
                 for (int t = 0; t < count; ++t) loops.max_into(o, rows_[t], c);
         };
         const int64_t row_bytes = iw * c;
-        // Separable (rows of up to kSeparableRow elements): the maxima over each window's input
-        // rows first, pixel by pixel (one max_into per row over the whole input row), then
-        // each output pixel's maximum over its window's columns of those. ResNet-50's stem pool
-        // (3x3/2, 64 channels, 112 wide): 3 vertical + 3 horizontal 64-byte maxima per output
-        // pixel instead of gathering its 9 pixels: 0.58-0.60 -> 0.33-0.51 ms at b8
-        // (ds-profiler, 3 alternating runs).
+        // Separable: ResNet-50's stem pool (3x3/2, 64 channels, 112 wide) takes 3 vertical + 3
+        // horizontal 64-byte maxima per output pixel instead of gathering its 9 pixels:
+        // 0.53-0.61 -> 0.34-0.51 ms at b8 (ds-profiler, 6 alternating runs).
         const bool separable = row_bytes <= kSeparableRow;
         parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
             alignas(64) Q vrow[kSeparableRow];
