@@ -11,9 +11,10 @@ packages=(
     # Debian's dnnl CMake package config looks for OpenCL, so it needs these two as well.
     libdnnl-dev ocl-icd-opencl-dev opencl-headers
     clang-14 libclang-rt-14-dev
-    # ds-serve (dsinfer::server): REST on cpp-httplib with TLS, gRPC++ and its code generator;
-    # its tests talk to it with a Python client from Debian's gRPC tooling and with curl.
-    libcpp-httplib-dev libssl-dev libgrpc++-dev protobuf-compiler-grpc
+    # ds-serve (dsinfer::server): REST on Boost.Beast/Asio (header-only) with TLS (OpenSSL),
+    # gRPC++ and its code generator; its tests and the example client talk to it over
+    # cpp-httplib's client, a Python client from Debian's gRPC tooling and curl.
+    libboost-dev libssl-dev libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc
     # ds-serve and ds-loadgen link tcmalloc (DSINFER_TOOLS_ALLOCATOR) when it is there.
     libtcmalloc-minimal4
     python3-grpcio python3-grpc-tools curl python3-yaml

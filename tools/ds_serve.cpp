@@ -5,7 +5,7 @@
 //   ds-serve --model-repository DIR [--http-port 8000] [--grpc-port 8001] [--metrics-port P]
 //            [--host 127.0.0.1] [--model-control-mode none|poll|explicit] [--load-model NAME]
 //            [--repository-poll-secs S] [--auth-token-file FILE] [--tls-cert F --tls-key F]
-//            [--http-threads N] [--max-body-bytes N] [--request-timeout-ms N]
+//            [--http-threads N] [--http-nice N] [--max-body-bytes N] [--request-timeout-ms N]
 //            [--drain-timeout-s S] [--max-batch-size N] [--max-queue-delay-us N]
 //            [--threads N] [--port-file FILE]
 //   ds-serve --list-routes
@@ -34,11 +34,14 @@ constexpr const char* kProgram = "ds-serve";
 
 const char* const kSynopsis =
     "usage: ds-serve --model-repository DIR [--http-port 8000] [--grpc-port 8001]\n"
-    "                [--metrics-port P] [--host 127.0.0.1] [--model-control-mode none|poll|explicit]\n"
+    "                [--metrics-port P] [--host 127.0.0.1] [--model-control-mode "
+    "none|poll|explicit]\n"
     "                [--load-model NAME]... [--repository-poll-secs S] [--auth-token-file FILE]\n"
-    "                [--tls-cert FILE --tls-key FILE] [--http-threads N] [--max-body-bytes N]\n"
+    "                [--tls-cert FILE --tls-key FILE] [--http-threads N] [--http-nice N] "
+    "[--max-body-bytes N]\n"
     "                [--max-tensor-elements N] [--request-timeout-ms N] [--drain-timeout-s S]\n"
-    "                [--max-batch-size N] [--max-queue-delay-us N] [--threads N] [--port-file FILE]\n"
+    "                [--max-batch-size N] [--max-queue-delay-us N] [--threads N] [--port-file "
+    "FILE]\n"
     "       ds-serve --list-routes\n"
     "       ds-serve --help | --version\n";
 
@@ -122,7 +125,12 @@ int main(int argc, char** argv) {
                    "require 'Authorization: Bearer <token in this file>' (health routes exempt)");
     app.add_option("--tls-cert", tls_cert, "PEM certificate (with --tls-key): TLS for REST and gRPC");
     app.add_option("--tls-key", tls_key, "PEM private key");
-    app.add_option("--http-threads", o.http_threads, "REST worker threads, one connection each (0: 256)")
+    app.add_option("--http-threads", o.http_threads,
+                   "REST I/O threads, each serving many connections (0: 2)")
+        ->capture_default_str();
+    app.add_option("--http-nice", o.http_nice,
+                   "nice value of the REST I/O threads, below the engine's (0: unchanged)")
+        ->check(CLI::Range(0, 19))
         ->capture_default_str();
     app.add_option("--max-body-bytes", o.max_body_bytes, "largest REST body / gRPC message")
         ->capture_default_str();

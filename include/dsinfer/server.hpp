@@ -79,10 +79,13 @@ struct ServerOptions {
     std::string auth_token;
     /// TLS for REST and gRPC when both are given (PEM files).
     std::filesystem::path tls_cert, tls_key;
-    /// REST worker threads (each serves one connection at a time: connections beyond it wait
-    /// for a free thread; a connection gives its worker up after 100 requests, so waiting ones
-    /// get a turn). 0 = 256.
+    /// REST I/O threads: event-driven, each serves any number of connections (a request
+    /// waiting for its batch holds no thread). 0 = 2.
     int http_threads = 0;
+    /// The REST I/O threads' nice value (0-19; 0 leaves it), below the engine's compute
+    /// threads: a parallel kernel waits for its slowest thread, so an I/O thread that
+    /// preempts one of them idles every core of the batch (docs/SERVING.md "Measured").
+    int http_nice = 10;
     std::size_t max_body_bytes = std::size_t{64} << 20;  ///< REST body / gRPC message
     std::int64_t max_tensor_elements = std::int64_t{1} << 26;
     /// The deadline of a request that names no "timeout" parameter (0 = none): a request

@@ -235,14 +235,12 @@ def main():
     ap.add_argument("--queue-delay-us", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--http-threads", type=int, default=0,
-                    help="REST workers (0: one per connection, up to 1024)")
+                    help="ds-serve's REST I/O threads (0: its default)")
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--every", type=float, default=2.0)
     ap.add_argument("what", choices=["throughput", "reload", "sigterm"])
     args = ap.parse_args()
     args.connections = [int(c) for c in args.connections.split(",")]
-    if args.http_threads == 0:
-        args.http_threads = min(1024, max(args.connections) + 8)
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (Debian: apt-get install wrk)")
     args.model = os.path.abspath(args.model)

@@ -1,551 +1,875 @@
-// src/server/http_frontend.cpp — the REST half of the Open Inference Protocol on cpp-httplib
-// (Debian's libcpp-httplib-dev): routes, bearer-token check, limits, the binary-tensor
-// extension, the generate extension (plain and as Server-Sent Events), and cancellation when
-// the client goes away.
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <httplib.h>  // Debian's build: CPPHTTPLIB_OPENSSL_SUPPORT from its pkg-config file
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
+// src/server/http_frontend.cpp — the REST half of the Open Inference Protocol on Boost.Beast
+// over Asio (Debian's libboost-dev, header-only; TLS through OpenSSL): routes, bearer-token
+// check, limits, the binary-tensor extension, the generate extension (plain and as
+// Server-Sent Events), and cancellation when the client goes away.
+//
+// Event-driven: a few I/O threads (ServerOptions::http_threads) serve every connection, each
+// connection on its own strand. A request is read, decoded and submitted on that strand and
+// the thread moves on; the engine's completion posts the answer back to the strand, which
+// encodes and writes it. No thread waits for an inference, so a batch's answers cost one
+// wake-up of the I/O thread, not one per connection (the thread-per-connection server this
+// replaced spent about 20 system calls and two thread switches a request: docs/SERVING.md).
+// Generations, whose answers come token by token, each get a thread of their own that waits
+// on the token feed and posts what it has to write.
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
-#include <future>
+#include <condition_variable>
+#include <deque>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
+#include <optional>
 #include <thread>
+#include <variant>
 
 #include "server/server_impl.hpp"
 
 namespace dsinfer::server {
 
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
 using json = nlohmann::json;
 
 namespace {
-void raise_listen_backlog(int port);
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using Strand = net::strand<net::io_context::executor_type>;
+
+/// The largest request header (request line and fields) a client may send: 431 beyond it.
+constexpr std::uint32_t kMaxHeaderBytes = 64 * 1024;
+/// Each connection's read buffer to start with (it grows for larger requests).
+constexpr std::size_t kReadBufferBytes = 16 * 1024;
+/// I/O threads when ServerOptions::http_threads is 0.
+constexpr int kDefaultIoThreads = 2;
+/// After an error answered with a close (a body over the limit, a malformed request), how
+/// long the rest of what the client sends is read and dropped before the socket closes: a
+/// close with unread data resets the connection, and the client could lose the answer.
+constexpr std::chrono::seconds kLingerTime{2};
+/// How long a generation's thread waits for its next token before it looks at the client
+/// again; right after a token, how soon it looks again for the end (which the Generator
+/// reports without a callback, just after the last token).
+constexpr std::chrono::milliseconds kGenerateIdlePoll{20};
+constexpr std::chrono::milliseconds kGenerateTokenPoll{1};
+
+Response make_response(unsigned status, std::string body, std::string_view content_type) {
+    Response r;
+    r.result(status);
+    if (status == 499) r.reason("Client Closed Request");
+    if (!body.empty() || !content_type.empty())
+        r.set(http::field::content_type,
+              beast::string_view(content_type.empty() ? "text/plain" : content_type.data(),
+                                 content_type.empty() ? 10 : content_type.size()));
+    r.body() = std::move(body);
+    return r;
+}
+
+Response error_response(const ApiError& e) {
+    Response r = make_response(static_cast<unsigned>(http_status(e.code)),
+                               json_error_body(e.message), "application/json");
+    if (e.code == ApiCode::unavailable) r.set(http::field::retry_after, "1");
+    return r;
+}
+
+Response error_response(unsigned status, std::string_view message) {
+    return make_response(status, json_error_body(message), "application/json");
+}
+
+int hex_digit(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/// The request target's path, percent-decoded, without its query; nullopt for a bad escape.
+std::optional<std::string> decoded_path(std::string_view target) {
+    target = target.substr(0, target.find('?'));
+    std::string out;
+    out.reserve(target.size());
+    for (std::size_t i = 0; i < target.size(); ++i) {
+        if (target[i] != '%') {
+            out.push_back(target[i]);
+            continue;
+        }
+        if (i + 2 >= target.size()) return std::nullopt;
+        const int hi = hex_digit(target[i + 1]), lo = hex_digit(target[i + 2]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+    }
+    return out;
+}
+
+/// "/v2/models/a/ready" -> {"v2", "models", "a", "ready"} (empty segments kept).
+std::vector<std::string_view> segments(std::string_view path) {
+    std::vector<std::string_view> out;
+    if (path.empty() || path[0] != '/') return out;
+    path.remove_prefix(1);
+    for (;;) {
+        const auto slash = path.find('/');
+        out.push_back(path.substr(0, slash));
+        if (slash == std::string_view::npos) break;
+        path.remove_prefix(slash + 1);
+    }
+    return out;
+}
+
+/// Detached threads (one per generation) counted, so that the front end can wait for them:
+/// the state outlives the front end, as a thread touches it after its work.
+struct Blocking {
+    std::mutex mutex;
+    std::condition_variable cv;
+    int running = 0;
+};
+
 }  // namespace
+
+class HttpFrontend;
+
+/// One connection. Everything but the atomics runs on the connection's strand.
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(HttpFrontend& frontend, Strand strand)
+        : frontend_(frontend), strand_(std::move(strand)) {}
+    virtual ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    const Strand& strand() const noexcept { return strand_; }
+    /// Starts the connection (TLS handshake, then the first read).
+    virtual void start() = 0;
+    /// Answers the request read last; then the next request, or the close.
+    virtual void send(Response r) = 0;
+    /// Until the answer is sent: calls `on_gone` (once, on the strand) if the client hangs up.
+    virtual void watch(std::function<void()> on_gone) = 0;
+    /// Streams the answer: `header` (chunked), then the pieces given to stream_write(); the
+    /// one with `last` ends the answer. A failed write sets write_failed and closes.
+    virtual void stream_begin(http::response<http::empty_body> header) = 0;
+    virtual void stream_write(std::string data, bool last) = 0;
+    /// Closes the connection without an answer.
+    virtual void abort() = 0;
+    /// Server stop: an idle connection closes now, a busy one after its answer.
+    virtual void stop() = 0;
+
+    std::atomic<bool> write_failed{false};
+    std::list<std::weak_ptr<Session>>::iterator registration;
+
+protected:
+    HttpFrontend& frontend_;
+    Strand strand_;
+};
 
 class HttpFrontend {
 public:
-    HttpFrontend(Server::Impl& impl, bool metrics_only) : impl_(impl), metrics_only_(metrics_only) {
+    HttpFrontend(Server::Impl& impl, bool metrics_only)
+        : impl_(impl), metrics_only_(metrics_only), acceptor_(ioc_) {
         const auto& o = impl.options;
-#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-        if (!o.tls_cert.empty())
-            server_ = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
-        else
-#endif
-            server_ = std::make_unique<httplib::Server>();
-        if (!o.tls_cert.empty() && !server_->is_valid())
-            throw Error(ErrorCode::invalid_argument,
-                        "TLS: cannot use the certificate '" + o.tls_cert.string() +
-                            "' and key '" + o.tls_key.string() + "'");
-        configure();
+        if (!o.tls_cert.empty()) {
+            try {
+                tls_.emplace(net::ssl::context::tls_server);
+                tls_->set_options(net::ssl::context::default_workarounds |
+                                  net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+                                  net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+                tls_->use_certificate_chain_file(o.tls_cert.string());
+                tls_->use_private_key_file(o.tls_key.string(), net::ssl::context::pem);
+            } catch (const std::exception& e) {
+                throw Error(ErrorCode::invalid_argument, "TLS: cannot use the certificate '" +
+                                                             o.tls_cert.string() + "' and key '" +
+                                                             o.tls_key.string() + "': " + e.what());
+            }
+        }
     }
 
     int bind(const std::string& host, int port) {
-        int bound = -1;
-        if (port == 0) bound = server_->bind_to_any_port(host);
-        else bound = server_->bind_to_port(host, port) ? port : -1;
-        if (bound < 0)
+        try {
+            const tcp::endpoint ep(net::ip::make_address(host), static_cast<unsigned short>(port));
+            acceptor_.open(ep.protocol());
+            acceptor_.set_option(net::socket_base::reuse_address(true));
+            acceptor_.set_option(tcp::no_delay(true));
+            acceptor_.bind(ep);
+            acceptor_.listen(net::socket_base::max_listen_connections);
+        } catch (const std::exception&) {
             throw Error(ErrorCode::io_error,
                         "cannot listen on " + host + ":" + std::to_string(port) +
                             " (address in use or not allowed)");
-        raise_listen_backlog(bound);
-        thread_ = std::thread([this] {
-            server_->listen_after_bind();
-            listen_returned_.store(true);
-        });
-        // cpp-httplib's stop() does nothing until the listening thread has marked the server
-        // running: a stop() right after start would leave that thread in accept() for good.
-        while (!server_->is_running() && !listen_returned_.load())
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const int bound = acceptor_.local_endpoint().port();
+        accept();
+        const int n =
+            impl_.options.http_threads > 0 ? impl_.options.http_threads : kDefaultIoThreads;
+        for (int i = 0; i < n; ++i)
+            threads_.emplace_back([this] {
+                // Below the engine's threads (Linux: nice is per thread): a parallel kernel
+                // waits for its slowest thread, so an I/O thread preempting one compute
+                // thread idles both cores. The I/O runs in the gaps between batches instead.
+                if (const int nice = impl_.options.http_nice; nice != 0)
+                    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
+                ioc_.run();
+            });
         return bound;
     }
 
+    /// Stops accepting, closes idle connections, lets busy ones send their answer (up to the
+    /// I/O timeout), waits for the generations' threads, then stops the I/O threads.
     void stop() {
-        server_->stop();
-        if (thread_.joinable()) thread_.join();
+        if (stopped_) return;
+        stopped_ = true;
+        stopping_.store(true);
+        net::post(ioc_, [this] {
+            beast::error_code ec;
+            acceptor_.close(ec);
+        });
+        {
+            std::lock_guard lock(sessions_mutex_);
+            for (auto& w : sessions_)
+                if (auto s = w.lock()) net::post(s->strand(), [s] { s->stop(); });
+        }
+        {
+            std::unique_lock lock(blocking_->mutex);
+            blocking_->cv.wait(lock, [&] { return blocking_->running == 0; });
+        }
+        {
+            std::unique_lock lock(sessions_mutex_);
+            sessions_cv_.wait_for(lock, impl_.options.io_timeout + std::chrono::seconds(1),
+                                  [&] { return sessions_.empty(); });
+        }
+        ioc_.stop();
+        for (auto& t : threads_)
+            if (t.joinable()) t.join();
     }
 
     ~HttpFrontend() { stop(); }
 
+    Server::Impl& impl() noexcept { return impl_; }
+    bool stopping() const noexcept { return stopping_.load(std::memory_order_relaxed); }
+    /// Answers end their connection (Connection: close) once the server drains: clients then
+    /// leave between requests instead of having an idle connection closed, at the stop,
+    /// under a request they are sending. New connections are still read and answered (503).
+    bool closing() const noexcept { return stopping() || impl_.draining.load(); }
+    void forget(Session& s) {
+        std::lock_guard lock(sessions_mutex_);
+        sessions_.erase(s.registration);
+        if (sessions_.empty()) sessions_cv_.notify_all();
+    }
+    /// Answers one request read on `s` (on its strand).
+    void dispatch(const std::shared_ptr<Session>& s, Request& req);
+
 private:
-    void configure();
-    void handle_infer(const httplib::Request& req, httplib::Response& res,
-                      const std::string& name, const std::string& version);
-    void handle_generate(const httplib::Request& req, httplib::Response& res,
-                         const std::string& name, const std::string& version, bool stream);
-    void reply_error(httplib::Response& res, const ApiError& e) const {
-        res.status = http_status(e.code);
-        if (e.code == ApiCode::unavailable) res.set_header("Retry-After", "1");
-        res.set_content(json_error_body(e.message), "application/json");
+    void accept();
+    void route(const std::shared_ptr<Session>& s, Request& req);
+    void handle_infer(const std::shared_ptr<Session>& s, Request& req, const std::string& name,
+                      const std::string& version);
+    void handle_generate(const std::shared_ptr<Session>& s, Request& req, const std::string& name,
+                         const std::string& version, bool stream);
+    /// Runs `work` on a thread of its own (a generation's waits).
+    void spawn(std::function<void()> work) {
+        {
+            std::lock_guard lock(blocking_->mutex);
+            ++blocking_->running;
+        }
+        std::thread([state = blocking_, work = std::move(work)] {
+            try {
+                work();
+            } catch (...) {  // the work answers its own errors; never let one end the process
+            }
+            std::lock_guard lock(state->mutex);
+            if (--state->running == 0) state->cv.notify_all();
+        }).detach();
     }
 
+    // Declared before the io_context: its destruction destroys the handlers still queued,
+    // and with them sessions, which unregister (sessions_) and may hold TLS streams (tls_).
     Server::Impl& impl_;
     bool metrics_only_;
-    std::unique_ptr<httplib::Server> server_;
-    std::thread thread_;
-    std::atomic<bool> listen_returned_{false};
+    std::atomic<bool> stopping_{false};
+    bool stopped_ = false;
+    std::mutex sessions_mutex_;
+    std::condition_variable sessions_cv_;
+    std::list<std::weak_ptr<Session>> sessions_;
+    std::shared_ptr<Blocking> blocking_ = std::make_shared<Blocking>();
+    std::optional<net::ssl::context> tls_;
+    net::io_context ioc_;
+    tcp::acceptor acceptor_;
+    std::unique_ptr<net::steady_timer> accept_retry_;
+    std::vector<std::thread> threads_;
 };
+
+Session::~Session() { frontend_.forget(*this); }
 
 namespace {
 
-// The first of the process's open descriptors (a few hundred: /proc/self/fd, not every number
-// up to RLIMIT_NOFILE) for which `match` holds; -1 when none does.
-template <class Match>
-int find_fd(Match match) {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (dir == nullptr) return -1;
-    int found = -1;
-    const int own = ::dirfd(dir);
-    while (dirent* e = ::readdir(dir)) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        const int fd = std::atoi(e->d_name);
-        if (fd > 2 && fd != own && match(fd)) {
-            found = fd;
-            break;
-        }
-    }
-    ::closedir(dir);
-    return found;
-}
-
-// A socket address's port (-1 for other families); with `text`, also its address as text.
-int port_of(const sockaddr_storage& a, std::string* text = nullptr) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    int port = -1;
-    if (a.ss_family == AF_INET) {
-        const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-        if (text) ::inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
-        port = ntohs(v4->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-        const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-        if (text) ::inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
-        port = ntohs(v6->sin6_port);
-    }
-    if (text) *text = buf;
-    return port;
-}
-
-// The connection a request arrived on, found by its endpoints among the process's sockets
-// (cpp-httplib does not hand the socket to handlers): looked up once per connection and
-// thread, then only verified. Used only while a handler waits, to notice a client that hung
-// up and cancel its request.
-int connection_fd(const httplib::Request& req) {
-    struct Cached {
-        int fd = -1;
-        std::string addr;
-        int port = -1, local_port = -1;
-    };
-    thread_local Cached cached;
-    auto matches = [&](int fd) {
-        sockaddr_storage peer{}, local{};
-        socklen_t pl = sizeof(peer), ll = sizeof(local);
-        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0)
-            return false;
-        std::string addr;
-        return port_of(peer, &addr) == req.remote_port && port_of(local) == req.local_port &&
-               addr == req.remote_addr;
-    };
-    if (cached.fd >= 0 && cached.addr == req.remote_addr && cached.port == req.remote_port &&
-        cached.local_port == req.local_port && matches(cached.fd))
-        return cached.fd;
-    const int fd = find_fd(matches);
-    if (fd >= 0) cached = Cached{fd, req.remote_addr, req.remote_port, req.local_port};
-    return fd;
-}
-
-// Debian's cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when the
-// shared library was built): a burst of connections overflows it and their SYNs are retried
-// after 1 s, then 3 s. listen() again on the bound socket raises the backlog (Linux updates it
-// in place); the socket is found by its state and port.
-void raise_listen_backlog(int port) {
-    const int fd = find_fd([port](int fd) {
-        int listening = 0;
-        socklen_t len = sizeof(listening);
-        sockaddr_storage local{};
-        socklen_t ll = sizeof(local);
-        return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening &&
-               ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) == 0 &&
-               port_of(local) == port;
-    });
-    if (fd >= 0) ::listen(fd, SOMAXCONN);
-}
-
-bool client_gone(int fd) {
-    if (fd < 0) return false;
-    pollfd p{fd, POLLRDHUP, 0};
-    if (::poll(&p, 1, 0) <= 0) return false;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-// This worker thread's eventfd, which an inference's completion signals: the worker sleeps in
-// one poll() on it and on the client's connection, woken once, by the answer or by a hang-up
-// (a timed wait on the future woke every worker every few tens of milliseconds, and on two
-// cores under 256 connections those wake-ups took CPU from the batches). -1 if none could be
-// made (the caller then waits on the future).
-int completion_eventfd() {
-    struct Fd {
-        int fd = ::eventfd(0, EFD_CLOEXEC);
-        ~Fd() {
-            if (fd >= 0) ::close(fd);
-        }
-    };
-    thread_local Fd f;
-    return f.fd;
-}
-
-// Waits until `efd` is signalled (then clears it), cancelling `cancel` if the client on `conn`
-// hangs up meanwhile (the answer still comes: the request ends cancelled). False if poll()
-// fails for another reason than a signal (the caller then waits on the answer's future).
-bool wait_signalled(int efd, int conn, CancellationToken& cancel) {
-    bool watching = conn >= 0;
-    for (;;) {
-        pollfd p[2] = {{efd, POLLIN, 0}, {conn, POLLRDHUP, 0}};
-        const int n = ::poll(p, watching ? 2 : 1, -1);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        if ((p[0].revents & POLLIN) != 0) {
-            std::uint64_t count = 0;
-            while (::read(efd, &count, sizeof count) < 0 && errno == EINTR) {
-            }
-            return true;
-        }
-        if (watching && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) {
-            cancel.cancel();
-            watching = false;  // the answer (cancelled) still signals efd
-        }
-    }
-}
+template <class Stream>
+constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
 }  // namespace
 
-void HttpFrontend::configure() {
-    auto& s = *server_;
-    const auto& o = impl_.options;
-    const std::size_t threads = o.http_threads > 0 ? static_cast<std::size_t>(o.http_threads) : 256;
-    s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    s.set_payload_max_length(o.max_body_bytes);
-    const auto io = std::chrono::duration_cast<std::chrono::microseconds>(o.io_timeout).count();
-    s.set_read_timeout(static_cast<time_t>(io / 1000000), static_cast<time_t>(io % 1000000));
-    s.set_write_timeout(static_cast<time_t>(io / 1000000), static_cast<time_t>(io % 1000000));
-    // Responses go out in more than one write (headers, then body): without TCP_NODELAY,
-    // Nagle's algorithm holds the second write for the client's delayed ACK (~40 ms a request
-    // on Linux). Accepted sockets inherit it from the listener.
-    s.set_tcp_nodelay(true);
-    // A keep-alive connection holds its worker: after 100 requests it is closed (the client
-    // reconnects), so connections beyond the worker count are served in turn.
-    s.set_keep_alive_max_count(100);
-    s.set_keep_alive_timeout(5);
-
-    s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                               std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-            if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = std::string("internal error: ") + e.what();
-        } catch (...) {
-        }
-        res.status = 500;
-        res.set_content(json_error_body(what), "application/json");
-    });
-    s.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string message;
-        if (res.status == 404) message = "no route " + req.method + " " + req.path;
-        else if (res.status == 413) message = "the request body exceeds the server's limit";
-        else if (res.status == 405) message = "method not allowed";
-        else message = "HTTP " + std::to_string(res.status);
-        res.set_content(json_error_body(message), "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-        }));
-
-    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(impl_.metrics_text(), "text/plain; version=0.0.4");
-    });
-    if (metrics_only_) return;
-
-    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        // A POST without a body and without Content-Length (`curl -X POST .../repository/index`,
-        // as the protocol's examples write it) is refused by cpp-httplib 0.11 before routing
-        // with a bare 400. It has no body: say so. (The request object is the server's own,
-        // handed to this hook as const.)
-        if (req.method == "POST" && !req.has_header("Content-Length") &&
-            !req.has_header("Transfer-Encoding"))
-            const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
-        if (req.path.rfind("/v2/health/", 0) == 0) return httplib::Server::HandlerResponse::Unhandled;
-        if (impl_.authorized(req.get_header_value("Authorization")))
-            return httplib::Server::HandlerResponse::Unhandled;
-        res.status = 401;
-        res.set_header("WWW-Authenticate", "Bearer");
-        res.set_content(json_error_body("missing or wrong bearer token"), "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-    });
-
-    s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
-        res.status = 200;
-    });
-    s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-        // The protocol: 200 is true, a 4xx false.
-        res.status = impl_.ready() ? 200 : 400;
-        if (res.status != 200)
-            res.set_content(json_error_body(impl_.draining.load() ? "draining" : "starting"),
-                            "application/json");
-    });
-    s.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(impl_.server_metadata_json(), "application/json");
-    });
-    auto metadata = [this](httplib::Response& res, const std::string& name,
-                           const std::string& version) {
-        std::string body;
-        if (ApiError e = impl_.model_metadata_json(name, version, body); !e.ok())
-            return reply_error(res, e);
-        res.set_content(body, "application/json");
-    };
-    s.Get(R"(/v2/models/([^/]+))", [metadata](const httplib::Request& req, httplib::Response& res) {
-        metadata(res, req.matches[1], "");
-    });
-    s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))",
-          [metadata](const httplib::Request& req, httplib::Response& res) {
-              metadata(res, req.matches[1], req.matches[2]);
-          });
-    auto model_ready = [this](httplib::Response& res, const std::string& name,
-                              const std::string& version) {
-        if (!impl_.repository->find(name, version))
-            return reply_error(res, ApiError{ApiCode::not_found,
-                                             "model '" + name + "'" +
-                                                 (version.empty() ? "" : " version " + version) +
-                                                 " is not loaded"});
-        res.status = impl_.ready() ? 200 : 400;
-    };
-    s.Get(R"(/v2/models/([^/]+)/ready)",
-          [model_ready](const httplib::Request& req, httplib::Response& res) {
-              model_ready(res, req.matches[1], "");
-          });
-    s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)",
-          [model_ready](const httplib::Request& req, httplib::Response& res) {
-              model_ready(res, req.matches[1], req.matches[2]);
-          });
-    s.Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res) {
-        handle_infer(req, res, req.matches[1], "");
-    });
-    s.Post(R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
-           [this](const httplib::Request& req, httplib::Response& res) {
-               handle_infer(req, res, req.matches[1], req.matches[2]);
-           });
-    for (const bool stream : {false, true}) {
-        const std::string route = stream ? "generate_stream" : "generate";
-        s.Post("/v2/models/([^/]+)/" + route,
-               [this, stream](const httplib::Request& req, httplib::Response& res) {
-                   handle_generate(req, res, req.matches[1], "", stream);
-               });
-        s.Post("/v2/models/([^/]+)/versions/([^/]+)/" + route,
-               [this, stream](const httplib::Request& req, httplib::Response& res) {
-                   handle_generate(req, res, req.matches[1], req.matches[2], stream);
-               });
+template <class Stream>
+class SessionT final : public Session {
+public:
+    template <class... Args>
+    SessionT(HttpFrontend& f, Strand strand, tcp::socket socket, Args&&... args)
+        : Session(f, strand),
+          stream_(beast::tcp_stream(std::move(socket)), std::forward<Args>(args)...) {
+        // Beast reads up to the buffer's free capacity (at least 512 bytes): room for a
+        // typical request up front takes it in one recvmsg instead of one per 512 bytes.
+        buffer_.reserve(kReadBufferBytes);
     }
-    s.Post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res) {
-        json list = json::array();
-        for (const auto& m : impl_.repository->index()) {
-            json e = {{"name", m.name}, {"state", m.state}};
-            if (!m.version.empty()) e["version"] = m.version;
-            if (!m.reason.empty()) e["reason"] = m.reason;
-            list.push_back(std::move(e));
+
+    void start() override {
+        net::dispatch(strand_, [self = self()] {
+            if constexpr (kTls<Stream>) {
+                self->lowest().expires_after(self->io_timeout());
+                self->stream_.async_handshake(net::ssl::stream_base::server,
+                                              [self](beast::error_code ec) {
+                                                  if (ec) return self->close();
+                                                  self->read();
+                                              });
+            } else {
+                self->read();
+            }
+        });
+    }
+
+    void send(Response r) override {
+        unwatch();
+        r.version(version_);
+        r.keep_alive(keep_alive_ && !frontend_.closing());
+        r.prepare_payload();
+        auto msg = std::make_shared<Response>(std::move(r));
+        const bool close = msg->need_eof();
+        lowest().expires_after(io_timeout());
+        http::async_write(stream_, *msg,
+                          [self = self(), msg, close](beast::error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              if (close) return self->linger_ ? self->linger() : self->close();
+                              self->read();
+                          });
+    }
+
+    void watch(std::function<void()> on_gone) override {
+        // A pipelined request already read in: a hang-up cannot be told from it.
+        if (buffer_.size() > 0) return;
+        on_gone_ = std::move(on_gone);
+        watching_ = true;
+        const std::uint64_t seq = ++watch_seq_;
+        lowest().socket().async_wait(
+            tcp::socket::wait_read,
+            [self = self(), seq](beast::error_code ec) { self->watched(ec, seq); });
+    }
+
+    void stream_begin(http::response<http::empty_body> header) override {
+        header.version(version_);
+        header.keep_alive(keep_alive_ && !frontend_.closing());
+        header.chunked(true);
+        stream_header_ = std::make_shared<http::response<http::empty_body>>(std::move(header));
+        stream_serializer_ =
+            std::make_shared<http::response_serializer<http::empty_body>>(*stream_header_);
+        pieces_.push_back(Piece{Piece::header, {}});
+        pump();
+    }
+
+    void stream_write(std::string data, bool last) override {
+        if (write_failed.load()) return;
+        if (!data.empty()) pieces_.push_back(Piece{Piece::chunk, std::move(data)});
+        if (last) pieces_.push_back(Piece{Piece::last, {}});
+        pump();
+    }
+
+    void abort() override {
+        unwatch();
+        close();
+    }
+
+    void stop() override {
+        if (!busy_) {
+            beast::error_code ec;
+            lowest().socket().cancel(ec);  // the pending read ends: close()
         }
-        res.set_content(list.dump(-1, ' ', false, json::error_handler_t::replace),
-                        "application/json");
-    });
-    auto control = [this](const httplib::Request& req, httplib::Response& res, bool load) {
-        if (ApiError e = impl_.control(req.matches[1], load); !e.ok()) return reply_error(res, e);
-        res.set_content("{}", "application/json");
+    }
+
+private:
+    std::shared_ptr<SessionT> self() {
+        return std::static_pointer_cast<SessionT>(shared_from_this());
+    }
+    beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+    std::chrono::milliseconds io_timeout() const { return frontend_.impl().options.io_timeout; }
+
+    void read() {
+        busy_ = false;
+        if (frontend_.stopping()) return close();
+        parser_.emplace();
+        parser_->header_limit(kMaxHeaderBytes);
+        parser_->body_limit(frontend_.impl().options.max_body_bytes);
+        // The whole request (header and body) must arrive within the I/O timeout, as must
+        // the next request on an idle keep-alive connection.
+        lowest().expires_after(io_timeout());
+        http::async_read_header(
+            stream_, buffer_, *parser_,
+            [self = self()](beast::error_code ec, std::size_t) { self->header_read(ec); });
+    }
+
+    void header_read(beast::error_code ec) {
+        if (ec) return read_failed(ec);
+        busy_ = true;
+        const auto& h = parser_->get();
+        version_ = h.version();
+        if (beast::iequals(h[http::field::expect], "100-continue")) {
+            auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                           version_);
+            http::async_write(stream_, *cont,
+                              [self = self(), cont](beast::error_code ec, std::size_t) {
+                                  if (ec) return self->close();
+                                  self->read_body();
+                              });
+            return;
+        }
+        read_body();
+    }
+
+    void read_body() {
+        http::async_read(stream_, buffer_, *parser_,
+                         [self = self()](beast::error_code ec, std::size_t) {
+                             if (ec) return self->read_failed(ec);
+                             self->lowest().expires_never();
+                             self->keep_alive_ = self->parser_->get().keep_alive();
+                             Request req = self->parser_->release();
+                             self->frontend_.dispatch(self, req);
+                         });
+    }
+
+    void read_failed(beast::error_code ec) {
+        if (ec == http::error::body_limit) {
+            return fail(413, "the request body exceeds the server's limit (" +
+                                 std::to_string(frontend_.impl().options.max_body_bytes) +
+                                 " bytes)");
+        }
+        if (ec == http::error::header_limit)
+            return fail(431, "the request's header exceeds the server's limit (" +
+                                 std::to_string(kMaxHeaderBytes) + " bytes)");
+        // A malformed request (not a hang-up, a timeout or a stop) is told why.
+        if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+            ec != http::error::end_of_stream && ec != http::error::partial_message)
+            return fail(400, "malformed HTTP request: " + ec.message());
+        close();
+    }
+
+    /// Answers an error with a close, reading what the client still sends.
+    void fail(unsigned status, const std::string& message) {
+        busy_ = true;
+        keep_alive_ = false;
+        linger_ = true;
+        send(error_response(status, message));
+    }
+
+    void watched(beast::error_code ec, std::uint64_t seq) {
+        if (seq != watch_seq_ || !watching_ || ec == net::error::operation_aborted) return;
+        watching_ = false;
+        if (!ec) {
+            // Readable: the client hung up (recv 0, or an error), or sent more (pipelining).
+            char c = 0;
+            const ssize_t n =
+                ::recv(lowest().socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+                return;
+        }
+        if (auto gone = std::move(on_gone_)) gone();
+    }
+
+    void unwatch() {
+        if (!watching_) return;
+        watching_ = false;
+        ++watch_seq_;
+        on_gone_ = nullptr;
+        beast::error_code ec;
+        lowest().socket().cancel(ec);  // nothing else is pending on the socket now
+    }
+
+    struct Piece {
+        enum Kind { header, chunk, last } kind;
+        std::string data;
     };
-    s.Post(R"(/v2/repository/models/([^/]+)/load)",
-           [control](const httplib::Request& req, httplib::Response& res) { control(req, res, true); });
-    s.Post(R"(/v2/repository/models/([^/]+)/unload)",
-           [control](const httplib::Request& req, httplib::Response& res) { control(req, res, false); });
+
+    void pump() {
+        if (writing_ || pieces_.empty()) return;
+        writing_ = true;
+        lowest().expires_after(io_timeout());
+        auto done = [self = self()](beast::error_code ec, std::size_t) { self->piece_written(ec); };
+        Piece& p = pieces_.front();
+        switch (p.kind) {
+            case Piece::header:
+                http::async_write_header(stream_, *stream_serializer_, std::move(done));
+                break;
+            case Piece::chunk:
+                net::async_write(stream_, http::make_chunk(net::buffer(p.data)), std::move(done));
+                break;
+            case Piece::last:
+                net::async_write(stream_, http::make_chunk_last(), std::move(done));
+                break;
+        }
+    }
+
+    void piece_written(beast::error_code ec) {
+        writing_ = false;
+        const bool last = pieces_.front().kind == Piece::last;
+        pieces_.pop_front();
+        if (ec) {
+            write_failed.store(true);
+            pieces_.clear();
+            unwatch();
+            return close();
+        }
+        if (!last) return pump();
+        const bool close_after = stream_header_->need_eof();
+        stream_serializer_.reset();
+        stream_header_.reset();
+        unwatch();
+        if (close_after) return close();
+        read();
+    }
+
+    void close() {
+        if (closed_) return;
+        closed_ = true;
+        busy_ = true;
+        if constexpr (kTls<Stream>) {
+            lowest().expires_after(std::chrono::seconds(1));
+            stream_.async_shutdown([self = self()](beast::error_code) {
+                beast::error_code ec;
+                self->lowest().socket().close(ec);
+            });
+        } else {
+            beast::error_code ec;
+            lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+            lowest().socket().close(ec);
+        }
+    }
+
+    // Half-close, then drop what the client still sends until it closes or kLingerTime.
+    void linger() {
+        closed_ = true;
+        beast::error_code ec;
+        lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+        lowest().expires_after(kLingerTime);
+        drain();
+    }
+    void drain() {
+        lowest().async_read_some(net::buffer(scratch_),
+                                 [self = self()](beast::error_code ec, std::size_t) {
+                                     if (!ec) return self->drain();
+                                     beast::error_code ignored;
+                                     self->lowest().socket().close(ignored);
+                                 });
+    }
+
+    Stream stream_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    unsigned version_ = 11;
+    bool keep_alive_ = false;
+    bool busy_ = false;  ///< a request is being read or answered (a stop waits for it)
+    bool closed_ = false;
+    bool linger_ = false;  ///< the answer ends the connection: read and drop the rest first
+    bool watching_ = false;
+    std::uint64_t watch_seq_ = 0;
+    std::function<void()> on_gone_;
+    std::deque<Piece> pieces_;
+    bool writing_ = false;
+    std::shared_ptr<http::response<http::empty_body>> stream_header_;
+    std::shared_ptr<http::response_serializer<http::empty_body>> stream_serializer_;
+    std::array<char, 4096> scratch_{};
+};
+
+void HttpFrontend::accept() {
+    acceptor_.async_accept(
+        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+            if (!acceptor_.is_open() || ec == net::error::operation_aborted) return;
+            if (ec) {
+                // Out of descriptors or memory: try again shortly rather than spin.
+                accept_retry_ =
+                    std::make_unique<net::steady_timer>(ioc_, std::chrono::milliseconds(50));
+                accept_retry_->async_wait([this](beast::error_code e) {
+                    if (!e && acceptor_.is_open()) accept();
+                });
+                return;
+            }
+            beast::error_code ignored;
+            socket.set_option(tcp::no_delay(true), ignored);
+            auto strand = net::make_strand(ioc_);
+            std::shared_ptr<Session> s;
+            if (tls_)
+                s = std::make_shared<SessionT<beast::ssl_stream<beast::tcp_stream>>>(
+                    *this, strand, std::move(socket), *tls_);
+            else
+                s = std::make_shared<SessionT<beast::tcp_stream>>(*this, strand, std::move(socket));
+            {
+                std::lock_guard lock(sessions_mutex_);
+                s->registration = sessions_.insert(sessions_.end(), s);
+            }
+            s->start();
+            accept();
+        });
 }
 
-void HttpFrontend::handle_infer(const httplib::Request& req, httplib::Response& res,
+void HttpFrontend::dispatch(const std::shared_ptr<Session>& s, Request& req) {
+    try {
+        route(s, req);
+    } catch (const std::exception& e) {
+        s->send(error_response(500, std::string("internal error: ") + e.what()));
+    } catch (...) {
+        s->send(error_response(500, "internal error"));
+    }
+}
+
+void HttpFrontend::route(const std::shared_ptr<Session>& s, Request& req) {
+    const auto target = req.target();
+    const std::optional<std::string> path =
+        decoded_path(std::string_view(target.data(), target.size()));
+    if (!path) return s->send(error_response(400, "malformed percent-escape in the request path"));
+    const bool get = req.method() == http::verb::get;
+    const bool post = req.method() == http::verb::post;
+    auto no_route = [&] {
+        const auto m = req.method_string();
+        s->send(error_response(404, "no route " + std::string(m.data(), m.size()) + " " + *path));
+    };
+    auto wrong_method = [&](const char* allowed) {
+        Response r = error_response(405, "method not allowed (" + std::string(allowed) + ")");
+        r.set(http::field::allow, allowed);
+        s->send(std::move(r));
+    };
+    auto ok = [&](std::string body, std::string_view type) {
+        s->send(make_response(200, std::move(body), type));
+    };
+
+    if (*path == "/metrics") {
+        if (!get) return wrong_method("GET");
+        return ok(impl_.metrics_text(), "text/plain; version=0.0.4");
+    }
+    if (metrics_only_) return no_route();
+    const auto seg = segments(*path);
+    if (seg.empty() || seg[0] != "v2") return no_route();
+    const bool health = seg.size() == 3 && seg[1] == "health";
+    if (!health) {
+        const auto auth = req[http::field::authorization];
+        if (!impl_.authorized(std::string_view(auth.data(), auth.size()))) {
+            Response r = error_response(401, "missing or wrong bearer token");
+            r.set(http::field::www_authenticate, "Bearer");
+            return s->send(std::move(r));
+        }
+    }
+    if (health) {
+        if (!get) return wrong_method("GET");
+        if (seg[2] == "live") return s->send(make_response(200, {}, {}));
+        if (seg[2] != "ready") return no_route();
+        // The protocol: 200 is true, a 4xx false.
+        if (impl_.ready()) return s->send(make_response(200, {}, {}));
+        return s->send(error_response(400, impl_.draining.load() ? "draining" : "starting"));
+    }
+    if (seg.size() == 1) {
+        if (!get) return wrong_method("GET");
+        return ok(impl_.server_metadata_json(), "application/json");
+    }
+    if (seg[1] == "models" && seg.size() >= 3) {
+        // /v2/models/NAME[/versions/V][/ready|/infer|/generate|/generate_stream]
+        const std::string name(seg[2]);
+        std::string version;
+        std::size_t next = 3;
+        if (seg.size() >= 5 && seg[3] == "versions") {
+            version = std::string(seg[4]);
+            next = 5;
+        }
+        if (seg.size() == next) {
+            if (!get) return wrong_method("GET");
+            std::string body;
+            if (ApiError e = impl_.model_metadata_json(name, version, body); !e.ok())
+                return s->send(error_response(e));
+            return ok(std::move(body), "application/json");
+        }
+        if (seg.size() != next + 1) return no_route();
+        const auto action = seg[next];
+        if (action == "ready") {
+            if (!get) return wrong_method("GET");
+            if (!impl_.repository->find(name, version))
+                return s->send(error_response(ApiError{
+                    ApiCode::not_found, "model '" + name + "'" +
+                                            (version.empty() ? "" : " version " + version) +
+                                            " is not loaded"}));
+            return s->send(make_response(impl_.ready() ? 200 : 400, {}, {}));
+        }
+        const bool infer = action == "infer", generate = action == "generate",
+                   stream = action == "generate_stream";
+        if (!infer && !generate && !stream) return no_route();
+        if (!post) return wrong_method("POST");
+        if (!valid_model_name(name))
+            return s->send(error_response(ApiError{ApiCode::not_found, "invalid model name"}));
+        if (!version.empty() && !parse_version(version))
+            return s->send(error_response(
+                ApiError{ApiCode::not_found, "model versions are positive integers"}));
+        if (infer) return handle_infer(s, req, name, version);
+        return handle_generate(s, req, name, version, stream);
+    }
+    if (seg[1] == "repository") {
+        if (seg.size() == 3 && seg[2] == "index") {
+            if (!post) return wrong_method("POST");
+            json list = json::array();
+            for (const auto& m : impl_.repository->index()) {
+                json e = {{"name", m.name}, {"state", m.state}};
+                if (!m.version.empty()) e["version"] = m.version;
+                if (!m.reason.empty()) e["reason"] = m.reason;
+                list.push_back(std::move(e));
+            }
+            return ok(list.dump(-1, ' ', false, json::error_handler_t::replace),
+                      "application/json");
+        }
+        if (seg.size() == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
+            if (!post) return wrong_method("POST");
+            if (ApiError e = impl_.control(std::string(seg[3]), seg[4] == "load"); !e.ok())
+                return s->send(error_response(e));
+            return ok("{}", "application/json");
+        }
+    }
+    no_route();
+}
+
+void HttpFrontend::handle_infer(const std::shared_ptr<Session>& s, Request& req,
                                 const std::string& name, const std::string& version) {
-    if (!valid_model_name(name))
-        return reply_error(res, ApiError{ApiCode::not_found, "invalid model name"});
-    if (!version.empty() && !parse_version(version))
-        return reply_error(res, ApiError{ApiCode::not_found,
-                                         "model versions are positive integers"});
-    std::string_view body = req.body;
+    std::string_view body = req.body();
     std::size_t header_bytes = body.size();
-    if (req.has_header("Inference-Header-Content-Length")) {
-        const std::string v = req.get_header_value("Inference-Header-Content-Length");
+    if (auto it = req.find("Inference-Header-Content-Length"); it != req.end()) {
+        const auto v = it->value();
         std::size_t n = 0;
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
         if (ec != std::errc() || p != v.data() + v.size() || n > body.size())
-            return reply_error(res, ApiError{ApiCode::bad_request,
-                                             "Inference-Header-Content-Length '" + v.substr(0, 32) +
-                                                 "' is not a length within the body (" +
-                                                 std::to_string(body.size()) + " bytes)"});
+            return s->send(error_response(
+                ApiError{ApiCode::bad_request, "Inference-Header-Content-Length '" +
+                                                   std::string(v.substr(0, 32)) +
+                                                   "' is not a length within the body (" +
+                                                   std::to_string(body.size()) + " bytes)"}));
         header_bytes = n;
     }
-    InferRequest request;
+    struct Call {
+        std::string name;
+        InferRequest request;
+    };
+    auto call = std::make_shared<Call>();
+    call->name = name;
     if (ApiError e = decode_json_request(body.substr(0, header_bytes), body.substr(header_bytes),
-                                         impl_.limits, request);
+                                         impl_.limits, call->request);
         !e.ok()) {
         impl_.count(Protocol::http, e.code);
-        return reply_error(res, e);
+        return s->send(error_response(e));
     }
-    struct Outcome {
-        ApiError error;
-        std::vector<NamedTensor> outputs;
-        std::string version;
-    };
-    auto promise = std::make_shared<std::promise<Outcome>>();
-    std::future<Outcome> future = promise->get_future();
     CancellationToken cancel;
-    std::vector<NamedTensor> inputs = std::move(request.inputs);
-    const int efd = completion_eventfd();
-    impl_.infer(Protocol::http, name, version, std::move(inputs), request, cancel,
-                [promise, efd](ApiError e, std::vector<NamedTensor> out, std::string v) {
-                    promise->set_value(Outcome{std::move(e), std::move(out), std::move(v)});
-                    if (efd >= 0) {
-                        const std::uint64_t one = 1;
-                        while (::write(efd, &one, sizeof one) < 0 && errno == EINTR) {
-                        }
-                    }
-                });
-    // Wait for the answer, cancelling the request if the client hangs up meanwhile.
-    if (efd < 0 || !wait_signalled(efd, connection_fd(req), cancel)) {
-        // No eventfd: wait on the future, after a moment watching the connection.
-        if (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
-            const int fd = connection_fd(req);
-            while (future.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
-                if (client_gone(fd)) cancel.cancel();
-        }
-    }
-    Outcome outcome = future.get();
-    if (!outcome.error.ok()) return reply_error(res, outcome.error);
-    EncodedResponse encoded;
-    if (ApiError e = encode_json_response(name, outcome.version, request, outcome.outputs, encoded);
-        !e.ok())
-        return reply_error(res, e);
-    res.status = 200;
-    if (encoded.header_bytes > 0) {
-        res.set_header("Inference-Header-Content-Length", std::to_string(encoded.header_bytes));
-        res.set_content(std::move(encoded.body), "application/octet-stream");
-    } else {
-        res.set_content(std::move(encoded.body), "application/json");
-    }
+    s->watch([cancel]() mutable { cancel.cancel(); });
+    std::vector<NamedTensor> inputs = std::move(call->request.inputs);
+    impl_.infer(
+        Protocol::http, name, version, std::move(inputs), call->request, cancel,
+        [s, call](ApiError e, std::vector<NamedTensor> out, std::string v) {
+            net::post(s->strand(), [s, call, e = std::move(e), out = std::move(out),
+                                    v = std::move(v)]() {
+                if (!e.ok()) return s->send(error_response(e));
+                EncodedResponse encoded;
+                if (ApiError err = encode_json_response(call->name, v, call->request, out, encoded);
+                    !err.ok())
+                    return s->send(error_response(err));
+                if (encoded.header_bytes > 0) {
+                    Response r =
+                        make_response(200, std::move(encoded.body), "application/octet-stream");
+                    r.set("Inference-Header-Content-Length", std::to_string(encoded.header_bytes));
+                    return s->send(std::move(r));
+                }
+                s->send(make_response(200, std::move(encoded.body), "application/json"));
+            });
+        });
 }
 
-namespace {
-
-// How long a front end waits for a generation's next token before it looks at the connection
-// again; right after a token, how soon it looks again for the end (which the Generator
-// reports without a callback, just after the last token).
-constexpr std::chrono::milliseconds kGenerateIdlePoll{20};
-constexpr std::chrono::milliseconds kGenerateTokenPoll{1};
-
-// generate_stream's body: the events as the tokens come, then the final one. The client is
-// watched (a write that fails, or a hang-up seen on the connection) and its generation
-// cancelled when it goes. Runs in one call of cpp-httplib's chunked content provider, on the
-// connection's worker thread.
-bool stream_events(Generation& gen, int fd, const std::string& name, const GenerateCall& call,
-                   httplib::DataSink& sink) {
-    auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
-    std::size_t sent = 0;
-    bool open = true;
-    std::vector<std::int64_t> fresh;
-    auto poll = kGenerateIdlePoll;
-    for (;;) {
-        fresh.clear();
-        const bool finished = gen.wait(poll, fresh);
-        for (std::int64_t token : fresh) {
-            if (open && !write(generate_token_event(name, gen.version(), call, sent, token))) {
-                open = false;
-                gen.cancel();
-            }
-            ++sent;
-        }
-        if (finished) break;
-        poll = fresh.empty() ? kGenerateIdlePoll : kGenerateTokenPoll;
-        if (open && client_gone(fd)) {
-            open = false;
-            gen.cancel();
-        }
-    }
-    const GenerateResult& r = gen.result();
-    if (!open) return false;  // cpp-httplib closes the connection
-    // The result is complete: a token the feed had not handed over yet is sent from it.
-    for (; sent < r.tokens.size(); ++sent)
-        if (!write(generate_token_event(name, gen.version(), call, sent, r.tokens[sent])))
-            return false;
-    if (!write(generate_final_event(name, gen.version(), call, r, gen.outcome()))) return false;
-    sink.done();
-    return true;
-}
-
-}  // namespace
-
-void HttpFrontend::handle_generate(const httplib::Request& req, httplib::Response& res,
+void HttpFrontend::handle_generate(const std::shared_ptr<Session>& s, Request& req,
                                    const std::string& name, const std::string& version,
                                    bool stream) {
-    if (!valid_model_name(name))
-        return reply_error(res, ApiError{ApiCode::not_found, "invalid model name"});
-    if (!version.empty() && !parse_version(version))
-        return reply_error(res,
-                           ApiError{ApiCode::not_found, "model versions are positive integers"});
     auto call = std::make_shared<GenerateCall>();
-    if (ApiError e = decode_generate_request(req.body, impl_.limits, *call); !e.ok()) {
+    if (ApiError e = decode_generate_request(req.body(), impl_.limits, *call); !e.ok()) {
         impl_.count(Protocol::http, e.code);
-        return reply_error(res, e);
+        return s->send(error_response(e));
     }
     std::unique_ptr<Generation> gen;
     if (ApiError e = impl_.generate(Protocol::http, name, version, *call, gen); !e.ok())
-        return reply_error(res, e);
+        return s->send(error_response(e));
+    // Errors found before the first token (bad input, unknown model, a refusal) were answered
+    // above with their status; a stream's answer is 200 from here and its events say how the
+    // generation ended. The client is watched: when it hangs up, the generation is cancelled.
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    s->watch([gone] { gone->store(true); });
     if (stream) {
-        // Errors found before the first token (bad input, unknown model, a refusal) were
-        // answered above with their status; from here the answer is 200 and the events say
-        // how the generation ended. The provider runs after this handler returns, on this
-        // thread; the Generation ends with the response (destroyed unanswered, it cancels).
-        const int fd = connection_fd(req);
-        std::shared_ptr<Generation> shared = std::move(gen);
-        res.status = 200;
-        res.set_header("Cache-Control", "no-cache");
-        res.set_header("X-Accel-Buffering", "no");  // proxies: pass each event on at once
-        res.set_chunked_content_provider(
-            "text/event-stream",  // exactly this type: cpp-httplib never compresses it
-            [shared, fd, name, call](std::size_t, httplib::DataSink& sink) {
-                return stream_events(*shared, fd, name, *call, sink);
-            });
-        return;
+        http::response<http::empty_body> header{http::status::ok, 11};
+        header.set(http::field::content_type, "text/event-stream");
+        header.set(http::field::cache_control, "no-cache");
+        header.set("X-Accel-Buffering", "no");  // proxies: pass each event on at once
+        s->stream_begin(std::move(header));
     }
-    int fd = -1;
-    bool watching = false;
-    std::vector<std::int64_t> fresh;
-    auto poll = kGenerateIdlePoll;
-    while (!gen->wait(poll, fresh)) {
-        poll = fresh.empty() ? kGenerateIdlePoll : kGenerateTokenPoll;
-        fresh.clear();
-        // After a moment, watch the connection and cancel if the client hung up.
-        if (!watching) {
-            fd = connection_fd(req);
-            watching = true;
+    std::shared_ptr<Generation> shared = std::move(gen);
+    spawn([s, gen = std::move(shared), call, name, stream, gone] {
+        auto post = [&](auto f) { net::post(s->strand(), std::move(f)); };
+        auto open = [&] { return !gone->load() && !s->write_failed.load(); };
+        std::vector<std::int64_t> fresh;
+        std::size_t sent = 0;
+        bool cancelled = false;
+        auto poll = kGenerateIdlePoll;
+        for (;;) {
+            fresh.clear();
+            const bool finished = gen->wait(poll, fresh);
+            if (stream && !fresh.empty() && open()) {
+                std::string events;
+                for (std::int64_t token : fresh)
+                    events += generate_token_event(name, gen->version(), *call, sent++, token);
+                post([s, events = std::move(events)]() mutable {
+                    s->stream_write(std::move(events), false);
+                });
+            } else {
+                sent += fresh.size();
+            }
+            if (finished) break;
+            poll = fresh.empty() ? kGenerateIdlePoll : kGenerateTokenPoll;
+            if (!cancelled && !open()) {
+                cancelled = true;
+                gen->cancel();
+            }
         }
-        if (client_gone(fd)) gen->cancel();
-    }
-    const GenerateResult& r = gen->result();
-    if (const ApiError& e = gen->outcome(); !e.ok()) return reply_error(res, e);
-    res.status = 200;
-    res.set_content(encode_generate_response(name, gen->version(), *call, r), "application/json");
+        const GenerateResult& r = gen->result();
+        if (!stream) {
+            if (const ApiError& e = gen->outcome(); !e.ok())
+                return post([s, e]() { s->send(error_response(e)); });
+            return post(
+                [s, body = encode_generate_response(name, gen->version(), *call, r)]() mutable {
+                    s->send(make_response(200, std::move(body), "application/json"));
+                });
+        }
+        if (!open()) return post([s] { s->abort(); });
+        // The result is complete: a token the feed had not handed over yet is sent from it.
+        std::string events;
+        for (; sent < r.tokens.size(); ++sent)
+            events += generate_token_event(name, gen->version(), *call, sent, r.tokens[sent]);
+        events += generate_final_event(name, gen->version(), *call, r, gen->outcome());
+        post([s, events = std::move(events)]() mutable {
+            s->stream_write(std::move(events), true);
+        });
+    });
 }
 
 std::unique_ptr<HttpFrontend, HttpDeleter> make_http_frontend(Server::Impl& impl,

@@ -26,8 +26,10 @@ Status check_options(const ServerOptions& o) {
         return Status::error(ErrorCode::invalid_argument,
                              "http_port and grpc_port are both off: nothing to serve");
     if (o.host.empty()) return Status::error(ErrorCode::invalid_argument, "host is empty");
-    if (o.http_threads < 0 || o.http_threads > 4096)
-        return Status::error(ErrorCode::invalid_argument, "http_threads must be in [0, 4096]");
+    if (o.http_threads < 0 || o.http_threads > 256)
+        return Status::error(ErrorCode::invalid_argument, "http_threads must be in [0, 256]");
+    if (o.http_nice < 0 || o.http_nice > 19)
+        return Status::error(ErrorCode::invalid_argument, "http_nice must be in [0, 19]");
     if (o.max_body_bytes < 1024)
         return Status::error(ErrorCode::invalid_argument, "max_body_bytes must be >= 1024");
     if (o.max_tensor_elements < 1)

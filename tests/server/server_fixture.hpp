@@ -122,7 +122,10 @@ inline std::unique_ptr<inference::GRPCInferenceService::Stub> grpc_stub(int port
 /// A REST body asking for y and z of x (batch rows of 4 floats), JSON data.
 inline std::string json_infer_body(const std::vector<float>& x) {
     std::string data;
-    for (std::size_t i = 0; i < x.size(); ++i) data += (i ? "," : "") + std::to_string(x[i]);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if (i) data += ',';
+        data += std::to_string(x[i]);
+    }
     return R"({"inputs":[{"name":"x","datatype":"FP32","shape":[)" +
            std::to_string(x.size() / 4) + R"(,4],"data":[)" + data + "]}]}";
 }

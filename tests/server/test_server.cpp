@@ -855,3 +855,107 @@ TEST_CASE("server: a model's config.json limits bound its requests, naming the l
     CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
     CHECK_THAT(st.error_message(), Catch::Contains("limits.max_tensor_elements"));
 }
+
+TEST_CASE("server: REST is event-driven: one I/O thread, many waiting requests, HTTP edges",
+          "[server]") {
+    Running s;
+    s.repo.add("scale", 1, scale_model(2.f));
+    // A batch forms after 400 ms or at 64 requests: every request below waits in the queue.
+    s.repo.config("scale", R"({"max_batch_size":64,"max_queue_delay_us":400000})");
+    auto o = local_options(s.repo.root());
+    o.http_threads = 1;
+    o.io_timeout = std::chrono::milliseconds(400);
+    s.start(o);
+    const int port = s.server->http_port();
+
+    // 48 connections wait for their answers at once on the one I/O thread: they share a
+    // batch (a thread-per-connection server with one worker would run them one by one, each
+    // waiting out the queue delay).
+    {
+        std::vector<std::unique_ptr<AsyncPost>> posts;
+        for (int i = 0; i < 48; ++i)
+            posts.push_back(std::make_unique<AsyncPost>(s, "/v2/models/scale/infer",
+                                                        std::vector<float>{float(i), 1, 2, 3}));
+        for (int i = 0; i < 48; ++i) {
+            posts[i]->join();
+            REQUIRE(*posts[i]->result);
+            REQUIRE((*posts[i]->result)->status == 200);
+            CHECK(json::parse((*posts[i]->result)->body)["outputs"][0]["data"][0] == 2.0 * i);
+        }
+        const std::string m = s.server->metrics_text();
+        const std::string count =
+            metric_line(m, "dsinfer_batch_size_requests_count{model=\"scale\",version=\"1\"}");
+        REQUIRE(!count.empty());
+        CHECK(std::stoi(count.substr(count.rfind(' ') + 1)) <= 3);
+    }
+
+    const std::string body = json_infer_body({1, 2, 3, 4});
+    auto post = [&](const std::string& extra) {
+        std::string r =
+            "POST /v2/models/scale/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            "application/json\r\nContent-Length: ";
+        r.append(std::to_string(body.size())).append("\r\n").append(extra).append("\r\n");
+        return r;
+    };
+    // Two requests in one write (pipelining): two answers, in order.
+    {
+        const std::string both = post("") + body + post("Connection: close\r\n") + body;
+        const std::string r = exchange_raw(port, both);
+        const auto second = r.find("HTTP/1.1 200", 1);
+        CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
+        CHECK(second != std::string::npos);
+    }
+    // Expect: 100-continue is answered before the body is sent.
+    {
+        const int fd = send_raw(port, post("Expect: 100-continue\r\nConnection: close\r\n"));
+        REQUIRE(fd >= 0);
+        char buf[256];
+        const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+        REQUIRE(n > 0);
+        CHECK(std::string(buf, static_cast<std::size_t>(n)).rfind("HTTP/1.1 100", 0) == 0);
+        REQUIRE(::send(fd, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()));
+        std::string rest;
+        for (ssize_t k; (k = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+            rest.append(buf, static_cast<std::size_t>(k));
+        ::close(fd);
+        CHECK(rest.find("HTTP/1.1 200") != std::string::npos);
+    }
+    // A header beyond the limit: 431 with the protocol's error body.
+    {
+        std::string big = "GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: ";
+        big.append(70 * 1024, 'a').append("\r\nConnection: close\r\n\r\n");
+        const std::string r = exchange_raw(port, big);
+        CHECK(r.rfind("HTTP/1.1 431", 0) == 0);
+        CHECK(r.find("\"error\"") != std::string::npos);
+    }
+    // Not HTTP: 400 naming the problem.
+    {
+        const std::string r = exchange_raw(port, "HELLO\x01 there\r\n\r\n");
+        CHECK(r.rfind("HTTP/1.1 400", 0) == 0);
+        CHECK(r.find("malformed HTTP request") != std::string::npos);
+    }
+    // A known route with the wrong method: 405 with Allow.
+    {
+        auto c = s.client();
+        auto r = c.Get("/v2/models/scale/infer");
+        REQUIRE(r);
+        CHECK(r->status == 405);
+        CHECK(r->get_header_value("Allow") == "POST");
+        CHECK(c.Get("/v2/models/scale/frobnicate")->status == 404);
+    }
+    // A slow client (half a request header, then nothing) is closed after the I/O timeout,
+    // and holds up nobody meanwhile.
+    {
+        const int fd = send_raw(port, "POST /v2/models/scale/infer HTTP/1.1\r\nHost: x\r\nConte");
+        REQUIRE(fd >= 0);
+        auto c = s.client();
+        CHECK(c.Get("/v2/health/live")->status == 200);
+        const auto t0 = std::chrono::steady_clock::now();
+        char buf[64];
+        const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);  // the server's close
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        ::close(fd);
+        CHECK(n <= 0);
+        CHECK(waited < std::chrono::seconds(5));
+    }
+}
