@@ -222,7 +222,14 @@ public:
                 // thread idles both cores. The I/O runs in the gaps between batches instead.
                 if (const int nice = impl_.options.http_nice; nice != 0)
                     (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
-                ioc_.run();
+                for (;;) {
+                    try {
+                        ioc_.run();
+                        return;
+                    } catch (const std::exception& e) {  // a handler's failure: log, go on
+                        impl_.log(std::string("REST: ") + e.what());
+                    }
+                }
             });
         return bound;
     }
@@ -237,11 +244,16 @@ public:
             beast::error_code ec;
             acceptor_.close(ec);
         });
+        std::vector<std::shared_ptr<Session>> live;
         {
             std::lock_guard lock(sessions_mutex_);
             for (auto& w : sessions_)
-                if (auto s = w.lock()) net::post(s->strand(), [s] { s->stop(); });
+                if (auto s = w.lock()) live.push_back(std::move(s));
         }
+        // Posted outside the lock: a session whose last reference is dropped here unregisters
+        // (takes the lock) in its destructor.
+        for (auto& s : live) net::post(s->strand(), [s] { s->stop(); });
+        live.clear();
         {
             std::unique_lock lock(blocking_->mutex);
             blocking_->cv.wait(lock, [&] { return blocking_->running == 0; });
@@ -598,8 +610,11 @@ private:
 };
 
 void HttpFrontend::accept() {
+    // The connection's strand: its socket's operations complete on it, and the answers
+    // posted from the batcher run on it, so one connection's handlers never run at once.
+    auto strand = net::make_strand(ioc_);
     acceptor_.async_accept(
-        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+        strand, [this, strand](beast::error_code ec, tcp::socket socket) {
             if (!acceptor_.is_open() || ec == net::error::operation_aborted) return;
             if (ec) {
                 // Out of descriptors or memory: try again shortly rather than spin.
@@ -612,18 +627,21 @@ void HttpFrontend::accept() {
             }
             beast::error_code ignored;
             socket.set_option(tcp::no_delay(true), ignored);
-            auto strand = net::make_strand(ioc_);
-            std::shared_ptr<Session> s;
-            if (tls_)
-                s = std::make_shared<SessionT<beast::ssl_stream<beast::tcp_stream>>>(
-                    *this, strand, std::move(socket), *tls_);
-            else
-                s = std::make_shared<SessionT<beast::tcp_stream>>(*this, strand, std::move(socket));
-            {
-                std::lock_guard lock(sessions_mutex_);
-                s->registration = sessions_.insert(sessions_.end(), s);
+            try {
+                std::shared_ptr<Session> s;
+                if (tls_)
+                    s = std::make_shared<SessionT<beast::ssl_stream<beast::tcp_stream>>>(
+                        *this, strand, std::move(socket), *tls_);
+                else
+                    s = std::make_shared<SessionT<beast::tcp_stream>>(*this, strand,
+                                                                      std::move(socket));
+                {
+                    std::lock_guard lock(sessions_mutex_);
+                    s->registration = sessions_.insert(sessions_.end(), s);
+                }
+                s->start();
+            } catch (const std::exception&) {  // out of memory: this connection is dropped
             }
-            s->start();
             accept();
         });
 }
@@ -786,9 +804,13 @@ void HttpFrontend::handle_infer(const std::shared_ptr<Session>& s, Request& req,
                                     v = std::move(v)]() {
                 if (!e.ok()) return s->send(error_response(e));
                 EncodedResponse encoded;
-                if (ApiError err = encode_json_response(call->name, v, call->request, out, encoded);
-                    !err.ok())
-                    return s->send(error_response(err));
+                ApiError err;
+                try {
+                    err = encode_json_response(call->name, v, call->request, out, encoded);
+                } catch (const std::exception& x) {
+                    err = ApiError{ApiCode::internal, std::string("internal error: ") + x.what()};
+                }
+                if (!err.ok()) return s->send(error_response(err));
                 if (encoded.header_bytes > 0) {
                     Response r =
                         make_response(200, std::move(encoded.body), "application/octet-stream");
