@@ -550,8 +550,16 @@ void ModelRepository::retire(std::vector<std::shared_ptr<const ServedVersion>> o
             // Replaced cascades first: releasing one waits for its requests (~Cascade), whose
             // second stage may still be queued on a replaced member, which keeps taking
             // requests until it is shut down below.
-            for (auto& v : old)
-                if (v->cascade) v.reset();
+            // A request being submitted to one right now holds it for a moment (its cascade
+            // counts the request before that ends); nothing can find it any more. Then the
+            // last reference goes here and ~Cascade waits for its requests.
+            const auto until = std::chrono::steady_clock::now() + drain;
+            for (auto& v : old) {
+                if (!v->cascade) continue;
+                while (v.use_count() > 1 && std::chrono::steady_clock::now() < until)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                v.reset();
+            }
             for (const auto& v : old) {
                 if (v && v->batcher) v->batcher->shutdown(drain);
                 if (v && v->generator) v->generator->drain(drain);
@@ -672,7 +680,9 @@ Status ModelRepository::load(const std::string& name) {
     // The cascades over this model are rebuilt on its new versions before the old ones are
     // retired, and retire() lets the old cascades finish first.
     auto cascades = refresh_cascades(name);
-    old.insert(old.end(), cascades.begin(), cascades.end());
+    // Moved, not copied: retire() waits for an old cascade only once it holds the last reference.
+    old.insert(old.end(), std::make_move_iterator(cascades.begin()),
+               std::make_move_iterator(cascades.end()));
     retire(std::move(old));
     return Status::ok();
 }
@@ -765,7 +775,9 @@ Status ModelRepository::unload(const std::string& name) {
     }
     log("unloaded '" + name + "'");
     auto cascades = refresh_cascades(name);
-    old.insert(old.end(), cascades.begin(), cascades.end());
+    // Moved, not copied: retire() waits for an old cascade only once it holds the last reference.
+    old.insert(old.end(), std::make_move_iterator(cascades.begin()),
+               std::make_move_iterator(cascades.end()));
     retire(std::move(old));
     return Status::ok();
 }

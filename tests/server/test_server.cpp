@@ -756,6 +756,7 @@ TEST_CASE("server: a member's reload fails no request of a cascade over it", "[s
     request.join();
     const auto& answer = *request.result;
     REQUIRE(answer.error() == httplib::Error::Success);
+    INFO(answer->body);
     REQUIRE(answer->status == 200);
     // Answered by the large model it was escalated to: the one replaced.
     const float e = std::exp(1.f), e2 = std::exp(2.f);
