@@ -73,10 +73,9 @@ Response make_response(unsigned status, std::string body, std::string_view conte
     Response r;
     r.result(status);
     if (status == 499) r.reason("Client Closed Request");
-    if (!body.empty() || !content_type.empty())
+    if (!content_type.empty())  // every answer with a body names its type
         r.set(http::field::content_type,
-              beast::string_view(content_type.empty() ? "text/plain" : content_type.data(),
-                                 content_type.empty() ? 10 : content_type.size()));
+              beast::string_view(content_type.data(), content_type.size()));
     r.body() = std::move(body);
     return r;
 }

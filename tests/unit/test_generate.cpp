@@ -361,27 +361,24 @@ TEST_CASE("generator: bad input, exhausted budget and cancellation leave others 
     CHECK(br.status.code() == ErrorCode::resource_exhausted);
     CHECK_THAT(br.status.message(), Catch::Contains("KV blocks"));
     std::vector<std::vector<std::int64_t>> prompts = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+    auto request = [](const std::vector<std::int64_t>& prompt, std::int64_t max_tokens) {
+        GenerateRequest q;
+        q.prompt = prompt;
+        q.max_tokens = max_tokens;
+        q.stop_at_eos = false;
+        return q;
+    };
     // 3 x 23 positions > 48: someone is preempted when the three run together. On a loaded
     // machine the submitting thread can be descheduled until the first has finished, so the
     // round is repeated (up to 3 times) until a preemption happened; every round's tokens
     // are checked.
     for (int round = 0; round < 3 && tight.metrics().preempted == 0; ++round) {
         std::vector<GenerateHandle> hs;
-        for (const auto& p : prompts) {
-            GenerateRequest q;
-            q.prompt = p;
-            q.max_tokens = 20;
-            q.stop_at_eos = false;
-            hs.push_back(tight.submit(q));
-        }
+        for (const auto& p : prompts) hs.push_back(tight.submit(request(p, 20)));
         for (std::size_t i = 0; i < hs.size(); ++i) {
             const GenerateResult res = hs[i].get();
             CHECK(res.finish == FinishReason::length);
-            GenerateRequest q;
-            q.prompt = prompts[i];
-            q.max_tokens = 20;
-            q.stop_at_eos = false;
-            CHECK(res.tokens == gen.generate(q).tokens);
+            CHECK(res.tokens == gen.generate(request(prompts[i], 20)).tokens);
         }
     }
     CHECK(tight.metrics().preempted > 0);
@@ -397,13 +394,7 @@ TEST_CASE("generator: bad input, exhausted budget and cancellation leave others 
 
     // Cancel one sequence mid-batch: it stops at a step boundary, the others are unaffected.
     std::vector<GenerateHandle> batch;
-    for (const auto& p : prompts) {
-        GenerateRequest q;
-        q.prompt = p;
-        q.max_tokens = 30;
-        q.stop_at_eos = false;
-        batch.push_back(gen.submit(q));
-    }
+    for (const auto& p : prompts) batch.push_back(gen.submit(request(p, 30)));
     batch[1].cancel();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const GenerateResult res = batch[i].get();
@@ -411,12 +402,8 @@ TEST_CASE("generator: bad input, exhausted budget and cancellation leave others 
             CHECK(res.finish == FinishReason::cancelled);
             continue;
         }
-        GenerateRequest q;
-        q.prompt = prompts[i];
-        q.max_tokens = 30;
-        q.stop_at_eos = false;
         CHECK(res.finish == FinishReason::length);
-        CHECK(res.tokens == gen.generate(q).tokens);
+        CHECK(res.tokens == gen.generate(request(prompts[i], 30)).tokens);
     }
     // A deadline already past.
     GenerateRequest late;
