@@ -11,10 +11,16 @@
 // replaced spent about 20 system calls and two thread switches a request: docs/SERVING.md).
 // Generations, whose answers come token by token, each get a thread of their own that waits
 // on the token feed and posts what it has to write.
+//
+// Per request a connection costs one read that finds the request, one that finds nothing yet
+// and one write: while a request waits for the engine, the read of the next request is
+// already posted and doubles as the hang-up watch (it ends with an end of stream when the
+// client goes away); time limits are deadlines that one frontend-wide sweep timer checks,
+// not a timer armed and cancelled per operation.
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -25,7 +31,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <deque>
@@ -68,6 +73,20 @@ constexpr std::chrono::seconds kLingerTime{2};
 /// reports without a callback, just after the last token).
 constexpr std::chrono::milliseconds kGenerateIdlePoll{20};
 constexpr std::chrono::milliseconds kGenerateTokenPoll{1};
+
+/// How often the sweep looks for connections past their deadline: a quarter of the I/O
+/// timeout, within [10 ms, 1 s] (a limit is enforced up to that much late).
+std::chrono::milliseconds sweep_period(std::chrono::milliseconds io_timeout) {
+    return std::clamp(io_timeout / 4, std::chrono::milliseconds(10),
+                      std::chrono::milliseconds(1000));
+}
+
+/// Deadlines as steady-clock nanoseconds (0: none), so that they fit in an atomic.
+std::int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 Response make_response(unsigned status, std::string body, std::string_view content_type) {
     Response r;
@@ -168,8 +187,19 @@ public:
     /// Server stop: an idle connection closes now, a busy one after its answer.
     virtual void stop() = 0;
 
+    /// Past its deadline (the sweep found it so): closes the socket, which ends what is
+    /// pending on it.
+    virtual void expire() = 0;
+
     std::atomic<bool> write_failed{false};
-    std::list<std::weak_ptr<Session>>::iterator registration;
+
+    /// The frontend's record of a live connection: the sweep reads `deadline` under the
+    /// registry's lock; the session writes it from its strand (the node lives as long as it).
+    struct Registration {
+        std::weak_ptr<Session> session;
+        std::atomic<std::int64_t> deadline{0};  ///< steady_ns(); 0: no limit running
+    };
+    std::list<Registration>::iterator registration;
 
 protected:
     HttpFrontend& frontend_;
@@ -212,6 +242,7 @@ public:
         }
         const int bound = acceptor_.local_endpoint().port();
         accept();
+        sweep();
         const int n =
             impl_.options.http_threads > 0 ? impl_.options.http_threads : kDefaultIoThreads;
         for (int i = 0; i < n; ++i)
@@ -246,8 +277,8 @@ public:
         std::vector<std::shared_ptr<Session>> live;
         {
             std::lock_guard lock(sessions_mutex_);
-            for (auto& w : sessions_)
-                if (auto s = w.lock()) live.push_back(std::move(s));
+            for (auto& r : sessions_)
+                if (auto s = r.session.lock()) live.push_back(std::move(s));
         }
         // Posted outside the lock: a session whose last reference is dropped here unregisters
         // (takes the lock) in its destructor.
@@ -285,6 +316,27 @@ public:
 
 private:
     void accept();
+    /// Every sweep_period(): connections past their deadline are expired (on their strand).
+    void sweep() {
+        sweep_timer_.expires_after(sweep_period(impl_.options.io_timeout));
+        sweep_timer_.async_wait([this](beast::error_code ec) {
+            if (ec) return;
+            const std::int64_t now = steady_ns();
+            std::vector<std::shared_ptr<Session>> due;
+            {
+                std::lock_guard lock(sessions_mutex_);
+                for (auto& r : sessions_) {
+                    const std::int64_t d = r.deadline.load(std::memory_order_relaxed);
+                    if (d != 0 && d <= now)
+                        if (auto s = r.session.lock()) due.push_back(std::move(s));
+                }
+            }
+            // Outside the lock, as in stop(): a session released here unregisters under it.
+            for (auto& s : due) net::post(s->strand(), [s] { s->expire(); });
+            due.clear();
+            sweep();
+        });
+    }
     void route(const std::shared_ptr<Session>& s, Request& req);
     void handle_infer(const std::shared_ptr<Session>& s, Request& req, const std::string& name,
                       const std::string& version);
@@ -314,12 +366,13 @@ private:
     bool stopped_ = false;
     std::mutex sessions_mutex_;
     std::condition_variable sessions_cv_;
-    std::list<std::weak_ptr<Session>> sessions_;
+    std::list<Session::Registration> sessions_;
     std::shared_ptr<Blocking> blocking_ = std::make_shared<Blocking>();
     std::optional<net::ssl::context> tls_;
     net::io_context ioc_;
     tcp::acceptor acceptor_;
     std::unique_ptr<net::steady_timer> accept_retry_;
+    net::steady_timer sweep_timer_{ioc_};
     std::vector<std::thread> threads_;
 };
 
@@ -328,7 +381,7 @@ Session::~Session() { frontend_.forget(*this); }
 namespace {
 
 template <class Stream>
-constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
 
 }  // namespace
 
@@ -337,8 +390,7 @@ class SessionT final : public Session {
 public:
     template <class... Args>
     SessionT(HttpFrontend& f, Strand strand, tcp::socket socket, Args&&... args)
-        : Session(f, strand),
-          stream_(beast::tcp_stream(std::move(socket)), std::forward<Args>(args)...) {
+        : Session(f, strand), stream_(std::move(socket), std::forward<Args>(args)...) {
         // Beast reads up to the buffer's free capacity (at least 512 bytes): room for a
         // typical request up front takes it in one recvmsg instead of one per 512 bytes.
         buffer_.reserve(kReadBufferBytes);
@@ -347,7 +399,7 @@ public:
     void start() override {
         net::dispatch(strand_, [self = self()] {
             if constexpr (kTls<Stream>) {
-                self->lowest().expires_after(self->io_timeout());
+                self->limit(self->io_timeout());
                 self->stream_.async_handshake(net::ssl::stream_base::server,
                                               [self](beast::error_code ec) {
                                                   if (ec) return self->close();
@@ -366,12 +418,11 @@ public:
         r.prepare_payload();
         auto msg = std::make_shared<Response>(std::move(r));
         const bool close = msg->need_eof();
-        lowest().expires_after(io_timeout());
+        limit(io_timeout());
         http::async_write(stream_, *msg,
                           [self = self(), msg, close](beast::error_code ec, std::size_t) {
                               if (ec) return self->close();
-                              if (close) return self->linger_ ? self->linger() : self->close();
-                              self->read();
+                              self->answered(close);
                           });
     }
 
@@ -379,11 +430,12 @@ public:
         // A pipelined request already read in: a hang-up cannot be told from it.
         if (buffer_.size() > 0) return;
         on_gone_ = std::move(on_gone);
-        watching_ = true;
-        const std::uint64_t seq = ++watch_seq_;
-        lowest().socket().async_wait(
-            tcp::socket::wait_read,
-            [self = self(), seq](beast::error_code ec) { self->watched(ec, seq); });
+        // The next request's read, posted now: it ends with an error when the client hangs
+        // up (then on_gone), or with the start of the next request, kept for after the answer.
+        ahead_ = true;
+        stream_.async_read_some(
+            buffer_.prepare(std::max<std::size_t>(512, buffer_.capacity() - buffer_.size())),
+            [self = self()](beast::error_code ec, std::size_t n) { self->ahead_done(ec, n); });
     }
 
     void stream_begin(http::response<http::empty_body> header) override {
@@ -410,18 +462,32 @@ public:
     }
 
     void stop() override {
-        if (!busy_) {
-            beast::error_code ec;
-            lowest().socket().cancel(ec);  // the pending read ends: close()
-        }
+        if (!busy_) shut();  // the pending read ends: close()
+    }
+
+    void expire() override {
+        const std::int64_t d = registration->deadline.load(std::memory_order_relaxed);
+        if (d == 0 || d > steady_ns()) return;  // the limit was lifted or renewed meanwhile
+        shut();
     }
 
 private:
     std::shared_ptr<SessionT> self() {
         return std::static_pointer_cast<SessionT>(shared_from_this());
     }
-    beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+    tcp::socket& lowest() { return beast::get_lowest_layer(stream_); }
     std::chrono::milliseconds io_timeout() const { return frontend_.impl().options.io_timeout; }
+    /// What is pending now must end within `t` (the sweep closes the socket otherwise).
+    void limit(std::chrono::nanoseconds t) {
+        registration->deadline.store(steady_ns() + t.count(), std::memory_order_relaxed);
+    }
+    void unlimit() { registration->deadline.store(0, std::memory_order_relaxed); }
+    /// Closes the socket: every operation pending on it ends (operation_aborted).
+    void shut() {
+        unlimit();
+        beast::error_code ec;
+        lowest().close(ec);
+    }
 
     void read() {
         busy_ = false;
@@ -431,7 +497,7 @@ private:
         parser_->body_limit(frontend_.impl().options.max_body_bytes);
         // The whole request (header and body) must arrive within the I/O timeout, as must
         // the next request on an idle keep-alive connection.
-        lowest().expires_after(io_timeout());
+        limit(io_timeout());
         http::async_read_header(
             stream_, buffer_, *parser_,
             [self = self()](beast::error_code ec, std::size_t) { self->header_read(ec); });
@@ -459,7 +525,7 @@ private:
         http::async_read(stream_, buffer_, *parser_,
                          [self = self()](beast::error_code ec, std::size_t) {
                              if (ec) return self->read_failed(ec);
-                             self->lowest().expires_never();
+                             self->unlimit();  // waiting for the engine has no I/O limit
                              self->keep_alive_ = self->parser_->get().keep_alive();
                              Request req = self->parser_->release();
                              self->frontend_.dispatch(self, req);
@@ -490,28 +556,37 @@ private:
         send(error_response(status, message));
     }
 
-    void watched(beast::error_code ec, std::uint64_t seq) {
-        if (seq != watch_seq_ || !watching_ || ec == net::error::operation_aborted) return;
-        watching_ = false;
-        if (!ec) {
-            // Readable: the client hung up (recv 0, or an error), or sent more (pipelining).
-            char c = 0;
-            const ssize_t n =
-                ::recv(lowest().socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-            if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-                return;
+    /// The answer is written: the connection ends (`close`), or reads the next request,
+    /// once the read posted by watch() has ended if it is still pending.
+    void answered(bool close) {
+        unlimit();
+        if (close) return linger_ ? linger() : this->close();
+        if (peer_gone_) return this->close();
+        if (!ahead_) return read();
+        // Idle until the client sends more: the keep-alive limit runs, a stop closes it.
+        busy_ = false;
+        after_ahead_ = true;
+        if (frontend_.stopping()) return this->close();
+        limit(io_timeout());
+    }
+
+    void ahead_done(beast::error_code ec, std::size_t n) {
+        ahead_ = false;
+        if (!ec) buffer_.commit(n);
+        if (closed_) return;
+        if (after_ahead_) {  // the answer was sent: this was the wait for the next request
+            after_ahead_ = false;
+            if (ec) return close();
+            return read();  // parses what arrived, reads the rest
         }
+        // The answer is still to come. Data is a pipelined request (read after the answer);
+        // an end of stream or an error is the client gone.
+        if (!ec) return;
+        peer_gone_ = true;
         if (auto gone = std::move(on_gone_)) gone();
     }
 
-    void unwatch() {
-        if (!watching_) return;
-        watching_ = false;
-        ++watch_seq_;
-        on_gone_ = nullptr;
-        beast::error_code ec;
-        lowest().socket().cancel(ec);  // nothing else is pending on the socket now
-    }
+    void unwatch() { on_gone_ = nullptr; }
 
     struct Piece {
         enum Kind { header, chunk, last } kind;
@@ -521,7 +596,7 @@ private:
     void pump() {
         if (writing_ || pieces_.empty()) return;
         writing_ = true;
-        lowest().expires_after(io_timeout());
+        limit(io_timeout());
         auto done = [self = self()](beast::error_code ec, std::size_t) { self->piece_written(ec); };
         Piece& p = pieces_.front();
         switch (p.kind) {
@@ -539,6 +614,7 @@ private:
 
     void piece_written(beast::error_code ec) {
         writing_ = false;
+        unlimit();  // between pieces the generation runs: no I/O limit
         const bool last = pieces_.front().kind == Piece::last;
         pieces_.pop_front();
         if (ec) {
@@ -552,8 +628,7 @@ private:
         stream_serializer_.reset();
         stream_header_.reset();
         unwatch();
-        if (close_after) return close();
-        read();
+        answered(close_after);
     }
 
     void close() {
@@ -561,15 +636,13 @@ private:
         closed_ = true;
         busy_ = true;
         if constexpr (kTls<Stream>) {
-            lowest().expires_after(std::chrono::seconds(1));
-            stream_.async_shutdown([self = self()](beast::error_code) {
-                beast::error_code ec;
-                self->lowest().socket().close(ec);
-            });
+            if (!lowest().is_open()) return;
+            limit(std::chrono::seconds(1));
+            stream_.async_shutdown([self = self()](beast::error_code) { self->shut(); });
         } else {
             beast::error_code ec;
-            lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
-            lowest().socket().close(ec);
+            lowest().shutdown(tcp::socket::shutdown_send, ec);
+            shut();
         }
     }
 
@@ -577,16 +650,15 @@ private:
     void linger() {
         closed_ = true;
         beast::error_code ec;
-        lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
-        lowest().expires_after(kLingerTime);
+        lowest().shutdown(tcp::socket::shutdown_send, ec);
+        limit(kLingerTime);
         drain();
     }
     void drain() {
         lowest().async_read_some(net::buffer(scratch_),
                                  [self = self()](beast::error_code ec, std::size_t) {
                                      if (!ec) return self->drain();
-                                     beast::error_code ignored;
-                                     self->lowest().socket().close(ignored);
+                                     self->shut();
                                  });
     }
 
@@ -597,9 +669,10 @@ private:
     bool keep_alive_ = false;
     bool busy_ = false;  ///< a request is being read or answered (a stop waits for it)
     bool closed_ = false;
-    bool linger_ = false;  ///< the answer ends the connection: read and drop the rest first
-    bool watching_ = false;
-    std::uint64_t watch_seq_ = 0;
+    bool linger_ = false;       ///< the answer ends the connection: read and drop the rest first
+    bool ahead_ = false;        ///< the read posted by watch() is pending
+    bool after_ahead_ = false;  ///< answered: read() once that read ends
+    bool peer_gone_ = false;    ///< that read ended with the client gone
     std::function<void()> on_gone_;
     std::deque<Piece> pieces_;
     bool writing_ = false;
@@ -629,14 +702,14 @@ void HttpFrontend::accept() {
             try {
                 std::shared_ptr<Session> s;
                 if (tls_)
-                    s = std::make_shared<SessionT<beast::ssl_stream<beast::tcp_stream>>>(
+                    s = std::make_shared<SessionT<beast::ssl_stream<tcp::socket>>>(
                         *this, strand, std::move(socket), *tls_);
                 else
-                    s = std::make_shared<SessionT<beast::tcp_stream>>(*this, strand,
-                                                                      std::move(socket));
+                    s = std::make_shared<SessionT<tcp::socket>>(*this, strand, std::move(socket));
                 {
                     std::lock_guard lock(sessions_mutex_);
-                    s->registration = sessions_.insert(sessions_.end(), s);
+                    s->registration = sessions_.emplace(sessions_.end());
+                    s->registration->session = s;
                 }
                 s->start();
             } catch (const std::exception&) {  // out of memory: this connection is dropped

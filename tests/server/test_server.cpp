@@ -944,6 +944,63 @@ TEST_CASE("server: REST is event-driven: one I/O thread, many waiting requests, 
         CHECK(r->get_header_value("Allow") == "POST");
         CHECK(c.Get("/v2/models/scale/frobnicate")->status == 404);
     }
+    // While a request waits for the engine, the connection's next read is already posted (it
+    // is also the hang-up watch). A request sent in that time is kept and answered after the
+    // first, in order; once answered, the idle keep-alive connection is closed after the I/O
+    // timeout like any other.
+    {
+        // Reads one answer (header and Content-Length body) from `fd` into `out`.
+        auto read_answer = [](int fd, std::string& pending, std::string& out) {
+            char buf[4096];
+            for (;;) {
+                const auto end = pending.find("\r\n\r\n");
+                if (end != std::string::npos) {
+                    const auto cl = pending.find("Content-Length: ");
+                    REQUIRE(cl < end);
+                    const std::size_t len = std::stoul(pending.substr(cl + 16));
+                    if (pending.size() >= end + 4 + len) {
+                        out = pending.substr(0, end + 4 + len);
+                        pending.erase(0, end + 4 + len);
+                        return true;
+                    }
+                }
+                const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+                if (n <= 0) return false;
+                pending.append(buf, static_cast<std::size_t>(n));
+            }
+        };
+        const std::string second_body = json_infer_body({5, 6, 7, 8});
+        std::string second =
+            "POST /v2/models/scale/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            "application/json\r\nContent-Length: ";
+        second.append(std::to_string(second_body.size())).append("\r\n\r\n").append(second_body);
+        const int fd = send_raw(port, post("") + body);
+        REQUIRE(fd >= 0);
+        // The first waits out the 400 ms queue delay; the second arrives meanwhile.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        REQUIRE(::send(fd, second.data(), second.size(), 0) == static_cast<ssize_t>(second.size()));
+        std::string pending, a1, a2;
+        REQUIRE(read_answer(fd, pending, a1));
+        REQUIRE(read_answer(fd, pending, a2));
+        CHECK(a1.rfind("HTTP/1.1 200", 0) == 0);
+        CHECK(a2.rfind("HTTP/1.1 200", 0) == 0);
+        CHECK(json::parse(a1.substr(a1.find("\r\n\r\n") + 4))["outputs"][0]["data"][0] == 2.0);
+        CHECK(json::parse(a2.substr(a2.find("\r\n\r\n") + 4))["outputs"][0]["data"][0] == 10.0);
+        // A third on the same connection after a wait: its next read was posted at once.
+        REQUIRE(::send(fd, second.data(), second.size(), 0) == static_cast<ssize_t>(second.size()));
+        std::string a3;
+        REQUIRE(read_answer(fd, pending, a3));
+        CHECK(a3.rfind("HTTP/1.1 200", 0) == 0);
+        // Idle: closed by the server after the I/O timeout (400 ms), not at once.
+        const auto t0 = std::chrono::steady_clock::now();
+        char buf[64];
+        const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        ::close(fd);
+        CHECK(n == 0);
+        CHECK(waited >= std::chrono::milliseconds(300));
+        CHECK(waited < std::chrono::seconds(5));
+    }
     // A slow client (half a request header, then nothing) is closed after the I/O timeout,
     // and holds up nobody meanwhile.
     {
