@@ -231,17 +231,36 @@ void im2col_rows(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int
     }
 }
 
-/// qgemm_rows' A for output rows [r0, r1), group g: in `buf`, a row of cg bytes of the x zero
-/// point `pad`, then [kh * kw][pixels] pointers to each pixel's tap in the NHWC rows [iy0, ...)
-/// of the image (the zero-point row where the tap falls in the padding).
-QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, int64_t r0,
-                    int64_t r1, int64_t g, std::uint8_t pad, std::uint8_t* buf) noexcept {
+/// u8 -> u16: dst[i] = src[i] for i < n (the 16-bit families' A, qgemm_rows_elem_bytes).
+void widen_u16(const std::uint8_t* src, int64_t n, std::uint16_t* dst) noexcept {
+    int64_t i = 0;
+#if DSINFER_QCONV_SSE2
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_unpacklo_epi8(v, zero));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 8), _mm_unpackhi_epi8(v, zero));
+    }
+#endif
+    for (; i < n; ++i) dst[i] = src[i];
+}
+
+/// qgemm_rows' A for output rows [r0, r1), group g, with elements of `eb` bytes (1: u8, 2: u16,
+/// qgemm_rows_elem_bytes): in `buf`, a row of cg elements of the x zero point `pad`, then
+/// [kh * kw][pixels] pointers to each pixel's tap in the NHWC rows [iy0, ...) of the image
+/// (elements of eb bytes; the zero-point row where the tap falls in the padding).
+QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t eb, int64_t iy0,
+                    int64_t r0, int64_t r1, int64_t g, std::uint8_t pad,
+                    std::uint8_t* buf) noexcept {
     const int64_t cg = s.cg(), taps = s.kh * s.kw, pixels = (r1 - r0) * s.ow;
-    std::memset(buf, pad, static_cast<std::size_t>(cg));
+    if (eb == 1)
+        std::memset(buf, pad, static_cast<std::size_t>(cg));
+    else
+        std::fill_n(reinterpret_cast<std::uint16_t*>(buf), cg, std::uint16_t{pad});
     const std::uint8_t* zero_row = buf;
     auto** rows =
-        reinterpret_cast<const std::uint8_t**>(buf + align64(static_cast<std::size_t>(cg)));
-    const std::uint8_t* base = nhwc + g * cg;
+        reinterpret_cast<const std::uint8_t**>(buf + align64(static_cast<std::size_t>(cg * eb)));
+    const std::uint8_t* base = nhwc + g * cg * eb;
     for (int64_t i = 0; i < s.kh; ++i)
         for (int64_t j = 0; j < s.kw; ++j) {
             const std::uint8_t** out = rows + (i * s.kw + j) * pixels;
@@ -251,7 +270,7 @@ QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, 
             const int64_t lo = std::clamp<int64_t>(x0 >= 0 ? 0 : (-x0 + s.sw - 1) / s.sw, 0, s.ow);
             const int64_t hi =
                 std::clamp<int64_t>(s.w - x0 <= 0 ? 0 : (s.w - x0 + s.sw - 1) / s.sw, lo, s.ow);
-            const int64_t step = s.sw * s.c;
+            const int64_t step = s.sw * s.c * eb;
             for (int64_t oy = r0; oy < r1; ++oy) {
                 const int64_t iy = oy * s.sh - s.pt + i * s.dh;
                 if (iy < 0 || iy >= s.h) {
@@ -261,7 +280,8 @@ QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t iy0, 
                 }
                 std::fill(out, out + lo, zero_row);
                 if (lo < hi) {
-                    const std::uint8_t* p = base + (iy - iy0) * s.w * s.c + (x0 + lo * s.sw) * s.c;
+                    const std::uint8_t* p =
+                        base + ((iy - iy0) * s.w * s.c + (x0 + lo * s.sw) * s.c) * eb;
                     for (int64_t ox = lo; ox < hi; ++ox, p += step) out[ox] = p;
                 }
                 std::fill(out + hi, out + s.ow, zero_row);
@@ -284,7 +304,8 @@ constexpr int64_t kChunkBytes = int64_t{1} << 20;
 /// which matters when the machine is oversubscribed). The cut changes no result.
 struct Plan {
     int64_t rows = 1, slices = 1, in_rows = 1, team = 1;
-    std::size_t nhwc = 0, cols = 0, ctmp = 0, gemm = 0, per_thread = 0, total = 0;
+    int64_t eb = 1;  ///< bytes per element of qgemm_rows' A (2: the chunk's input rows widened)
+    std::size_t nhwc = 0, wide = 0, cols = 0, ctmp = 0, gemm = 0, per_thread = 0, total = 0;
 };
 
 Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
@@ -304,18 +325,22 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     p.in_rows = std::min(s.h, (p.rows - 1) * s.sh + (s.kh - 1) * s.dh + 1);
     p.team = std::max<int64_t>(1, std::min(threads, batch * p.slices));
     const int64_t pix = p.rows * ow;
-    p.nhwc = s.x_nhwc ? 0
-                      : align64(static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c));
-    // im2col rows, or for qgemm_rows a row of the x zero point (cg bytes) and the chunk's A row
-    // pointers (one per pixel and kernel tap).
+    const std::size_t in_bytes =
+        static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c);
+    p.nhwc = s.x_nhwc ? 0 : align64(in_bytes);
+    // The 16-bit families' qgemm_rows reads the chunk's input rows widened to u16.
+    p.eb = w.groups.empty() ? 1 : qgemm_rows_elem_bytes(w.groups[0]);
+    p.wide = p.eb == 2 && s.cg() % 2 == 0 ? align64(2 * in_bytes) : 0;
+    // im2col rows, or for qgemm_rows a row of the x zero point (cg elements) and the chunk's A
+    // row pointers (one per pixel and kernel tap).
     const std::size_t im2col = s.pointwise() ? 0 : static_cast<std::size_t>(pix * s.k());
     const std::size_t pointers =
-        align64(static_cast<std::size_t>(s.cg())) +
+        align64(static_cast<std::size_t>(s.cg() * p.eb)) +
         static_cast<std::size_t>(pix * s.kh * s.kw) * sizeof(const std::uint8_t*);
     p.cols = align64(std::max(im2col, pointers));
     p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
-    p.per_thread = p.nhwc + p.cols + p.ctmp + p.gemm;
+    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm;
     p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
     return p;
 }
@@ -372,8 +397,9 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
     auto work = [&](int64_t t) {
         unsigned char* buf = base + static_cast<std::size_t>(t) * plan.per_thread;
         auto* nhwc = reinterpret_cast<std::uint8_t*>(buf);
-        auto* cols = reinterpret_cast<std::uint8_t*>(buf + plan.nhwc);
-        unsigned char* ctmp = buf + plan.nhwc + plan.cols;
+        auto* wide = reinterpret_cast<std::uint16_t*>(buf + plan.nhwc);
+        auto* cols = reinterpret_cast<std::uint8_t*>(buf + plan.nhwc + plan.wide);
+        unsigned char* ctmp = buf + plan.nhwc + plan.wide + plan.cols;
         unsigned char* gws = ctmp + plan.ctmp;
         for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
             const int64_t n = ci / plan.slices, r0 = ci % plan.slices * plan.rows;
@@ -393,6 +419,7 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 transpose_blocks(static_cast<const std::uint8_t*>(x) + n * s.c * hw + iy0 * s.w,
                                  hw, nhwc, s.c, s.c, pix_in, 1);
             const int64_t rows = (r1 - r0) * s.ow;
+            bool widened = false;  // `wide` holds the rows [iy0, iy1) as u16
             for (int64_t g = 0; g < s.group; ++g) {
                 const PackedQB& wg = w.groups[static_cast<std::size_t>(g)];
                 QGemmParams pg = p;
@@ -419,10 +446,19 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                                                            s.m + off) * eb
                                             : ctmp;
                 const int64_t ldc = s.y_nhwc ? s.m : mg;
-                if (cg % 4 == 0 && qgemm_rows_supported(wg, pg)) {
+                if (cg % wg.group == 0 && (plan.eb == 1 || plan.wide != 0) &&
+                    qgemm_rows_supported(wg, pg)) {
                     // A in place: each pixel's kernel taps point into the image (or at a row
-                    // of the zero point), no im2col or packing.
-                    qgemm_rows(row_pointers(s, image, iy0, r0, r1, g, pad, cols), wg, c, ldc, pg);
+                    // of the zero point), no im2col or packing. The 16-bit families read the
+                    // chunk's input rows widened to u16 once (a 3x3 window reads each 9 times).
+                    const std::uint8_t* in = image;
+                    if (plan.eb == 2) {
+                        if (!widened) widen_u16(image, pix_in * s.c, wide);
+                        widened = true;
+                        in = reinterpret_cast<const std::uint8_t*>(wide);
+                    }
+                    qgemm_rows(row_pointers(s, in, plan.eb, iy0, r0, r1, g, pad, cols), wg, c, ldc,
+                               pg);
                 } else {
                     const std::uint8_t* a = image + g * cg;
                     int64_t lda = s.c;

@@ -8,11 +8,13 @@
 //   1. the input rows the chunk reads are transposed to NHWC bytes (quantized on the way for
 //      DynamicQuantizeConv); an NHWC x is read in place;
 //   2. A = one row per output pixel, K ordered (kh, kw, c). Where qgemm_rows runs the product
-//      (a VNNI family, u8 x, Cg a multiple of 4, weights without a row-sum term: s8 with zero
-//      point 0, the QDQ form ONNX Runtime's tooling writes), A is read in place: per pixel and
-//      kernel tap a pointer to its Cg bytes in the NHWC image, or to a row of the x zero point
-//      for padding (which contributes 0 after the zero-point subtraction, as the reference's
-//      padding does); no im2col copy and no packing of A. Otherwise for a 1x1 stride-1
+//      (u8 x, Cg a multiple of 4 on the VNNI families and of 2 on the 16-bit ones, weights
+//      without a row-sum term: s8 with zero point 0, the QDQ form ONNX Runtime's tooling
+//      writes), A is read in place: per pixel and kernel tap a pointer to its Cg bytes in the
+//      NHWC image (for the 16-bit families, avx2 and baseline, to its Cg u16 values in the
+//      chunk's input rows widened once), or to a row of the x zero point for padding (which
+//      contributes 0 after the zero-point subtraction, as the reference's padding does); no
+//      im2col copy and no packing of A. Otherwise for a 1x1 stride-1
 //      unpadded convolution the NHWC image itself (lda = C), else im2col rows, each kh * kw
 //      runs of Cg contiguous bytes copied from the NHWC image (padding: the x zero point);
 //   3. qgemm_rows or qgemm_packed against the group's weights, packed once as B = W^T with K

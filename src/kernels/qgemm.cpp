@@ -104,7 +104,7 @@ struct Family {
     void (*run_panels)(int64_t row0, int64_t rows, int64_t p0, int64_t p1,
                        const std::uint32_t* apacked, const std::int32_t* rowsum, const RunCtx& r,
                        std::uint32_t* acc) noexcept;
-    /// qgemm_rows' loop (A read in place), or null: the 16-bit families widen A as they pack it.
+    /// qgemm_rows' loop (A read in place: u8, or u16 for the 16-bit families).
     void (*run_rows)(const QRowsA& a, const RunCtx& r) noexcept;
 };
 
@@ -462,7 +462,7 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
 }  // namespace
 
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept {
-    return family(b.isa).run_rows != nullptr && !p.a_signed && !b_zero_nonzero(b, p);
+    return !p.a_signed && !b_zero_nonzero(b, p);
 }
 
 void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, int64_t ldc,

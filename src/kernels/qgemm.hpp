@@ -31,6 +31,8 @@
 //                exact in s32. Cost: packed B and packed A take twice the bytes, and each
 //                vpmaddwd does 16 multiply-adds where a ymm vpdpbusd does 32 (vpmaddubsw +
 //                vpmaddwd-by-ones + vpaddd would also do 32 in 3 instructions, inexactly).
+//                qgemm_rows reads A already widened (the convolution widens its input rows
+//                once per chunk).
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -150,23 +152,29 @@ bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQ
                   std::size_t workspace_bytes = 0) noexcept;
 
 /// A read in place through row pointers: row i (< m) of A is the concatenation of `segments`
-/// runs of `seg` bytes (a multiple of 4), run s at rows[s * m + i]; K = segments * seg. The
-/// INT8 convolution's A without im2col: one segment per kernel tap (kh, kw), each pointing at
-/// the pixel's channels in the NHWC image, or at a row of the input zero point for padding.
+/// runs of `seg` elements (a multiple of b.group: 4 for the VNNI families, 2 for the 16-bit
+/// ones), run s at rows[s * m + i]; K = segments * seg. The elements are A's u8 values for the
+/// VNNI families and the same values widened to u16 for the 16-bit families (avx2, baseline:
+/// a 32-bit lane of their packed A is two u16 values of K), qgemm_rows_elem_bytes(b) bytes
+/// each. The INT8 convolution's A without im2col: one segment per kernel tap (kh, kw), each
+/// pointing at the pixel's channels in the NHWC image (widened for the 16-bit families), or at
+/// a row of the input zero point for padding.
 struct QRowsA {
     std::int64_t m = 0, segments = 1, seg = 0;
     const std::uint8_t* const* rows = nullptr;
 };
 
-/// Whether qgemm_rows runs this product: b's family reads A as 4-byte groups (the VNNI
-/// families; the 16-bit ones widen A while packing it), A is u8 and no column of B has a
-/// non-zero zero point as packed (s8 B with zero point 0, u8 B with 128: no row-sum term).
+/// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).
+inline int qgemm_rows_elem_bytes(const PackedQB& b) noexcept { return b.group == 4 ? 1 : 2; }
+
+/// Whether qgemm_rows runs this product: A is u8 and no column of B has a non-zero zero point
+/// as packed (s8 B with zero point 0, u8 B with 128: no row-sum term).
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept;
 
 /// C[m, N] (leading dimension ldc) = A B as qgemm_packed computes it (bitwise: the same sums
 /// and epilogue), with A read in place through `a` (a.seg * a.segments == b.k), on the calling
 /// thread, allocating nothing, in the family's tiles (12 x 32 on AVX-512 VNNI, 6 x 16 on
-/// AVX-VNNI).
+/// AVX-VNNI and AVX2, 4 x 8 baseline).
 /// Precondition: qgemm_rows_supported(b, p).
 void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, std::int64_t ldc,
                 const QGemmParams& p) noexcept;

@@ -459,8 +459,9 @@ TEST_CASE("qconv: ResNet-like shapes cross qgemm's K and row blocks", "[fast][qc
 
 TEST_CASE("qconv: A read in place (u8 x, s8 weights of zero point 0) equals the reference",
           "[fast][qconv]") {
-    // The conditions of qgemm_rows (kernels/qgemm.hpp) on the VNNI families: channels per group
-    // a multiple of 4, u8 x, no row-sum term (s8 weights with zero point 0, or none). Every tap
+    // The conditions of qgemm_rows (kernels/qgemm.hpp): channels per group a multiple of 4 (the
+    // VNNI families) or of 2 (the 16-bit families, which read the input rows widened to u16),
+    // u8 x, no row-sum term (s8 weights with zero point 0, or none). Every tap
     // kind: inside, padding on each side, stride, dilation, groups, a 1x1 (one segment), rows
     // that do not fill a 12-row tile, channels that cross qgemm's K block (3x3 x 96 = 864) and
     // a partial column panel.
@@ -473,6 +474,8 @@ TEST_CASE("qconv: A read in place (u8 x, s8 weights of zero point 0) equals the 
         shape(1, 96, 6, 7, 33, 3, 1, 1, 1, 1),    // K = 864 crosses a K block
         shape(2, 256, 5, 5, 70, 1, 1, 0, 1, 1),   // 1x1: A is the image
         shape(1, 512, 4, 3, 20, 3, 1, 1, 1, 1),   // K = 4608, segments across blocks
+        shape(2, 6, 9, 8, 11, 3, 1, 1, 1, 1),     // cg 6: in place on the 16-bit families only
+        shape(1, 4, 8, 7, 10, 3, 2, 1, 1, 2),     // groups 2 of cg 2 (16-bit families only)
     };
     ConvCase asym = shape(1, 8, 6, 7, 6, 3, 1, 0, 1, 1);
     asym.pads = {0, 1, 2, 0};
