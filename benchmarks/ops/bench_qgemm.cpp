@@ -9,13 +9,18 @@
 // Args: m, k, n, impl, threads. impl 0 = qgemm, s32 out (MatMulInteger); 1 = qgemm dequantized
 // to f32 with per-column scales and bias (MatMulIntegerToFloat / DynamicQuantizeMatMul);
 // 2 = qgemm requantized to u8 (QLinearMatMul); 3 = sgemm_packed (f32, the FP32 baseline);
-// 4 = oneDNN matmul u8 x s8 -> s32 with B reordered once to the layout it picks.
+// 4 = oneDNN matmul u8 x s8 -> s32 with B reordered once to the layout it picks; 5 = impl 1
+// with B drawn like per-tensor symmetric weights (a normal of sigma 127 / 4.5, clipped to
+// +-127: most pairs far from +-127), packed in the form pack_qb picks (on AVX2 the byte form,
+// qgemm.hpp); 6 = impl 5 in the 16-bit form, its AVX2 peer in the same run.
 // The GOPS counter counts 2 operations per multiply-add over CPU time at 1 thread, over wall
 // time at 2. Compare rows of one run, with interleaved repetitions and medians, e.g.
 //   bench_qgemm --benchmark_filter='threads:2' --benchmark_repetitions=3
 //               --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -42,20 +47,35 @@ std::vector<std::uint8_t> bytes(int64_t n, unsigned seed) {
     return v;
 }
 
+/// s8 values like per-tensor symmetric quantized weights: normal, sigma 127 / 4.5, clipped.
+std::vector<std::uint8_t> weight_like(int64_t n, unsigned seed) {
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> normal(0.f, 127.f / 4.5f);
+    for (auto& x : v) {
+        const float w = std::clamp(std::nearbyint(normal(gen)), -127.f, 127.f);
+        x = static_cast<std::uint8_t>(static_cast<std::int8_t>(w));
+    }
+    return v;
+}
+
 void BM_Qgemm(benchmark::State& state) {
     const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
     const int64_t impl = state.range(3);
     dsinfer::detail::ThreadBudget budget(static_cast<int>(state.range(4)));
     namespace d = dsinfer::detail;
-    if (impl <= 2) {
+    if (impl <= 2 || impl >= 5) {
         const auto a = bytes(m * k, 1);
-        const auto bt = bytes(n * k, 2);  // [N, K], s8
-        const d::PackedQB packed = d::pack_qb(bt.data(), false, k, n, true);
+        const auto bt = impl >= 5 ? weight_like(n * k, 2) : bytes(n * k, 2);  // [N, K], s8
+        const d::PackedQB packed = d::pack_qb(bt.data(), false, k, n, true, d::qgemm_isa(),
+                                              impl == 6 ? d::QBForm::wide : d::QBForm::automatic);
         const auto scales = dsinfer::bench::uniform(n, 3, 0.01f);
         const auto bias = dsinfer::bench::uniform(n, 4, 1.f);
         d::QGemmParams p;
         p.a_zero = 128;
-        p.out = impl == 0 ? d::QGemmOutput::s32 : impl == 1 ? d::QGemmOutput::f32 : d::QGemmOutput::u8;
+        p.out = impl == 0   ? d::QGemmOutput::s32
+                : impl == 2 ? d::QGemmOutput::u8
+                            : d::QGemmOutput::f32;
         p.a_scale = 0.02f;
         p.b_scales = scales.data();
         p.bias = bias.data();
@@ -64,7 +84,10 @@ void BM_Qgemm(benchmark::State& state) {
         std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));  // big enough for any out
         std::vector<unsigned char> ws(d::qgemm_workspace_bytes(m, packed, d::max_threads()));
         state.SetLabel(std::string("qgemm ") + d::qisa_name(packed.isa) +
-                       (impl == 0 ? " s32" : impl == 1 ? " f32" : " u8"));
+                       (packed.fixed ? " bytes" : "") +
+                       (impl == 0   ? " s32"
+                        : impl == 2 ? " u8"
+                                    : " f32"));
         for (auto _ : state) {
             d::qgemm_packed(m, a.data(), k, packed, c.data(), n, p, ws.data(), ws.size());
             benchmark::ClobberMemory();
@@ -127,7 +150,7 @@ void shapes(benchmark::internal::Benchmark* b) {
                               {64, 1024, 4096},  {64, 4096, 4096},  {64, 4096, 1024},
                               {3136, 576, 64},   {1568, 2304, 256}};
     for (const auto& s : mkn)
-        for (int64_t impl : {0, 1, 2, 3, 4}) b->Args({s[0], s[1], s[2], impl, Threads});
+        for (int64_t impl : {0, 1, 2, 3, 4, 5, 6}) b->Args({s[0], s[1], s[2], impl, Threads});
 }
 
 BENCHMARK(BM_Qgemm)

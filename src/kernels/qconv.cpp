@@ -366,7 +366,9 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
                 for (int64_t q = 0; q < khw; ++q)
                     t[static_cast<std::size_t>(o * k + q * cg + c)] =
                         src[((g * mg + o) * cg + c) * khw + q];
-        out.groups.push_back(pack_qb(t.data(), w_unsigned, k, mg, /*transposed=*/true, isa));
+        // The 16-bit form on avx2: qgemm_rows reads it (not the byte form).
+        out.groups.push_back(
+            pack_qb(t.data(), w_unsigned, k, mg, /*transposed=*/true, isa, QBForm::wide));
     }
     return out;
 }

@@ -18,10 +18,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "kernels/activation_f32.hpp"
 #include "runtime/parallel.hpp"
@@ -87,6 +89,8 @@ struct TileStore {
     const std::int32_t* rowsum;   ///< the packed A block's row sums, or null
     const void* epi;              ///< the panel's per-column epilogue values (last K block)
     bool inline_store;            ///< the last K block and RunCtx::inline_store applies (see there)
+    const QFix* fix;              ///< the avx2 byte form's corrections of this K block and panel
+    int64_t nfix;                 ///< how many (0 for every other family)
 };
 
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
@@ -171,6 +175,26 @@ namespace avx2 {
 #define QG_ISA QIsa::avx2
 #include "kernels/qgemm_kernels.inc"
 }  // namespace avx2
+
+// The byte form of the avx2 family (qgemm.hpp): u8 x s8 quads as the VNNI families pack them,
+// vpmaddubsw's s16 pair sums (B cut by pack_qb so they cannot saturate) widened to s32 by
+// vpmaddwd with ones, and the cut-off rest added exactly after the tile's loop (QG_FIX).
+namespace avx2_bytes {
+inline __m256i dot_bytes(__m256i acc, __m256i a, __m256i b) noexcept {
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+}
+#define QG_WIDE 0
+#define QG_FIX 1
+#define QG_W 8
+#define QG_MR 6
+#define QG_KC 1024
+#define QG_MC 192
+#define QG_SPLIT_ROWS 0
+#define QG_DOT(acc, a, b) ((VU)dot_bytes((__m256i)(acc), (__m256i)(a), (__m256i)(b)))
+#define QG_ISA QIsa::avx2
+#include "kernels/qgemm_kernels.inc"
+}  // namespace avx2_bytes
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
@@ -206,6 +230,14 @@ const Family& family(QIsa isa) noexcept {
 #endif
     (void)isa;
     return baseline::kFamily;
+}
+
+/// The family b was packed for (the avx2 family has two forms).
+const Family& family_of(const PackedQB& b) noexcept {
+#if DSINFER_QGEMM_X86
+    if (b.fixed) return avx2_bytes::kFamily;
+#endif
+    return family(b.isa);
 }
 
 /// Bit i set: this CPU (and OS) runs family QIsa(i).
@@ -345,11 +377,53 @@ QIsa qgemm_isa() noexcept {
     return QIsa::baseline;
 }
 
-PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool transposed,
-                 QIsa isa) {
+namespace {
+
+/// vpmaddubsw's s16 sum a0 b0 + a1 b1 (a0, a1 in [0, 255]) can saturate: b0, b1 of one sign
+/// with |b0| + |b1| > 128.
+inline bool pair_may_saturate(int32_t b0, int32_t b1) noexcept {
+    return ((b0 > 0 && b1 > 0) || (b0 < 0 && b1 < 0)) && std::abs(b0) + std::abs(b1) > 128;
+}
+
+}  // namespace
+
+PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool transposed, QIsa isa,
+                 QBForm form) {
     if (static_cast<int>(isa) > static_cast<int>(qgemm_isa())) isa = qgemm_isa();
     isa = supported_at_most(isa);  // e.g. avx_vnni on an AVX-512 VNNI CPU without AVX-VNNI
+    const auto* src = static_cast<const std::uint8_t*>(bsrc);
+    const std::uint8_t flip = b_unsigned ? 0x80 : 0x00;
+    // B as stored, as a signed value (u8 shifted by -128); 0 past K.
+    auto at = [&](int64_t kk, int64_t j) -> std::int32_t {
+        if (kk >= k) return 0;
+        const std::uint8_t v = transposed ? src[j * k + kk] : src[kk * n + j];
+        return static_cast<std::int8_t>(v ^ flip);
+    };
+    bool bytes = false;  // the avx2 byte form (qgemm.hpp)
+#if DSINFER_QGEMM_X86
+    if (isa == QIsa::avx2 && form != QBForm::wide) {
+        bytes = true;
+        if (form == QBForm::automatic) {
+            // Blocks of 4 rows of K x 16 columns (a group of a panel) with some pair that may
+            // saturate: each costs a correction.
+            const int64_t groups = (k + 3) / 4, panels16 = (n + 15) / 16;
+            int64_t unsafe = 0;
+            for (int64_t pi = 0; pi < panels16; ++pi)
+                for (int64_t gg = 0; gg < groups; ++gg) {
+                    bool any = false;
+                    for (int64_t j = pi * 16; j < std::min(n, pi * 16 + 16) && !any; ++j)
+                        for (int64_t q = 0; q < 4 && !any; q += 2)
+                            any = pair_may_saturate(at(4 * gg + q, j), at(4 * gg + q + 1, j));
+                    unsafe += any ? 1 : 0;
+                }
+            bytes = unsafe * 16 <= groups * panels16;
+        }
+    }
+    const Family& f = bytes ? avx2_bytes::kFamily : family(isa);
+#else
+    (void)form;
     const Family& f = family(isa);
+#endif
     PackedQB out;
     out.k = k;
     out.n = n;
@@ -370,14 +444,9 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                                             });
     auto* sums = aligned_new<std::int32_t>(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
     out.colsum = std::shared_ptr<std::int32_t>(sums, AlignedDelete<std::int32_t>{});
-    const auto* src = static_cast<const std::uint8_t*>(bsrc);
-    const std::uint8_t flip = b_unsigned ? 0x80 : 0x00;
-    // B as stored, as a signed value (u8 shifted by -128); 0 past K.
-    auto at = [&](int64_t kk, int64_t j) -> std::int32_t {
-        if (kk >= k) return 0;
-        const std::uint8_t v = transposed ? src[j * k + kk] : src[kk * n + j];
-        return static_cast<std::int8_t>(v ^ flip);
-    };
+    // The byte form's corrections, per K block and panel ([kbi * panels + pi]).
+    const int64_t blocks = (kp + f.kc - 1) / f.kc;
+    std::vector<std::vector<QFix>> fixes(bytes ? static_cast<std::size_t>(blocks * panels) : 0);
     // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
     // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
     parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
@@ -391,25 +460,60 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             for (int64_t kb = 0; kb < kp; kb += f.kc) {
                 const int64_t kc = std::min(f.kc, kp - kb);
                 std::uint32_t* dst = lane + (kb / g) * panels * nr + pi * (kc / g) * nr;
-                for (int64_t gg = 0; gg < kc / g; ++gg)
+                for (int64_t gg = 0; gg < kc / g; ++gg) {
+                    QFix fix{};
+                    bool any = false;
                     for (int64_t j = 0; j < nr; ++j) {
                         std::uint32_t x = 0;
-                        if (j < w)
+                        if (j < w) {
+                            std::int32_t v[4] = {0, 0, 0, 0};
+                            for (int64_t q = 0; q < g; ++q) v[q] = at(kb + gg * g + q, col + j);
+                            if (bytes)  // cut b1 of a pair that may saturate; the rest is exact
+                                for (int q = 0; q < 4; q += 2) {
+                                    if (!pair_may_saturate(v[q], v[q + 1])) continue;
+                                    const std::int32_t cut =
+                                        (v[q + 1] > 0 ? 1 : -1) * (128 - std::abs(v[q]));
+                                    fix.r[q / 2][j][1] = static_cast<std::int16_t>(v[q + 1] - cut);
+                                    v[q + 1] = cut;
+                                    any = true;
+                                }
                             for (int64_t q = 0; q < g; ++q) {
-                                const auto v = static_cast<std::uint32_t>(at(kb + gg * g + q, col + j));
-                                x |= (g == 4 ? v & 0xffu : v & 0xffffu) << (q * (32 / g));
+                                const auto u = static_cast<std::uint32_t>(v[q]);
+                                x |= (g == 4 ? u & 0xffu : u & 0xffffu) << (q * (32 / g));
                             }
+                        }
                         dst[gg * nr + j] = x;
                     }
+                    if (any) {
+                        fix.g = static_cast<std::int32_t>(gg);
+                        fixes[static_cast<std::size_t>(kb / f.kc * panels + pi)].push_back(fix);
+                    }
+                }
             }
         }
     });
+    if (bytes) {
+        out.fixed = true;
+        const auto slots = static_cast<std::size_t>(blocks * panels);
+        out.fix_index = std::shared_ptr<std::int64_t>(new std::int64_t[slots + 1],
+                                                      std::default_delete<std::int64_t[]>());
+        std::int64_t* index = out.fix_index.get();
+        index[0] = 0;
+        for (std::size_t i = 0; i < slots; ++i)
+            index[i + 1] = index[i] + static_cast<std::int64_t>(fixes[i].size());
+        out.fix_count = index[slots];
+        out.fixes = std::shared_ptr<QFix>(
+            new QFix[static_cast<std::size_t>(std::max<std::int64_t>(out.fix_count, 1))],
+            std::default_delete<QFix[]>());
+        for (std::size_t i = 0; i < slots; ++i)
+            std::copy(fixes[i].begin(), fixes[i].end(), out.fixes.get() + index[i]);
+    }
     return out;
 }
 
 std::size_t qgemm_workspace_bytes(int64_t m, const PackedQB& b, int64_t threads) noexcept {
     if (m <= 0 || b.n <= 0) return 0;
-    return layout_bytes(split_for(family(b.isa), m, b, std::max<int64_t>(threads, 1))) +
+    return layout_bytes(split_for(family_of(b), m, b, std::max<int64_t>(threads, 1))) +
            64;  // alignment slack
 }
 
@@ -462,20 +566,20 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
 }  // namespace
 
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept {
-    return !p.a_signed && !b_zero_nonzero(b, p);
+    return !b.fixed && !p.a_signed && !b_zero_nonzero(b, p);
 }
 
 void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, int64_t ldc,
                 const QGemmParams& p) noexcept {
     if (a.m <= 0 || b.n <= 0) return;
     const RunCtx r = make_ctx(b, p, c, ldc);
-    family(b.isa).run_rows(a, r);
+    family_of(b).run_rows(a, r);
 }
 
 bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void* c, int64_t ldc,
                   const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
     if (m <= 0 || b.n <= 0) return true;
-    const Family& f = family(b.isa);
+    const Family& f = family_of(b);
     const RunCtx r = make_ctx(b, p, c, ldc);
     const bool zb_nonzero = b_zero_nonzero(b, p);
     const auto* a8 = static_cast<const std::uint8_t*>(a);

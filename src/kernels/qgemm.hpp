@@ -33,6 +33,19 @@
 //                vpmaddwd-by-ones + vpaddd would also do 32 in 3 instructions, inexactly).
 //                qgemm_rows reads A already widened (the convolution widens its input rows
 //                once per chunk).
+//                Byte form of the avx2 family (QBForm::bytes, PackedQB::fixed): B packed as
+//                bytes like the VNNI families and A as u8, on vpmaddubsw + vpmaddwd by ones +
+//                vpaddd: 32 multiply-adds for 3 instructions where the 16-bit form does 16 for
+//                2 (about 1.2x the rate on Zen 3). vpmaddubsw's pair sum a0 b0 + a1 b1 cannot
+//                saturate when b0, b1 have opposite signs or |b0| + |b1| <= 128 (at most
+//                255 * 128 = 32,640); pack_qb stores every other pair with b1 cut to
+//                sign(b1) (128 - |b0|) and keeps the exact rest, b1 minus that, as a
+//                correction (QFix) of the pair's group and panel, which the tile adds with
+//                vpmaddwd on A widened to u16 after its loop: the same exact sums. Chosen by
+//                QBForm::automatic where at most 1/16 of the (4-row group of K, panel) blocks
+//                need a correction (per-tensor weights: 99% of BERT-base's and the MLP's
+//                blocks need none; per-channel convolution weights, each channel with a
+//                +-127, about a third do). qgemm_rows does not read it.
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -74,6 +87,21 @@ bool qgemm_supported(QIsa isa) noexcept;
 /// (avx512 allows every family, avx2 allows avx_vnni and avx2, baseline the portable one).
 QIsa qgemm_isa() noexcept;
 
+/// One exact correction of the avx2 byte form (see the top of this file): in K block `block`
+/// of panel `panel`, the 4-row group `g` of K adds r[q][j] (s16 pairs: rows 2q, 2q + 1 of the
+/// group) times A's two values to column j of the panel, with vpmaddwd.
+struct alignas(32) QFix {
+    std::int16_t r[2][16][2];
+    std::int32_t g = 0;
+};
+
+/// Which layout pack_qb writes where the family has two (avx2; the others have one).
+enum class QBForm {
+    automatic,  ///< the byte form where few blocks need a correction, else the 16-bit form
+    wide,       ///< the 16-bit form (A and B widened; what qgemm_rows reads)
+    bytes,      ///< the byte form with corrections, however many
+};
+
 /// A packed constant B. Immutable after pack_qb; shared by concurrent runs.
 struct PackedQB {
     std::int64_t k = 0, n = 0;
@@ -86,17 +114,28 @@ struct PackedQB {
     QIsa isa = QIsa::baseline; ///< the micro-kernel family the layout is for
     std::shared_ptr<std::int8_t> data;     ///< panels * nr * kp lanes of 32 bits / group, 64-aligned
     std::shared_ptr<std::int32_t> colsum;  ///< n sums over K of the stored (shifted) B
+    /// The avx2 byte form (QBForm::bytes): B as packed is cut so that vpmaddubsw cannot
+    /// saturate, and `fixes` holds the exact rest, the corrections of K block kb and panel p at
+    /// [fix_index[kb * panels + p], fix_index[kb * panels + p + 1]) (kb counts K blocks).
+    bool fixed = false;
+    std::shared_ptr<std::int64_t> fix_index;
+    std::shared_ptr<QFix> fixes;
+    std::int64_t fix_count = 0;
     /// The bytes data and colsum hold.
     std::uint64_t bytes() const noexcept {
         return static_cast<std::uint64_t>(panels * nr * kp) * (group == 4 ? 1u : 2u) +
-               static_cast<std::uint64_t>(n) * 4u;
+               static_cast<std::uint64_t>(n) * 4u +
+               (fixed ? static_cast<std::uint64_t>(fix_count) * sizeof(QFix) +
+                            static_cast<std::uint64_t>((kp + kc - 1) / kc * panels + 1) * 8u
+                      : 0u);
     }
 };
 
 /// Packs B (k x n, s8, or u8 when `b_unsigned`; stored [n, k] row-major when `transposed`)
-/// for `isa` (capped at qgemm_isa(), then lowered to a family the CPU runs). Throws std::bad_alloc when memory runs out.
+/// for `isa` (capped at qgemm_isa(), then lowered to a family the CPU runs), in `form` where
+/// the family has two (avx2). Throws std::bad_alloc when memory runs out.
 PackedQB pack_qb(const void* b, bool b_unsigned, std::int64_t k, std::int64_t n, bool transposed,
-                 QIsa isa = qgemm_isa());
+                 QIsa isa = qgemm_isa(), QBForm form = QBForm::automatic);
 
 /// What qgemm_packed stores.
 enum class QGemmOutput { s32, f32, u8, s8 };
@@ -167,8 +206,9 @@ struct QRowsA {
 /// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).
 inline int qgemm_rows_elem_bytes(const PackedQB& b) noexcept { return b.group == 4 ? 1 : 2; }
 
-/// Whether qgemm_rows runs this product: A is u8 and no column of B has a non-zero zero point
-/// as packed (s8 B with zero point 0, u8 B with 128: no row-sum term).
+/// Whether qgemm_rows runs this product: B is not in the avx2 byte form (PackedQB::fixed), A is
+/// u8 and no column of B has a non-zero zero point as packed (s8 B with zero point 0, u8 B with
+/// 128: no row-sum term).
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept;
 
 /// C[m, N] (leading dimension ldc) = A B as qgemm_packed computes it (bitwise: the same sums

@@ -89,9 +89,20 @@ int32_t requantize(int32_t c, float a_scale, float b_scale, float y_scale, int32
     return static_cast<int32_t>(std::clamp(r, lo, hi));
 }
 
+/// sum over q < k of (a[i, q] - za) * b[q, j] for u8 A [m, k] and s8 B [k, n] (row-major).
+int64_t ref_dot(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int64_t i, int64_t j,
+                int64_t k, int64_t n, int32_t za) {
+    int64_t sum = 0;
+    for (int64_t q = 0; q < k; ++q)
+        sum += (a[static_cast<std::size_t>(i * k + q)] - za) *
+               static_cast<int8_t>(b[static_cast<std::size_t>(q * n + j)]);
+    return sum;
+}
+
 /// Runs one case at one family and thread count and checks every element of C (and that C's
 /// padding columns are untouched).
-void check(const Case& t, QIsa isa, int threads) {
+void check(const Case& t, QIsa isa, int threads,
+           dsinfer::detail::QBForm form = dsinfer::detail::QBForm::automatic) {
     const int64_t m = t.m, k = t.k, n = t.n, lda = k + t.lda_pad, ldc = n + t.ldc_pad;
     std::mt19937 rng(static_cast<unsigned>(m * 7919 + k * 131 + n * 17 + t.fill));
     std::uniform_int_distribution<int> byte(0, 255);
@@ -138,8 +149,11 @@ void check(const Case& t, QIsa isa, int threads) {
     p.y_scale = t.y_scale;
     p.y_zero = t.y_zero;
 
-    const PackedQB packed = dsinfer::detail::pack_qb(b.data(), t.b_unsigned, k, n, t.transposed, isa);
+    const PackedQB packed =
+        dsinfer::detail::pack_qb(b.data(), t.b_unsigned, k, n, t.transposed, isa, form);
     REQUIRE(packed.isa == isa);
+    if (isa == QIsa::avx2 && form != dsinfer::detail::QBForm::automatic)
+        REQUIRE(packed.fixed == (form == dsinfer::detail::QBForm::bytes));
     dsinfer::detail::ThreadBudget budget(threads);
     const std::size_t esize = t.out == QGemmOutput::s32 || t.out == QGemmOutput::f32 ? 4 : 1;
     std::vector<unsigned char> c(static_cast<std::size_t>(m * ldc) * esize, 0xA5);
@@ -152,11 +166,11 @@ void check(const Case& t, QIsa isa, int threads) {
     for (int64_t i = 0; i < m && bad < 5; ++i) {
         for (int64_t j = 0; j < ldc && bad < 5; ++j) {
             const unsigned char* e = c.data() + static_cast<std::size_t>(i * ldc + j) * esize;
-            INFO("isa=" << dsinfer::detail::qisa_name(isa) << " threads=" << threads << " m=" << m
-                        << " k=" << k << " n=" << n << " i=" << i << " j=" << j
-                        << " a_signed=" << t.a_signed << " b_unsigned=" << t.b_unsigned
-                        << " transposed=" << t.transposed << " za=" << t.za << " zb=" << t.zb
-                        << " zb_per_column=" << t.zb_per_column
+            INFO("isa=" << dsinfer::detail::qisa_name(isa) << (packed.fixed ? " (bytes)" : "")
+                        << " threads=" << threads << " m=" << m << " k=" << k << " n=" << n
+                        << " i=" << i << " j=" << j << " a_signed=" << t.a_signed
+                        << " b_unsigned=" << t.b_unsigned << " transposed=" << t.transposed
+                        << " za=" << t.za << " zb=" << t.zb << " zb_per_column=" << t.zb_per_column
                         << " out=" << static_cast<int>(t.out) << " fill=" << t.fill);
             if (j >= n) {  // padding columns untouched
                 for (std::size_t q = 0; q < esize; ++q)
@@ -216,9 +230,17 @@ void check(const Case& t, QIsa isa, int threads) {
     }
 }
 
+/// Every family the host runs; avx2 in both its forms (the byte form with its corrections).
 void check_all(const Case& t, std::vector<int> threads = {1}) {
     for (QIsa isa : qisas())
-        for (int th : threads) check(t, isa, th);
+        for (int th : threads) {
+            if (isa != QIsa::avx2) {
+                check(t, isa, th);
+                continue;
+            }
+            check(t, isa, th, dsinfer::detail::QBForm::wide);
+            check(t, isa, th, dsinfer::detail::QBForm::bytes);
+        }
 }
 
 }  // namespace
@@ -512,10 +534,7 @@ TEST_CASE("qgemm's fused QLinearAdd equals the scalar QLinearAdd, finite or not"
                 int64_t bad = 0;
                 for (int64_t i = 0; i < m; ++i)
                     for (int64_t j = 0; j < n; ++j) {
-                        int64_t sum = 0;
-                        for (int64_t q = 0; q < k; ++q)
-                            sum += (a[static_cast<std::size_t>(i * k + q)] - 3) *
-                                   static_cast<int8_t>(b[static_cast<std::size_t>(q * n + j)]);
+                        const int64_t sum = ref_dot(a, b, i, j, k, n, 3);
                         const int32_t y = requantize(static_cast<int32_t>(sum), p.a_scale,
                                                      p.b_scale, p.y_scale, p.y_zero, out);
                         const uint8_t rv = r[static_cast<std::size_t>(i * n + j)];
@@ -563,6 +582,58 @@ TEST_CASE("qgemm packs for the capped family; the workspace query covers the cal
         CHECK(pk.bytes() >= static_cast<std::uint64_t>(64 * 40));
         CHECK(dsinfer::detail::qgemm_workspace_bytes(100, pk, 2) > 0);
         CHECK(dsinfer::detail::qgemm_workspace_bytes(0, pk, 2) == 0);
+    }
+}
+
+TEST_CASE("qgemm avx2 byte form: cut pairs and exact corrections", "[fast][qgemm]") {
+    // vpmaddubsw saturates a pair a0 b0 + a1 b1 only for b0, b1 of one sign with |b0| + |b1| >
+    // 128; pack_qb cuts those and keeps the rest as corrections. Random B (most groups need
+    // one: the automatic choice is the 16-bit form), small B (none: the byte form, no
+    // correction) and per-tensor-like B (small, one in a thousand +-127: the byte form with
+    // corrections), across K blocks (K 2500 > 1024), against the reference s32 at both extremes of
+    // A.
+    if (!dsinfer::detail::qgemm_supported(QIsa::avx2) ||
+        static_cast<int>(dsinfer::detail::qgemm_isa()) < static_cast<int>(QIsa::avx2)) {
+        WARN("avx2 byte form not tested: no AVX2 family here");
+        return;
+    }
+    const int64_t m = 29, k = 2500, n = 37;
+    std::mt19937 rng(77);
+    std::uniform_int_distribution<int> byte(0, 255), small(-20, 20), pick(0, 99);
+    for (int kind = 0; kind < 3; ++kind) {
+        INFO("kind " << kind);
+        std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
+        for (auto& v : b) {
+            int x = kind == 0 ? byte(rng) - 128 : small(rng);
+            if (kind == 2 && pick(rng) == 0 && pick(rng) < 10) x = pick(rng) < 50 ? 127 : -127;
+            v = static_cast<uint8_t>(static_cast<int8_t>(x));
+        }
+        const PackedQB automatic =
+            dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2);
+        CHECK(automatic.fixed == (kind != 0));
+        const PackedQB bytes = dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2,
+                                                        dsinfer::detail::QBForm::bytes);
+        REQUIRE(bytes.fixed);
+        CHECK((bytes.fix_count == 0) == (kind == 1));
+        if (kind == 0) CHECK(bytes.fix_count > 0);
+        CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(bytes, QGemmParams{}));
+        for (int fill : {0, 255}) {
+            std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
+            for (auto& v : a) v = fill == 0 ? static_cast<uint8_t>(byte(rng)) : 255;
+            QGemmParams p;
+            p.a_zero = 3;
+            std::vector<int32_t> c(static_cast<std::size_t>(m * n));
+            for (int threads : {1, 2}) {
+                dsinfer::detail::ThreadBudget budget(threads);
+                REQUIRE(dsinfer::detail::qgemm_packed(m, a.data(), k, bytes, c.data(), n, p));
+                int64_t bad = 0;
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t j = 0; j < n; ++j)
+                        bad += c[static_cast<std::size_t>(i * n + j)] !=
+                               static_cast<int32_t>(ref_dot(a, b, i, j, k, n, 3));
+                CHECK(bad == 0);
+            }
+        }
     }
 }
 
@@ -616,8 +687,8 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
             std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
             for (auto& v : b) v = static_cast<uint8_t>(byte(rng));
             for (bool b_unsigned : {false, true}) {
-                const PackedQB packed =
-                    dsinfer::detail::pack_qb(b.data(), b_unsigned, k, n, false, isa);
+                const PackedQB packed = dsinfer::detail::pack_qb(
+                    b.data(), b_unsigned, k, n, false, isa, dsinfer::detail::QBForm::wide);
                 REQUIRE(dsinfer::detail::qgemm_rows_elem_bytes(packed) == (vnni ? 1 : 2));
                 dsinfer::detail::QRowsA ra;
                 ra.m = m;
