@@ -407,16 +407,20 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             // Blocks of 4 rows of K x 16 columns (a group of a panel) with some pair that may
             // saturate: each costs a correction.
             const int64_t groups = (k + 3) / 4, panels16 = (n + 15) / 16;
-            int64_t unsafe = 0;
-            for (int64_t pi = 0; pi < panels16; ++pi)
-                for (int64_t gg = 0; gg < groups; ++gg) {
-                    bool any = false;
-                    for (int64_t j = pi * 16; j < std::min(n, pi * 16 + 16) && !any; ++j)
-                        for (int64_t q = 0; q < 4 && !any; q += 2)
-                            any = pair_may_saturate(at(4 * gg + q, j), at(4 * gg + q + 1, j));
-                    unsafe += any ? 1 : 0;
-                }
-            bytes = unsafe * 16 <= groups * panels16;
+            std::atomic<int64_t> unsafe{0};
+            parallel_for(panels16, 1, [&](int64_t p0, int64_t p1) {
+                int64_t count = 0;
+                for (int64_t pi = p0; pi < p1; ++pi)
+                    for (int64_t gg = 0; gg < groups; ++gg) {
+                        bool any = false;
+                        for (int64_t j = pi * 16; j < std::min(n, pi * 16 + 16) && !any; ++j)
+                            for (int64_t q = 0; q < 4 && !any; q += 2)
+                                any = pair_may_saturate(at(4 * gg + q, j), at(4 * gg + q + 1, j));
+                        count += any ? 1 : 0;
+                    }
+                unsafe.fetch_add(count, std::memory_order_relaxed);
+            });
+            bytes = unsafe.load() * 16 <= groups * panels16;
         }
     }
     const Family& f = bytes ? avx2_bytes::kFamily : family(isa);
