@@ -84,7 +84,7 @@ void BM_Qgemm(benchmark::State& state) {
         std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));  // big enough for any out
         std::vector<unsigned char> ws(d::qgemm_workspace_bytes(m, packed, d::max_threads()));
         state.SetLabel(std::string("qgemm ") + d::qisa_name(packed.isa) +
-                       (packed.fixed ? " bytes" : "") +
+                       (packed.fixed() ? " bytes" : "") +
                        (impl == 0   ? " s32"
                         : impl == 2 ? " u8"
                                     : " f32"));

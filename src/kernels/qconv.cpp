@@ -448,8 +448,7 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                                                            s.m + off) * eb
                                             : ctmp;
                 const int64_t ldc = s.y_nhwc ? s.m : mg;
-                if (cg % wg.group == 0 && (plan.eb == 1 || plan.wide != 0) &&
-                    qgemm_rows_supported(wg, pg)) {
+                if (cg % wg.group == 0 && qgemm_rows_supported(wg, pg)) {
                     // A in place: each pixel's kernel taps point into the image (or at a row
                     // of the zero point), no im2col or packing. The 16-bit families read the
                     // chunk's input rows widened to u16 once (a 3x3 window reads each 9 times).

@@ -235,7 +235,7 @@ const Family& family(QIsa isa) noexcept {
 /// The family b was packed for (the avx2 family has two forms).
 const Family& family_of(const PackedQB& b) noexcept {
 #if DSINFER_QGEMM_X86
-    if (b.fixed) return avx2_bytes::kFamily;
+    if (b.fixed()) return avx2_bytes::kFamily;
 #endif
     return family(b.isa);
 }
@@ -391,41 +391,13 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                  QBForm form) {
     if (static_cast<int>(isa) > static_cast<int>(qgemm_isa())) isa = qgemm_isa();
     isa = supported_at_most(isa);  // e.g. avx_vnni on an AVX-512 VNNI CPU without AVX-VNNI
-    const auto* src = static_cast<const std::uint8_t*>(bsrc);
-    const std::uint8_t flip = b_unsigned ? 0x80 : 0x00;
-    // B as stored, as a signed value (u8 shifted by -128); 0 past K.
-    auto at = [&](int64_t kk, int64_t j) -> std::int32_t {
-        if (kk >= k) return 0;
-        const std::uint8_t v = transposed ? src[j * k + kk] : src[kk * n + j];
-        return static_cast<std::int8_t>(v ^ flip);
-    };
-    bool bytes = false;  // the avx2 byte form (qgemm.hpp)
+    // The avx2 byte form (qgemm.hpp); automatic: kept when at most 1/16 of its (group, panel)
+    // blocks need a correction (one QFix each), else B is packed again in the 16-bit form.
 #if DSINFER_QGEMM_X86
-    if (isa == QIsa::avx2 && form != QBForm::wide) {
-        bytes = true;
-        if (form == QBForm::automatic) {
-            // Blocks of 4 rows of K x 16 columns (a group of a panel) with some pair that may
-            // saturate: each costs a correction.
-            const int64_t groups = (k + 3) / 4, panels16 = (n + 15) / 16;
-            std::atomic<int64_t> unsafe{0};
-            parallel_for(panels16, 1, [&](int64_t p0, int64_t p1) {
-                int64_t count = 0;
-                for (int64_t pi = p0; pi < p1; ++pi)
-                    for (int64_t gg = 0; gg < groups; ++gg) {
-                        bool any = false;
-                        for (int64_t j = pi * 16; j < std::min(n, pi * 16 + 16) && !any; ++j)
-                            for (int64_t q = 0; q < 4 && !any; q += 2)
-                                any = pair_may_saturate(at(4 * gg + q, j), at(4 * gg + q + 1, j));
-                        count += any ? 1 : 0;
-                    }
-                unsafe.fetch_add(count, std::memory_order_relaxed);
-            });
-            bytes = unsafe.load() * 16 <= groups * panels16;
-        }
-    }
+    const bool bytes = isa == QIsa::avx2 && form != QBForm::wide;
     const Family& f = bytes ? avx2_bytes::kFamily : family(isa);
 #else
-    (void)form;
+    const bool bytes = false;
     const Family& f = family(isa);
 #endif
     PackedQB out;
@@ -448,6 +420,14 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                                             });
     auto* sums = aligned_new<std::int32_t>(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
     out.colsum = std::shared_ptr<std::int32_t>(sums, AlignedDelete<std::int32_t>{});
+    const auto* src = static_cast<const std::uint8_t*>(bsrc);
+    const std::uint8_t flip = b_unsigned ? 0x80 : 0x00;
+    // B as stored, as a signed value (u8 shifted by -128); 0 past K.
+    auto at = [&](int64_t kk, int64_t j) -> std::int32_t {
+        if (kk >= k) return 0;
+        const std::uint8_t v = transposed ? src[j * k + kk] : src[kk * n + j];
+        return static_cast<std::int8_t>(v ^ flip);
+    };
     // The byte form's corrections, per K block and panel ([kbi * panels + pi]).
     const int64_t blocks = (kp + f.kc - 1) / f.kc;
     std::vector<std::vector<QFix>> fixes(bytes ? static_cast<std::size_t>(blocks * panels) : 0);
@@ -497,7 +477,6 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
         }
     });
     if (bytes) {
-        out.fixed = true;
         const auto slots = static_cast<std::size_t>(blocks * panels);
         out.fix_index = std::shared_ptr<std::int64_t>(new std::int64_t[slots + 1],
                                                       std::default_delete<std::int64_t[]>());
@@ -505,9 +484,10 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
         index[0] = 0;
         for (std::size_t i = 0; i < slots; ++i)
             index[i + 1] = index[i] + static_cast<std::int64_t>(fixes[i].size());
-        out.fix_count = index[slots];
+        if (form == QBForm::automatic && index[slots] * 16 > kp / 4 * panels)
+            return pack_qb(bsrc, b_unsigned, k, n, transposed, isa, QBForm::wide);
         out.fixes = std::shared_ptr<QFix>(
-            new QFix[static_cast<std::size_t>(std::max<std::int64_t>(out.fix_count, 1))],
+            new QFix[static_cast<std::size_t>(std::max<std::int64_t>(index[slots], 1))],
             std::default_delete<QFix[]>());
         for (std::size_t i = 0; i < slots; ++i)
             std::copy(fixes[i].begin(), fixes[i].end(), out.fixes.get() + index[i]);
@@ -570,7 +550,7 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
 }  // namespace
 
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept {
-    return !b.fixed && !p.a_signed && !b_zero_nonzero(b, p);
+    return !b.fixed() && !p.a_signed && !b_zero_nonzero(b, p);
 }
 
 void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, int64_t ldc,

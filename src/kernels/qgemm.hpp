@@ -33,12 +33,12 @@
 //                vpmaddwd-by-ones + vpaddd would also do 32 in 3 instructions, inexactly).
 //                qgemm_rows reads A already widened (the convolution widens its input rows
 //                once per chunk).
-//                Byte form of the avx2 family (QBForm::bytes, PackedQB::fixed): B packed as
+//                Byte form of the avx2 family (QBForm::bytes, PackedQB::fixed()): B packed as
 //                bytes like the VNNI families and A as u8, on vpmaddubsw + vpmaddwd by ones +
 //                vpaddd: 32 multiply-adds for 3 instructions where the 16-bit form does 16 for
 //                2 (about 1.2x the rate on Zen 3). vpmaddubsw's pair sum a0 b0 + a1 b1 cannot
 //                saturate when b0, b1 have opposite signs or |b0| + |b1| <= 128 (at most
-//                255 * 128 = 32,640); pack_qb stores every other pair with b1 cut to
+//                255 * 128 = 32,640); pack_qb stores each such pair with b1 cut to
 //                sign(b1) (128 - |b0|) and keeps the exact rest, b1 minus that, as a
 //                correction (QFix) of the pair's group and panel, which the tile adds with
 //                vpmaddwd on A widened to u16 after its loop: the same exact sums. Chosen by
@@ -87,9 +87,10 @@ bool qgemm_supported(QIsa isa) noexcept;
 /// (avx512 allows every family, avx2 allows avx_vnni and avx2, baseline the portable one).
 QIsa qgemm_isa() noexcept;
 
-/// One exact correction of the avx2 byte form (see the top of this file): in K block `block`
-/// of panel `panel`, the 4-row group `g` of K adds r[q][j] (s16 pairs: rows 2q, 2q + 1 of the
-/// group) times A's two values to column j of the panel, with vpmaddwd.
+/// One exact correction of the avx2 byte form (see the top of this file): in the K block and
+/// panel it is listed under (PackedQB::fix_index), the 4-row group `g` of K adds r[q][j] (s16
+/// pairs: rows 2q, 2q + 1 of the group) times A's two values to column j of the panel, with
+/// vpmaddwd.
 struct alignas(32) QFix {
     std::int16_t r[2][16][2];
     std::int32_t g = 0;
@@ -114,20 +115,23 @@ struct PackedQB {
     QIsa isa = QIsa::baseline; ///< the micro-kernel family the layout is for
     std::shared_ptr<std::int8_t> data;     ///< panels * nr * kp lanes of 32 bits / group, 64-aligned
     std::shared_ptr<std::int32_t> colsum;  ///< n sums over K of the stored (shifted) B
-    /// The avx2 byte form (QBForm::bytes): B as packed is cut so that vpmaddubsw cannot
+    /// The avx2 byte form (QBForm::bytes) only: B as packed is cut so that vpmaddubsw cannot
     /// saturate, and `fixes` holds the exact rest, the corrections of K block kb and panel p at
     /// [fix_index[kb * panels + p], fix_index[kb * panels + p + 1]) (kb counts K blocks).
-    bool fixed = false;
     std::shared_ptr<std::int64_t> fix_index;
     std::shared_ptr<QFix> fixes;
-    std::int64_t fix_count = 0;
-    /// The bytes data and colsum hold.
+    /// In the avx2 byte form.
+    bool fixed() const noexcept { return fix_index != nullptr; }
+    /// (K block, panel) slots of fix_index.
+    std::int64_t fix_slots() const noexcept { return fixed() ? (kp + kc - 1) / kc * panels : 0; }
+    /// How many corrections.
+    std::int64_t fix_count() const noexcept { return fixed() ? fix_index.get()[fix_slots()] : 0; }
+    /// The bytes data, colsum and the corrections hold.
     std::uint64_t bytes() const noexcept {
         return static_cast<std::uint64_t>(panels * nr * kp) * (group == 4 ? 1u : 2u) +
                static_cast<std::uint64_t>(n) * 4u +
-               (fixed ? static_cast<std::uint64_t>(fix_count) * sizeof(QFix) +
-                            static_cast<std::uint64_t>((kp + kc - 1) / kc * panels + 1) * 8u
-                      : 0u);
+               static_cast<std::uint64_t>(fix_count()) * sizeof(QFix) +
+               (fixed() ? static_cast<std::uint64_t>(fix_slots() + 1) * 8u : 0u);
     }
 };
 
@@ -206,7 +210,7 @@ struct QRowsA {
 /// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).
 inline int qgemm_rows_elem_bytes(const PackedQB& b) noexcept { return b.group == 4 ? 1 : 2; }
 
-/// Whether qgemm_rows runs this product: B is not in the avx2 byte form (PackedQB::fixed), A is
+/// Whether qgemm_rows runs this product: B is not in the avx2 byte form (PackedQB::fixed()), A is
 /// u8 and no column of B has a non-zero zero point as packed (s8 B with zero point 0, u8 B with
 /// 128: no row-sum term).
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept;

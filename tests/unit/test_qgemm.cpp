@@ -153,7 +153,7 @@ void check(const Case& t, QIsa isa, int threads,
         dsinfer::detail::pack_qb(b.data(), t.b_unsigned, k, n, t.transposed, isa, form);
     REQUIRE(packed.isa == isa);
     if (isa == QIsa::avx2 && form != dsinfer::detail::QBForm::automatic)
-        REQUIRE(packed.fixed == (form == dsinfer::detail::QBForm::bytes));
+        REQUIRE(packed.fixed() == (form == dsinfer::detail::QBForm::bytes));
     dsinfer::detail::ThreadBudget budget(threads);
     const std::size_t esize = t.out == QGemmOutput::s32 || t.out == QGemmOutput::f32 ? 4 : 1;
     std::vector<unsigned char> c(static_cast<std::size_t>(m * ldc) * esize, 0xA5);
@@ -166,7 +166,7 @@ void check(const Case& t, QIsa isa, int threads,
     for (int64_t i = 0; i < m && bad < 5; ++i) {
         for (int64_t j = 0; j < ldc && bad < 5; ++j) {
             const unsigned char* e = c.data() + static_cast<std::size_t>(i * ldc + j) * esize;
-            INFO("isa=" << dsinfer::detail::qisa_name(isa) << (packed.fixed ? " (bytes)" : "")
+            INFO("isa=" << dsinfer::detail::qisa_name(isa) << (packed.fixed() ? " (bytes)" : "")
                         << " threads=" << threads << " m=" << m << " k=" << k << " n=" << n
                         << " i=" << i << " j=" << j << " a_signed=" << t.a_signed
                         << " b_unsigned=" << t.b_unsigned << " transposed=" << t.transposed
@@ -610,12 +610,12 @@ TEST_CASE("qgemm avx2 byte form: cut pairs and exact corrections", "[fast][qgemm
         }
         const PackedQB automatic =
             dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2);
-        CHECK(automatic.fixed == (kind != 0));
+        CHECK(automatic.fixed() == (kind != 0));
         const PackedQB bytes = dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2,
                                                         dsinfer::detail::QBForm::bytes);
-        REQUIRE(bytes.fixed);
-        CHECK((bytes.fix_count == 0) == (kind == 1));
-        if (kind == 0) CHECK(bytes.fix_count > 0);
+        REQUIRE(bytes.fixed());
+        CHECK((bytes.fix_count() == 0) == (kind == 1));
+        if (kind == 0) CHECK(bytes.fix_count() > 0);
         CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(bytes, QGemmParams{}));
         for (int fill : {0, 255}) {
             std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
