@@ -11,8 +11,11 @@
 // 2 = qgemm requantized to u8 (QLinearMatMul); 3 = sgemm_packed (f32, the FP32 baseline);
 // 4 = oneDNN matmul u8 x s8 -> s32 with B reordered once to the layout it picks; 5 = impl 1
 // with B drawn like per-tensor symmetric weights (a normal of sigma 127 / 4.5, clipped to
-// +-127: most pairs far from +-127), packed in the form pack_qb picks (on AVX2 the byte form,
-// qgemm.hpp); 6 = impl 5 in the 16-bit form, its AVX2 peer in the same run.
+// +-127: most values far from +-127), packed in the form pack_qb picks (on AVX2 one of three,
+// qgemm.hpp); on AVX2 its forms forced, peers in the same run: 6 = the 16-bit form, 7 = the
+// byte form a group a step, 8 = the paired byte form. The label gives a byte form's corrections
+// per 8 rows of K and panel; DSINFER_BENCH_WEIGHT_DIV=d draws B with sigma 127 / d instead
+// (more corrections below 4.5, fewer above: the costs pack_qb's automatic choice weighs).
 // The GOPS counter counts 2 operations per multiply-add over CPU time at 1 thread, over wall
 // time at 2. Compare rows of one run, with interleaved repetitions and medians, e.g.
 //   bench_qgemm --benchmark_filter='threads:2' --benchmark_repetitions=3
@@ -22,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,11 +51,15 @@ std::vector<std::uint8_t> bytes(int64_t n, unsigned seed) {
     return v;
 }
 
-/// s8 values like per-tensor symmetric quantized weights: normal, sigma 127 / 4.5, clipped.
+/// s8 values like per-tensor symmetric quantized weights: normal, sigma 127 / 4.5 (or / the
+/// DSINFER_BENCH_WEIGHT_DIV environment variable), clipped.
 std::vector<std::uint8_t> weight_like(int64_t n, unsigned seed) {
     std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
     std::mt19937 gen(seed);
-    std::normal_distribution<float> normal(0.f, 127.f / 4.5f);
+    const char* div = std::getenv("DSINFER_BENCH_WEIGHT_DIV");
+    const float d =
+        div != nullptr && std::atof(div) > 0 ? static_cast<float>(std::atof(div)) : 4.5f;
+    std::normal_distribution<float> normal(0.f, 127.f / d);
     for (auto& x : v) {
         const float w = std::clamp(std::nearbyint(normal(gen)), -127.f, 127.f);
         x = static_cast<std::uint8_t>(static_cast<std::int8_t>(w));
@@ -68,7 +76,10 @@ void BM_Qgemm(benchmark::State& state) {
         const auto a = bytes(m * k, 1);
         const auto bt = impl >= 5 ? weight_like(n * k, 2) : bytes(n * k, 2);  // [N, K], s8
         const d::PackedQB packed = d::pack_qb(bt.data(), false, k, n, true, d::qgemm_isa(),
-                                              impl == 6 ? d::QBForm::wide : d::QBForm::automatic);
+                                              impl == 6   ? d::QBForm::wide
+                                              : impl == 7 ? d::QBForm::bytes
+                                              : impl == 8 ? d::QBForm::paired
+                                                          : d::QBForm::automatic);
         const auto scales = dsinfer::bench::uniform(n, 3, 0.01f);
         const auto bias = dsinfer::bench::uniform(n, 4, 1.f);
         d::QGemmParams p;
@@ -83,8 +94,14 @@ void BM_Qgemm(benchmark::State& state) {
         p.y_zero = 128;
         std::vector<std::int32_t> c(static_cast<std::size_t>(m * n));  // big enough for any out
         std::vector<unsigned char> ws(d::qgemm_workspace_bytes(m, packed, d::max_threads()));
+        // A byte form: its corrections per 8 rows of K and panel.
+        const double fix_rate = static_cast<double>(packed.fix_count()) /
+                                static_cast<double>((packed.kp / 4 + 1) / 2 * packed.panels);
         state.SetLabel(std::string("qgemm ") + d::qisa_name(packed.isa) +
-                       (packed.fixed() ? " bytes" : "") +
+                       (packed.fixed()
+                            ? std::string(packed.step_groups == 2 ? " paired" : " bytes") + " (" +
+                                  std::to_string(fix_rate).substr(0, 4) + " fixes / 8 rows)"
+                            : "") +
                        (impl == 0   ? " s32"
                         : impl == 2 ? " u8"
                                     : " f32"));
@@ -150,7 +167,7 @@ void shapes(benchmark::internal::Benchmark* b) {
                               {64, 1024, 4096},  {64, 4096, 4096},  {64, 4096, 1024},
                               {3136, 576, 64},   {1568, 2304, 256}};
     for (const auto& s : mkn)
-        for (int64_t impl : {0, 1, 2, 3, 4, 5, 6}) b->Args({s[0], s[1], s[2], impl, Threads});
+        for (int64_t impl : {0, 1, 2, 3, 4, 5, 6, 7, 8}) b->Args({s[0], s[1], s[2], impl, Threads});
 }
 
 BENCHMARK(BM_Qgemm)
@@ -179,6 +196,14 @@ BENCHMARK(BM_Qgemm)
     "\n\tvpaddd %%ymm" #i ", %%ymm" #j ", %%ymm" #j "\n\t"
 #define DSI_STEP2(i, j) \
     "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #i "\n\tvpaddw %%ymm" #i ", %%ymm" #j ", %%ymm" #j "\n\t"
+// form 3: two vpmaddubsw summed by vpaddw in s16, then vpmaddwd by ones + vpaddd (64 a step).
+#define DSI_STEP3(i, t, j)                                                                        \
+    "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #i "\n\tvpmaddubsw %%ymm12, %%ymm15, %%ymm" #t           \
+    "\n\tvpaddw %%ymm" #t ", %%ymm" #i ", %%ymm" #i "\n\tvpmaddwd %%ymm" #i ", %%ymm14, %%ymm" #i \
+    "\n\tvpaddd %%ymm" #i ", %%ymm" #j ", %%ymm" #j "\n\t"
+#define DSI_SIX3       \
+    DSI_STEP3(0, 1, 6) \
+    DSI_STEP3(2, 3, 7) DSI_STEP3(4, 5, 8) DSI_STEP3(0, 1, 9) DSI_STEP3(2, 3, 10) DSI_STEP3(4, 5, 11)
 #define DSI_SIX(S) S(0, 6) S(1, 7) S(2, 8) S(3, 9) S(4, 10) S(5, 11)
 #define DSI_TWELVE(S) DSI_SIX(S) DSI_SIX(S)
 #define DSI_CLOBBER \
@@ -190,8 +215,10 @@ __attribute__((target("avx2"))) void dot_forms(int form, int64_t loops) {
             __asm__ volatile(DSI_TWELVE(DSI_STEP0)::: DSI_CLOBBER);
         else if (form == 1)
             __asm__ volatile(DSI_TWELVE(DSI_STEP1)::: DSI_CLOBBER);
-        else
+        else if (form == 2)
             __asm__ volatile(DSI_TWELVE(DSI_STEP2)::: DSI_CLOBBER);
+        else
+            __asm__ volatile(DSI_SIX3 DSI_SIX3::: DSI_CLOBBER);
     }
 }
 
@@ -203,20 +230,25 @@ void BM_Avx2DotForms(benchmark::State& state) {
     const int form = static_cast<int>(state.range(0));
     constexpr int64_t kLoops = 1 << 16;
     for (auto _ : state) dot_forms(form, kLoops);
-    const double macs_per_step = form == 0 ? 16 : 32;  // per ymm multiply instruction pair/triple
+    const double macs_per_step = form == 0   ? 16
+                                 : form == 3 ? 64
+                                             : 32;  // per ymm multiply instruction pair/triple
     state.counters["GMAC/s"] =
         benchmark::Counter(12.0 * macs_per_step * static_cast<double>(kLoops) *
                                static_cast<double>(state.iterations()) * 1e-9,
                            benchmark::Counter::kIsRate);
     state.SetLabel(form == 0   ? "vpmaddwd+vpaddd (exact)"
                    : form == 1 ? "vpmaddubsw+vpmaddwd+vpaddd (saturating)"
-                               : "vpmaddubsw+vpaddw (s16 sums)");
+                   : form == 2 ? "vpmaddubsw+vpaddw (s16 sums)"
+                               : "2 vpmaddubsw+vpaddw+vpmaddwd+vpaddd (s16 pairs of groups)");
 }
-BENCHMARK(BM_Avx2DotForms)->ArgName("form")->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Avx2DotForms)->ArgName("form")->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
 #undef DSI_STEP0
 #undef DSI_STEP1
 #undef DSI_STEP2
 #undef DSI_SIX
+#undef DSI_STEP3
+#undef DSI_SIX3
 #undef DSI_TWELVE
 #undef DSI_CLOBBER
 #endif

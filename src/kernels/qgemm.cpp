@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -89,8 +90,10 @@ struct TileStore {
     const std::int32_t* rowsum;   ///< the packed A block's row sums, or null
     const void* epi;              ///< the panel's per-column epilogue values (last K block)
     bool inline_store;            ///< the last K block and RunCtx::inline_store applies (see there)
-    const QFix* fix;              ///< the avx2 byte form's corrections of this K block and panel
-    int64_t nfix;                 ///< how many (0 for every other family)
+    const QFix* fix;              ///< an avx2 byte form's corrections (PackedQB::fixes)
+    /// Those of this K block and panel, class c at [fix_bounds[c], fix_bounds[c + 1]) (a
+    /// window of PackedQB::fix_index; null for every other family).
+    const std::int64_t* fix_bounds;
 };
 
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
@@ -176,25 +179,39 @@ namespace avx2 {
 #include "kernels/qgemm_kernels.inc"
 }  // namespace avx2
 
-// The byte form of the avx2 family (qgemm.hpp): u8 x s8 quads as the VNNI families pack them,
-// vpmaddubsw's s16 pair sums (B cut by pack_qb so they cannot saturate) widened to s32 by
-// vpmaddwd with ones, and the cut-off rest added exactly after the tile's loop (QG_FIX).
-namespace avx2_bytes {
+// The byte forms of the avx2 family (qgemm.hpp): u8 x s8 quads as the VNNI families pack them.
+// avx2_bytes: a group a step, vpmaddubsw's s16 pair sums widened to s32 by vpmaddwd with ones
+// (QG_DOT). avx2_paired: two groups a step, the pair sums of both added in s16 before widening
+// (QG_DOT2), an odd last group of a K block alone. B is cut by pack_qb for the form so that the
+// s16 sums cannot overflow; the cut-off rest is added exactly after the tile's loop (QG_FIX).
+namespace avx2_dots {
 inline __m256i dot_bytes(__m256i acc, __m256i a, __m256i b) noexcept {
     return _mm256_add_epi32(acc,
                             _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
 }
-#define QG_WIDE 0
-#define QG_FIX 1
-#define QG_W 8
-#define QG_MR 6
-#define QG_KC 1024
-#define QG_MC 192
-#define QG_SPLIT_ROWS 0
-#define QG_DOT(acc, a, b) ((VU)dot_bytes((__m256i)(acc), (__m256i)(a), (__m256i)(b)))
-#define QG_ISA QIsa::avx2
-#include "kernels/qgemm_kernels.inc"
+/// acc + the dot products of two groups (A's lanes a0, a1 broadcast, B's b0, b1): vpmaddubsw of
+/// each, added in s16, widened by vpmaddwd with ones.
+inline __m256i dot_bytes2(__m256i acc, __m256i a0, __m256i a1, __m256i b0, __m256i b1) noexcept {
+    const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+}
+}  // namespace avx2_dots
+
+namespace avx2_bytes {
+using namespace avx2_dots;
+#include "kernels/qgemm_avx2_bytes.inc"
 }  // namespace avx2_bytes
+
+namespace avx2_paired {
+using namespace avx2_dots;
+// (Written as intrinsics, GCC keeps B in four registers and two of the 12 sums on the stack.
+// Hand-written steps with B and the ones as memory operands and A broadcast for each 8 columns,
+// every sum in a register, measured 7-16% slower on Zen 3: bench_qgemm impl 5, 64 x 4096 x
+// 4096 and 1024 x 768 x 3072, 5 alternating rounds.)
+#define QG_DOT2(acc, a0, a1, b0, b1) \
+    ((VU)dot_bytes2((__m256i)(acc), (__m256i)(a0), (__m256i)(a1), (__m256i)(b0), (__m256i)(b1)))
+#include "kernels/qgemm_avx2_bytes.inc"
+}  // namespace avx2_paired
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
@@ -235,7 +252,7 @@ const Family& family(QIsa isa) noexcept {
 /// The family b was packed for (the avx2 family has two forms).
 const Family& family_of(const PackedQB& b) noexcept {
 #if DSINFER_QGEMM_X86
-    if (b.fixed()) return avx2_bytes::kFamily;
+    if (b.fixed()) return b.step_groups == 2 ? avx2_paired::kFamily : avx2_bytes::kFamily;
 #endif
     return family(b.isa);
 }
@@ -379,10 +396,53 @@ QIsa qgemm_isa() noexcept {
 
 namespace {
 
-/// vpmaddubsw's s16 sum a0 b0 + a1 b1 (a0, a1 in [0, 255]) can saturate: b0, b1 of one sign
-/// with |b0| + |b1| > 128.
-inline bool pair_may_saturate(int32_t b0, int32_t b1) noexcept {
-    return ((b0 > 0 && b1 > 0) || (b0 < 0 && b1 < 0)) && std::abs(b0) + std::abs(b1) > 128;
+/// An avx2 byte form's cut (qgemm.hpp) of one K block of one panel: `vals` holds its kc rows
+/// x nr columns of B as stored (signed), cut in place. Per step of `step_groups` groups (1 or
+/// 2; a last odd group alone), half h and column j, the values of rows 2h, 2h + 1 of the
+/// step's groups are cut, the last group's first and row 2h + 1 before 2h, until the positive
+/// ones sum to at most 128 and the negative to at least -128; each group's exact rest (value
+/// minus cut) of a half and 8 columns becomes one QFix, appended to out[2 v + h] (or, with
+/// out null, only counted). Returns how many.
+int64_t cut_block(std::int32_t* vals, int64_t kc, int64_t nr, int64_t step_groups,
+                  std::vector<QFix>* out) {
+    const int64_t groups = kc / 4;
+    int64_t count = 0;
+    for (int64_t s = 0; s < groups; s += step_groups) {
+        const int64_t step = std::min(step_groups, groups - s);
+        for (int h = 0; h < 2; ++h) {
+            QFix fix[2][2] = {};  // [group of the step][8 columns]
+            bool any[2][2] = {};
+            for (int64_t j = 0; j < nr; ++j) {
+                std::int32_t over_pos = -128, over_neg = -128;
+                for (int64_t q = 0; q < step; ++q)
+                    for (int e = 0; e < 2; ++e) {
+                        const std::int32_t v = vals[((s + q) * 4 + 2 * h + e) * nr + j];
+                        (v > 0 ? over_pos : over_neg) += std::abs(v);
+                    }
+                if (over_pos <= 0 && over_neg <= 0) continue;
+                for (int64_t q = step - 1; q >= 0; --q)
+                    for (int e = 1; e >= 0; --e) {
+                        std::int32_t& v = vals[((s + q) * 4 + 2 * h + e) * nr + j];
+                        std::int32_t& over = v > 0 ? over_pos : over_neg;
+                        if (v == 0 || over <= 0) continue;
+                        const std::int32_t d = std::min(std::abs(v), over);
+                        const std::int32_t cut = v > 0 ? v - d : v + d;
+                        over -= d;
+                        fix[q][j / 8].r[j % 8][e] = static_cast<std::int16_t>(v - cut);
+                        any[q][j / 8] = true;
+                        v = cut;
+                    }
+            }
+            for (int v = 0; v < 2; ++v)
+                for (int64_t q = 0; q < step; ++q)
+                    if (any[q][v]) {
+                        fix[q][v].g = static_cast<std::int32_t>(s + q);
+                        if (out != nullptr) out[2 * v + h].push_back(fix[q][v]);
+                        ++count;
+                    }
+        }
+    }
+    return count;
 }
 
 }  // namespace
@@ -391,16 +451,21 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                  QBForm form) {
     if (static_cast<int>(isa) > static_cast<int>(qgemm_isa())) isa = qgemm_isa();
     isa = supported_at_most(isa);  // e.g. avx_vnni on an AVX-512 VNNI CPU without AVX-VNNI
-    // The avx2 byte form (qgemm.hpp); automatic: kept when at most 1/16 of its (group, panel)
-    // blocks need a correction (one QFix each), else B is packed again in the 16-bit form.
+    // The avx2 byte forms (qgemm.hpp): automatic packs the paired one, counting the corrections
+    // a group a step would need as well, and packs again in the form that costs least.
 #if DSINFER_QGEMM_X86
     const bool bytes = isa == QIsa::avx2 && form != QBForm::wide;
-    const Family& f = bytes ? avx2_bytes::kFamily : family(isa);
+    const int64_t step_groups = form == QBForm::bytes ? 1 : 2;
+    const Family& f = !bytes             ? family(isa)
+                      : step_groups == 2 ? avx2_paired::kFamily
+                                         : avx2_bytes::kFamily;
 #else
     const bool bytes = false;
+    const int64_t step_groups = 1;
     const Family& f = family(isa);
 #endif
     PackedQB out;
+    out.step_groups = step_groups;
     out.k = k;
     out.n = n;
     out.kp = std::max<int64_t>(4, (k + 3) / 4 * 4);  // K = 0: one zero group (sums of 0)
@@ -428,12 +493,17 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
         const std::uint8_t v = transposed ? src[j * k + kk] : src[kk * n + j];
         return static_cast<std::int8_t>(v ^ flip);
     };
-    // The byte form's corrections, per K block and panel ([kbi * panels + pi]).
+    // The byte forms' corrections, per K block, panel and class ([(kbi * panels + pi) * 4 + c]).
     const int64_t blocks = (kp + f.kc - 1) / f.kc;
-    std::vector<std::vector<QFix>> fixes(bytes ? static_cast<std::size_t>(blocks * panels) : 0);
+    std::vector<std::vector<QFix>> fixes(bytes ? static_cast<std::size_t>(blocks * panels * 4) : 0);
+    // automatic: the corrections a group a step would need, per panel.
+    const bool count_single = bytes && form == QBForm::automatic;
+    std::vector<int64_t> single_fixes(count_single ? static_cast<std::size_t>(panels) : 0);
     // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
     // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
     parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+        std::vector<std::int32_t> vals;  // one K block of the panel, [row][column], zero-padded
+        std::vector<std::int32_t> scratch;
         for (int64_t pi = p0; pi < p1; ++pi) {
             const int64_t col = pi * nr, w = std::min(nr, n - col);
             for (int64_t j = 0; j < w; ++j) {
@@ -444,48 +514,55 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             for (int64_t kb = 0; kb < kp; kb += f.kc) {
                 const int64_t kc = std::min(f.kc, kp - kb);
                 std::uint32_t* dst = lane + (kb / g) * panels * nr + pi * (kc / g) * nr;
-                for (int64_t gg = 0; gg < kc / g; ++gg) {
-                    QFix fix{};
-                    bool any = false;
+                vals.assign(static_cast<std::size_t>(kc * nr), 0);
+                for (int64_t r = 0; r < kc; ++r)
+                    for (int64_t j = 0; j < w; ++j)
+                        vals[static_cast<std::size_t>(r * nr + j)] = at(kb + r, col + j);
+                if (count_single) {
+                    scratch = vals;
+                    single_fixes[static_cast<std::size_t>(pi)] +=
+                        cut_block(scratch.data(), kc, nr, 1, nullptr);
+                }
+                if (bytes)
+                    cut_block(vals.data(), kc, nr, step_groups,
+                              &fixes[static_cast<std::size_t>((kb / f.kc * panels + pi) * 4)]);
+                for (int64_t gg = 0; gg < kc / g; ++gg)
                     for (int64_t j = 0; j < nr; ++j) {
                         std::uint32_t x = 0;
-                        if (j < w) {
-                            std::int32_t v[4] = {0, 0, 0, 0};
-                            for (int64_t q = 0; q < g; ++q) v[q] = at(kb + gg * g + q, col + j);
-                            if (bytes)  // cut b1 of a pair that may saturate; the rest is exact
-                                for (int q = 0; q < 4; q += 2) {
-                                    if (!pair_may_saturate(v[q], v[q + 1])) continue;
-                                    const std::int32_t cut =
-                                        (v[q + 1] > 0 ? 1 : -1) * (128 - std::abs(v[q]));
-                                    fix.r[q / 2][j][1] = static_cast<std::int16_t>(v[q + 1] - cut);
-                                    v[q + 1] = cut;
-                                    any = true;
-                                }
-                            for (int64_t q = 0; q < g; ++q) {
-                                const auto u = static_cast<std::uint32_t>(v[q]);
-                                x |= (g == 4 ? u & 0xffu : u & 0xffffu) << (q * (32 / g));
-                            }
+                        for (int64_t q = 0; q < g; ++q) {
+                            const auto u = static_cast<std::uint32_t>(
+                                vals[static_cast<std::size_t>((gg * g + q) * nr + j)]);
+                            x |= (g == 4 ? u & 0xffu : u & 0xffffu) << (q * (32 / g));
                         }
                         dst[gg * nr + j] = x;
                     }
-                    if (any) {
-                        fix.g = static_cast<std::int32_t>(gg);
-                        fixes[static_cast<std::size_t>(kb / f.kc * panels + pi)].push_back(fix);
-                    }
-                }
             }
         }
     });
     if (bytes) {
-        const auto slots = static_cast<std::size_t>(blocks * panels);
+        const auto slots = static_cast<std::size_t>(blocks * panels * 4);
         out.fix_index = std::shared_ptr<std::int64_t>(new std::int64_t[slots + 1],
                                                       std::default_delete<std::int64_t[]>());
         std::int64_t* index = out.fix_index.get();
         index[0] = 0;
         for (std::size_t i = 0; i < slots; ++i)
             index[i + 1] = index[i] + static_cast<std::int64_t>(fixes[i].size());
-        if (form == QBForm::automatic && index[slots] * 16 > kp / 4 * panels)
-            return pack_qb(bsrc, b_unsigned, k, n, transposed, isa, QBForm::wide);
+        if (form == QBForm::automatic) {
+            // Costs per 8 rows of K and panel, relative to a group-a-step byte form without
+            // corrections (bench_qgemm impl 5-7 on the AVX2 Zen 3 VM, 1 thread): the paired
+            // steps 0.83, the 16-bit form 1.25, a correction 0.28 (from B drawn with ever
+            // more of them).
+            const double units = static_cast<double>(kp / 4) / 2.0 * static_cast<double>(panels);
+            int64_t single = 0;
+            for (const int64_t c : single_fixes) single += c;
+            const double paired_cost = 0.83 * units + 0.28 * static_cast<double>(index[slots]);
+            const double single_cost = 1.0 * units + 0.28 * static_cast<double>(single);
+            const double wide_cost = 1.25 * units;
+            if (wide_cost < std::min(paired_cost, single_cost))
+                return pack_qb(bsrc, b_unsigned, k, n, transposed, isa, QBForm::wide);
+            if (single_cost < paired_cost)
+                return pack_qb(bsrc, b_unsigned, k, n, transposed, isa, QBForm::bytes);
+        }
         out.fixes = std::shared_ptr<QFix>(
             new QFix[static_cast<std::size_t>(std::max<std::int64_t>(index[slots], 1))],
             std::default_delete<QFix[]>());

@@ -33,19 +33,30 @@
 //                vpmaddwd-by-ones + vpaddd would also do 32 in 3 instructions, inexactly).
 //                qgemm_rows reads A already widened (the convolution widens its input rows
 //                once per chunk).
-//                Byte form of the avx2 family (QBForm::bytes, PackedQB::fixed()): B packed as
-//                bytes like the VNNI families and A as u8, on vpmaddubsw + vpmaddwd by ones +
-//                vpaddd: 32 multiply-adds for 3 instructions where the 16-bit form does 16 for
-//                2 (about 1.2x the rate on Zen 3). vpmaddubsw's pair sum a0 b0 + a1 b1 cannot
-//                saturate when b0, b1 have opposite signs or |b0| + |b1| <= 128 (at most
-//                255 * 128 = 32,640); pack_qb stores each such pair with b1 cut to
-//                sign(b1) (128 - |b0|) and keeps the exact rest, b1 minus that, as a
-//                correction (QFix) of the pair's group and panel, which the tile adds with
-//                vpmaddwd on A widened to u16 after its loop: the same exact sums. Chosen by
-//                QBForm::automatic where at most 1/16 of the (4-row group of K, panel) blocks
-//                need a correction (per-tensor weights: 99% of BERT-base's and the MLP's
-//                blocks need none; per-channel convolution weights, each channel with a
-//                +-127, about a third do). qgemm_rows does not read it.
+//                Byte forms of the avx2 family (PackedQB::fixed()): B packed as bytes like
+//                the VNNI families and A as u8, on vpmaddubsw, whose s16 lanes sum products
+//                a b of A's u8 and B's s8 values. With a in [0, 255] a lane cannot overflow
+//                when the positive b it sums add up to at most 128 and the negative to at
+//                least -128 (255 * 128 = 32,640).
+//                  QBForm::bytes, a group a step: vpmaddubsw + vpmaddwd by ones + vpaddd, 32
+//                multiply-adds for 2 multiply instructions (MLAS's and oneDNN's non-VNNI form,
+//                which saturates instead); a lane sums the two values of rows 2h, 2h + 1 of
+//                one group.
+//                  QBForm::paired, two groups (8 rows of K) a step: two vpmaddubsw added in
+//                s16 by vpaddw, then one vpmaddwd by ones and vpaddd: 64 multiply-adds for 3;
+//                a lane sums four values, rows 2h, 2h + 1 of both groups. A K block with an
+//                odd number of groups takes its last one alone.
+//                Register-only on Zen 3 (bench_qgemm Avx2DotForms): paired 120, a group a step
+//                96, the 16-bit form 76-80 GMAC/s a core. pack_qb cuts the values of every
+//                lane that could overflow to those bounds (the last group's first, row 2h + 1
+//                before 2h) and keeps the exact rest, each value minus its cut, as
+//                corrections (QFix: one group, one half h, 8 columns), which the tile adds
+//                with vpmaddwd on A's two values widened to u16 after its loop: the same exact
+//                sums. QBForm::automatic packs whichever of the three forms costs least for
+//                the corrections B needs (pack_qb's measured costs): per-tensor weights take
+//                a byte form (corrections per 8 rows of K and panel, paired / a group a step:
+//                the MLP's 0.30-0.38 / small, BERT-base's 0.36-1.0 / small); per-channel
+//                ones, every channel with a +-127, the 16-bit form. qgemm_rows reads neither.
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -87,20 +98,21 @@ bool qgemm_supported(QIsa isa) noexcept;
 /// (avx512 allows every family, avx2 allows avx_vnni and avx2, baseline the portable one).
 QIsa qgemm_isa() noexcept;
 
-/// One exact correction of the avx2 byte form (see the top of this file): in the K block and
-/// panel it is listed under (PackedQB::fix_index), the 4-row group `g` of K adds r[q][j] (s16
-/// pairs: rows 2q, 2q + 1 of the group) times A's two values to column j of the panel, with
-/// vpmaddwd.
-struct alignas(32) QFix {
-    std::int16_t r[2][16][2];
+/// One exact correction of an avx2 byte form (see the top of this file): in the K block,
+/// panel and class c = 2 v + h it is listed under (PackedQB::fix_index), the 4-row group `g` of
+/// the block adds r[j] (s16 pairs: the values of rows 2h, 2h + 1 of the group) times A's two
+/// values of those rows to column 8 v + j of the panel, with vpmaddwd.
+struct QFix {
+    std::int16_t r[8][2];
     std::int32_t g = 0;
 };
 
-/// Which layout pack_qb writes where the family has two (avx2; the others have one).
+/// Which layout pack_qb writes where the family has several (avx2; the others have one).
 enum class QBForm {
-    automatic,  ///< the byte form where few blocks need a correction, else the 16-bit form
+    automatic,  ///< whichever of the three costs least for B's corrections (see pack_qb)
     wide,       ///< the 16-bit form (A and B widened; what qgemm_rows reads)
-    bytes,      ///< the byte form with corrections, however many
+    bytes,      ///< the byte form, a group a step, with corrections however many
+    paired,     ///< the byte form, two groups a step, with corrections however many
 };
 
 /// A packed constant B. Immutable after pack_qb; shared by concurrent runs.
@@ -112,18 +124,24 @@ struct PackedQB {
     std::int64_t panels = 0;   ///< ceil(n / nr)
     std::int64_t group = 4;    ///< rows of K per 32-bit lane: 4 (s8) or 2 (s16)
     bool b_unsigned = false;   ///< B was u8: stored as b - 128 (zero points shift by -128)
+    /// The avx2 byte forms: groups of K a step of the tiles (1: QBForm::bytes, 2: paired), the
+    /// sums B's cut bounds.
+    std::int64_t step_groups = 1;
     QIsa isa = QIsa::baseline; ///< the micro-kernel family the layout is for
     std::shared_ptr<std::int8_t> data;     ///< panels * nr * kp lanes of 32 bits / group, 64-aligned
     std::shared_ptr<std::int32_t> colsum;  ///< n sums over K of the stored (shifted) B
-    /// The avx2 byte form (QBForm::bytes) only: B as packed is cut so that vpmaddubsw cannot
-    /// saturate, and `fixes` holds the exact rest, the corrections of K block kb and panel p at
-    /// [fix_index[kb * panels + p], fix_index[kb * panels + p + 1]) (kb counts K blocks).
+    /// The avx2 byte forms only: B as packed is cut so that the s16 sums cannot
+    /// overflow, and `fixes` holds the exact rest, the corrections of K block kb, panel p and
+    /// class c (QFix) at [fix_index[s], fix_index[s + 1]) with s = (kb * panels + p) * 4 + c
+    /// (kb counts K blocks).
     std::shared_ptr<std::int64_t> fix_index;
     std::shared_ptr<QFix> fixes;
-    /// In the avx2 byte form.
+    /// In an avx2 byte form.
     bool fixed() const noexcept { return fix_index != nullptr; }
-    /// (K block, panel) slots of fix_index.
-    std::int64_t fix_slots() const noexcept { return fixed() ? (kp + kc - 1) / kc * panels : 0; }
+    /// (K block, panel, class) slots of fix_index.
+    std::int64_t fix_slots() const noexcept {
+        return fixed() ? (kp + kc - 1) / kc * panels * 4 : 0;
+    }
     /// How many corrections.
     std::int64_t fix_count() const noexcept { return fixed() ? fix_index.get()[fix_slots()] : 0; }
     /// The bytes data, colsum and the corrections hold.
@@ -210,7 +228,7 @@ struct QRowsA {
 /// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).
 inline int qgemm_rows_elem_bytes(const PackedQB& b) noexcept { return b.group == 4 ? 1 : 2; }
 
-/// Whether qgemm_rows runs this product: B is not in the avx2 byte form (PackedQB::fixed()), A is
+/// Whether qgemm_rows runs this product: B is not in an avx2 byte form (PackedQB::fixed()), A is
 /// u8 and no column of B has a non-zero zero point as packed (s8 B with zero point 0, u8 B with
 /// 128: no row-sum term).
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept;

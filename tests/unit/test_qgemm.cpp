@@ -152,8 +152,11 @@ void check(const Case& t, QIsa isa, int threads,
     const PackedQB packed =
         dsinfer::detail::pack_qb(b.data(), t.b_unsigned, k, n, t.transposed, isa, form);
     REQUIRE(packed.isa == isa);
-    if (isa == QIsa::avx2 && form != dsinfer::detail::QBForm::automatic)
-        REQUIRE(packed.fixed() == (form == dsinfer::detail::QBForm::bytes));
+    if (isa == QIsa::avx2 && form != dsinfer::detail::QBForm::automatic) {
+        REQUIRE(packed.fixed() == (form != dsinfer::detail::QBForm::wide));
+        if (packed.fixed())
+            REQUIRE(packed.step_groups == (form == dsinfer::detail::QBForm::paired ? 2 : 1));
+    }
     dsinfer::detail::ThreadBudget budget(threads);
     const std::size_t esize = t.out == QGemmOutput::s32 || t.out == QGemmOutput::f32 ? 4 : 1;
     std::vector<unsigned char> c(static_cast<std::size_t>(m * ldc) * esize, 0xA5);
@@ -166,12 +169,14 @@ void check(const Case& t, QIsa isa, int threads,
     for (int64_t i = 0; i < m && bad < 5; ++i) {
         for (int64_t j = 0; j < ldc && bad < 5; ++j) {
             const unsigned char* e = c.data() + static_cast<std::size_t>(i * ldc + j) * esize;
-            INFO("isa=" << dsinfer::detail::qisa_name(isa) << (packed.fixed() ? " (bytes)" : "")
-                        << " threads=" << threads << " m=" << m << " k=" << k << " n=" << n
-                        << " i=" << i << " j=" << j << " a_signed=" << t.a_signed
-                        << " b_unsigned=" << t.b_unsigned << " transposed=" << t.transposed
-                        << " za=" << t.za << " zb=" << t.zb << " zb_per_column=" << t.zb_per_column
-                        << " out=" << static_cast<int>(t.out) << " fill=" << t.fill);
+            INFO(
+                "isa=" << dsinfer::detail::qisa_name(isa)
+                       << (packed.fixed() ? packed.step_groups == 2 ? " (paired)" : " (bytes)" : "")
+                       << " threads=" << threads << " m=" << m << " k=" << k << " n=" << n
+                       << " i=" << i << " j=" << j << " a_signed=" << t.a_signed
+                       << " b_unsigned=" << t.b_unsigned << " transposed=" << t.transposed
+                       << " za=" << t.za << " zb=" << t.zb << " zb_per_column=" << t.zb_per_column
+                       << " out=" << static_cast<int>(t.out) << " fill=" << t.fill);
             if (j >= n) {  // padding columns untouched
                 for (std::size_t q = 0; q < esize; ++q)
                     if (e[q] != 0xA5) ++bad;
@@ -230,7 +235,7 @@ void check(const Case& t, QIsa isa, int threads,
     }
 }
 
-/// Every family the host runs; avx2 in both its forms (the byte form with its corrections).
+/// Every family the host runs; avx2 in all three forms (the byte forms with their corrections).
 void check_all(const Case& t, std::vector<int> threads = {1}) {
     for (QIsa isa : qisas())
         for (int th : threads) {
@@ -240,6 +245,7 @@ void check_all(const Case& t, std::vector<int> threads = {1}) {
             }
             check(t, isa, th, dsinfer::detail::QBForm::wide);
             check(t, isa, th, dsinfer::detail::QBForm::bytes);
+            check(t, isa, th, dsinfer::detail::QBForm::paired);
         }
 }
 
@@ -585,53 +591,67 @@ TEST_CASE("qgemm packs for the capped family; the workspace query covers the cal
     }
 }
 
-TEST_CASE("qgemm avx2 byte form: cut pairs and exact corrections", "[fast][qgemm]") {
-    // vpmaddubsw saturates a pair a0 b0 + a1 b1 only for b0, b1 of one sign with |b0| + |b1| >
-    // 128; pack_qb cuts those and keeps the rest as corrections. Random B (most groups need
-    // one: the automatic choice is the 16-bit form), small B (none: the byte form, no
-    // correction) and per-tensor-like B (small, one in a thousand +-127: the byte form with
-    // corrections), across K blocks (K 2500 > 1024), against the reference s32 at both extremes of
-    // A.
+TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qgemm]") {
+    // The byte forms' s16 sums overflow when the values of B in one of them (two rows of K: a
+    // group a step; four, two of each group: paired) have positive ones summing to more than 128
+    // or negative ones to less than -128; pack_qb cuts those and keeps the rest as corrections.
+    // Kinds of B: random (most steps need one: the automatic choice is the 16-bit form), small
+    // (|b| <= 20: none in either form, automatic picks paired), per-tensor-like (small, one in a
+    // thousand +-127: both forms with corrections), and values at the bounds (sums of exactly 128
+    // and 129 of either sign: +-32, +-33, +-64, +-65, +-127, -128, 0), across K blocks (K 2500 >
+    // 1024, 625 groups: the last block has an odd count, its last group taken alone), against the
+    // reference s32 at both extremes of A.
     if (!dsinfer::detail::qgemm_supported(QIsa::avx2) ||
         static_cast<int>(dsinfer::detail::qgemm_isa()) < static_cast<int>(QIsa::avx2)) {
-        WARN("avx2 byte form not tested: no AVX2 family here");
+        WARN("avx2 byte forms not tested: no AVX2 family here");
         return;
     }
+    using dsinfer::detail::QBForm;
     const int64_t m = 29, k = 2500, n = 37;
     std::mt19937 rng(77);
     std::uniform_int_distribution<int> byte(0, 255), small(-20, 20), pick(0, 99);
-    for (int kind = 0; kind < 3; ++kind) {
+    const int edges[] = {32, 33, 64, 65, 127, -32, -33, -64, -65, -127, -128, 0};
+    std::uniform_int_distribution<int> edge(0, 11);
+    for (int kind = 0; kind < 4; ++kind) {
         INFO("kind " << kind);
         std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
         for (auto& v : b) {
-            int x = kind == 0 ? byte(rng) - 128 : small(rng);
+            int x = kind == 0 ? byte(rng) - 128 : kind == 3 ? edges[edge(rng)] : small(rng);
             if (kind == 2 && pick(rng) == 0 && pick(rng) < 10) x = pick(rng) < 50 ? 127 : -127;
             v = static_cast<uint8_t>(static_cast<int8_t>(x));
         }
         const PackedQB automatic =
             dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2);
-        CHECK(automatic.fixed() == (kind != 0));
-        const PackedQB bytes = dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2,
-                                                        dsinfer::detail::QBForm::bytes);
-        REQUIRE(bytes.fixed());
-        CHECK((bytes.fix_count() == 0) == (kind == 1));
-        if (kind == 0) CHECK(bytes.fix_count() > 0);
-        CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(bytes, QGemmParams{}));
-        for (int fill : {0, 255}) {
-            std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
-            for (auto& v : a) v = fill == 0 ? static_cast<uint8_t>(byte(rng)) : 255;
-            QGemmParams p;
-            p.a_zero = 3;
-            std::vector<int32_t> c(static_cast<std::size_t>(m * n));
-            for (int threads : {1, 2}) {
-                dsinfer::detail::ThreadBudget budget(threads);
-                REQUIRE(dsinfer::detail::qgemm_packed(m, a.data(), k, bytes, c.data(), n, p));
-                int64_t bad = 0;
-                for (int64_t i = 0; i < m; ++i)
-                    for (int64_t j = 0; j < n; ++j)
-                        bad += c[static_cast<std::size_t>(i * n + j)] !=
-                               static_cast<int32_t>(ref_dot(a, b, i, j, k, n, 3));
-                CHECK(bad == 0);
+        if (kind == 0) CHECK_FALSE(automatic.fixed());
+        if (kind == 1 || kind == 2) {
+            CHECK(automatic.fixed());
+            CHECK(automatic.step_groups == 2);
+        }
+        for (QBForm form : {QBForm::bytes, QBForm::paired}) {
+            const bool paired = form == QBForm::paired;
+            INFO((paired ? "paired" : "a group a step"));
+            const PackedQB packed =
+                dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2, form);
+            REQUIRE(packed.fixed());
+            REQUIRE(packed.step_groups == (paired ? 2 : 1));
+            CHECK((packed.fix_count() == 0) == (kind == 1));
+            CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(packed, QGemmParams{}));
+            for (int fill : {0, 255}) {
+                std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
+                for (auto& v : a) v = fill == 0 ? static_cast<uint8_t>(byte(rng)) : 255;
+                QGemmParams p;
+                p.a_zero = 3;
+                std::vector<int32_t> c(static_cast<std::size_t>(m * n));
+                for (int threads : {1, 2}) {
+                    dsinfer::detail::ThreadBudget budget(threads);
+                    REQUIRE(dsinfer::detail::qgemm_packed(m, a.data(), k, packed, c.data(), n, p));
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < m; ++i)
+                        for (int64_t j = 0; j < n; ++j)
+                            bad += c[static_cast<std::size_t>(i * n + j)] !=
+                                   static_cast<int32_t>(ref_dot(a, b, i, j, k, n, 3));
+                    CHECK(bad == 0);
+                }
             }
         }
     }
