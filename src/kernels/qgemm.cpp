@@ -94,6 +94,8 @@ struct TileStore {
     /// Those of this K block and panel, class c at [fix_bounds[c], fix_bounds[c + 1]) (a
     /// window of PackedQB::fix_index; null for every other family).
     const std::int64_t* fix_bounds;
+    /// The paired byte form: this K block and panel's groups in step order (PackedQB::order).
+    const std::uint16_t* order;
 };
 
 /// One micro-kernel family: tile shape, blocking, A packing and the loop over a row block.
@@ -402,9 +404,10 @@ namespace {
 /// step's groups are cut, the last group's first and row 2h + 1 before 2h, until the positive
 /// ones sum to at most 128 and the negative to at least -128; each group's exact rest (value
 /// minus cut) of a half and 8 columns becomes one QFix, appended to out[2 v + h] (or, with
-/// out null, only counted). Returns how many.
+/// out null, only counted), naming its group group_of[s] for the s-th group of vals (or s).
+/// Returns how many.
 int64_t cut_block(std::int32_t* vals, int64_t kc, int64_t nr, int64_t step_groups,
-                  std::vector<QFix>* out) {
+                  const std::uint16_t* group_of, std::vector<QFix>* out) {
     const int64_t groups = kc / 4;
     int64_t count = 0;
     for (int64_t s = 0; s < groups; s += step_groups) {
@@ -436,13 +439,101 @@ int64_t cut_block(std::int32_t* vals, int64_t kc, int64_t nr, int64_t step_group
             for (int v = 0; v < 2; ++v)
                 for (int64_t q = 0; q < step; ++q)
                     if (any[q][v]) {
-                        fix[q][v].g = static_cast<std::int32_t>(s + q);
+                        fix[q][v].g = static_cast<std::int32_t>(
+                            group_of != nullptr ? group_of[s + q] : s + q);
                         if (out != nullptr) out[2 * v + h].push_back(fix[q][v]);
                         ++count;
                     }
         }
     }
     return count;
+}
+
+/// The paired byte form's order of the groups of one K block of one panel (vals as in
+/// cut_block): which groups share a step, so that few of the steps' lanes need a cut. In each
+/// window of kPairWindow groups, groups are taken from the one with the largest sum of one sign
+/// in a lane (two values) down; each is paired with the first group after it in that order that
+/// leaves no lane of the step over the bounds (else the one that leaves the fewest (half, 8
+/// columns) classes over); an odd one left (the block's last window) is last. ord[2 m],
+/// ord[2 m + 1] are the groups of step m. (A model of it over BERT-base's dynamic INT8 weights,
+/// first 3 matrices: steps needing a correction per 8 rows of K and panel 0.46-0.68 in K order,
+/// 0.018-0.03 pairing across a whole block, 0.021-0.039 in windows of 32 groups, 0.03-0.07 of
+/// 16. The window keeps a tile's reads of A within 32 groups, 768 bytes, at a time: pairing
+/// across the block measured up to 10% slower at 64 x 4096 x 4096, whose packed A of a row
+/// block outgrows L1, with B that needed no correction.)
+constexpr int64_t kPairWindow = 32;
+
+void pair_groups(const std::int32_t* vals, int64_t kc, int64_t nr, std::uint16_t* ord) {
+    const int64_t groups = kc / 4, lanes = 2 * nr;  // lane (h, j) of a group: rows 2h, 2h + 1
+    std::vector<std::int32_t> pos(static_cast<std::size_t>(groups * lanes)),
+        neg(static_cast<std::size_t>(groups * lanes));
+    std::vector<std::int32_t> worst(static_cast<std::size_t>(groups));
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        std::int32_t w = 0;
+        for (int h = 0; h < 2; ++h)
+            for (int64_t j = 0; j < nr; ++j) {
+                std::int32_t p = 0, q = 0;
+                for (int e = 0; e < 2; ++e) {
+                    const std::int32_t v = vals[(gi * 4 + 2 * h + e) * nr + j];
+                    (v > 0 ? p : q) += std::abs(v);
+                }
+                const auto at = static_cast<std::size_t>(gi * lanes + h * nr + j);
+                pos[at] = p;
+                neg[at] = q;
+                w = std::max(w, std::max(p, q));
+            }
+        worst[static_cast<std::size_t>(gi)] = w;
+    }
+    std::vector<std::uint16_t> by(static_cast<std::size_t>(groups));
+    for (int64_t gi = 0; gi < groups; ++gi)
+        by[static_cast<std::size_t>(gi)] = static_cast<std::uint16_t>(gi);
+    // (half, 8 columns) classes over the bounds when groups x and y share a step.
+    auto over = [&](int64_t x, int64_t y) {
+        int count = 0;
+        for (int64_t c = 0; c < lanes; c += 8) {
+            bool any = false;
+            for (int64_t l = c; l < std::min(c + 8, lanes); ++l)
+                any |= pos[static_cast<std::size_t>(x * lanes + l)] +
+                               pos[static_cast<std::size_t>(y * lanes + l)] >
+                           128 ||
+                       neg[static_cast<std::size_t>(x * lanes + l)] +
+                               neg[static_cast<std::size_t>(y * lanes + l)] >
+                           128;
+            count += any ? 1 : 0;
+        }
+        return count;
+    };
+    std::vector<char> used(static_cast<std::size_t>(groups), 0);
+    int64_t slot = 0, lone = -1;
+    for (int64_t w0 = 0; w0 < groups; w0 += kPairWindow) {
+        const int64_t w1 = std::min(groups, w0 + kPairWindow);
+        std::stable_sort(by.begin() + w0, by.begin() + w1,
+                         [&](std::uint16_t x, std::uint16_t y) { return worst[x] > worst[y]; });
+        for (int64_t i = w0; i < w1; ++i) {
+            const std::uint16_t x = by[static_cast<std::size_t>(i)];
+            if (used[x]) continue;
+            used[x] = 1;
+            int64_t best = -1;
+            int best_over = 1 << 30;
+            for (int64_t t = i + 1; t < w1 && best_over > 0; ++t) {
+                const std::uint16_t y = by[static_cast<std::size_t>(t)];
+                if (used[y]) continue;
+                const int o = over(x, y);
+                if (o < best_over) {
+                    best = y;
+                    best_over = o;
+                }
+            }
+            if (best < 0) {  // only in the last window, when the block's count is odd
+                lone = x;
+                continue;
+            }
+            used[static_cast<std::size_t>(best)] = 1;
+            ord[slot++] = x;
+            ord[slot++] = static_cast<std::uint16_t>(best);
+        }
+    }
+    if (lone >= 0) ord[slot] = static_cast<std::uint16_t>(lone);
 }
 
 }  // namespace
@@ -499,11 +590,18 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     // automatic: the corrections a group a step would need, per panel.
     const bool count_single = bytes && form == QBForm::automatic;
     std::vector<int64_t> single_fixes(count_single ? static_cast<std::size_t>(panels) : 0);
+    // The paired form: each K block's groups in the order of its steps, per panel.
+    const bool paired = bytes && step_groups == 2;
+    if (paired) {
+        out.order = std::shared_ptr<std::uint16_t>(
+            new std::uint16_t[static_cast<std::size_t>(kp / 4 * panels)],
+            std::default_delete<std::uint16_t[]>());
+    }
     // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
     // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
     parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
         std::vector<std::int32_t> vals;  // one K block of the panel, [row][column], zero-padded
-        std::vector<std::int32_t> scratch;
+        std::vector<std::int32_t> scratch, steps;
         for (int64_t pi = p0; pi < p1; ++pi) {
             const int64_t col = pi * nr, w = std::min(nr, n - col);
             for (int64_t j = 0; j < w; ++j) {
@@ -521,10 +619,21 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                 if (count_single) {
                     scratch = vals;
                     single_fixes[static_cast<std::size_t>(pi)] +=
-                        cut_block(scratch.data(), kc, nr, 1, nullptr);
+                        cut_block(scratch.data(), kc, nr, 1, nullptr, nullptr);
+                }
+                std::uint16_t* ord = nullptr;
+                if (paired) {  // the groups in step order: B's panel slice is stored so
+                    ord = out.order.get() + (kb / 4) * panels + pi * (kc / 4);
+                    pair_groups(vals.data(), kc, nr, ord);
+                    steps.resize(vals.size());
+                    for (int64_t s = 0; s < kc / 4; ++s)
+                        std::copy_n(vals.begin() + static_cast<std::ptrdiff_t>(ord[s] * 4 * nr),
+                                    4 * nr,
+                                    steps.begin() + static_cast<std::ptrdiff_t>(s * 4 * nr));
+                    vals.swap(steps);
                 }
                 if (bytes)
-                    cut_block(vals.data(), kc, nr, step_groups,
+                    cut_block(vals.data(), kc, nr, step_groups, ord,
                               &fixes[static_cast<std::size_t>((kb / f.kc * panels + pi) * 4)]);
                 for (int64_t gg = 0; gg < kc / g; ++gg)
                     for (int64_t j = 0; j < nr; ++j) {
@@ -549,13 +658,14 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             index[i + 1] = index[i] + static_cast<std::int64_t>(fixes[i].size());
         if (form == QBForm::automatic) {
             // Costs per 8 rows of K and panel, relative to a group-a-step byte form without
-            // corrections (bench_qgemm impl 5-7 on the AVX2 Zen 3 VM, 1 thread): the paired
-            // steps 0.83, the 16-bit form 1.25, a correction 0.28 (from B drawn with ever
-            // more of them).
+            // corrections (bench_qgemm impl 6-8 with DSINFER_BENCH_WEIGHT_DIV=20, no
+            // corrections, on the AVX2 Zen 3 VM, 1 thread, 5 rounds: paired 0.86-1.0, the
+            // 16-bit form 1.16-1.26), and of one correction (0.27-0.28: paired steps in K order
+            // with B drawn for 0.09 to 4.4 of them per 8 rows).
             const double units = static_cast<double>(kp / 4) / 2.0 * static_cast<double>(panels);
             int64_t single = 0;
             for (const int64_t c : single_fixes) single += c;
-            const double paired_cost = 0.83 * units + 0.28 * static_cast<double>(index[slots]);
+            const double paired_cost = 0.9 * units + 0.28 * static_cast<double>(index[slots]);
             const double single_cost = 1.0 * units + 0.28 * static_cast<double>(single);
             const double wide_cost = 1.25 * units;
             if (wide_cost < std::min(paired_cost, single_cost))

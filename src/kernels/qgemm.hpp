@@ -44,8 +44,11 @@
 //                one group.
 //                  QBForm::paired, two groups (8 rows of K) a step: two vpmaddubsw added in
 //                s16 by vpaddw, then one vpmaddwd by ones and vpaddd: 64 multiply-adds for 3;
-//                a lane sums four values, rows 2h, 2h + 1 of both groups. A K block with an
-//                odd number of groups takes its last one alone.
+//                a lane sums four values, rows 2h, 2h + 1 of both groups. Which groups share a
+//                step is chosen per K block and panel (PackedQB::order, within windows of 32
+//                groups) so that few lanes exceed the bounds; B's slice is stored in that order
+//                and the tile reads A's lanes through it. A K block with an odd number of groups
+//                takes its last one alone.
 //                Register-only on Zen 3 (bench_qgemm Avx2DotForms): paired 120, a group a step
 //                96, the 16-bit form 76-80 GMAC/s a core. pack_qb cuts the values of every
 //                lane that could overflow to those bounds (the last group's first, row 2h + 1
@@ -53,10 +56,12 @@
 //                corrections (QFix: one group, one half h, 8 columns), which the tile adds
 //                with vpmaddwd on A's two values widened to u16 after its loop: the same exact
 //                sums. QBForm::automatic packs whichever of the three forms costs least for
-//                the corrections B needs (pack_qb's measured costs): per-tensor weights take
-//                a byte form (corrections per 8 rows of K and panel, paired / a group a step:
-//                the MLP's 0.30-0.38 / small, BERT-base's 0.36-1.0 / small); per-channel
-//                ones, every channel with a +-127, the 16-bit form. qgemm_rows reads neither.
+//                the corrections B needs (pack_qb's measured costs). Corrections per 8 rows
+//                of K and panel, paired / a group a step: the MLP's weights (dynamic INT8)
+//                0.015-0.025 / 0.009-0.014 and BERT-base's 0.007-0.16 / 0.004-0.079 (all
+//                paired; in K order the paired form needed 0.30-0.38 and 0.36-1.0); BERT-base
+//                QDQ's per-channel weights 1.56-2.89 / 0.53-1.18 (12 of 72 a group a step,
+//                the rest the 16-bit form). qgemm_rows reads neither byte form.
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -136,6 +141,11 @@ struct PackedQB {
     /// (kb counts K blocks).
     std::shared_ptr<std::int64_t> fix_index;
     std::shared_ptr<QFix> fixes;
+    /// The paired byte form only: per K block and panel, the groups of K (of the block) in the
+    /// order its slice of B is stored, steps of two consecutive ones (an odd one last); block
+    /// kb (rows of kp), panel p at order[(kb / 4) * panels + p * (kc_b / 4)], kc_b the block's
+    /// rows, as B's lanes.
+    std::shared_ptr<std::uint16_t> order;
     /// In an avx2 byte form.
     bool fixed() const noexcept { return fix_index != nullptr; }
     /// (K block, panel, class) slots of fix_index.
@@ -149,7 +159,8 @@ struct PackedQB {
         return static_cast<std::uint64_t>(panels * nr * kp) * (group == 4 ? 1u : 2u) +
                static_cast<std::uint64_t>(n) * 4u +
                static_cast<std::uint64_t>(fix_count()) * sizeof(QFix) +
-               (fixed() ? static_cast<std::uint64_t>(fix_slots() + 1) * 8u : 0u);
+               (fixed() ? static_cast<std::uint64_t>(fix_slots() + 1) * 8u : 0u) +
+               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u);
     }
 };
 

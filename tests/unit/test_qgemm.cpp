@@ -597,10 +597,13 @@ TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qge
     // or negative ones to less than -128; pack_qb cuts those and keeps the rest as corrections.
     // Kinds of B: random (most steps need one: the automatic choice is the 16-bit form), small
     // (|b| <= 20: none in either form, automatic picks paired), per-tensor-like (small, one in a
-    // thousand +-127: both forms with corrections), and values at the bounds (sums of exactly 128
-    // and 129 of either sign: +-32, +-33, +-64, +-65, +-127, -128, 0), across K blocks (K 2500 >
-    // 1024, 625 groups: the last block has an odd count, its last group taken alone), against the
-    // reference s32 at both extremes of A.
+    // thousand +-127: both forms with corrections), values at the bounds (sums of exactly 128
+    // and 129 of either sign: +-32, +-33, +-64, +-65, +-127, -128, 0), and normal like per-tensor
+    // weights (sigma 127 / 4.5: in K order about one step in two of the paired form needs a
+    // correction; pack_qb's pairing of the groups leaves few, and automatic picks the paired
+    // form), across K blocks (K 2500 > 1024, 625 groups: the last block has an odd count, its
+    // last group taken alone), against the reference s32 at both extremes of A. The paired
+    // form's step order is a permutation of each block's groups.
     if (!dsinfer::detail::qgemm_supported(QIsa::avx2) ||
         static_cast<int>(dsinfer::detail::qgemm_isa()) < static_cast<int>(QIsa::avx2)) {
         WARN("avx2 byte forms not tested: no AVX2 family here");
@@ -612,18 +615,23 @@ TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qge
     std::uniform_int_distribution<int> byte(0, 255), small(-20, 20), pick(0, 99);
     const int edges[] = {32, 33, 64, 65, 127, -32, -33, -64, -65, -127, -128, 0};
     std::uniform_int_distribution<int> edge(0, 11);
-    for (int kind = 0; kind < 4; ++kind) {
+    std::normal_distribution<float> normal(0.f, 127.f / 4.5f);
+    for (int kind = 0; kind < 5; ++kind) {
         INFO("kind " << kind);
         std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
         for (auto& v : b) {
-            int x = kind == 0 ? byte(rng) - 128 : kind == 3 ? edges[edge(rng)] : small(rng);
+            int x = kind == 0   ? byte(rng) - 128
+                    : kind == 3 ? edges[edge(rng)]
+                    : kind == 4
+                        ? static_cast<int>(std::clamp(std::nearbyint(normal(rng)), -127.f, 127.f))
+                        : small(rng);
             if (kind == 2 && pick(rng) == 0 && pick(rng) < 10) x = pick(rng) < 50 ? 127 : -127;
             v = static_cast<uint8_t>(static_cast<int8_t>(x));
         }
         const PackedQB automatic =
             dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2);
         if (kind == 0) CHECK_FALSE(automatic.fixed());
-        if (kind == 1 || kind == 2) {
+        if (kind == 1 || kind == 2 || kind == 4) {
             CHECK(automatic.fixed());
             CHECK(automatic.step_groups == 2);
         }
@@ -635,6 +643,27 @@ TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qge
             REQUIRE(packed.fixed());
             REQUIRE(packed.step_groups == (paired ? 2 : 1));
             CHECK((packed.fix_count() == 0) == (kind == 1));
+            REQUIRE((packed.order != nullptr) == paired);
+            if (paired) {
+                for (int64_t kb = 0; kb < packed.kp; kb += packed.kc) {
+                    const int64_t groups = std::min(packed.kc, packed.kp - kb) / 4;
+                    for (int64_t pi = 0; pi < packed.panels; ++pi) {
+                        const uint16_t* ord =
+                            packed.order.get() + kb / 4 * packed.panels + pi * groups;
+                        std::vector<int> seen(static_cast<std::size_t>(groups), 0);
+                        for (int64_t s = 0; s < groups; ++s) {
+                            REQUIRE(ord[s] < groups);
+                            ++seen[ord[s]];
+                        }
+                        CHECK(std::count(seen.begin(), seen.end(), 1) == groups);
+                    }
+                }
+                // Corrections per 8 rows of K and panel.
+                const double rate =
+                    static_cast<double>(packed.fix_count()) /
+                    (static_cast<double>(packed.kp) / 8.0 * static_cast<double>(packed.panels));
+                if (kind == 4) CHECK(rate < 0.3);
+            }
             CHECK_FALSE(dsinfer::detail::qgemm_rows_supported(packed, QGemmParams{}));
             for (int fill : {0, 255}) {
                 std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
