@@ -99,7 +99,7 @@ void BM_Qgemm(benchmark::State& state) {
                                 static_cast<double>((packed.kp / 4 + 1) / 2 * packed.panels);
         state.SetLabel(std::string("qgemm ") + d::qisa_name(packed.isa) +
                        (packed.fixed()
-                            ? std::string(packed.step_groups == 2 ? " paired" : " bytes") + " (" +
+                            ? std::string(packed.paired() ? " paired" : " bytes") + " (" +
                                   std::to_string(fix_rate).substr(0, 4) + " fixes / 8 rows)"
                             : "") +
                        (impl == 0   ? " s32"

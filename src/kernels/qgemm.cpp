@@ -254,7 +254,7 @@ const Family& family(QIsa isa) noexcept {
 /// The family b was packed for (the avx2 family has two forms).
 const Family& family_of(const PackedQB& b) noexcept {
 #if DSINFER_QGEMM_X86
-    if (b.fixed()) return b.step_groups == 2 ? avx2_paired::kFamily : avx2_bytes::kFamily;
+    if (b.fixed()) return b.paired() ? avx2_paired::kFamily : avx2_bytes::kFamily;
 #endif
     return family(b.isa);
 }
@@ -546,17 +546,13 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     // a group a step would need as well, and packs again in the form that costs least.
 #if DSINFER_QGEMM_X86
     const bool bytes = isa == QIsa::avx2 && form != QBForm::wide;
-    const int64_t step_groups = form == QBForm::bytes ? 1 : 2;
-    const Family& f = !bytes             ? family(isa)
-                      : step_groups == 2 ? avx2_paired::kFamily
-                                         : avx2_bytes::kFamily;
+    const bool paired = bytes && form != QBForm::bytes;  // automatic packs the paired form first
+    const Family& f = !bytes ? family(isa) : paired ? avx2_paired::kFamily : avx2_bytes::kFamily;
 #else
-    const bool bytes = false;
-    const int64_t step_groups = 1;
+    const bool bytes = false, paired = false;
     const Family& f = family(isa);
 #endif
     PackedQB out;
-    out.step_groups = step_groups;
     out.k = k;
     out.n = n;
     out.kp = std::max<int64_t>(4, (k + 3) / 4 * 4);  // K = 0: one zero group (sums of 0)
@@ -591,7 +587,6 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     const bool count_single = bytes && form == QBForm::automatic;
     std::vector<int64_t> single_fixes(count_single ? static_cast<std::size_t>(panels) : 0);
     // The paired form: each K block's groups in the order of its steps, per panel.
-    const bool paired = bytes && step_groups == 2;
     if (paired) {
         out.order = std::shared_ptr<std::uint16_t>(
             new std::uint16_t[static_cast<std::size_t>(kp / 4 * panels)],
@@ -633,7 +628,7 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                     vals.swap(steps);
                 }
                 if (bytes)
-                    cut_block(vals.data(), kc, nr, step_groups, ord,
+                    cut_block(vals.data(), kc, nr, paired ? 2 : 1, ord,
                               &fixes[static_cast<std::size_t>((kb / f.kc * panels + pi) * 4)]);
                 for (int64_t gg = 0; gg < kc / g; ++gg)
                     for (int64_t j = 0; j < nr; ++j) {

@@ -29,8 +29,9 @@
 //                B is packed widened to s16 (pairs of K per 32-bit lane) and A widened to u16
 //                while it is packed; vpmaddwd's pair sums (at most 2 * 255 * 128 = 65,280) are
 //                exact in s32. Cost: packed B and packed A take twice the bytes, and each
-//                vpmaddwd does 16 multiply-adds where a ymm vpdpbusd does 32 (vpmaddubsw +
-//                vpmaddwd-by-ones + vpaddd would also do 32 in 3 instructions, inexactly).
+//                vpmaddwd does 16 multiply-adds where a ymm vpdpbusd does 32 (the byte forms
+//                below do 32 and 64 per 2 and 3 multiply instructions, exactly for the B they
+//                are packed with).
 //                qgemm_rows reads A already widened (the convolution widens its input rows
 //                once per chunk).
 //                Byte forms of the avx2 family (PackedQB::fixed()): B packed as bytes like
@@ -65,7 +66,9 @@
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
-// g = 4 bytes (VNNI) or 2 s16 (avx2, baseline): one 32-bit lane per column per group of K.
+// g = 4 bytes (VNNI) or 2 s16 (avx2, baseline): one 32-bit lane per column per group of K. In
+// the paired byte form a panel's groups of a block are stored in its step order
+// (PackedQB::order), not in K order.
 //
 // Work is split like sgemm_packed's: row blocks, A packed per block by whichever threads run,
 // column panels taken in guided chunks (or whole row tiles per thread when there are few
@@ -129,9 +132,6 @@ struct PackedQB {
     std::int64_t panels = 0;   ///< ceil(n / nr)
     std::int64_t group = 4;    ///< rows of K per 32-bit lane: 4 (s8) or 2 (s16)
     bool b_unsigned = false;   ///< B was u8: stored as b - 128 (zero points shift by -128)
-    /// The avx2 byte forms: groups of K a step of the tiles (1: QBForm::bytes, 2: paired), the
-    /// sums B's cut bounds.
-    std::int64_t step_groups = 1;
     QIsa isa = QIsa::baseline; ///< the micro-kernel family the layout is for
     std::shared_ptr<std::int8_t> data;     ///< panels * nr * kp lanes of 32 bits / group, 64-aligned
     std::shared_ptr<std::int32_t> colsum;  ///< n sums over K of the stored (shifted) B
@@ -148,6 +148,8 @@ struct PackedQB {
     std::shared_ptr<std::uint16_t> order;
     /// In an avx2 byte form.
     bool fixed() const noexcept { return fix_index != nullptr; }
+    /// In the paired byte form (two groups of K a step; else, when fixed(), one).
+    bool paired() const noexcept { return order != nullptr; }
     /// (K block, panel, class) slots of fix_index.
     std::int64_t fix_slots() const noexcept {
         return fixed() ? (kp + kc - 1) / kc * panels * 4 : 0;

@@ -154,8 +154,7 @@ void check(const Case& t, QIsa isa, int threads,
     REQUIRE(packed.isa == isa);
     if (isa == QIsa::avx2 && form != dsinfer::detail::QBForm::automatic) {
         REQUIRE(packed.fixed() == (form != dsinfer::detail::QBForm::wide));
-        if (packed.fixed())
-            REQUIRE(packed.step_groups == (form == dsinfer::detail::QBForm::paired ? 2 : 1));
+        if (packed.fixed()) REQUIRE(packed.paired() == (form == dsinfer::detail::QBForm::paired));
     }
     dsinfer::detail::ThreadBudget budget(threads);
     const std::size_t esize = t.out == QGemmOutput::s32 || t.out == QGemmOutput::f32 ? 4 : 1;
@@ -169,14 +168,13 @@ void check(const Case& t, QIsa isa, int threads,
     for (int64_t i = 0; i < m && bad < 5; ++i) {
         for (int64_t j = 0; j < ldc && bad < 5; ++j) {
             const unsigned char* e = c.data() + static_cast<std::size_t>(i * ldc + j) * esize;
-            INFO(
-                "isa=" << dsinfer::detail::qisa_name(isa)
-                       << (packed.fixed() ? packed.step_groups == 2 ? " (paired)" : " (bytes)" : "")
-                       << " threads=" << threads << " m=" << m << " k=" << k << " n=" << n
-                       << " i=" << i << " j=" << j << " a_signed=" << t.a_signed
-                       << " b_unsigned=" << t.b_unsigned << " transposed=" << t.transposed
-                       << " za=" << t.za << " zb=" << t.zb << " zb_per_column=" << t.zb_per_column
-                       << " out=" << static_cast<int>(t.out) << " fill=" << t.fill);
+            INFO("isa=" << dsinfer::detail::qisa_name(isa)
+                        << (packed.fixed() ? packed.paired() ? " (paired)" : " (bytes)" : "")
+                        << " threads=" << threads << " m=" << m << " k=" << k << " n=" << n
+                        << " i=" << i << " j=" << j << " a_signed=" << t.a_signed
+                        << " b_unsigned=" << t.b_unsigned << " transposed=" << t.transposed
+                        << " za=" << t.za << " zb=" << t.zb << " zb_per_column=" << t.zb_per_column
+                        << " out=" << static_cast<int>(t.out) << " fill=" << t.fill);
             if (j >= n) {  // padding columns untouched
                 for (std::size_t q = 0; q < esize; ++q)
                     if (e[q] != 0xA5) ++bad;
@@ -633,7 +631,7 @@ TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qge
         if (kind == 0) CHECK_FALSE(automatic.fixed());
         if (kind == 1 || kind == 2 || kind == 4) {
             CHECK(automatic.fixed());
-            CHECK(automatic.step_groups == 2);
+            CHECK(automatic.paired());
         }
         for (QBForm form : {QBForm::bytes, QBForm::paired}) {
             const bool paired = form == QBForm::paired;
@@ -641,9 +639,8 @@ TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qge
             const PackedQB packed =
                 dsinfer::detail::pack_qb(b.data(), false, k, n, false, QIsa::avx2, form);
             REQUIRE(packed.fixed());
-            REQUIRE(packed.step_groups == (paired ? 2 : 1));
+            REQUIRE(packed.paired() == paired);
             CHECK((packed.fix_count() == 0) == (kind == 1));
-            REQUIRE((packed.order != nullptr) == paired);
             if (paired) {
                 for (int64_t kb = 0; kb < packed.kp; kb += packed.kc) {
                     const int64_t groups = std::min(packed.kc, packed.kp - kb) / 4;
