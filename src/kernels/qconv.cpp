@@ -245,6 +245,36 @@ void widen_u16(const std::uint8_t* src, int64_t n, std::uint16_t* dst) noexcept 
     for (; i < n; ++i) dst[i] = src[i];
 }
 
+/// For each kernel tap (kh, kw) and output pixel of rows [r0, r1), into out [kh * kw][pixels]:
+/// at(q), q the index of the input pixel the tap reads among the image rows [iy0, ...)
+/// ((iy - iy0) * w + ix), or `outside` where the tap falls in the padding.
+template <class T, class At>
+void tap_pointers(const QConvShape& s, int64_t iy0, int64_t r0, int64_t r1, T outside, At at,
+                  T* out) noexcept {
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+            // The output columns whose tap j falls inside the image, [lo, hi): ix = ox * sw
+            // - pl + j * dw in [0, w). Left and right of them (and rows outside) the zero row.
+            const int64_t x0 = j * s.dw - s.pl;  // ix at ox = 0
+            const int64_t lo = std::clamp<int64_t>(x0 >= 0 ? 0 : (-x0 + s.sw - 1) / s.sw, 0, s.ow);
+            const int64_t hi =
+                std::clamp<int64_t>(s.w - x0 <= 0 ? 0 : (s.w - x0 + s.sw - 1) / s.sw, lo, s.ow);
+            for (int64_t oy = r0; oy < r1; ++oy) {
+                const int64_t iy = oy * s.sh - s.pt + i * s.dh;
+                if (iy < 0 || iy >= s.h) {
+                    std::fill(out, out + s.ow, outside);
+                    out += s.ow;
+                    continue;
+                }
+                std::fill(out, out + lo, outside);
+                int64_t q = (iy - iy0) * s.w + x0 + lo * s.sw;
+                for (int64_t ox = lo; ox < hi; ++ox, q += s.sw) out[ox] = at(q);
+                std::fill(out + hi, out + s.ow, outside);
+                out += s.ow;
+            }
+        }
+}
+
 /// qgemm_rows' A for output rows [r0, r1), group g, with elements of `eb` bytes (1: u8, 2: u16,
 /// qgemm_rows_elem_bytes): in `buf`, a row of cg elements of the x zero point `pad`, then
 /// [kh * kw][pixels] pointers to each pixel's tap in the NHWC rows [iy0, ...) of the image
@@ -261,39 +291,71 @@ QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t eb, i
     auto** rows =
         reinterpret_cast<const std::uint8_t**>(buf + align64(static_cast<std::size_t>(cg * eb)));
     const std::uint8_t* base = nhwc + g * cg * eb;
-    for (int64_t i = 0; i < s.kh; ++i)
-        for (int64_t j = 0; j < s.kw; ++j) {
-            const std::uint8_t** out = rows + (i * s.kw + j) * pixels;
-            // The output columns whose tap j falls inside the image, [lo, hi): ix = ox * sw
-            // - pl + j * dw in [0, w). Left and right of them (and rows outside) the zero row.
-            const int64_t x0 = j * s.dw - s.pl;  // ix at ox = 0
-            const int64_t lo = std::clamp<int64_t>(x0 >= 0 ? 0 : (-x0 + s.sw - 1) / s.sw, 0, s.ow);
-            const int64_t hi =
-                std::clamp<int64_t>(s.w - x0 <= 0 ? 0 : (s.w - x0 + s.sw - 1) / s.sw, lo, s.ow);
-            const int64_t step = s.sw * s.c * eb;
-            for (int64_t oy = r0; oy < r1; ++oy) {
-                const int64_t iy = oy * s.sh - s.pt + i * s.dh;
-                if (iy < 0 || iy >= s.h) {
-                    std::fill(out, out + s.ow, zero_row);
-                    out += s.ow;
-                    continue;
-                }
-                std::fill(out, out + lo, zero_row);
-                if (lo < hi) {
-                    const std::uint8_t* p =
-                        base + ((iy - iy0) * s.w * s.c + (x0 + lo * s.sw) * s.c) * eb;
-                    for (int64_t ox = lo; ox < hi; ++ox, p += step) out[ox] = p;
-                }
-                std::fill(out + hi, out + s.ow, zero_row);
-                out += s.ow;
-            }
-        }
+    const int64_t pixel_bytes = s.c * eb;
+    tap_pointers(
+        s, iy0, r0, r1, zero_row, [&](int64_t q) noexcept { return base + q * pixel_bytes; }, rows);
     QRowsA a;
     a.m = pixels;
     a.segments = taps;
     a.seg = cg;
     a.rows = rows;
     return a;
+}
+
+/// B in the form for 7-bit A (PackedQB::a7()): the image rows' n bytes x split into lo = x &
+/// 127 and their high bits as lists, per pixel of c channels: off[q] indexes `lists` at pixel
+/// q's count, then the channels whose x is at least 128 (QRowsA::hi). Returns false (lo and
+/// the lists partly written) when they need more than `cap` entries.
+bool split_sparse(const std::uint8_t* x, int64_t pixels, int64_t c, std::uint8_t* lo,
+                  std::uint32_t* off, std::uint16_t* lists, int64_t cap) noexcept {
+    int64_t used = 0;
+    for (int64_t q = 0; q < pixels; ++q) {
+        const std::uint8_t* xp = x + q * c;
+        std::uint8_t* lp = lo + q * c;
+        if (used + 1 + c > cap) {  // room for every channel, or count them first
+            int64_t count = 0;
+            for (int64_t ch = 0; ch < c; ++ch) count += xp[ch] >> 7;
+            if (used + 1 + count > cap) return false;
+        }
+        std::uint16_t* list = lists + used;
+        int64_t n = 0;
+        int64_t ch = 0;
+#if DSINFER_QCONV_SSE2
+        const __m128i low7 = _mm_set1_epi8(0x7f);
+        for (; ch + 16 <= c; ch += 16) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xp + ch));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lp + ch), _mm_and_si128(v, low7));
+            for (auto m = static_cast<unsigned>(_mm_movemask_epi8(v)); m != 0; m &= m - 1)
+                list[1 + n++] = static_cast<std::uint16_t>(ch + __builtin_ctz(m));
+        }
+#endif
+        for (; ch < c; ++ch) {
+            lp[ch] = xp[ch] & 0x7f;
+            if (xp[ch] >> 7) list[1 + n++] = static_cast<std::uint16_t>(ch);
+        }
+        list[0] = static_cast<std::uint16_t>(n);
+        off[q] = static_cast<std::uint32_t>(used);
+        used += 1 + n;
+    }
+    return true;
+}
+
+/// The same split with the high bits dense: hi = x >> 7 (0 or 1; QRowsA::hi_rows).
+void split_dense(const std::uint8_t* x, int64_t n, std::uint8_t* lo, std::uint8_t* hi) noexcept {
+    int64_t i = 0;
+#if DSINFER_QCONV_SSE2
+    const __m128i low7 = _mm_set1_epi8(0x7f), one = _mm_set1_epi8(1);
+    for (; i + 16 <= n; i += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + i), _mm_and_si128(v, low7));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + i),
+                         _mm_and_si128(_mm_srli_epi16(v, 7), one));
+    }
+#endif
+    for (; i < n; ++i) {
+        lo[i] = x[i] & 0x7f;
+        hi[i] = x[i] >> 7;
+    }
 }
 
 /// Bytes of im2col (or NHWC rows, 1x1) per chunk: a chunk's A stays in L2.
@@ -305,7 +367,12 @@ constexpr int64_t kChunkBytes = int64_t{1} << 20;
 struct Plan {
     int64_t rows = 1, slices = 1, in_rows = 1, team = 1;
     int64_t eb = 1;  ///< bytes per element of qgemm_rows' A (2: the chunk's input rows widened)
+    bool a7 = false;  ///< B in the form for 7-bit A: the chunk's input rows split (split_sparse)
+    int64_t cap = 0;  ///< a7: list entries the high bits may take before they go dense
     std::size_t nhwc = 0, wide = 0, cols = 0, ctmp = 0, gemm = 0, per_thread = 0, total = 0;
+    /// a7: the low bits (in_bytes), the lists' offsets (a u32 per input pixel), and the lists or
+    /// the dense high bits, each followed by the padding's.
+    std::size_t lo = 0, off = 0, high = 0;
 };
 
 Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
@@ -331,16 +398,27 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     // The 16-bit families' qgemm_rows reads the chunk's input rows widened to u16.
     p.eb = w.groups.empty() ? 1 : qgemm_rows_elem_bytes(w.groups[0]);
     p.wide = p.eb == 2 && s.cg() % 2 == 0 ? align64(2 * in_bytes) : 0;
+    p.a7 = w.a7();
+    if (p.a7) {
+        // Lists while the high bits are at most 1 in 16 of the bytes (a list entry costs about
+        // what a group of 4 bytes does in qgemm_rows' loop), else dense.
+        const auto pix_in = static_cast<int64_t>(in_bytes) / std::max<int64_t>(1, s.c);
+        p.cap = pix_in + static_cast<int64_t>(in_bytes) / 16;
+        p.lo = align64(in_bytes);
+        p.off = align64(static_cast<std::size_t>(pix_in) * 4);
+        p.high = align64(std::max(2 * static_cast<std::size_t>(p.cap + s.c + 1),
+                                  in_bytes + static_cast<std::size_t>(s.c)));
+    }
     // im2col rows, or for qgemm_rows a row of the x zero point (cg elements) and the chunk's A
     // row pointers (one per pixel and kernel tap).
     const std::size_t im2col = s.pointwise() ? 0 : static_cast<std::size_t>(pix * s.k());
     const std::size_t pointers =
         align64(static_cast<std::size_t>(s.cg() * p.eb)) +
         static_cast<std::size_t>(pix * s.kh * s.kw) * sizeof(const std::uint8_t*);
-    p.cols = align64(std::max(im2col, pointers));
+    p.cols = align64(std::max(im2col, p.a7 ? 2 * pointers : pointers));  // a7: the high bits'
     p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
-    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm;
+    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm + p.lo + p.off + p.high;
     p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
     return p;
 }
@@ -351,7 +429,8 @@ std::size_t out_size(QGemmOutput o) noexcept {
 
 }  // namespace
 
-PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa) {
+PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa,
+                                bool a7) {
     PackedQConvW out;
     out.group = s.group;
     out.k = s.k();
@@ -366,9 +445,11 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
                 for (int64_t q = 0; q < khw; ++q)
                     t[static_cast<std::size_t>(o * k + q * cg + c)] =
                         src[((g * mg + o) * cg + c) * khw + q];
-        // The 16-bit form on avx2: qgemm_rows reads it (not the byte form).
-        out.groups.push_back(
-            pack_qb(t.data(), w_unsigned, k, mg, /*transposed=*/true, isa, QBForm::wide));
+        // avx2: the 16-bit form, or the byte form for 7-bit A; qgemm_rows reads both (not the
+        // byte forms with corrections).
+        const bool split = a7 && s.group == 1 && cg % 4 == 0 && cg <= 65535;
+        out.groups.push_back(pack_qb(t.data(), w_unsigned, k, mg, /*transposed=*/true, isa,
+                                     split ? QBForm::bytes_a7 : QBForm::wide));
     }
     return out;
 }
@@ -403,6 +484,9 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
         auto* cols = reinterpret_cast<std::uint8_t*>(buf + plan.nhwc + plan.wide);
         unsigned char* ctmp = buf + plan.nhwc + plan.wide + plan.cols;
         unsigned char* gws = ctmp + plan.ctmp;
+        auto* lo = reinterpret_cast<std::uint8_t*>(gws + plan.gemm);
+        auto* hi_off = reinterpret_cast<std::uint32_t*>(gws + plan.gemm + plan.lo);
+        unsigned char* high = gws + plan.gemm + plan.lo + plan.off;
         for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
             const int64_t n = ci / plan.slices, r0 = ci % plan.slices * plan.rows;
             const int64_t r1 = std::min(s.oh, r0 + plan.rows);
@@ -422,6 +506,7 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                  hw, nhwc, s.c, s.c, pix_in, 1);
             const int64_t rows = (r1 - r0) * s.ow;
             bool widened = false;  // `wide` holds the rows [iy0, iy1) as u16
+            int split = 0;         // a7: `lo` holds their low bits; 1: the lists, 2: dense
             for (int64_t g = 0; g < s.group; ++g) {
                 const PackedQB& wg = w.groups[static_cast<std::size_t>(g)];
                 QGemmParams pg = p;
@@ -448,7 +533,51 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                                                            s.m + off) * eb
                                             : ctmp;
                 const int64_t ldc = s.y_nhwc ? s.m : mg;
-                if (cg % wg.group == 0 && qgemm_rows_supported(wg, pg)) {
+                if (plan.a7) {
+                    // B in the form for 7-bit A (one group): qgemm_rows on the rows' low bits,
+                    // their high bits as lists where few are set, else dense.
+                    if (!qgemm_rows_supported(wg, pg)) {
+                        failed.store(true, std::memory_order_relaxed);
+                        return;
+                    }
+                    auto* lists = reinterpret_cast<std::uint16_t*>(high);
+                    if (split == 0)
+                        split =
+                            split_sparse(image, pix_in, s.c, lo, hi_off, lists, plan.cap) ? 1 : 2;
+                    if (split == 2 && !widened) split_dense(image, pix_in * s.c, lo, high);
+                    widened = true;  // (the dense split is made once too)
+                    const auto zp = static_cast<std::uint8_t>(pad >> 7);
+                    QRowsA a = row_pointers(s, lo, 1, iy0, r0, r1, 0,
+                                            static_cast<std::uint8_t>(pad & 0x7f), cols);
+                    const int64_t np = a.segments * a.m;
+                    if (split == 1) {
+                        std::uint16_t* zero_list = lists + plan.cap;  // the padding's
+                        zero_list[0] = static_cast<std::uint16_t>(zp != 0 ? s.c : 0);
+                        for (int64_t ch = 0; zp != 0 && ch < s.c; ++ch)
+                            zero_list[1 + ch] = static_cast<std::uint16_t>(ch);
+                        auto** hp = reinterpret_cast<const std::uint16_t**>(
+                            const_cast<const std::uint8_t**>(a.rows) + np);
+                        tap_pointers(
+                            s, iy0, r0, r1, static_cast<const std::uint16_t*>(zero_list),
+                            [&](int64_t q) noexcept {
+                                return static_cast<const std::uint16_t*>(lists + hi_off[q]);
+                            },
+                            hp);
+                        a.hi = hp;
+                    } else {
+                        std::uint8_t* zero_row = high + pix_in * s.c;
+                        std::memset(zero_row, zp, static_cast<std::size_t>(s.c));
+                        auto** hr = const_cast<const std::uint8_t**>(a.rows) + np;
+                        tap_pointers(
+                            s, iy0, r0, r1, static_cast<const std::uint8_t*>(zero_row),
+                            [&](int64_t q) noexcept {
+                                return static_cast<const std::uint8_t*>(high + q * s.c);
+                            },
+                            hr);
+                        a.hi_rows = hr;
+                    }
+                    qgemm_rows(a, wg, c, ldc, pg);
+                } else if (cg % wg.group == 0 && qgemm_rows_supported(wg, pg)) {
                     // A in place: each pixel's kernel taps point into the image (or at a row
                     // of the zero point), no im2col or packing. The 16-bit families read the
                     // chunk's input rows widened to u16 once (a 3x3 window reads each 9 times).

@@ -74,6 +74,9 @@ struct QConvShape {
 struct PackedQConvW {
     std::int64_t group = 1, k = 0, mg = 0;
     std::vector<PackedQB> groups;
+    /// The weights are in the avx2 byte form for 7-bit A (PackedQB::a7()): qconv splits the
+    /// input's bytes into their low 7 bits and their high bits (see pack_qconv_weights).
+    bool a7() const noexcept { return !groups.empty() && groups.front().a7(); }
     std::uint64_t bytes() const noexcept {
         std::uint64_t b = 0;
         for (const PackedQB& g : groups) b += g.bytes();
@@ -83,8 +86,15 @@ struct PackedQConvW {
 
 /// Packs OIHW weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` for `isa` (as
 /// pack_qb). Throws std::bad_alloc when memory runs out.
+/// On the avx2 family the weights go in the 16-bit form, or with `a7` (one group, channels a
+/// multiple of 4, at most 65,535) in the byte form for 7-bit A (QBForm::bytes_a7): qconv then
+/// gives qgemm_rows the input's low 7 bits and, apart, its high bits, as per-pixel lists of the
+/// channels that have one when they are at most 1 in 16 of the bytes (ReLU outputs of zero
+/// point 0 mostly are: 0.6% over ResNet-50 QDQ's convolutions), else as a second pass of 0/1
+/// bytes. The caller asks for it only where qgemm_rows will run: u8 x, no zero-point term of
+/// the weights (qgemm_rows_supported); qconv fails otherwise.
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s,
-                                QIsa isa = qgemm_isa());
+                                QIsa isa = qgemm_isa(), bool a7 = false);
 
 /// x as DynamicQuantizeConv gives it: float32, quantized with `q` (usable or not) while it is
 /// transposed; `quantize` is DynamicQuantizeLinear's loop for a usable q (bitwise

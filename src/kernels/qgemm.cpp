@@ -254,7 +254,7 @@ const Family& family(QIsa isa) noexcept {
 /// The family b was packed for (the avx2 family has two forms).
 const Family& family_of(const PackedQB& b) noexcept {
 #if DSINFER_QGEMM_X86
-    if (b.fixed()) return b.paired() ? avx2_paired::kFamily : avx2_bytes::kFamily;
+    if (b.fixed() || b.a7()) return b.paired() ? avx2_paired::kFamily : avx2_bytes::kFamily;
 #endif
     return family(b.isa);
 }
@@ -545,11 +545,15 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     // The avx2 byte forms (qgemm.hpp): automatic packs the paired one, counting the corrections
     // a group a step would need as well, and packs again in the form that costs least.
 #if DSINFER_QGEMM_X86
-    const bool bytes = isa == QIsa::avx2 && form != QBForm::wide;
+    // The form for 7-bit A: the group-a-step byte layout, no cuts, and B's rows for A's high bits.
+    const bool a7 = isa == QIsa::avx2 && form == QBForm::bytes_a7;
+    const bool bytes = isa == QIsa::avx2 && form != QBForm::wide && !a7;
     const bool paired = bytes && form != QBForm::bytes;  // automatic packs the paired form first
-    const Family& f = !bytes ? family(isa) : paired ? avx2_paired::kFamily : avx2_bytes::kFamily;
+    const Family& f = a7 || (bytes && !paired) ? avx2_bytes::kFamily
+                      : paired                 ? avx2_paired::kFamily
+                                               : family(isa);
 #else
-    const bool bytes = false, paired = false;
+    const bool a7 = false, bytes = false, paired = false;
     const Family& f = family(isa);
 #endif
     PackedQB out;
@@ -592,6 +596,10 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             new std::uint16_t[static_cast<std::size_t>(kp / 4 * panels)],
             std::default_delete<std::uint16_t[]>());
     }
+    if (a7)
+        out.hi_b = std::shared_ptr<std::int8_t>(
+            aligned_new<std::int8_t>(static_cast<std::size_t>(panels * kp * nr)),
+            AlignedDelete<std::int8_t>{});
     // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
     // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
     parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
@@ -603,6 +611,12 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                 std::uint32_t s = 0;
                 for (int64_t kk = 0; kk < k; ++kk) s += static_cast<std::uint32_t>(at(kk, col + j));
                 sums[col + j] = static_cast<std::int32_t>(s);
+            }
+            if (a7) {  // the panel's rows of B, [kp][nr], zeros past K and n
+                std::int8_t* h = out.hi_b.get() + pi * kp * nr;
+                for (int64_t kk = 0; kk < kp; ++kk)
+                    for (int64_t j = 0; j < nr; ++j)
+                        h[kk * nr + j] = static_cast<std::int8_t>(j < w ? at(kk, col + j) : 0);
             }
             for (int64_t kb = 0; kb < kp; kb += f.kc) {
                 const int64_t kc = std::min(f.kc, kp - kb);
@@ -744,6 +758,7 @@ void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, int64_t ldc,
 
 bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void* c, int64_t ldc,
                   const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
+    if (b.a7()) return false;  // A must come split (qgemm_rows)
     if (m <= 0 || b.n <= 0) return true;
     const Family& f = family_of(b);
     const RunCtx r = make_ctx(b, p, c, ldc);

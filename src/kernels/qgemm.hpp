@@ -62,7 +62,15 @@
 //                0.015-0.025 / 0.009-0.014 and BERT-base's 0.007-0.16 / 0.004-0.079 (all
 //                paired; in K order the paired form needed 0.30-0.38 and 0.36-1.0); BERT-base
 //                QDQ's per-channel weights 1.56-2.89 / 0.53-1.18 (12 of 72 a group a step,
-//                the rest the 16-bit form). qgemm_rows reads neither byte form.
+//                the rest the 16-bit form). qgemm_rows reads neither of these two.
+//                  QBForm::bytes_a7, for A of 7 bits: a group a step and no cuts at all
+//                (with a <= 127 a lane is at most 2 * 127 * 128 = 32,512 in magnitude for any
+//                s8 B). Only qgemm_rows reads it, A split by the caller into its low 7 bits
+//                (through the row pointers) and its high bits (QRowsA::hi, hi_rows), which add
+//                128 times B's rows (PackedQB::hi_b: B once more, [panel][kp][nr]) where they
+//                are set. The INT8 convolution takes it for u8 x of a zero point below 128 (ReLU
+//                outputs: 0.02% of the bytes ResNet-50 QDQ's convolutions read after its first
+//                have a high bit), at the byte form's rate instead of the 16-bit form's.
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -121,6 +129,12 @@ enum class QBForm {
     wide,       ///< the 16-bit form (A and B widened; what qgemm_rows reads)
     bytes,      ///< the byte form, a group a step, with corrections however many
     paired,     ///< the byte form, two groups a step, with corrections however many
+    /// The byte form for A of 7 bits (values below 128), a group a step, without cuts or
+    /// corrections: vpmaddubsw's pair sums are then at most 2 * 127 * 128 = 32,512 in magnitude
+    /// for every s8 B. Read only by qgemm_rows, whose A (QRowsA) gives the values' low 7 bits
+    /// and, apart, their high bits (PackedQB::hi_b). Only the avx2 family has it; the others
+    /// pack their one layout.
+    bytes_a7,
 };
 
 /// A packed constant B. Immutable after pack_qb; shared by concurrent runs.
@@ -146,10 +160,15 @@ struct PackedQB {
     /// kb (rows of kp), panel p at order[(kb / 4) * panels + p * (kc_b / 4)], kc_b the block's
     /// rows, as B's lanes.
     std::shared_ptr<std::uint16_t> order;
-    /// In an avx2 byte form.
+    /// QBForm::bytes_a7 only: B's values as packed (s8; u8 B shifted like `data`), one panel
+    /// after another, each [kp][nr]: the rows the high bits of A (128 each) multiply.
+    std::shared_ptr<std::int8_t> hi_b;
+    /// In an avx2 byte form with corrections.
     bool fixed() const noexcept { return fix_index != nullptr; }
     /// In the paired byte form (two groups of K a step; else, when fixed(), one).
     bool paired() const noexcept { return order != nullptr; }
+    /// In the byte form for 7-bit A (QBForm::bytes_a7): qgemm_rows only, with A split.
+    bool a7() const noexcept { return hi_b != nullptr; }
     /// (K block, panel, class) slots of fix_index.
     std::int64_t fix_slots() const noexcept {
         return fixed() ? (kp + kc - 1) / kc * panels * 4 : 0;
@@ -162,7 +181,8 @@ struct PackedQB {
                static_cast<std::uint64_t>(n) * 4u +
                static_cast<std::uint64_t>(fix_count()) * sizeof(QFix) +
                (fixed() ? static_cast<std::uint64_t>(fix_slots() + 1) * 8u : 0u) +
-               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u);
+               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u) +
+               (a7() ? static_cast<std::uint64_t>(panels * kp * nr) : 0u);
     }
 };
 
@@ -220,7 +240,8 @@ std::size_t qgemm_workspace_bytes(std::int64_t m, const PackedQB& b, std::int64_
 /// calling thread's OpenMP budget. `workspace` of at least qgemm_workspace_bytes(m, b,
 /// max_threads()) makes the call allocation-free; when it is absent or smaller, buffers kept
 /// per thread between calls are used. Returns false (C partly written) when such a buffer
-/// cannot be allocated.
+/// cannot be allocated, and (writing nothing) for B in the form for 7-bit A (PackedQB::a7(),
+/// which only qgemm_rows reads).
 bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQB& b, void* c,
                   std::int64_t ldc, const QGemmParams& p, void* workspace = nullptr,
                   std::size_t workspace_bytes = 0) noexcept;
@@ -233,15 +254,27 @@ bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQ
 /// each. The INT8 convolution's A without im2col: one segment per kernel tap (kh, kw), each
 /// pointing at the pixel's channels in the NHWC image (widened for the 16-bit families), or at
 /// a row of the input zero point for padding.
+///
+/// With B in the form for 7-bit A (PackedQB::a7()) the rows hold the low 7 bits of A's values
+/// (a & 127) and A's high bits come in one of two ways, as dense as the caller finds them:
+///   hi: per (segment, row), at hi[s * m + i] like `rows`, a list of the segment's elements
+///       whose value is at least 128: a count n, then n offsets in the segment (u16); each adds
+///       128 times its row of B (PackedQB::hi_b) to the row of C;
+///   hi_rows: per (segment, row) the high bits as elements of 0 or 1 (a >> 7), read like
+///       `rows` and multiplied like them, the sums then times 128.
+/// Exactly one of them is given for such a B, neither for any other.
 struct QRowsA {
     std::int64_t m = 0, segments = 1, seg = 0;
     const std::uint8_t* const* rows = nullptr;
+    const std::uint16_t* const* hi = nullptr;
+    const std::uint8_t* const* hi_rows = nullptr;
 };
 
 /// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).
 inline int qgemm_rows_elem_bytes(const PackedQB& b) noexcept { return b.group == 4 ? 1 : 2; }
 
-/// Whether qgemm_rows runs this product: B is not in an avx2 byte form (PackedQB::fixed()), A is
+/// Whether qgemm_rows runs this product: B is not in an avx2 byte form with corrections
+/// (PackedQB::fixed()), A is
 /// u8 and no column of B has a non-zero zero point as packed (s8 B with zero point 0, u8 B with
 /// 128: no row-sum term).
 bool qgemm_rows_supported(const PackedQB& b, const QGemmParams& p) noexcept;

@@ -61,10 +61,12 @@ struct PackedQConvW;  // kernels/qconv.hpp
 struct QConvShape;
 
 /// The 8-bit OIHW convolution weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` (its
-/// m, c, group, kh, kw matter) packed for qconv at qgemm_isa().
+/// m, c, group, kh, kw matter) packed for qconv at qgemm_isa(), with `a7` in the avx2 byte form
+/// for 7-bit A where it applies (pack_qconv_weights).
 StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(WeightStore& store,
                                                                 WeightStore::Source source,
                                                                 const void* w, bool w_unsigned,
-                                                                const QConvShape& s);
+                                                                const QConvShape& s,
+                                                                bool a7 = false);
 
 }  // namespace dsinfer::detail

@@ -39,6 +39,10 @@ struct ConvCase {
     int y_zero = 0;
     bool bias = true;
     float bias_scale = 1.f;    ///< magnitude of the int32 bias (large values saturate y)
+    /// u8 x: -1 uniform over 0..255; else values below 128 and about this many per mille of
+    /// them 128..255 (a ReLU's output: the avx2 byte form for 7-bit A, its high bits sparse)
+    int x_high_permille = -1;
+    bool x_high_top = false;  ///< and every value of the top quarter of each image's rows high
 };
 
 std::string describe(const ConvCase& k) {
@@ -48,10 +52,11 @@ std::string describe(const ConvCase& k) {
                     std::to_string(k.stride) + " d " + std::to_string(k.dil) + " g " +
                     std::to_string(k.group) + " pads";
     for (int64_t p : k.pads) s += " " + std::to_string(p);
-    s += std::string(k.x_signed ? " x s8" : " x u8") + (k.w_unsigned ? " w u8" : " w s8") +
-         " xz " + std::to_string(k.x_zero) + " wz kind " + std::to_string(k.w_zero_kind) + " wz " +
+    s += std::string(k.x_signed ? " x s8" : " x u8") + (k.w_unsigned ? " w u8" : " w s8") + " xz " +
+         std::to_string(k.x_zero) + " wz kind " + std::to_string(k.w_zero_kind) + " wz " +
          std::to_string(k.w_zero) + (k.per_channel_scale ? " scale/ch" : "") +
-         (k.y_signed ? " y s8" : " y u8") + " yz " + std::to_string(k.y_zero);
+         (k.y_signed ? " y s8" : " y u8") + " yz " + std::to_string(k.y_zero) + " x high " +
+         std::to_string(k.x_high_permille) + (k.x_high_top ? " top" : "");
     return s;
 }
 
@@ -155,6 +160,7 @@ Graph conv_graph(const ConvCase& k, bool qlinear, std::uint32_t seed) {
 struct Ran {
     Tensor out;
     std::string provider;
+    std::string algorithm;  ///< what ran for the conv node (NodeDescription::algorithm)
 };
 
 Ran run(const Graph& g, const Tensor& x, std::vector<std::string> backends, int threads) {
@@ -168,6 +174,8 @@ Ran run(const Graph& g, const Tensor& x, std::vector<std::string> backends, int 
         if (e.graph().nodes[i].name == "conv") r.provider = e.node_providers()[i];
     auto out = e.run({{"x", x}});
     r.out = out.at(0).tensor;
+    for (const NodeDescription& d : e.node_descriptions())
+        if (d.name == "conv") r.algorithm = d.algorithm;
     return r;
 }
 
@@ -184,10 +192,29 @@ void require_same_bits(const Tensor& got, const Tensor& want) {
     CHECK(bad == 0);
 }
 
+/// x of the case (int8_tensor, or u8 values mostly below 128: ConvCase::x_high_permille).
+Tensor conv_input(const ConvCase& k, std::uint32_t seed) {
+    Tensor x = int8_tensor({k.n, k.c, k.h, k.w}, k.x_signed, seed);
+    if (k.x_signed || k.x_high_permille < 0) return x;
+    auto* v = x.data<std::uint8_t>();
+    std::mt19937 r(seed + 1);
+    for (int64_t i = 0; i < x.num_elements(); ++i) {
+        const auto high = static_cast<int>(r() % 1000) < k.x_high_permille;
+        const int64_t row = i / k.w % k.h;
+        v[i] = static_cast<std::uint8_t>(high || (k.x_high_top && row < k.h / 4) ? 128 + r() % 128
+                                                                                 : r() % 128);
+    }
+    if (x.num_elements() >= 2 && k.x_high_permille > 0) v[0] = 255;  // the extremes somewhere
+    if (x.num_elements() >= 2) v[1] = 0;
+    return x;
+}
+
 /// Both ops of the case: the cpu kernel at 1 and 2 threads against the reference kernel.
-void check_case(const ConvCase& k, std::uint32_t seed) {
+/// Returns the algorithm the cpu kernel ran.
+std::string check_case(const ConvCase& k, std::uint32_t seed) {
     INFO(describe(k));
-    const Tensor x = int8_tensor({k.n, k.c, k.h, k.w}, k.x_signed, seed + 100);
+    const Tensor x = conv_input(k, seed + 100);
+    std::string algorithm;
     for (bool qlinear : {false, true}) {
         INFO((qlinear ? "QLinearConv" : "ConvInteger"));
         const Graph g = conv_graph(k, qlinear, seed);
@@ -197,8 +224,10 @@ void check_case(const ConvCase& k, std::uint32_t seed) {
             const Ran got = run(g, x, {"cpu"}, threads);
             CHECK(got.provider == "cpu");
             require_same_bits(got.out, want.out);
+            algorithm = got.algorithm;
         }
     }
+    return algorithm;
 }
 
 ConvCase shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m, int64_t kk, int64_t stride,
@@ -493,6 +522,67 @@ TEST_CASE("qconv: A read in place (u8 x, s8 weights of zero point 0) equals the 
             k.bias_scale = 3000.f;
             check_case(k, seed++);
         }
+}
+
+TEST_CASE(
+    "qconv: avx2's byte form for 7-bit A equals the reference, its high bits sparse and "
+    "dense",
+    "[fast][qconv]") {
+    // u8 x of a constant zero point below 128, W without a zero-point term (s8 of 0 or none, u8
+    // of 128), one group, channels a multiple of 4: on the avx2 family W is packed in the byte
+    // form for 7-bit A (algorithm "...-avx2-a7") and x's bytes are split into their low 7 bits
+    // and their high bits, as lists per pixel where at most 1 in 16 bytes have one, else dense;
+    // per chunk of output rows (the wide image: its top quarter all high, its chunks below
+    // sparse). Other families (VNNI, baseline) run these cases in their own forms.
+    std::vector<ConvCase> shapes{
+        shape(1, 4, 7, 6, 9, 3, 1, 1, 1, 1),      // cg 4: one group a tap
+        shape(2, 20, 9, 10, 33, 3, 1, 1, 1, 1),   // 20 channels: lists past 16, a partial panel
+        shape(1, 32, 11, 10, 40, 3, 2, 1, 1, 1),  // stride 2
+        shape(1, 16, 12, 13, 5, 3, 1, 2, 2, 1),   // dilation 2
+        shape(2, 64, 5, 5, 70, 1, 1, 0, 1, 1),    // 1x1: one segment
+        shape(1, 512, 4, 3, 20, 3, 1, 1, 1, 1),   // K = 4608: segments across K blocks
+        shape(1, 64, 40, 300, 6, 3, 1, 1, 1, 1),  // several chunks an image
+    };
+    std::uint32_t seed = 1700;
+    for (std::size_t si = 0; si < shapes.size(); ++si)
+        for (int variant = 0; variant < 5; ++variant) {
+            ConvCase k = shapes[si];
+            // high bits: none, sparse (8 per mille), dense (300 per mille), all, and sparse with
+            // the top rows all high (chunks of both kinds in one convolution)
+            constexpr int kHigh[] = {0, 8, 300, 1000, 8};
+            k.x_high_permille = kHigh[variant];
+            k.x_high_top = variant == 4;
+            k.x_zero = variant == 0 ? 0 : variant == 1 ? 127 : 100;  // the padding's low bits
+            k.w_unsigned = variant == 2;
+            k.w_zero_kind = variant % 2 == 0 ? 1 : 0;
+            k.w_zero = k.w_unsigned ? 128 : 0;
+            k.per_channel_scale = variant >= 2;
+            k.y_zero = variant == 3 ? 0 : 131;
+            k.bias_scale = 3000.f;
+            const std::string algorithm = check_case(k, seed++);
+            INFO(describe(k) << ": " << algorithm);
+            if (algorithm.find("-avx2") != std::string::npos)
+                CHECK(algorithm.find("-a7") != std::string::npos);
+            else
+                CHECK(algorithm.find("-a7") == std::string::npos);
+        }
+    // Not in the form: a zero point of 128 and more, s8 x, a weight zero-point term, cg % 4.
+    ConvCase k = shape(1, 16, 6, 7, 9, 3, 1, 1, 1, 1);
+    k.x_high_permille = 8;
+    k.w_zero_kind = 0;
+    for (int variant = 0; variant < 4; ++variant) {
+        ConvCase v = k;
+        if (variant == 0) v.x_zero = 128;
+        if (variant == 1) v.x_signed = true;
+        if (variant == 2) {
+            v.w_zero_kind = 1;
+            v.w_zero = 3;
+        }
+        if (variant == 3) v.c = 6;
+        const std::string algorithm = check_case(v, seed++);
+        INFO(describe(v) << ": " << algorithm);
+        CHECK(algorithm.find("-a7") == std::string::npos);
+    }
 }
 
 TEST_CASE("qconv: bad zero points, scales and biases are typed errors naming the node",

@@ -34,6 +34,7 @@ namespace {
 
 using dsinfer::detail::Activation;
 using dsinfer::detail::PackedQB;
+using dsinfer::detail::QBForm;
 using dsinfer::detail::QGemmOutput;
 using dsinfer::detail::QGemmParams;
 using dsinfer::detail::QIsa;
@@ -89,13 +90,16 @@ int32_t requantize(int32_t c, float a_scale, float b_scale, float y_scale, int32
     return static_cast<int32_t>(std::clamp(r, lo, hi));
 }
 
-/// sum over q < k of (a[i, q] - za) * b[q, j] for u8 A [m, k] and s8 B [k, n] (row-major).
+/// sum over q < k of (a[i, q] - za) * b[q, j] for u8 A [m, k] and s8 B [k, n] (row-major; u8 B
+/// shifted by -128 when `b_unsigned`, as pack_qb stores it with zero point 128).
 int64_t ref_dot(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int64_t i, int64_t j,
-                int64_t k, int64_t n, int32_t za) {
+                int64_t k, int64_t n, int32_t za, bool b_unsigned = false) {
     int64_t sum = 0;
-    for (int64_t q = 0; q < k; ++q)
+    for (int64_t q = 0; q < k; ++q) {
+        const uint8_t bv = b[static_cast<std::size_t>(q * n + j)];
         sum += (a[static_cast<std::size_t>(i * k + q)] - za) *
-               static_cast<int8_t>(b[static_cast<std::size_t>(q * n + j)]);
+               (b_unsigned ? bv - 128 : static_cast<int8_t>(bv));
+    }
     return sum;
 }
 
@@ -607,7 +611,6 @@ TEST_CASE("qgemm avx2 byte forms: cut values and exact corrections", "[fast][qge
         WARN("avx2 byte forms not tested: no AVX2 family here");
         return;
     }
-    using dsinfer::detail::QBForm;
     const int64_t m = 29, k = 2500, n = 37;
     std::mt19937 rng(77);
     std::uniform_int_distribution<int> byte(0, 255), small(-20, 20), pick(0, 99);
@@ -757,15 +760,10 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
                 dsinfer::detail::qgemm_rows(ra, packed, c.data(), n, p);
                 int64_t bad = 0;
                 for (int64_t i = 0; i < m; ++i)
-                    for (int64_t j = 0; j < n; ++j) {
-                        int64_t want = 0;
-                        for (int64_t q = 0; q < k; ++q) {
-                            const uint8_t bv = b[static_cast<std::size_t>(q * n + j)];
-                            const int64_t bb = b_unsigned ? bv - 128 : static_cast<int8_t>(bv);
-                            want += (a[static_cast<std::size_t>(i * k + q)] - p.a_zero) * bb;
-                        }
-                        bad += c[static_cast<std::size_t>(i * n + j)] != static_cast<int32_t>(want);
-                    }
+                    for (int64_t j = 0; j < n; ++j)
+                        bad +=
+                            c[static_cast<std::size_t>(i * n + j)] !=
+                            static_cast<int32_t>(ref_dot(a, b, i, j, k, n, p.a_zero, b_unsigned));
                 CHECK(bad == 0);
                 // The other epilogues against qgemm_packed on the contiguous A.
                 std::vector<float> scales(static_cast<std::size_t>(n)),
@@ -813,4 +811,104 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
         }
     }
     CHECK(tested > 0);
+}
+
+TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "[fast][qgemm]") {
+    // QBForm::bytes_a7 (qgemm.hpp): qgemm_rows reads A's low 7 bits through the row pointers and
+    // its high bits as per-(segment, row) lists of offsets or as dense rows of 0/1, and must give
+    // the exact s32 sums of the whole values for any s8 (or u8) B: B over its full range with
+    // -128 and +-127 in every column, A with no, few (2%), many (40%) and all values of 128 and
+    // more (255 in places), K blocks crossed inside segments, partial panels and tiles.
+    // qgemm_packed refuses such a B; other families pack their one layout.
+    const std::vector<QIsa> isas = qisas();
+    const bool have_avx2 = std::find(isas.begin(), isas.end(), QIsa::avx2) != isas.end();
+    if (!have_avx2) {
+        WARN("avx2 byte form for 7-bit A not tested: no AVX2 family here");
+        const std::vector<int8_t> b(64 * 8, 1);
+        CHECK_FALSE(dsinfer::detail::pack_qb(b.data(), false, 64, 8, false, QIsa::baseline,
+                                             QBForm::bytes_a7)
+                        .a7());
+        return;
+    }
+    struct Shape {
+        int64_t m, segments, seg, n;
+    };
+    const Shape shapes[] = {{1, 1, 4, 1},     {5, 3, 4, 31},    {13, 9, 64, 33},
+                            {37, 9, 16, 100}, {29, 3, 512, 40}, {49, 9, 512, 17}};
+    for (const Shape& sh : shapes)
+        for (int high : {0, 20, 400, 1000})
+            for (bool b_unsigned : {false, true}) {
+                const int64_t m = sh.m, k = sh.segments * sh.seg, n = sh.n;
+                INFO("m " << m << " segments " << sh.segments << " seg " << sh.seg << " n " << n
+                          << " high per mille " << high << (b_unsigned ? " u8 B" : " s8 B"));
+                std::mt19937 rng(static_cast<unsigned>(m * 31 + k * 7 + n + high));
+                std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
+                for (auto& v : b) v = static_cast<uint8_t>(rng() % 256);
+                for (int64_t j = 0; j < n && k >= 3; ++j) {  // the extremes in every column
+                    b[static_cast<std::size_t>(j)] = b_unsigned ? 0 : 0x80;  // -128 as stored
+                    b[static_cast<std::size_t>(n + j)] = b_unsigned ? 255 : 127;
+                    b[static_cast<std::size_t>(2 * n + j)] = b_unsigned ? 1 : 0x81;  // -127
+                }
+                const PackedQB packed = dsinfer::detail::pack_qb(b.data(), b_unsigned, k, n, false,
+                                                                 QIsa::avx2, QBForm::bytes_a7);
+                REQUIRE(packed.a7());
+                CHECK_FALSE(packed.fixed());
+                CHECK(packed.bytes() >= static_cast<std::uint64_t>(2 * k * n));
+                // A: m rows of K, each segment its own run of a pool; the split copies.
+                std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
+                for (auto& v : a) {
+                    const bool hi = static_cast<int>(rng() % 1000) < high;
+                    v = static_cast<uint8_t>(hi ? 128 + rng() % 128 : rng() % 128);
+                }
+                if (high > 0) a[0] = 255;
+                std::vector<uint8_t> lo(a.size()), hib(a.size());
+                for (std::size_t q = 0; q < a.size(); ++q) {
+                    lo[q] = a[q] & 127;
+                    hib[q] = a[q] >> 7;
+                }
+                std::vector<const uint8_t*> rows, hi_rows;
+                std::vector<std::vector<uint16_t>> lists;
+                for (int64_t s = 0; s < sh.segments; ++s)
+                    for (int64_t i = 0; i < m; ++i) {
+                        const std::size_t at = static_cast<std::size_t>(i * k + s * sh.seg);
+                        rows.push_back(lo.data() + at);
+                        hi_rows.push_back(hib.data() + at);
+                        std::vector<uint16_t> l{0};
+                        for (int64_t e = 0; e < sh.seg; ++e)
+                            if (hib[at + static_cast<std::size_t>(e)] != 0)
+                                l.push_back(static_cast<uint16_t>(e));
+                        l[0] = static_cast<uint16_t>(l.size() - 1);
+                        lists.push_back(std::move(l));
+                    }
+                std::vector<const uint16_t*> list_ptrs;
+                for (const auto& l : lists) list_ptrs.push_back(l.data());
+                QGemmParams p;
+                p.a_zero = static_cast<int32_t>(rng() % 128);
+                p.b_zero = b_unsigned ? 128 : 0;
+                REQUIRE(dsinfer::detail::qgemm_rows_supported(packed, p));
+                std::vector<int32_t> want(static_cast<std::size_t>(m * n));
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t j = 0; j < n; ++j)
+                        want[static_cast<std::size_t>(i * n + j)] =
+                            static_cast<int32_t>(ref_dot(a, b, i, j, k, n, p.a_zero, b_unsigned));
+                for (bool dense : {false, true}) {
+                    INFO((dense ? "high bits dense" : "high bits as lists"));
+                    dsinfer::detail::QRowsA ra;
+                    ra.m = m;
+                    ra.segments = sh.segments;
+                    ra.seg = sh.seg;
+                    ra.rows = rows.data();
+                    if (dense)
+                        ra.hi_rows = hi_rows.data();
+                    else
+                        ra.hi = list_ptrs.data();
+                    std::vector<int32_t> c(static_cast<std::size_t>(m * n), 7);
+                    dsinfer::detail::qgemm_rows(ra, packed, c.data(), n, p);
+                    int64_t bad = 0;
+                    for (std::size_t q = 0; q < c.size(); ++q) bad += c[q] != want[q];
+                    CHECK(bad == 0);
+                }
+                std::vector<int32_t> c(static_cast<std::size_t>(m * n));
+                CHECK_FALSE(dsinfer::detail::qgemm_packed(m, a.data(), k, packed, c.data(), n, p));
+            }
 }

@@ -215,6 +215,10 @@ public:
                 conv_bytes -= zb;
             }
         }
+        if (packed_->a7() && !qgemm_rows_supported(packed_->groups.front(), p))
+            return Status::error(ErrorCode::internal,
+                                 "INT8 convolution: W was packed for u8 x without a zero-point "
+                                 "term, and this run has one");
         if (!qconv(s, x.raw, dynamic ? &fx : nullptr, *packed_, ctx.output(0).raw, p,
                         conv_ws, conv_bytes))
             return Status(ErrorCode::resource_exhausted,
@@ -223,8 +227,8 @@ public:
     }
 
     /// run()'s path: dsinfer's INT8 convolution on qgemm at the ISA family W was packed for
-    /// ("nhwc" when x arrives channels last; "1x1" when x is the GEMM's A as it is), else the
-    /// fallback.
+    /// ("nhwc" when x arrives channels last; "1x1" when x is the GEMM's A as it is; "a7" for
+    /// avx2's byte form for 7-bit A), else the fallback.
     std::string algorithm(const PrepareContext& ctx) const override {
         QConvShape s;
         if (!geometry(ctx.input(0).shape(), s)) return fallback_algorithm(ctx);
@@ -239,6 +243,7 @@ public:
         if (s.pointwise()) name += "1x1-";
         if (x_nhwc_) name += "nhwc-";
         name += qisa_name(packed_->groups.empty() ? qgemm_isa() : packed_->groups.front().isa);
+        if (packed_->a7()) name += "-a7";  // the byte form for 7-bit A (pack_qconv_weights)
         return name;
     }
 
@@ -320,9 +325,30 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
     if (kind == QConvKind::dynamic_quantize_conv) {
         DSINFER_ASSIGN_OR_RETURN(act, activation_from_attributes(ctx));
     }
+    // The avx2 byte form for 7-bit A (pack_qconv_weights) where qgemm_rows is sure to run: u8
+    // x of a constant zero point below 128 (or none: a ReLU's output mostly has few values of
+    // 128 and more), W's zero points constant and 0 as packed (s8 0, u8 128), or none.
+    bool a7 = kind != QConvKind::dynamic_quantize_conv;
+    {
+        const Value* xv = ctx.input_value(0);
+        a7 = a7 && xv != nullptr && xv->dtype == DType::u8;
+        if (a7 && ctx.has_input(in.x_zero)) {
+            const Tensor* z = ctx.constant_input(in.x_zero);
+            a7 = z != nullptr && z->dtype() == DType::u8 && z->num_elements() == 1 &&
+                 z->data<std::uint8_t>()[0] < 128;
+        }
+        if (a7 && ctx.has_input(in.w_zero)) {
+            const Tensor* z = ctx.constant_input(in.w_zero);
+            a7 = z != nullptr && z->dtype() == w->dtype();
+            for (int64_t i = 0; a7 && i < z->num_elements(); ++i)
+                a7 = w->dtype() == DType::u8 ? z->data<std::uint8_t>()[i] == 128
+                                             : z->data<std::int8_t>()[i] == 0;
+        }
+    }
     const std::shared_ptr<WeightStore> store = ctx.weight_store();
-    DSINFER_ASSIGN_OR_RETURN(auto packed, packed_qconv_form(*store, store->source(*w), w->raw_data(),
-                                                            w->dtype() == DType::u8, s));
+    DSINFER_ASSIGN_OR_RETURN(auto packed,
+                             packed_qconv_form(*store, store->source(*w), w->raw_data(),
+                                               w->dtype() == DType::u8, s, a7));
     return make_kernel<QConvKernel>(std::move(fallback), kind, std::move(attrs), act, s,
                                     std::move(packed), release);
 }
