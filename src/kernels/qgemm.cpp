@@ -596,10 +596,7 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             new std::uint16_t[static_cast<std::size_t>(kp / 4 * panels)],
             std::default_delete<std::uint16_t[]>());
     }
-    if (a7)
-        out.hi_b = std::shared_ptr<std::int8_t>(
-            aligned_new<std::int8_t>(static_cast<std::size_t>(panels * kp * nr)),
-            AlignedDelete<std::int8_t>{});
+    out.seven_bit_a = a7;
     // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
     // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
     parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
@@ -611,12 +608,6 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                 std::uint32_t s = 0;
                 for (int64_t kk = 0; kk < k; ++kk) s += static_cast<std::uint32_t>(at(kk, col + j));
                 sums[col + j] = static_cast<std::int32_t>(s);
-            }
-            if (a7) {  // the panel's rows of B, [kp][nr], zeros past K and n
-                std::int8_t* h = out.hi_b.get() + pi * kp * nr;
-                for (int64_t kk = 0; kk < kp; ++kk)
-                    for (int64_t j = 0; j < nr; ++j)
-                        h[kk * nr + j] = static_cast<std::int8_t>(j < w ? at(kk, col + j) : 0);
             }
             for (int64_t kb = 0; kb < kp; kb += f.kc) {
                 const int64_t kc = std::min(f.kc, kp - kb);

@@ -67,10 +67,11 @@
 //                (with a <= 127 a lane is at most 2 * 127 * 128 = 32,512 in magnitude for any
 //                s8 B). Only qgemm_rows reads it, A split by the caller into its low 7 bits
 //                (through the row pointers) and its high bits (QRowsA::hi, hi_rows), which add
-//                128 times B's rows (PackedQB::hi_b: B once more, [panel][kp][nr]) where they
-//                are set. The INT8 convolution takes it for u8 x of a zero point below 128 (ReLU
-//                outputs: 0.02% of the bytes ResNet-50 QDQ's convolutions read after its first
-//                have a high bit), at the byte form's rate instead of the 16-bit form's.
+//                128 times B's rows where they are set (a row's 16 values of a panel taken out
+//                of its group's lanes by vpshufb). The INT8 convolution takes it for u8 x of a zero
+//                point below 128 (ReLU outputs: 0.02% of the bytes ResNet-50 QDQ's convolutions
+//                read after its first have a high bit), at the byte form's rate instead of the
+//                16-bit form's.
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -132,7 +133,7 @@ enum class QBForm {
     /// The byte form for A of 7 bits (values below 128), a group a step, without cuts or
     /// corrections: vpmaddubsw's pair sums are then at most 2 * 127 * 128 = 32,512 in magnitude
     /// for every s8 B. Read only by qgemm_rows, whose A (QRowsA) gives the values' low 7 bits
-    /// and, apart, their high bits (PackedQB::hi_b). Only the avx2 family has it; the others
+    /// and, apart, their high bits (QRowsA::hi, hi_rows). Only the avx2 family has it; the others
     /// pack their one layout.
     bytes_a7,
 };
@@ -160,15 +161,15 @@ struct PackedQB {
     /// kb (rows of kp), panel p at order[(kb / 4) * panels + p * (kc_b / 4)], kc_b the block's
     /// rows, as B's lanes.
     std::shared_ptr<std::uint16_t> order;
-    /// QBForm::bytes_a7 only: B's values as packed (s8; u8 B shifted like `data`), one panel
-    /// after another, each [kp][nr]: the rows the high bits of A (128 each) multiply.
-    std::shared_ptr<std::int8_t> hi_b;
+    /// In QBForm::bytes_a7 (the high bits of A multiply B's rows as packed: qgemm_rows takes
+    /// each row's values out of its group's lanes).
+    bool seven_bit_a = false;
     /// In an avx2 byte form with corrections.
     bool fixed() const noexcept { return fix_index != nullptr; }
     /// In the paired byte form (two groups of K a step; else, when fixed(), one).
     bool paired() const noexcept { return order != nullptr; }
     /// In the byte form for 7-bit A (QBForm::bytes_a7): qgemm_rows only, with A split.
-    bool a7() const noexcept { return hi_b != nullptr; }
+    bool a7() const noexcept { return seven_bit_a; }
     /// (K block, panel, class) slots of fix_index.
     std::int64_t fix_slots() const noexcept {
         return fixed() ? (kp + kc - 1) / kc * panels * 4 : 0;
@@ -181,8 +182,7 @@ struct PackedQB {
                static_cast<std::uint64_t>(n) * 4u +
                static_cast<std::uint64_t>(fix_count()) * sizeof(QFix) +
                (fixed() ? static_cast<std::uint64_t>(fix_slots() + 1) * 8u : 0u) +
-               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u) +
-               (a7() ? static_cast<std::uint64_t>(panels * kp * nr) : 0u);
+               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u);
     }
 };
 
@@ -259,7 +259,7 @@ bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQ
 /// (a & 127) and A's high bits come in one of two ways, as dense as the caller finds them:
 ///   hi: per (segment, row), at hi[s * m + i] like `rows`, a list of the segment's elements
 ///       whose value is at least 128: a count n, then n offsets in the segment (u16); each adds
-///       128 times its row of B (PackedQB::hi_b) to the row of C;
+///       128 times its row of B to the row of C;
 ///   hi_rows: per (segment, row) the high bits as elements of 0 or 1 (a >> 7), read like
 ///       `rows` and multiplied like them, the sums then times 128.
 /// Exactly one of them is given for such a B, neither for any other.

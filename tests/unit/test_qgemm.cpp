@@ -853,7 +853,9 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
                                                                  QIsa::avx2, QBForm::bytes_a7);
                 REQUIRE(packed.a7());
                 CHECK_FALSE(packed.fixed());
-                CHECK(packed.bytes() >= static_cast<std::uint64_t>(2 * k * n));
+                // B held once, as bytes (the high bits read B's rows out of the packed lanes).
+                CHECK(packed.bytes() ==
+                      static_cast<std::uint64_t>(packed.panels * packed.nr * packed.kp + 4 * n));
                 // A: m rows of K, each segment its own run of a pool; the split copies.
                 std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
                 for (auto& v : a) {
