@@ -10,6 +10,8 @@
 // GRPCInferenceService with raw_input_contents), exports Prometheus metrics, reloads models
 // when their files change or the repository API asks, and drains gracefully. docs/SERVING.md
 // says what is served and how; docs/DEPLOY.md how to run many replicas.
+// A host process should ignore SIGPIPE (signal(SIGPIPE, SIG_IGN), as ds-serve does): a client
+// that closes its connection while a response is being written otherwise ends the process.
 //
 // Ownership/threading: Server is move-less and owns its listeners, threads and engines;
 // every member is thread-safe. start() binds every port (or throws), then serves on

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <onnx/onnx_pb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,9 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-#include <httplib.h>
-
 #include "dsinfer/server.hpp"
 #include "open_inference.grpc.pb.h"
 #include "unit/model_builder.hpp"
@@ -28,6 +28,15 @@
 namespace dsinfer::test {
 
 namespace fs = std::filesystem;
+
+/// The servers under test share the process with their clients, as in a host application: a
+/// peer that closes its connection while a response is being written must not end the process
+/// with SIGPIPE, so the process ignores it, as ds-serve's main does (include/dsinfer/server.hpp).
+/// (A reload test under load died of it once in a CI run on the 2-core VM.)
+inline const bool kSigpipeIgnored = [] {
+    std::signal(SIGPIPE, SIG_IGN);
+    return true;
+}();
 
 /// x float[batch,4] -> Mul(scale) -> y; Add(scale) -> z. Version k of the repository's
 /// "scale" model uses scale = k, so an answer says which version computed it.
