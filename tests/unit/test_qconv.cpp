@@ -566,11 +566,12 @@ TEST_CASE(
             else
                 CHECK(algorithm.find("-a7") == std::string::npos);
         }
-    // Not in the form: a zero point of 128 and more, s8 x, a weight zero-point term, cg % 4.
+    // Not in the form: a zero point of 128 and more, s8 x, a weight zero-point term (3, or u8 W
+    // without a zero point: 0), cg % 4.
     ConvCase k = shape(1, 16, 6, 7, 9, 3, 1, 1, 1, 1);
     k.x_high_permille = 8;
     k.w_zero_kind = 0;
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
         ConvCase v = k;
         if (variant == 0) v.x_zero = 128;
         if (variant == 1) v.x_signed = true;
@@ -579,6 +580,7 @@ TEST_CASE(
             v.w_zero = 3;
         }
         if (variant == 3) v.c = 6;
+        if (variant == 4) v.w_unsigned = true;
         const std::string algorithm = check_case(v, seed++);
         INFO(describe(v) << ": " << algorithm);
         CHECK(algorithm.find("-a7") == std::string::npos);

@@ -337,6 +337,8 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
             a7 = z != nullptr && z->dtype() == DType::u8 && z->num_elements() == 1 &&
                  z->data<std::uint8_t>()[0] < 128;
         }
+        // (u8 W without a zero point has 0: a zero-point term as packed)
+        a7 = a7 && (w->dtype() == DType::i8 || ctx.has_input(in.w_zero));
         if (a7 && ctx.has_input(in.w_zero)) {
             const Tensor* z = ctx.constant_input(in.w_zero);
             a7 = z != nullptr && z->dtype() == w->dtype();
