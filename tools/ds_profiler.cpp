@@ -14,12 +14,13 @@
 // ds-benchmark --profile), each timed end to end as well.
 //
 // Per node (the compiled graph, InferenceEngine::graph(), in execution order) and per op type
-// and provider: the median time over the profiled runs, its FLOPs and bytes moved at the shape
-// run's shapes (tools/model_cost.hpp, the count ds-inspect shares: 2 x the multiply-adds of the
-// contraction ops, 0 for the rest; each distinct input, weights included, and output once),
-// the GFLOP/s and GB/s achieved, and a roofline verdict: compute-bound when the node's FLOPs
-// per byte exceed the ridge (peak FLOP/s / peak bytes/s), else memory-bound, with its achieved
-// rate as a share of the roof at its intensity.
+// and provider: the kernel's algorithm for a node (what really runs in the run's shape class,
+// InferenceEngine::node_descriptions(): e.g. "dsinfer:qconv-nhwc-avx2-a7"), the median time over
+// the profiled runs, its FLOPs and bytes moved at the shape run's shapes (tools/model_cost.hpp, the
+// count ds-inspect shares: 2 x the multiply-adds of the contraction ops, 0 for the rest; each
+// distinct input, weights included, and output once), the GFLOP/s and GB/s achieved, and a roofline
+// verdict: compute-bound when the node's FLOPs per byte exceed the ridge (peak FLOP/s / peak
+// bytes/s), else memory-bound, with its achieved rate as a share of the roof at its intensity.
 //
 // Peaks (well under a second): FLOP/s, the best of a few runs of a 1024x1024x1024 float32
 // MatMul built with the public Graph API and compiled with the model's engine options
@@ -88,9 +89,11 @@ const char* const kSynopsis =
 const char* const kDescription =
     "Profiles one model at one shape node by node: each node's median wall time over the\n"
     "profiled runs, its FLOPs and bytes moved at the run's shapes, the GFLOP/s and GB/s it\n"
-    "achieved, and whether it is compute- or memory-bound against this machine's peaks (a\n"
-    "roofline); the same per op type; and the sum of the node times against the end-to-end\n"
-    "latency of the same runs (the rest is the engine's own work between and around nodes).\n"
+    "achieved, whether it is compute- or memory-bound against this machine's peaks (a\n"
+    "roofline), and the algorithm its kernel ran (e.g. dsinfer:qconv-nhwc-avx2-a7, a oneDNN\n"
+    "primitive's implementation, reference); the same per op type; and the sum of the node\n"
+    "times against the end-to-end latency of the same runs (the rest is the engine's own work\n"
+    "between and around nodes).\n"
     "\n"
     "Runs: the load; the peaks; one run that records the shape of every value (a value\n"
     "observer: the shapes the run had); --warmup runs; --runs profiled runs. Inputs are\n"
@@ -361,6 +364,7 @@ std::vector<double> live_bytes(const Graph& g, const ValueShapes& s) {
 struct NodeRow {
     std::size_t index = 0;
     std::string name, op, domain, provider;
+    std::string algorithm;                     ///< what really runs (NodeDescription::algorithm)
     std::vector<std::string> inputs, outputs;  ///< "[1,128,768]" ("-" omitted, "?" unknown)
     double ms = 0, ms_min = 0, ms_max = 0;
     std::optional<double> flops;  ///< nullopt: a shape it needs is unknown
@@ -419,6 +423,7 @@ std::vector<NodeRow> node_rows(const InferenceEngine& engine, const ValueShapes&
         return s.dtype[static_cast<std::size_t>(id)];
     };
     const std::vector<double> med = p.node_median();
+    const std::vector<NodeDescription> described = engine.node_descriptions();
     std::vector<NodeRow> rows;
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
@@ -428,6 +433,7 @@ std::vector<NodeRow> node_rows(const InferenceEngine& engine, const ValueShapes&
         r.op = n.op_type;
         r.domain = n.domain.empty() ? "ai.onnx" : n.domain;
         r.provider = i < engine.node_providers().size() ? engine.node_providers()[i] : "?";
+        r.algorithm = i < described.size() ? described[i].algorithm : "?";
         for (ValueId id : n.inputs) r.inputs.push_back(id == kNoValue ? "-" : dims_text(dims(id)));
         for (ValueId id : n.outputs)
             r.outputs.push_back(id == kNoValue ? "-" : dims_text(dims(id)));
@@ -488,6 +494,7 @@ Json report_json(const Args& a, const bench::GeneratedInputs& in, const Report& 
                   {"op", n.op},
                   {"domain", n.domain},
                   {"provider", n.provider},
+                  {"algorithm", n.algorithm},
                   {"inputs", n.inputs},
                   {"outputs", n.outputs},
                   {"ms", n.ms},
@@ -619,25 +626,26 @@ void print_text(const Args& a, const bench::GeneratedInputs& in, const Report& r
     }();
     const std::vector<std::size_t> order = bench::slowest_nodes(med);
     const std::size_t top = std::min(order.size(), static_cast<std::size_t>(a.top));
-    std::size_t op_w = 2, prov_w = 8, shape_w = 6;
+    std::size_t op_w = 2, prov_w = 8, shape_w = 6, node_w = 4;
     for (std::size_t k = 0; k < top; ++k) {
         const NodeRow& n = r.nodes[order[k]];
         op_w = std::max(op_w, n.op.size());
         prov_w = std::max(prov_w, n.provider.size());
         shape_w = std::max(shape_w, shapes_text(n).size());
+        node_w = std::max(node_w, n.name.size());
     }
     fmt::print("\ntop {} of {} nodes by median time\n", top, r.nodes.size());
-    fmt::print("  {:>9} {:>6} {:>9} {:>8}  {:<7} {:>6}  {:<{}}  {:<{}}  {:<{}}  {}\n", "ms", "%",
-               "GFLOP/s", "GB/s", "bound", "roof%", "op", op_w, "provider", prov_w, "shapes",
-               shape_w, "node");
+    fmt::print("  {:>9} {:>6} {:>9} {:>8}  {:<7} {:>6}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", "ms",
+               "%", "GFLOP/s", "GB/s", "bound", "roof%", "op", op_w, "provider", prov_w, "shapes",
+               shape_w, "node", node_w, "algorithm");
     for (std::size_t k = 0; k < top; ++k) {
         const NodeRow& n = r.nodes[order[k]];
         const Rates x = rates(n.flops, n.bytes, n.ms, p);
-        fmt::print("  {:>9.3f} {} {} {}  {:<7} {}  {:<{}}  {:<{}}  {:<{}}  {}\n", n.ms,
+        fmt::print("  {:>9.3f} {} {} {}  {:<7} {}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", n.ms,
                    num(r.total_ms > 0 ? 100.0 * n.ms / r.total_ms : NAN, 6, 1),
                    num(n.flops && *n.flops > 0 ? x.gflops : NAN, 9, 1), num(x.gbps, 8, 2), x.bound,
                    num(x.roof_pct, 6, 1), n.op, op_w, n.provider, prov_w, shapes_text(n), shape_w,
-                   n.name);
+                   n.name, node_w, n.algorithm);
     }
     std::size_t gop_w = 2;
     for (const auto& g : r.ops) gop_w = std::max(gop_w, g.op.size());
@@ -724,6 +732,7 @@ Json trace_json(const Args& a, const Report& r) {
                               {"args",
                                {{"op", n.op},
                                 {"provider", n.provider},
+                                {"algorithm", n.algorithm},
                                 {"inputs", n.inputs},
                                 {"outputs", n.outputs},
                                 {"flops", number_or_null(n.flops)},

@@ -1,7 +1,7 @@
 # ctest driver for ds-profiler (tools/ds_profiler.cpp):
 #   cmake -DPROFILER=<ds-profiler> -DMODEL=<digits.onnx> -DWORK=<dir> -P check_ds_profiler.cmake
 # runs the digits model with --json and --trace and checks
-#   * the JSON: the peaks, every node with its op, provider, shapes, median ms, bytes and a
+#   * the JSON: the peaks, every node with its op, provider, algorithm, shapes, median ms, bytes and a
 #     roofline verdict, the MatMul and Gemm with FLOPs, the op types covering the nodes, and
 #     the sum of the node times positive and within a sane ratio of the end-to-end latency;
 #   * the trace (Chrome trace-event JSON): a traceEvents array whose complete ("X") events all
@@ -39,14 +39,16 @@ set(flop_nodes 0)
 foreach(i RANGE ${last})
   get_field(op nodes ${i} op)
   get_field(provider nodes ${i} provider)
+  get_field(algorithm nodes ${i} algorithm)
   get_field(ms nodes ${i} ms)
   get_field(bytes nodes ${i} bytes)
   get_field(flops nodes ${i} flops)
   get_field(bound nodes ${i} bound)
   get_field(out0 nodes ${i} outputs 0)
-  if(op STREQUAL "" OR provider STREQUAL "" OR ms LESS 0 OR NOT bytes GREATER 0
+  if(op STREQUAL "" OR provider STREQUAL "" OR algorithm STREQUAL "" OR algorithm STREQUAL "?"
+     OR ms LESS 0 OR NOT bytes GREATER 0
      OR NOT bound MATCHES "^(compute|memory)$" OR NOT out0 MATCHES "^\\[16,[0-9]+\\]$")
-    message(FATAL_ERROR "node ${i}: op '${op}' on '${provider}', ${ms} ms, ${bytes} bytes, "
+    message(FATAL_ERROR "node ${i}: op '${op}' on '${provider}' ('${algorithm}'), ${ms} ms, ${bytes} bytes, "
                         "bound '${bound}', output ${out0}")
   endif()
   if(op MATCHES "MatMul|Gemm")
@@ -150,7 +152,7 @@ message("trace: ${n_events} events (${node_events} nodes, ${run_events} runs, ${
 run_tool(rc so se ${common} --top 2 --peaks 100,10)
 message("${so}")
 foreach(re "^ds-profiler [^\n]*digits.onnx" "\n  peaks +100.0 GFLOP/s, 10.0 GB/s \\(--peaks\\)"
-        "\ntop 2 of ${n_nodes} nodes by median time\n" "\nby op type"
+        "\ntop 2 of ${n_nodes} nodes by median time\n" " shapes +node +algorithm\n" "\nby op type"
         "\nsum of node times [0-9.]+ ms vs end-to-end [0-9.]+ ms \\([0-9.]+%\\)")
   if(NOT so MATCHES "${re}")
     message(FATAL_ERROR "ds-profiler text: no match for '${re}' (exit ${rc}):\n${so}\n${se}")
