@@ -12,13 +12,19 @@
 // ResNet runs after layout negotiation); 4 = impl 3 plus an 8-bit residual added in the store,
 // in place on the residual (com.dsinfer QLinearConvAdd: a ResNet block's 1x1 expansion and its
 // join; 4 against 3 is what the fused add costs, against the separate QLinearAdd of
-// bench_qlinear's BM_QLinearAdd). Pads are k / 2. The GOPS counter counts 2
-// operations per multiply-add. Compare rows of one run, with interleaved repetitions and
+// bench_qlinear's BM_QLinearAdd); 5 and 6 = impl 3 and 4 in the form of ResNet-50 QDQ's
+// convolutions after the first: x of zero point 0 holding ReLU-like bytes (half of them 0, the
+// rest about exponential with mean 20: 2% of 64 or more, 0.08% of 128 or more), s8 weights of
+// zero point 0 (normal, each output channel's largest magnitude 127), packed in avx2's byte form
+// for 7-bit A where the family is avx2 (the label says "a7"). Pads are k / 2. The GOPS counter
+// counts 2 operations per multiply-add. Compare rows of one run, with interleaved repetitions and
 // medians, e.g.
 //   bench_qconv --benchmark_filter='threads:2' --benchmark_repetitions=3
 //               --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -33,6 +39,34 @@
 namespace {
 
 using std::int64_t;
+
+/// ReLU outputs quantized with zero point 0 (impl 5, 6): half 0, the rest about exponential
+/// with mean 20, saturated at 255.
+std::vector<std::uint8_t> relu_bytes(int64_t n, unsigned seed) {
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
+    std::mt19937 gen(seed);
+    std::exponential_distribution<float> e(1.f / 20.f);
+    std::bernoulli_distribution zero(0.5);
+    for (auto& x : v) x = zero(gen) ? 0 : static_cast<std::uint8_t>(std::min(255.f, e(gen)));
+    return v;
+}
+
+/// s8 weights as per-channel symmetric quantization writes them (impl 5, 6): normal values,
+/// each of the m output channels scaled so that its largest magnitude is 127.
+std::vector<std::uint8_t> channel_weights(int64_t m, int64_t per_channel, unsigned seed) {
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(m * per_channel));
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> normal;
+    std::vector<float> f(static_cast<std::size_t>(per_channel));
+    for (int64_t o = 0; o < m; ++o) {
+        float top = 1e-6f;
+        for (auto& x : f) top = std::max(top, std::fabs(x = normal(gen)));
+        for (int64_t i = 0; i < per_channel; ++i)
+            v[static_cast<std::size_t>(o * per_channel + i)] = static_cast<std::uint8_t>(
+                static_cast<std::int8_t>(std::lrint(f[static_cast<std::size_t>(i)] * 127.f / top)));
+    }
+    return v;
+}
 
 std::vector<std::uint8_t> bytes(int64_t n, unsigned seed) {
     std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
@@ -58,14 +92,15 @@ void BM_Qconv(benchmark::State& state) {
         s.pt = s.pl = pad;
         s.oh = s.ow = out;
         s.x_nhwc = s.y_nhwc = s.r_nhwc = impl >= 3;
-        const bool requantized = impl != 1;
-        const auto x = bytes(n * c * hw * hw, 1);
-        const auto w = bytes(m * c * k * k, 2);
-        const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s);
+        const bool requantized = impl != 1, relu_form = impl >= 5;
+        const auto x = relu_form ? relu_bytes(n * c * hw * hw, 1) : bytes(n * c * hw * hw, 1);
+        const auto w = relu_form ? channel_weights(m, c * k * k, 2) : bytes(m * c * k * k, 2);
+        const d::PackedQConvW packed =
+            d::pack_qconv_weights(w.data(), false, s, d::qgemm_isa(), relu_form && c % 4 == 0);
         const auto scales = dsinfer::bench::uniform(m, 3, 0.01f);
         std::vector<std::int32_t> bias(static_cast<std::size_t>(m), 1000);
         d::QGemmParams p;
-        p.a_zero = 128;
+        p.a_zero = relu_form ? 0 : 128;
         p.out = requantized ? d::QGemmOutput::u8 : d::QGemmOutput::s32;
         p.a_scale = 0.02f;
         p.b_scales = scales.data();
@@ -73,7 +108,7 @@ void BM_Qconv(benchmark::State& state) {
         p.y_scale = 0.5f;
         p.y_zero = 128;
         std::vector<std::int32_t> y(static_cast<std::size_t>(n * m * out * out));
-        if (impl == 4) {
+        if (impl == 4 || impl == 6) {
             // The residual, updated in place each run (its values drift; the work does not).
             const auto r = bytes(n * m * out * out, 4);
             std::memcpy(y.data(), r.data(), r.size());
@@ -82,8 +117,15 @@ void BM_Qconv(benchmark::State& state) {
         }
         std::vector<unsigned char> ws(d::qconv_workspace_bytes(
             s, packed, requantized ? 1 : 4, d::max_threads()));
-        const char* what[] = {" u8", " s32", "", " u8 nhwc", " u8 nhwc + residual"};
-        state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) + what[impl]);
+        const char* what[] = {" u8",
+                              " s32",
+                              "",
+                              " u8 nhwc",
+                              " u8 nhwc + residual",
+                              " u8 nhwc relu-x",
+                              " u8 nhwc relu-x + residual"};
+        state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
+                       (packed.a7() ? "-a7" : "") + what[impl]);
         for (auto _ : state) {
             d::qconv(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
             benchmark::ClobberMemory();
@@ -128,20 +170,22 @@ void shapes(benchmark::internal::Benchmark* b) {
     // The block joins of ResNet-50 (1x1 expansions with the residual add): 64 -> 256 at 56x56,
     // 512 -> 2048 at 7x7.
     for (int64_t n : {1, 8})
-        for (int64_t impl : {3, 4}) {
+        for (int64_t impl : {3, 4, 5, 6}) {
             b->Args({n, 64, 56, 256, 1, 1, impl, Threads});
             b->Args({n, 512, 7, 2048, 1, 1, impl, Threads});
         }
     // The 3x3 convolutions of ResNet-50's stages as a QDQ ResNet runs them (channels last), and
     // the 1x1 2048 -> 512 at 7x7 (49 rows an image: four 12-row tiles and a short one).
-    for (int64_t n : {1, 8}) {
-        b->Args({n, 64, 56, 64, 3, 1, 3, Threads});
-        b->Args({n, 128, 28, 128, 3, 1, 3, Threads});
-        b->Args({n, 256, 14, 256, 3, 1, 3, Threads});
-        b->Args({n, 512, 7, 512, 3, 1, 3, Threads});
-        b->Args({n, 2048, 7, 512, 1, 1, 3, Threads});
-        b->Args({n, 256, 56, 64, 1, 1, 3, Threads});
-    }
+    for (int64_t n : {1, 8})
+        for (int64_t impl : {3, 5}) {
+            b->Args({n, 64, 56, 64, 3, 1, impl, Threads});
+            b->Args({n, 128, 28, 128, 3, 1, impl, Threads});
+            b->Args({n, 256, 14, 256, 3, 1, impl, Threads});
+            b->Args({n, 512, 7, 512, 3, 1, impl, Threads});
+            b->Args({n, 2048, 7, 512, 1, 1, impl, Threads});
+            b->Args({n, 256, 56, 64, 1, 1, impl, Threads});
+            b->Args({n, 64, 56, 64, 1, 1, impl, Threads});
+        }
 }
 
 BENCHMARK(BM_Qconv)

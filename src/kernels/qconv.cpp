@@ -371,8 +371,9 @@ struct Plan {
     int64_t cap = 0;  ///< a7: list entries the high bits may take before they go dense
     std::size_t nhwc = 0, wide = 0, cols = 0, ctmp = 0, gemm = 0, per_thread = 0, total = 0;
     /// a7: the low bits (in_bytes), the lists' offsets (a u32 per input pixel), and the lists or
-    /// the dense high bits, each followed by the padding's.
-    std::size_t lo = 0, off = 0, high = 0;
+    /// the dense high bits, each followed by the padding's; a byte per output pixel of the
+    /// chunk: whether any of its taps' lists has an element (QRowsA::hi_any).
+    std::size_t lo = 0, off = 0, high = 0, any = 0;
 };
 
 Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
@@ -408,6 +409,7 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
         p.off = align64(static_cast<std::size_t>(pix_in) * 4);
         p.high = align64(std::max(2 * static_cast<std::size_t>(p.cap + s.c + 1),
                                   in_bytes + static_cast<std::size_t>(s.c)));
+        p.any = align64(static_cast<std::size_t>(pix));
     }
     // im2col rows, or for qgemm_rows a row of the x zero point (cg elements) and the chunk's A
     // row pointers (one per pixel and kernel tap).
@@ -418,7 +420,7 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     p.cols = align64(std::max(im2col, p.a7 ? 2 * pointers : pointers));  // a7: the high bits'
     p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
-    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm + p.lo + p.off + p.high;
+    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm + p.lo + p.off + p.high + p.any;
     p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
     return p;
 }
@@ -487,6 +489,7 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
         auto* lo = reinterpret_cast<std::uint8_t*>(gws + plan.gemm);
         auto* hi_off = reinterpret_cast<std::uint32_t*>(gws + plan.gemm + plan.lo);
         unsigned char* high = gws + plan.gemm + plan.lo + plan.off;
+        auto* any = reinterpret_cast<std::uint8_t*>(high + plan.high);
         for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
             const int64_t n = ci / plan.slices, r0 = ci % plan.slices * plan.rows;
             const int64_t r1 = std::min(s.oh, r0 + plan.rows);
@@ -564,6 +567,13 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                             },
                             hp);
                         a.hi = hp;
+                        // Whether any tap of each output pixel has a high bit: computed once
+                        // here, not by every tile of every column panel.
+                        std::fill_n(any, a.m, std::uint8_t{0});
+                        for (int64_t sg = 0; sg < a.segments; ++sg)
+                            for (int64_t i = 0; i < a.m; ++i)
+                                any[i] |= hp[sg * a.m + i][0] != 0 ? 1 : 0;
+                        a.hi_any = any;
                     } else {
                         std::uint8_t* zero_row = high + pix_in * s.c;
                         std::memset(zero_row, zp, static_cast<std::size_t>(s.c));

@@ -263,11 +263,15 @@ bool qgemm_packed(std::int64_t m, const void* a, std::int64_t lda, const PackedQ
 ///   hi_rows: per (segment, row) the high bits as elements of 0 or 1 (a >> 7), read like
 ///       `rows` and multiplied like them, the sums then times 128.
 /// Exactly one of them is given for such a B, neither for any other.
+/// With `hi`, `hi_any` (optional) holds a byte per row, 0 when none of the row's lists has an
+/// element: qgemm_rows then skips the row's lists (the caller makes it once per product, where
+/// each tile would read every (segment, row) list of its rows once per column panel).
 struct QRowsA {
     std::int64_t m = 0, segments = 1, seg = 0;
     const std::uint8_t* const* rows = nullptr;
     const std::uint16_t* const* hi = nullptr;
     const std::uint8_t* const* hi_rows = nullptr;
+    const std::uint8_t* hi_any = nullptr;
 };
 
 /// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).

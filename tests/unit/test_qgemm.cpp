@@ -818,8 +818,9 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
     // its high bits as per-(segment, row) lists of offsets or as dense rows of 0/1, and must give
     // the exact s32 sums of the whole values for any s8 (or u8) B: B over its full range with
     // -128 and +-127 in every column, A with no, few (2%), many (40%) and all values of 128 and
-    // more (255 in places), K blocks crossed inside segments, partial panels and tiles.
-    // qgemm_packed refuses such a B; other families pack their one layout.
+    // more (255 in places), K blocks crossed inside segments, partial panels and tiles; the
+    // lists with and without QRowsA::hi_any. qgemm_packed refuses such a B; other families pack
+    // their one layout.
     const std::vector<QIsa> isas = qisas();
     const bool have_avx2 = std::find(isas.begin(), isas.end(), QIsa::avx2) != isas.end();
     if (!have_avx2) {
@@ -884,6 +885,12 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
                     }
                 std::vector<const uint16_t*> list_ptrs;
                 for (const auto& l : lists) list_ptrs.push_back(l.data());
+                // QRowsA::hi_any: per row, whether any of its segments' lists has an element.
+                std::vector<uint8_t> any(static_cast<std::size_t>(m), 0);
+                for (int64_t sg = 0; sg < sh.segments; ++sg)
+                    for (int64_t i = 0; i < m; ++i)
+                        any[static_cast<std::size_t>(i)] |=
+                            lists[static_cast<std::size_t>(sg * m + i)][0] != 0 ? 1 : 0;
                 QGemmParams p;
                 p.a_zero = static_cast<int32_t>(rng() % 128);
                 p.b_zero = b_unsigned ? 128 : 0;
@@ -893,8 +900,11 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
                     for (int64_t j = 0; j < n; ++j)
                         want[static_cast<std::size_t>(i * n + j)] =
                             static_cast<int32_t>(ref_dot(a, b, i, j, k, n, p.a_zero, b_unsigned));
-                for (bool dense : {false, true}) {
-                    INFO((dense ? "high bits dense" : "high bits as lists"));
+                for (int mode : {0, 1, 2}) {
+                    const bool dense = mode == 2;
+                    INFO((dense       ? "high bits dense"
+                          : mode == 1 ? "high bits as lists, rows without any marked"
+                                      : "high bits as lists"));
                     dsinfer::detail::QRowsA ra;
                     ra.m = m;
                     ra.segments = sh.segments;
@@ -904,6 +914,7 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
                         ra.hi_rows = hi_rows.data();
                     else
                         ra.hi = list_ptrs.data();
+                    if (mode == 1) ra.hi_any = any.data();
                     std::vector<int32_t> c(static_cast<std::size_t>(m * n), 7);
                     dsinfer::detail::qgemm_rows(ra, packed, c.data(), n, p);
                     int64_t bad = 0;
