@@ -74,9 +74,12 @@ struct RunCtx {
     ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
     /// The epilogue a full tile (MR rows, a whole panel) may store inline, its accumulators
     /// still in registers (store_inline in qgemm_kernels.inc), none needing row terms: u8/s8
-    /// without a residual (with finite multipliers: TileStore::inline_store), f32 with no
-    /// activation or Relu; none: every tile goes through store_tile.
-    enum class Inline : unsigned char { none, q8, f32 } inline_store;
+    /// without a residual (with finite multipliers: TileStore::inline_store), u8/s8 with a
+    /// residual (q8_add), f32 with no activation or Relu; none: every tile goes through
+    /// store_tile.
+    /// q8_add: u8/s8 with the fused QLinearAdd of a residual read in place (residual_col 1)
+    /// and small multipliers (add_small).
+    enum class Inline : unsigned char { none, q8, q8_add, f32 } inline_store;
 };
 
 /// Where one tile's result goes (see store_tile in qgemm_kernels.inc).
@@ -727,6 +730,9 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
     if (!zb_nonzero) {
         if ((p.out == QGemmOutput::u8 || p.out == QGemmOutput::s8) && p.residual == nullptr)
             r.inline_store = RunCtx::Inline::q8;
+        else if ((p.out == QGemmOutput::u8 || p.out == QGemmOutput::s8) && p.residual_col == 1 &&
+                 r.add_small)
+            r.inline_store = RunCtx::Inline::q8_add;
         else if (p.out == QGemmOutput::f32 &&
                  (p.act.kind == Activation::none || p.act.kind == Activation::relu))
             r.inline_store = RunCtx::Inline::f32;
