@@ -194,11 +194,23 @@ inline __m256i dot_bytes(__m256i acc, __m256i a, __m256i b) noexcept {
     return _mm256_add_epi32(acc,
                             _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
 }
+/// Sixteen s16 ones, dot_bytes2's vpmaddwd operand from memory.
+alignas(32) constexpr std::int16_t kOnes16[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 /// acc + the dot products of two groups (A's lanes a0, a1 broadcast, B's b0, b1): vpmaddubsw of
-/// each, added in s16, widened by vpmaddwd with ones.
+/// each, added in s16, widened by vpmaddwd with the ones read from memory (a folded load: the
+/// paired tile's 8 sums, B's four vectors, A's two broadcasts and two products fill the 16 ymm
+/// registers; written as intrinsics GCC keeps the ones in a register and a sum on the stack).
+/// The asm fixes the order of the two vpmaddubsw and the s16 add: exact for the B pack_qb cut.
 inline __m256i dot_bytes2(__m256i acc, __m256i a0, __m256i a1, __m256i b0, __m256i b1) noexcept {
-    const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+    __m256i t, u;
+    __asm__(
+        "vpmaddubsw %3, %2, %0\n\t"
+        "vpmaddubsw %5, %4, %1\n\t"
+        "vpaddw %1, %0, %0\n\t"
+        "vpmaddwd %6, %0, %0"
+        : "=&x"(t), "=&x"(u)
+        : "x"(a0), "x"(b0), "x"(a1), "x"(b1), "m"(*reinterpret_cast<const __m256i*>(kOnes16)));
+    return _mm256_add_epi32(acc, t);
 }
 }  // namespace avx2_dots
 
@@ -209,12 +221,16 @@ using namespace avx2_dots;
 
 namespace avx2_paired {
 using namespace avx2_dots;
-// (Written as intrinsics, GCC keeps B in four registers and two of the 12 sums on the stack.
-// Hand-written steps with B and the ones as memory operands and A broadcast for each 8 columns,
-// every sum in a register, measured 7-16% slower on Zen 3: bench_qgemm impl 5, 64 x 4096 x
-// 4096 and 1024 x 768 x 3072, 5 alternating rounds.)
+// Tiles of 4 x 16 (8 sums): with B's four vectors held for a step, the tile's registers fit
+// only with the ones from memory (dot_bytes2). Against 6 x 16 tiles with two of the 12 sums on
+// the stack, bench_qgemm impl 5 and 8, 1 thread, AVX2 Zen 3, min of 4 alternating rounds:
+// BERT-base's 1024 x 768 x 3072 +9-11%, 1024 x 3072 x 768 +1.5-2%, 1024 x 768 x 768 +0.5-1%,
+// M = 128 and the MLP's M = 64 +0.1-2.5%; 6 x 16 with the ones from memory 5% below 4 x 16.
+// (Hand-written 6 x 16 steps with B and the ones as memory operands, A broadcast for each 8
+// columns, measured 7-16% slower: the loads.)
 #define QG_DOT2(acc, a0, a1, b0, b1) \
     ((VU)dot_bytes2((__m256i)(acc), (__m256i)(a0), (__m256i)(a1), (__m256i)(b0), (__m256i)(b1)))
+#define QG_MR 4
 #include "kernels/qgemm_avx2_bytes.inc"
 }  // namespace avx2_paired
 #if defined(__clang__)
@@ -234,7 +250,7 @@ inline VU4 dot2(VU4 acc, VU4 a, VU4 b) noexcept {
     return acc + alo * blo + ahi * bhi;
 }
 #define QG_W 4
-#define QG_MR 4
+#define QG_MR 6
 #define QG_KC 512
 #define QG_MC 96
 #define QG_SPLIT_ROWS 0

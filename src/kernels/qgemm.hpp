@@ -44,7 +44,8 @@
 //                which saturates instead); a lane sums the two values of rows 2h, 2h + 1 of
 //                one group.
 //                  QBForm::paired, two groups (8 rows of K) a step: two vpmaddubsw added in
-//                s16 by vpaddw, then one vpmaddwd by ones and vpaddd: 64 multiply-adds for 3;
+//                s16 by vpaddw, then one vpmaddwd by ones and vpaddd: 64 multiply-adds for 3
+//                (tiles of 4 x 16: B's four vectors and 8 sums in registers, the ones in memory);
 //                a lane sums four values, rows 2h, 2h + 1 of both groups. Which groups share a
 //                step is chosen per K block and panel (PackedQB::order, within windows of 32
 //                groups) so that few lanes exceed the bounds; B's slice is stored in that order
