@@ -250,7 +250,7 @@ inline VU4 dot2(VU4 acc, VU4 a, VU4 b) noexcept {
     return acc + alo * blo + ahi * bhi;
 }
 #define QG_W 4
-#define QG_MR 6
+#define QG_MR 4
 #define QG_KC 512
 #define QG_MC 96
 #define QG_SPLIT_ROWS 0
