@@ -5,8 +5,8 @@
 //        [--peers DIR]
 //
 // Loads onnxruntime-node and makes the inputs as ../shared/peers/ort_bench.mjs does (its
-// common.mjs: the same seed, the same fill; --peers, else $PEERS_DIR, else /tmp/peers, where
-// "setup.sh DIR" installed it), runs the model --runs times (default 6) with the session's
+// common.mjs: the same seed, the same fill; onnxruntime-node from --peers DIR, else where the
+// harness looks: $PEERS_NODE_DIR, $PEERS_DIR, its default; "setup.sh DIR" installs it), runs the model --runs times (default 6) with the session's
 // profiler on (enableProfiling: a Chrome-trace JSON with one "<node>_kernel_time" event per
 // node per run), and prints, from the last runs (all but the first two), each node's median
 // kernel time and op type, then the sum per op type, as tab-separated lines:
@@ -38,7 +38,7 @@ for (let i = 2; i < process.argv.length; i++) {
 if (!a.model) throw new Error('--model is required');
 if (!(a.runs >= 3)) throw new Error('--runs must be at least 3');
 
-const { ort } = loadOrt(a.peers ?? process.env.PEERS_DIR ?? '/tmp/peers');
+const { ort } = loadOrt(a.peers);  // --peers, else the harness's $PEERS_NODE_DIR / $PEERS_DIR / default
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ort-profile-'));
 const opts = sessionOptions(a);
 opts.enableProfiling = true;
