@@ -6,9 +6,9 @@
 //
 // Loads onnxruntime-node and makes the inputs as ../shared/peers/ort_bench.mjs does (its
 // common.mjs: the same seed, the same fill; onnxruntime-node from --peers DIR, else where the
-// harness looks: $PEERS_NODE_DIR, $PEERS_DIR, its default; "setup.sh DIR" installs it), runs the model --runs times (default 6) with the session's
-// profiler on (enableProfiling: a Chrome-trace JSON with one "<node>_kernel_time" event per
-// node per run), and prints, from the last runs (all but the first two), each node's median
+// harness looks: $PEERS_NODE_DIR, $PEERS_DIR, its default; "setup.sh DIR" installs it), runs
+// the model --runs times (default 6) with the session's profiler on (enableProfiling: a
+// Chrome-trace JSON with one "<node>_kernel_time" event per node per run), and prints, from the last runs (all but the first two), each node's median
 // kernel time and op type, then the sum per op type, as tab-separated lines:
 //   node <name> <op> <ms>   and   op <op> <ms> <nodes>   and   total <ms>
 // Node names are ONNX Runtime's (after its own fusions: "n_Conv_3_token_1" for "n_Conv_3");
