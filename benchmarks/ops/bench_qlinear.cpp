@@ -6,6 +6,9 @@
 //   BM_QLinearAdd/<backend>, BM_QLinearGlobalAveragePool/<backend>, BM_QLinearSigmoid/<backend>:
 //     ResNet-50's residual add [8, 256, 56, 56] u8, its final pool [8, 2048, 7, 7] u8, and a
 //     sigmoid over [8, 256, 56, 56] u8; backend 0 = "cpu" (fast kernels), 1 = "reference".
+//   BM_DynamicQuantizeLinear/<backend>/<width>: BERT-base's activations [8, 128, width] f32
+//     (width 768: a layer's input; 3072: the FFN's inner activation) to u8 with their scale and
+//     zero point, as DynamicQuantizeMatMul quantizes its A.
 //   BM_MaxPoolU8/<backend>: ResNet-50's stem MaxPool (3x3, stride 2, pads 1) on [8, 64, 112, 112]
 //     u8, as QDQ ResNets run it after the fusion pass.
 // Times include the executor's per-run work (output allocation). Threads: DSINFER_BENCH_THREADS
@@ -148,6 +151,27 @@ void BM_QLinearSigmoid(benchmark::State& state) {
 BENCHMARK(BM_QLinearAdd)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_QLinearGlobalAveragePool)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_QLinearSigmoid)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_DynamicQuantizeLinear(benchmark::State& state) {
+    const bool reference = state.range(0) != 0;
+    const Shape xs{kBatch, kSeq, state.range(1)};
+    Graph g;
+    g.opset_imports = {{"", 17}};
+    const ValueId x = g.add_value("x", DType::f32, SymbolicShape::from(xs));
+    g.inputs.push_back(x);
+    const ValueId y = g.add_value("y"), s = g.add_value("s"), z = g.add_value("z");
+    g.add_node("DynamicQuantizeLinear", {x}, {y, s, z}, "dql");
+    g.outputs = {y, s, z};
+    EngineOptions o;
+    o.backends = {reference ? "reference" : "cpu"};
+    o.num_threads = bench_threads();
+    const InferenceEngine e = InferenceEngine::compile(std::move(g), o);
+    run_loop(state, e, {{"x", random_f32(xs, 7)}}, xs.num_elements());
+}
+BENCHMARK(BM_DynamicQuantizeLinear)
+    ->ArgsProduct({{0, 1}, {768, 3072}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_MaxPoolU8(benchmark::State& state) {
     const bool reference = state.range(0) != 0;
