@@ -250,13 +250,17 @@ TEST_CASE("qlinear: fast QLinearAdd / QLinearMul equal the reference bitwise",
             for (const Shapes& s : shapes) {
                 std::uint32_t seed = 5;
                 const Tensor a = q8_tensor(s.a, u, seed++), b = q8_tensor(s.b, u, seed++);
-                // zero points: interior, both ends; scales: mild and saturating.
+                // zero points: interior, both ends; scales: mild and saturating; then either
+                // side of the fast kernels' lean-store bound (every |value| below 2^22: Add
+                // (|ra| + |rb|) * 255, Mul |ra| * 255 * 255): Add 16448 and 16449, Mul 64
+                // and 65.
                 const int zs[][3] = {{u ? 128 : 0, u ? 3 : -7, u ? 120 : 1},
                                      {u ? 0 : -128, u ? 255 : 127, u ? 255 : -128},
                                      {u ? 255 : 127, u ? 0 : -128, u ? 0 : 127}};
-                const float scales[][3] = {{0.02f, 0.03f, 0.05f},
-                                           {0.5f, 0.7f, 1e-3f},
-                                           {1e-30f, 3e30f, 7e-7f}};
+                const float scales[][3] = {{0.02f, 0.03f, 0.05f},  {0.5f, 0.7f, 1e-3f},
+                                           {1e-30f, 3e30f, 7e-7f}, {8224.f, 8224.f, 1.f},
+                                           {8225.f, 8224.f, 1.f},  {8.f, 8.f, 1.f},
+                                           {8.f, 8.125f, 1.f}};
                 for (const auto& z : zs)
                     for (const auto& sc : scales) {
                         INFO(op << (u ? " u8 " : " s8 ") << a.shape().to_string() << " x "
