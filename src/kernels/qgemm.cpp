@@ -73,12 +73,11 @@ struct RunCtx {
     bool add_small;
     ActivationLoop act_loop;       ///< the vector loop of a non-Relu activation, or null
     /// The epilogue a full tile (MR rows, a whole panel) may store inline, its accumulators
-    /// still in registers (store_inline in qgemm_kernels.inc), none needing row terms: u8/s8
-    /// without a residual (with finite multipliers: TileStore::inline_store), u8/s8 with a
-    /// residual (q8_add), f32 with no activation or Relu; none: every tile goes through
+    /// still in registers (store_inline in qgemm_kernels.inc), none needing row terms: q8,
+    /// u8/s8 without a residual (with finite multipliers: TileStore::inline_store); q8_add,
+    /// u8/s8 with the fused QLinearAdd of a residual read in place (residual_col 1) and small
+    /// multipliers (add_small); f32, no activation or Relu; none: every tile goes through
     /// store_tile.
-    /// q8_add: u8/s8 with the fused QLinearAdd of a residual read in place (residual_col 1)
-    /// and small multipliers (add_small).
     enum class Inline : unsigned char { none, q8, q8_add, f32 } inline_store;
 };
 
