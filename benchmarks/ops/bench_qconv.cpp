@@ -125,7 +125,8 @@ void BM_Qconv(benchmark::State& state) {
                               " u8 nhwc relu-x",
                               " u8 nhwc relu-x + residual"};
         state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
-                       (packed.a7() ? "-a7" : "") + what[impl]);
+                       (packed.a7() ? packed.groups.front().a7_pairs ? "-a7p" : "-a7" : "") +
+                       what[impl]);
         for (auto _ : state) {
             d::qconv(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
             benchmark::ClobberMemory();
@@ -185,6 +186,7 @@ void shapes(benchmark::internal::Benchmark* b) {
             b->Args({n, 2048, 7, 512, 1, 1, impl, Threads});
             b->Args({n, 256, 56, 64, 1, 1, impl, Threads});
             b->Args({n, 64, 56, 64, 1, 1, impl, Threads});
+            b->Args({n, 128, 28, 512, 1, 1, impl, Threads});
         }
 }
 

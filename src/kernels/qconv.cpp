@@ -431,6 +431,14 @@ std::size_t out_size(QGemmOutput o) noexcept {
 
 }  // namespace
 
+/// The smallest K for which the INT8 convolution packs the paired byte form for 7-bit A
+/// (QBForm::paired_a7: 4 x 16 tiles, two groups a step) rather than a group a step (bytes_a7,
+/// 6 x 16 tiles). bench_qconv impl 5 and 6 (ResNet-50 QDQ's shapes, per-channel weights, ReLU
+/// inputs), n 1, 1 thread, AVX2 Zen 3, min of 5 alternating rounds, paired against a group a
+/// step: K 64 (1x1 from 64 channels, 28-45% of the steps lone) 0.86-0.96x, K 128 (1x1 128 ->
+/// 512 at 28x28) 0.93x, K 256 1.02-1.04x, K 576 (3x3 64) 1.01-1.03x, K 512-4608 1.05-1.14x.
+constexpr int64_t kPairedA7MinK = 256;
+
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa,
                                 bool a7) {
     PackedQConvW out;
@@ -451,7 +459,9 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
         // byte forms with corrections).
         const bool split = a7 && s.group == 1 && cg % 4 == 0 && cg <= 65535;
         out.groups.push_back(pack_qb(t.data(), w_unsigned, k, mg, /*transposed=*/true, isa,
-                                     split ? QBForm::bytes_a7 : QBForm::wide));
+                                     !split               ? QBForm::wide
+                                     : k >= kPairedA7MinK ? QBForm::paired_a7
+                                                          : QBForm::bytes_a7));
     }
     return out;
 }

@@ -87,7 +87,8 @@ struct PackedQConvW {
 /// Packs OIHW weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` for `isa` (as
 /// pack_qb). Throws std::bad_alloc when memory runs out.
 /// On the avx2 family the weights go in the 16-bit form, or with `a7` (one group, channels a
-/// multiple of 4, at most 65,535) in the byte form for 7-bit A (QBForm::bytes_a7): qconv then
+/// multiple of 4, at most 65,535) in a byte form for 7-bit A (QBForm::paired_a7 for K of at
+/// least 256, else bytes_a7: measured per K, qconv.cpp kPairedA7MinK): qconv then
 /// gives qgemm_rows the input's low 7 bits and, apart, its high bits, as per-pixel lists of the
 /// channels that have one when they are at most 1 in 16 of the bytes (ReLU outputs of zero
 /// point 0 mostly are: 0.6% over ResNet-50 QDQ's convolutions), else as a second pass of 0/1

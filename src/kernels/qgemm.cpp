@@ -272,7 +272,8 @@ const Family& family(QIsa isa) noexcept {
 /// The family b was packed for (the avx2 family has two forms).
 const Family& family_of(const PackedQB& b) noexcept {
 #if DSINFER_QGEMM_X86
-    if (b.fixed() || b.a7()) return b.paired() ? avx2_paired::kFamily : avx2_bytes::kFamily;
+    if (b.fixed() || b.a7())
+        return b.paired() || b.a7_pairs ? avx2_paired::kFamily : avx2_bytes::kFamily;
 #endif
     return family(b.isa);
 }
@@ -563,15 +564,17 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     // The avx2 byte forms (qgemm.hpp): automatic packs the paired one, counting the corrections
     // a group a step would need as well, and packs again in the form that costs least.
 #if DSINFER_QGEMM_X86
-    // The form for 7-bit A: the group-a-step byte layout, no cuts, and B's rows for A's high bits.
-    const bool a7 = isa == QIsa::avx2 && form == QBForm::bytes_a7;
+    // The forms for 7-bit A: the byte layout in K order, no cuts, B's rows for A's high bits; a
+    // group a step, or two (a7_pairs) except where a lane could overflow.
+    const bool a7_pairs = isa == QIsa::avx2 && form == QBForm::paired_a7;
+    const bool a7 = a7_pairs || (isa == QIsa::avx2 && form == QBForm::bytes_a7);
     const bool bytes = isa == QIsa::avx2 && form != QBForm::wide && !a7;
     const bool paired = bytes && form != QBForm::bytes;  // automatic packs the paired form first
-    const Family& f = a7 || (bytes && !paired) ? avx2_bytes::kFamily
-                      : paired                 ? avx2_paired::kFamily
-                                               : family(isa);
+    const Family& f = (a7 && !a7_pairs) || (bytes && !paired) ? avx2_bytes::kFamily
+                      : paired || a7_pairs                    ? avx2_paired::kFamily
+                                                              : family(isa);
 #else
-    const bool a7 = false, bytes = false, paired = false;
+    const bool a7 = false, a7_pairs = false, bytes = false, paired = false;
     const Family& f = family(isa);
 #endif
     PackedQB out;
@@ -615,6 +618,11 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             std::default_delete<std::uint16_t[]>());
     }
     out.seven_bit_a = a7;
+    out.a7_pairs = a7_pairs;
+    if (a7_pairs)  // QBForm::paired_a7's lone steps: two words per K block and panel
+        out.a7_lone = std::shared_ptr<std::uint64_t>(
+            new std::uint64_t[static_cast<std::size_t>(blocks * panels * 2)](),
+            std::default_delete<std::uint64_t[]>());
     // Block kb (rows [kb, kb + kc) of the padded K) starts at lane (kb / g) * panels * nr; in
     // it, panel pi at pi * (kc / g) * nr, holding kc / g groups of nr lanes.
     parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
@@ -653,6 +661,27 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                 if (bytes)
                     cut_block(vals.data(), kc, nr, paired ? 2 : 1, ord,
                               &fixes[static_cast<std::size_t>((kb / f.kc * panels + pi) * 4)]);
+                if (a7_pairs) {
+                    // Step s is lone where a lane (rows 2h, 2h + 1 of groups 2s and 2s + 1, one
+                    // column) has positive values summing past 258 or negative ones past -258:
+                    // with A below 128 its s16 sum could pass 127 * 258 = 32,766.
+                    std::uint64_t* const lone = out.a7_lone.get() + (kb / f.kc * panels + pi) * 2;
+                    for (int64_t s = 0; 2 * s + 1 < kc / 4; ++s)
+                        for (int64_t lane_at = 0; lane_at < 2 * nr; ++lane_at) {
+                            const int64_t h = lane_at / nr, j = lane_at % nr;
+                            std::int32_t pos = 0, neg = 0;
+                            for (int64_t q = 0; q < 2; ++q)
+                                for (int64_t e = 0; e < 2; ++e) {
+                                    const std::int32_t v = vals[static_cast<std::size_t>(
+                                        ((2 * s + q) * 4 + 2 * h + e) * nr + j)];
+                                    (v > 0 ? pos : neg) += std::abs(v);
+                                }
+                            if (pos > 258 || neg > 258) {
+                                lone[s / 64] |= std::uint64_t{1} << (s % 64);
+                                break;
+                            }
+                        }
+                }
                 for (int64_t gg = 0; gg < kc / g; ++gg)
                     for (int64_t j = 0; j < nr; ++j) {
                         std::uint32_t x = 0;

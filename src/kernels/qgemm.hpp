@@ -73,6 +73,15 @@
 //                point below 128 (ReLU outputs: 0.02% of the bytes ResNet-50 QDQ's convolutions
 //                read after its first have a high bit), at the byte form's rate instead of the
 //                16-bit form's.
+//                  QBForm::paired_a7, for A of 7 bits: two groups a step in K order (groups
+//                2s, 2s + 1 of a K block, the paired form's dot_bytes2, 4 x 16 tiles) and no
+//                cuts: a lane sums four products of at most 127 each, exact while B's positive
+//                values of the lane add up to at most 258 and its negative ones to at least -258
+//                (127 * 258 = 32,766); the steps where a lane of the panel passes that
+//                (PackedQB::a7_lone, bits per K block and panel) take their groups one at a
+//                time, as does a group that a run of qgemm_rows (a segment, a K block) starts
+//                or ends inside a step. ResNet-50 QDQ's weights: 0.5-11% of the steps lone
+//                where K >= 256, 20-45% at K 64-128.
 //   baseline     tiles of 4 x 8, the avx2 layout, GCC vector extensions (any target).
 // Layout of packed B: K padded with zeros to a multiple of 4 (kp), cut into blocks of `kc`
 // rows; a block holds the column panels (nr columns, zero-padded), each [kc / g][nr][g] with
@@ -137,6 +146,13 @@ enum class QBForm {
     /// and, apart, their high bits (QRowsA::hi, hi_rows). Only the avx2 family has it; the others
     /// pack their one layout.
     bytes_a7,
+    /// The byte form for 7-bit A, two groups a step in K order (groups 2s, 2s + 1 of a K
+    /// block), B not cut: a lane's four products sum to at most 127 * 258 = 32,766 in magnitude
+    /// when B's positive values of the lane add up to at most 258 and its negative ones to at
+    /// least -258, and the steps where some lane of the panel does not (PackedQB::a7_lone) take
+    /// their two groups one at a time. The layout of bytes_a7, read the same way (qgemm_rows
+    /// only), in tiles of 4 x 16.
+    paired_a7,
 };
 
 /// A packed constant B. Immutable after pack_qb; shared by concurrent runs.
@@ -162,14 +178,20 @@ struct PackedQB {
     /// kb (rows of kp), panel p at order[(kb / 4) * panels + p * (kc_b / 4)], kc_b the block's
     /// rows, as B's lanes.
     std::shared_ptr<std::uint16_t> order;
-    /// In QBForm::bytes_a7 (the high bits of A multiply B's rows as packed: qgemm_rows takes
-    /// each row's values out of its group's lanes).
+    /// In QBForm::bytes_a7 or paired_a7 (the high bits of A multiply B's rows as packed:
+    /// qgemm_rows takes each row's values out of its group's lanes).
     bool seven_bit_a = false;
-    /// In an avx2 byte form with corrections.
+    /// In QBForm::paired_a7: two groups a step in K order, except the steps of a7_lone.
+    bool a7_pairs = false;
+    /// QBForm::paired_a7 only: per K block and panel, two 64-bit words whose bit s is set
+    /// where some lane of step s (groups 2s, 2s + 1 of the block) passes the bounds; block kb
+    /// (rows of kp), panel p at a7_lone[(kb / kc * panels + p) * 2].
+    std::shared_ptr<std::uint64_t> a7_lone;
+    /// In an avx2 byte form with corrections (bytes, paired).
     bool fixed() const noexcept { return fix_index != nullptr; }
-    /// In the paired byte form (two groups of K a step; else, when fixed(), one).
+    /// In the paired byte form (two groups of K a step, in `order`; else, when fixed(), one).
     bool paired() const noexcept { return order != nullptr; }
-    /// In the byte form for 7-bit A (QBForm::bytes_a7): qgemm_rows only, with A split.
+    /// In a byte form for 7-bit A (QBForm::bytes_a7, paired_a7): qgemm_rows only, A split.
     bool a7() const noexcept { return seven_bit_a; }
     /// (K block, panel, class) slots of fix_index.
     std::int64_t fix_slots() const noexcept {
@@ -183,7 +205,9 @@ struct PackedQB {
                static_cast<std::uint64_t>(n) * 4u +
                static_cast<std::uint64_t>(fix_count()) * sizeof(QFix) +
                (fixed() ? static_cast<std::uint64_t>(fix_slots() + 1) * 8u : 0u) +
-               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u);
+               (order != nullptr ? static_cast<std::uint64_t>(kp / 4 * panels) * 2u : 0u) +
+               (a7_lone != nullptr ? static_cast<std::uint64_t>((kp + kc - 1) / kc * panels) * 16u
+                                   : 0u);
     }
 };
 

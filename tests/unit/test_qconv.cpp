@@ -530,7 +530,8 @@ TEST_CASE(
     "[fast][qconv]") {
     // u8 x of a constant zero point below 128, W without a zero-point term (s8 of 0 or none, u8
     // of 128), one group, channels a multiple of 4: on the avx2 family W is packed in the byte
-    // form for 7-bit A (algorithm "...-avx2-a7") and x's bytes are split into their low 7 bits
+    // form for 7-bit A (algorithm "...-avx2-a7", "-a7p" paired from K = 256 on: 288, 576 and
+    // 4608 here) and x's bytes are split into their low 7 bits
     // and their high bits, as lists per pixel where at most 1 in 16 bytes have one, else dense;
     // per chunk of output rows (the wide image: its top quarter all high, its chunks below
     // sparse). Other families (VNNI, baseline) run these cases in their own forms.
@@ -561,9 +562,11 @@ TEST_CASE(
             k.bias_scale = 3000.f;
             const std::string algorithm = check_case(k, seed++);
             INFO(describe(k) << ": " << algorithm);
-            if (algorithm.find("-avx2") != std::string::npos)
+            if (algorithm.find("-avx2") != std::string::npos) {
                 CHECK(algorithm.find("-a7") != std::string::npos);
-            else
+                // Two groups a step (paired_a7) from K = 256 on (qconv.cpp kPairedA7MinK).
+                CHECK((algorithm.find("-a7p") != std::string::npos) == (k.c * k.kh * k.kw >= 256));
+            } else
                 CHECK(algorithm.find("-a7") == std::string::npos);
         }
     // Not in the form: a zero point of 128 and more, s8 x, a weight zero-point term (3, or u8 W

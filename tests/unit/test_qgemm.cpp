@@ -831,97 +831,147 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
                         .a7());
         return;
     }
+    // QBForm::paired_a7 the same, two groups a step in K order except where a lane of four
+    // values could pass the 7-bit bounds (+-258): B over its full range has many such lone
+    // steps, B of at most 60 in magnitude none but for lanes put at the bounds (258 and -258
+    // in even columns, paired; 259 and -259 in odd ones, lone); segments of 4 and 12 values
+    // start runs between a step's two groups; high -1: A's values all 127 or 255 (low bits
+    // 127, the largest sums).
     struct Shape {
         int64_t m, segments, seg, n;
     };
-    const Shape shapes[] = {{1, 1, 4, 1},     {5, 3, 4, 31},    {13, 9, 64, 33},
+    const Shape shapes[] = {{1, 1, 4, 1},     {5, 3, 4, 31},    {13, 9, 64, 33}, {11, 9, 12, 40},
                             {37, 9, 16, 100}, {29, 3, 512, 40}, {49, 9, 512, 17}};
-    for (const Shape& sh : shapes)
-        for (int high : {0, 20, 400, 1000})
-            for (bool b_unsigned : {false, true}) {
-                const int64_t m = sh.m, k = sh.segments * sh.seg, n = sh.n;
-                INFO("m " << m << " segments " << sh.segments << " seg " << sh.seg << " n " << n
-                          << " high per mille " << high << (b_unsigned ? " u8 B" : " s8 B"));
-                std::mt19937 rng(static_cast<unsigned>(m * 31 + k * 7 + n + high));
-                std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
-                for (auto& v : b) v = static_cast<uint8_t>(rng() % 256);
-                for (int64_t j = 0; j < n && k >= 3; ++j) {  // the extremes in every column
-                    b[static_cast<std::size_t>(j)] = b_unsigned ? 0 : 0x80;  // -128 as stored
-                    b[static_cast<std::size_t>(n + j)] = b_unsigned ? 255 : 127;
-                    b[static_cast<std::size_t>(2 * n + j)] = b_unsigned ? 1 : 0x81;  // -127
-                }
-                const PackedQB packed = dsinfer::detail::pack_qb(b.data(), b_unsigned, k, n, false,
-                                                                 QIsa::avx2, QBForm::bytes_a7);
-                REQUIRE(packed.a7());
-                CHECK_FALSE(packed.fixed());
-                // B held once, as bytes (the high bits read B's rows out of the packed lanes).
-                CHECK(packed.bytes() ==
-                      static_cast<std::uint64_t>(packed.panels * packed.nr * packed.kp + 4 * n));
-                // A: m rows of K, each segment its own run of a pool; the split copies.
-                std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
-                for (auto& v : a) {
-                    const bool hi = static_cast<int>(rng() % 1000) < high;
-                    v = static_cast<uint8_t>(hi ? 128 + rng() % 128 : rng() % 128);
-                }
-                if (high > 0) a[0] = 255;
-                std::vector<uint8_t> lo(a.size()), hib(a.size());
-                for (std::size_t q = 0; q < a.size(); ++q) {
-                    lo[q] = a[q] & 127;
-                    hib[q] = a[q] >> 7;
-                }
-                std::vector<const uint8_t*> rows, hi_rows;
-                std::vector<std::vector<uint16_t>> lists;
-                for (int64_t s = 0; s < sh.segments; ++s)
-                    for (int64_t i = 0; i < m; ++i) {
-                        const std::size_t at = static_cast<std::size_t>(i * k + s * sh.seg);
-                        rows.push_back(lo.data() + at);
-                        hi_rows.push_back(hib.data() + at);
-                        std::vector<uint16_t> l{0};
-                        for (int64_t e = 0; e < sh.seg; ++e)
-                            if (hib[at + static_cast<std::size_t>(e)] != 0)
-                                l.push_back(static_cast<uint16_t>(e));
-                        l[0] = static_cast<uint16_t>(l.size() - 1);
-                        lists.push_back(std::move(l));
+    for (const QBForm form : {QBForm::bytes_a7, QBForm::paired_a7})
+        for (const int b_range : {256, 121})
+            for (const Shape& sh : shapes)
+                for (int high : {0, 20, 400, 1000, -1})
+                    for (bool b_unsigned : {false, true}) {
+                        const bool pairs = form == QBForm::paired_a7;
+                        if (!pairs && b_range != 256) continue;
+                        const int64_t m = sh.m, k = sh.segments * sh.seg, n = sh.n;
+                        INFO((pairs ? "paired_a7" : "bytes_a7")
+                             << " B in +-" << b_range / 2 << " m " << m << " segments "
+                             << sh.segments << " seg " << sh.seg << " n " << n << " high per mille "
+                             << high << (b_unsigned ? " u8 B" : " s8 B"));
+                        std::mt19937 rng(static_cast<unsigned>(m * 31 + k * 7 + n + high));
+                        std::vector<uint8_t> b(static_cast<std::size_t>(k * n));
+                        for (auto& v : b)  // b_range 256: any byte; else |b| <= 60 (as stored)
+                            v = static_cast<uint8_t>(b_range == 256
+                                                         ? rng() % 256
+                                                         : (b_unsigned ? 128 : 0) +
+                                                               static_cast<int>(rng() % 121) - 60);
+                        for (int64_t j = 0; j < n && k >= 3 && b_range == 256;
+                             ++j) {  // the extremes
+                            b[static_cast<std::size_t>(j)] =
+                                b_unsigned ? 0 : 0x80;  // -128 as stored
+                            b[static_cast<std::size_t>(n + j)] = b_unsigned ? 255 : 127;
+                            b[static_cast<std::size_t>(2 * n + j)] = b_unsigned ? 1 : 0x81;  // -127
+                        }
+                        // Small B: in step 0 (groups 0, 1), half 0 sums 127 + 127 + 4 or 5 and half
+                        // 1 -128 - 128 - 2 or 3 (rows 0, 1, 4 and 2, 3, 6); groups 3 and 4 hold
+                        // 127, 127 in half 0 with zeros beside them in steps 1 and 2 (254 each),
+                        // which groups 3 and 4 taken as a step (a run starting at group 3) would
+                        // pass.
+                        for (int64_t j = 0; j < n && k >= 24 && b_range != 256; ++j) {
+                            const auto put = [&](int64_t row, int v) {
+                                b[static_cast<std::size_t>(row * n + j)] =
+                                    static_cast<uint8_t>(v + (b_unsigned ? 128 : 0));
+                            };
+                            const int odd = static_cast<int>(j % 2);
+                            put(0, 127), put(1, 127), put(4, 4 + odd), put(5, 0);
+                            put(2, -128), put(3, -128), put(6, -2 - odd), put(7, 0);
+                            put(8, 0), put(9, 0), put(12, 127), put(13, 127);
+                            put(16, 127), put(17, 127), put(20, 0), put(21, 0);
+                        }
+                        const PackedQB packed = dsinfer::detail::pack_qb(b.data(), b_unsigned, k, n,
+                                                                         false, QIsa::avx2, form);
+                        REQUIRE(packed.a7());
+                        CHECK(packed.a7_pairs == pairs);
+                        CHECK_FALSE(packed.fixed());
+                        // B held once, as bytes (the high bits read B's rows out of the lanes),
+                        // plus paired_a7's two words of lone steps per K block and panel.
+                        const int64_t blocks = (packed.kp + packed.kc - 1) / packed.kc;
+                        CHECK(packed.bytes() == static_cast<std::uint64_t>(
+                                                    packed.panels * packed.nr * packed.kp + 4 * n +
+                                                    (pairs ? blocks * packed.panels * 16 : 0)));
+                        if (pairs) {  // lone steps exactly where B's values pass the bounds
+                            int64_t lone = 0;
+                            for (int64_t w = 0; w < blocks * packed.panels * 2; ++w)
+                                lone += __builtin_popcountll(packed.a7_lone.get()[w]);
+                            if (b_range == 256 && k >= 16) CHECK(lone > 0);
+                            // Step 0 lone in the panels with an odd column.
+                            if (b_range != 256) CHECK(lone == (k >= 24 ? (n + 14) / 16 : 0));
+                        }
+                        // A: m rows of K, each segment its own run of a pool; the split copies.
+                        std::vector<uint8_t> a(static_cast<std::size_t>(m * k));
+                        for (auto& v : a) {
+                            const bool hi = static_cast<int>(rng() % 1000) < high;
+                            v = static_cast<uint8_t>(high < 0 ? (rng() % 2 != 0 ? 255 : 127)
+                                                     : hi     ? 128 + rng() % 128
+                                                              : rng() % 128);
+                        }
+                        if (high != 0) a[0] = 255;
+                        std::vector<uint8_t> lo(a.size()), hib(a.size());
+                        for (std::size_t q = 0; q < a.size(); ++q) {
+                            lo[q] = a[q] & 127;
+                            hib[q] = a[q] >> 7;
+                        }
+                        std::vector<const uint8_t*> rows, hi_rows;
+                        std::vector<std::vector<uint16_t>> lists;
+                        for (int64_t s = 0; s < sh.segments; ++s)
+                            for (int64_t i = 0; i < m; ++i) {
+                                const std::size_t at = static_cast<std::size_t>(i * k + s * sh.seg);
+                                rows.push_back(lo.data() + at);
+                                hi_rows.push_back(hib.data() + at);
+                                std::vector<uint16_t> l{0};
+                                for (int64_t e = 0; e < sh.seg; ++e)
+                                    if (hib[at + static_cast<std::size_t>(e)] != 0)
+                                        l.push_back(static_cast<uint16_t>(e));
+                                l[0] = static_cast<uint16_t>(l.size() - 1);
+                                lists.push_back(std::move(l));
+                            }
+                        std::vector<const uint16_t*> list_ptrs;
+                        for (const auto& l : lists) list_ptrs.push_back(l.data());
+                        // QRowsA::hi_any: per row, whether any of its segments' lists has an
+                        // element.
+                        std::vector<uint8_t> any(static_cast<std::size_t>(m), 0);
+                        for (int64_t sg = 0; sg < sh.segments; ++sg)
+                            for (int64_t i = 0; i < m; ++i)
+                                any[static_cast<std::size_t>(i)] |=
+                                    lists[static_cast<std::size_t>(sg * m + i)][0] != 0 ? 1 : 0;
+                        QGemmParams p;
+                        p.a_zero = static_cast<int32_t>(rng() % 128);
+                        p.b_zero = b_unsigned ? 128 : 0;
+                        REQUIRE(dsinfer::detail::qgemm_rows_supported(packed, p));
+                        std::vector<int32_t> want(static_cast<std::size_t>(m * n));
+                        for (int64_t i = 0; i < m; ++i)
+                            for (int64_t j = 0; j < n; ++j)
+                                want[static_cast<std::size_t>(i * n + j)] = static_cast<int32_t>(
+                                    ref_dot(a, b, i, j, k, n, p.a_zero, b_unsigned));
+                        for (int mode : {0, 1, 2}) {
+                            const bool dense = mode == 2;
+                            INFO((dense       ? "high bits dense"
+                                  : mode == 1 ? "high bits as lists, rows without any marked"
+                                              : "high bits as lists"));
+                            dsinfer::detail::QRowsA ra;
+                            ra.m = m;
+                            ra.segments = sh.segments;
+                            ra.seg = sh.seg;
+                            ra.rows = rows.data();
+                            if (dense)
+                                ra.hi_rows = hi_rows.data();
+                            else
+                                ra.hi = list_ptrs.data();
+                            if (mode == 1) ra.hi_any = any.data();
+                            std::vector<int32_t> c(static_cast<std::size_t>(m * n), 7);
+                            dsinfer::detail::qgemm_rows(ra, packed, c.data(), n, p);
+                            int64_t bad = 0;
+                            for (std::size_t q = 0; q < c.size(); ++q) bad += c[q] != want[q];
+                            CHECK(bad == 0);
+                        }
+                        std::vector<int32_t> c(static_cast<std::size_t>(m * n));
+                        CHECK_FALSE(
+                            dsinfer::detail::qgemm_packed(m, a.data(), k, packed, c.data(), n, p));
                     }
-                std::vector<const uint16_t*> list_ptrs;
-                for (const auto& l : lists) list_ptrs.push_back(l.data());
-                // QRowsA::hi_any: per row, whether any of its segments' lists has an element.
-                std::vector<uint8_t> any(static_cast<std::size_t>(m), 0);
-                for (int64_t sg = 0; sg < sh.segments; ++sg)
-                    for (int64_t i = 0; i < m; ++i)
-                        any[static_cast<std::size_t>(i)] |=
-                            lists[static_cast<std::size_t>(sg * m + i)][0] != 0 ? 1 : 0;
-                QGemmParams p;
-                p.a_zero = static_cast<int32_t>(rng() % 128);
-                p.b_zero = b_unsigned ? 128 : 0;
-                REQUIRE(dsinfer::detail::qgemm_rows_supported(packed, p));
-                std::vector<int32_t> want(static_cast<std::size_t>(m * n));
-                for (int64_t i = 0; i < m; ++i)
-                    for (int64_t j = 0; j < n; ++j)
-                        want[static_cast<std::size_t>(i * n + j)] =
-                            static_cast<int32_t>(ref_dot(a, b, i, j, k, n, p.a_zero, b_unsigned));
-                for (int mode : {0, 1, 2}) {
-                    const bool dense = mode == 2;
-                    INFO((dense       ? "high bits dense"
-                          : mode == 1 ? "high bits as lists, rows without any marked"
-                                      : "high bits as lists"));
-                    dsinfer::detail::QRowsA ra;
-                    ra.m = m;
-                    ra.segments = sh.segments;
-                    ra.seg = sh.seg;
-                    ra.rows = rows.data();
-                    if (dense)
-                        ra.hi_rows = hi_rows.data();
-                    else
-                        ra.hi = list_ptrs.data();
-                    if (mode == 1) ra.hi_any = any.data();
-                    std::vector<int32_t> c(static_cast<std::size_t>(m * n), 7);
-                    dsinfer::detail::qgemm_rows(ra, packed, c.data(), n, p);
-                    int64_t bad = 0;
-                    for (std::size_t q = 0; q < c.size(); ++q) bad += c[q] != want[q];
-                    CHECK(bad == 0);
-                }
-                std::vector<int32_t> c(static_cast<std::size_t>(m * n));
-                CHECK_FALSE(dsinfer::detail::qgemm_packed(m, a.data(), k, packed, c.data(), n, p));
-            }
 }

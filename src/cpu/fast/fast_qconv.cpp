@@ -243,7 +243,8 @@ public:
         if (s.pointwise()) name += "1x1-";
         if (x_nhwc_) name += "nhwc-";
         name += qisa_name(packed_->groups.empty() ? qgemm_isa() : packed_->groups.front().isa);
-        if (packed_->a7()) name += "-a7";  // the byte form for 7-bit A (pack_qconv_weights)
+        if (packed_->a7())  // a byte form for 7-bit A (pack_qconv_weights): "p" when paired
+            name += packed_->groups.front().a7_pairs ? "-a7p" : "-a7";
         return name;
     }
 
