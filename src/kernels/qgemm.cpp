@@ -417,6 +417,24 @@ QIsa qgemm_isa() noexcept {
 
 namespace {
 
+/// The sums of B's positive values and of its negative values' magnitudes in one lane of an
+/// avx2 byte form: rows 2h, 2h + 1 of `groups` consecutive groups from group g of vals (a K
+/// block of one panel, [row][column], nr columns), column j. vpmaddubsw's s16 sum of the lane is
+/// exact while each, times A's largest value, stays within s16.
+struct LaneSums {
+    std::int32_t pos = 0, neg = 0;
+};
+inline LaneSums lane_sums(const std::int32_t* vals, int64_t nr, int64_t g, int64_t groups, int h,
+                          int64_t j) noexcept {
+    LaneSums l;
+    for (int64_t q = 0; q < groups; ++q)
+        for (int e = 0; e < 2; ++e) {
+            const std::int32_t v = vals[((g + q) * 4 + 2 * h + e) * nr + j];
+            (v > 0 ? l.pos : l.neg) += std::abs(v);
+        }
+    return l;
+}
+
 /// An avx2 byte form's cut (qgemm.hpp) of one K block of one panel: `vals` holds its kc rows
 /// x nr columns of B as stored (signed), cut in place. Per step of `step_groups` groups (1 or
 /// 2; a last odd group alone), half h and column j, the values of rows 2h, 2h + 1 of the
@@ -435,12 +453,8 @@ int64_t cut_block(std::int32_t* vals, int64_t kc, int64_t nr, int64_t step_group
             QFix fix[2][2] = {};  // [group of the step][8 columns]
             bool any[2][2] = {};
             for (int64_t j = 0; j < nr; ++j) {
-                std::int32_t over_pos = -128, over_neg = -128;
-                for (int64_t q = 0; q < step; ++q)
-                    for (int e = 0; e < 2; ++e) {
-                        const std::int32_t v = vals[((s + q) * 4 + 2 * h + e) * nr + j];
-                        (v > 0 ? over_pos : over_neg) += std::abs(v);
-                    }
+                const LaneSums sums = lane_sums(vals, nr, s, step, h, j);
+                std::int32_t over_pos = sums.pos - 128, over_neg = sums.neg - 128;
                 if (over_pos <= 0 && over_neg <= 0) continue;
                 for (int64_t q = step - 1; q >= 0; --q)
                     for (int e = 1; e >= 0; --e) {
@@ -491,15 +505,11 @@ void pair_groups(const std::int32_t* vals, int64_t kc, int64_t nr, std::uint16_t
         std::int32_t w = 0;
         for (int h = 0; h < 2; ++h)
             for (int64_t j = 0; j < nr; ++j) {
-                std::int32_t p = 0, q = 0;
-                for (int e = 0; e < 2; ++e) {
-                    const std::int32_t v = vals[(gi * 4 + 2 * h + e) * nr + j];
-                    (v > 0 ? p : q) += std::abs(v);
-                }
+                const LaneSums l = lane_sums(vals, nr, gi, 1, h, j);
                 const auto at = static_cast<std::size_t>(gi * lanes + h * nr + j);
-                pos[at] = p;
-                neg[at] = q;
-                w = std::max(w, std::max(p, q));
+                pos[at] = l.pos;
+                neg[at] = l.neg;
+                w = std::max(w, std::max(l.pos, l.neg));
             }
         worst[static_cast<std::size_t>(gi)] = w;
     }
@@ -668,15 +678,10 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
                     std::uint64_t* const lone = out.a7_lone.get() + (kb / f.kc * panels + pi) * 2;
                     for (int64_t s = 0; 2 * s + 1 < kc / 4; ++s)
                         for (int64_t lane_at = 0; lane_at < 2 * nr; ++lane_at) {
-                            const int64_t h = lane_at / nr, j = lane_at % nr;
-                            std::int32_t pos = 0, neg = 0;
-                            for (int64_t q = 0; q < 2; ++q)
-                                for (int64_t e = 0; e < 2; ++e) {
-                                    const std::int32_t v = vals[static_cast<std::size_t>(
-                                        ((2 * s + q) * 4 + 2 * h + e) * nr + j)];
-                                    (v > 0 ? pos : neg) += std::abs(v);
-                                }
-                            if (pos > 258 || neg > 258) {
+                            const LaneSums l =
+                                lane_sums(vals.data(), nr, 2 * s, 2, static_cast<int>(lane_at / nr),
+                                          lane_at % nr);
+                            if (l.pos > 258 || l.neg > 258) {
                                 lone[s / 64] |= std::uint64_t{1} << (s % 64);
                                 break;
                             }
