@@ -125,7 +125,7 @@ void BM_Qconv(benchmark::State& state) {
                               " u8 nhwc relu-x",
                               " u8 nhwc relu-x + residual"};
         state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
-                       (packed.a7() ? packed.groups.front().a7_pairs ? "-a7p" : "-a7" : "") +
+                       (packed.a7() ? packed.groups.front().a7_pairs() ? "-a7p" : "-a7" : "") +
                        what[impl]);
         for (auto _ : state) {
             d::qconv(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());

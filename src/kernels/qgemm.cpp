@@ -273,7 +273,7 @@ const Family& family(QIsa isa) noexcept {
 const Family& family_of(const PackedQB& b) noexcept {
 #if DSINFER_QGEMM_X86
     if (b.fixed() || b.a7())
-        return b.paired() || b.a7_pairs ? avx2_paired::kFamily : avx2_bytes::kFamily;
+        return b.paired() || b.a7_pairs() ? avx2_paired::kFamily : avx2_bytes::kFamily;
 #endif
     return family(b.isa);
 }
@@ -628,7 +628,6 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
             std::default_delete<std::uint16_t[]>());
     }
     out.seven_bit_a = a7;
-    out.a7_pairs = a7_pairs;
     if (a7_pairs)  // QBForm::paired_a7's lone steps: two words per K block and panel
         out.a7_lone = std::shared_ptr<std::uint64_t>(
             new std::uint64_t[static_cast<std::size_t>(blocks * panels * 2)](),

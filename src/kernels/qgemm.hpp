@@ -181,8 +181,6 @@ struct PackedQB {
     /// In QBForm::bytes_a7 or paired_a7 (the high bits of A multiply B's rows as packed:
     /// qgemm_rows takes each row's values out of its group's lanes).
     bool seven_bit_a = false;
-    /// In QBForm::paired_a7: two groups a step in K order, except the steps of a7_lone.
-    bool a7_pairs = false;
     /// QBForm::paired_a7 only: per K block and panel, two 64-bit words whose bit s is set
     /// where some lane of step s (groups 2s, 2s + 1 of the block) passes the bounds; block kb
     /// (rows of kp), panel p at a7_lone[(kb / kc * panels + p) * 2].
@@ -191,6 +189,8 @@ struct PackedQB {
     bool fixed() const noexcept { return fix_index != nullptr; }
     /// In the paired byte form (two groups of K a step, in `order`; else, when fixed(), one).
     bool paired() const noexcept { return order != nullptr; }
+    /// In QBForm::paired_a7: two groups a step in K order, except the steps of a7_lone.
+    bool a7_pairs() const noexcept { return a7_lone != nullptr; }
     /// In a byte form for 7-bit A (QBForm::bytes_a7, paired_a7): qgemm_rows only, A split.
     bool a7() const noexcept { return seven_bit_a; }
     /// (K block, panel, class) slots of fix_index.

@@ -887,7 +887,7 @@ TEST_CASE("qgemm_rows with B in avx2's byte form for 7-bit A: A split, exact", "
                         const PackedQB packed = dsinfer::detail::pack_qb(b.data(), b_unsigned, k, n,
                                                                          false, QIsa::avx2, form);
                         REQUIRE(packed.a7());
-                        CHECK(packed.a7_pairs == pairs);
+                        CHECK(packed.a7_pairs() == pairs);
                         CHECK_FALSE(packed.fixed());
                         // B held once, as bytes (the high bits read B's rows out of the lanes),
                         // plus paired_a7's two words of lone steps per K block and panel.

@@ -244,7 +244,7 @@ public:
         if (x_nhwc_) name += "nhwc-";
         name += qisa_name(packed_->groups.empty() ? qgemm_isa() : packed_->groups.front().isa);
         if (packed_->a7())  // a byte form for 7-bit A (pack_qconv_weights): "p" when paired
-            name += packed_->groups.front().a7_pairs ? "-a7p" : "-a7";
+            name += packed_->groups.front().a7_pairs() ? "-a7p" : "-a7";
         return name;
     }
 
