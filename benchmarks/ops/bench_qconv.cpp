@@ -16,7 +16,9 @@
 // convolutions after the first: x of zero point 0 holding ReLU-like bytes (half of them 0, the
 // rest about exponential with mean 20: 2% of 64 or more, 0.08% of 128 or more), s8 weights of
 // zero point 0 (normal, each output channel's largest magnitude 127), packed in avx2's byte form
-// for 7-bit A where the family is avx2 (the label says "a7"). Pads are k / 2. The GOPS counter
+// for 7-bit A where the family is avx2 (the label says "a7"); 7 = impl 5 with the weights in the
+// Winograd form (3x3 stride 1 only; "wino": F(2x2, 3x3) in 16-bit integers, what qconv runs for
+// those on avx2; 7 against 5 is what it gains). Pads are k / 2. The GOPS counter
 // counts 2 operations per multiply-add. Compare rows of one run, with interleaved repetitions and
 // medians, e.g.
 //   bench_qconv --benchmark_filter='threads:2' --benchmark_repetitions=3
@@ -93,10 +95,11 @@ void BM_Qconv(benchmark::State& state) {
         s.oh = s.ow = out;
         s.x_nhwc = s.y_nhwc = s.r_nhwc = impl >= 3;
         const bool requantized = impl != 1, relu_form = impl >= 5;
+        const bool wino = impl == 7;
         const auto x = relu_form ? relu_bytes(n * c * hw * hw, 1) : bytes(n * c * hw * hw, 1);
         const auto w = relu_form ? channel_weights(m, c * k * k, 2) : bytes(m * c * k * k, 2);
-        const d::PackedQConvW packed =
-            d::pack_qconv_weights(w.data(), false, s, d::qgemm_isa(), relu_form && c % 4 == 0);
+        const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s, d::qgemm_isa(),
+                                                             relu_form && c % 4 == 0, wino);
         const auto scales = dsinfer::bench::uniform(m, 3, 0.01f);
         std::vector<std::int32_t> bias(static_cast<std::size_t>(m), 1000);
         d::QGemmParams p;
@@ -123,9 +126,13 @@ void BM_Qconv(benchmark::State& state) {
                               " u8 nhwc",
                               " u8 nhwc + residual",
                               " u8 nhwc relu-x",
-                              " u8 nhwc relu-x + residual"};
-        state.SetLabel(std::string("qconv ") + d::qisa_name(packed.groups[0].isa) +
-                       (packed.a7() ? packed.groups.front().a7_pairs() ? "-a7p" : "-a7" : "") +
+                              " u8 nhwc relu-x + residual",
+                              " u8 nhwc relu-x"};
+        const d::PackedQB& b0 = packed.winograd() ? packed.wino.front() : packed.groups.front();
+        state.SetLabel(std::string("qconv ") + d::qisa_name(b0.isa) +
+                       (packed.winograd() ? "-wino"
+                        : packed.a7()     ? b0.a7_pairs() ? "-a7p" : "-a7"
+                                          : "") +
                        what[impl]);
         for (auto _ : state) {
             d::qconv(s, x.data(), nullptr, packed, y.data(), p, ws.data(), ws.size());
@@ -178,11 +185,12 @@ void shapes(benchmark::internal::Benchmark* b) {
     // The 3x3 convolutions of ResNet-50's stages as a QDQ ResNet runs them (channels last), and
     // the 1x1 2048 -> 512 at 7x7 (49 rows an image: four 12-row tiles and a short one).
     for (int64_t n : {1, 8})
-        for (int64_t impl : {3, 5}) {
+        for (int64_t impl : {3, 5, 7}) {
             b->Args({n, 64, 56, 64, 3, 1, impl, Threads});
             b->Args({n, 128, 28, 128, 3, 1, impl, Threads});
             b->Args({n, 256, 14, 256, 3, 1, impl, Threads});
             b->Args({n, 512, 7, 512, 3, 1, impl, Threads});
+            if (impl == 7) continue;
             b->Args({n, 2048, 7, 512, 1, 1, impl, Threads});
             b->Args({n, 256, 56, 64, 1, 1, impl, Threads});
             b->Args({n, 64, 56, 64, 1, 1, impl, Threads});

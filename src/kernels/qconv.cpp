@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -358,6 +359,201 @@ void split_dense(const std::uint8_t* x, int64_t n, std::uint8_t* lo, std::uint8_
     }
 }
 
+// ---- Winograd F(2x2, 3x3) in 16-bit integers (PackedQConvW::wino) ----------------------------
+// Y = A^T [sum_c U_c . V_c] A / 4 with V = B^T z B (z = x - x's zero point: 4 x 4 input tile),
+// U = G' g G'^T (G' = 2 G: integer) and
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G' = [2 0 0; 1 1 1; 1 -1 1; 0 0 2],
+//   A^T = [1 1 1 0; 0 1 -1 -1].
+// |z| <= 255 gives |V| <= 1020 and s8 weights |U| <= 1152: s16 both, vpmaddwd's pairs exact.
+// The sums over channels and A^T's in wrapping s32 equal 4 times the true convolution sum mod
+// 2^32; that sum is below 2^29 in magnitude (pack_qconv_weights checks each output channel's
+// sum of |g|), so 4 times it is in s32 and the arithmetic shift by 2 gives it exactly: the
+// epilogue then sees the direct form's exact sums.
+
+/// V's rows of one chunk: [16][tiles][cs] s16 from the NHWC rows [iy0, iy1) of the image, z = x
+/// - zx; pixels outside them read `outside` (c bytes of zx: z = 0), channels past c are 0.
+__attribute__((always_inline)) inline void wino_input_body(const QConvShape& s,
+                                                           const std::uint8_t* image, int64_t iy0,
+                                                           int64_t iy1, int64_t ty0, int64_t ty1,
+                                                           std::uint8_t zx, int64_t cs,
+                                                           const std::uint8_t* outside,
+                                                           std::int16_t* __restrict v) noexcept {
+    typedef std::int16_t V16 __attribute__((vector_size(32)));
+    typedef std::uint8_t B16 __attribute__((vector_size(16)));
+    const int64_t tw = (s.ow + 1) / 2, tiles = (ty1 - ty0) * tw, c = s.c, step = tiles * cs;
+    const V16 z = V16{} + static_cast<std::int16_t>(zx);
+    const std::uint8_t* px[4][4];
+    for (int64_t ty = ty0; ty < ty1; ++ty)
+        for (int64_t tx = 0; tx < tw; ++tx) {
+            const int64_t tile = (ty - ty0) * tw + tx;
+            for (int r = 0; r < 4; ++r) {
+                const int64_t iy = 2 * ty - s.pt + r;
+                for (int q = 0; q < 4; ++q) {
+                    const int64_t ix = 2 * tx - s.pl + q;
+                    px[r][q] = iy >= iy0 && iy < iy1 && ix >= 0 && ix < s.w
+                                   ? image + ((iy - iy0) * s.w + ix) * c
+                                   : outside;
+                }
+            }
+            std::int16_t* const o = v + tile * cs;
+            for (int64_t c0 = 0; c0 < cs; c0 += 16) {
+                V16 d[4][4];
+                if (c0 + 16 <= c) {
+                    for (int r = 0; r < 4; ++r)
+                        for (int q = 0; q < 4; ++q) {
+                            B16 b;
+                            std::memcpy(&b, px[r][q] + c0, 16);
+                            d[r][q] = __builtin_convertvector(b, V16) - z;
+                        }
+                } else {  // the last channels: those past c are 0
+                    alignas(32) std::int16_t t[16];
+                    for (int r = 0; r < 4; ++r)
+                        for (int q = 0; q < 4; ++q) {
+                            for (int l = 0; l < 16; ++l)
+                                t[l] = c0 + l < c ? static_cast<std::int16_t>(px[r][q][c0 + l] - zx)
+                                                  : std::int16_t{0};
+                            std::memcpy(&d[r][q], t, 32);
+                        }
+                }
+                // B^T down the columns, then along the rows: point (r, j) at r * 4 + j.
+                V16 t[4][4];
+                for (int q = 0; q < 4; ++q) {
+                    t[0][q] = d[0][q] - d[2][q];
+                    t[1][q] = d[1][q] + d[2][q];
+                    t[2][q] = d[2][q] - d[1][q];
+                    t[3][q] = d[1][q] - d[3][q];
+                }
+                for (int r = 0; r < 4; ++r) {
+                    const V16 out[4] = {t[r][0] - t[r][2], t[r][1] + t[r][2], t[r][2] - t[r][1],
+                                        t[r][1] - t[r][3]};
+                    for (int j = 0; j < 4; ++j)
+                        std::memcpy(o + (r * 4 + j) * step + c0, &out[j], 32);
+                }
+            }
+        }
+}
+
+/// The chunk's sums: output rows [r0, r1) of S ([(r1 - r0) * ow][n] s32) from M ([16][tiles][n]
+/// s32, tile rows from r0 / 2).
+__attribute__((always_inline)) inline void wino_output_body(const QConvShape& s, int64_t r0,
+                                                            int64_t r1, int64_t n,
+                                                            const std::int32_t* __restrict m,
+                                                            std::int32_t* __restrict out) noexcept {
+    typedef std::uint32_t V8 __attribute__((vector_size(32)));
+    typedef std::int32_t I8 __attribute__((vector_size(32)));
+    const int64_t tw = (s.ow + 1) / 2, ty0 = r0 / 2, ty1 = (r1 + 1) / 2;
+    const int64_t tiles = (ty1 - ty0) * tw, step = tiles * n;
+    alignas(32) std::int32_t y[4][8];
+    for (int64_t ty = ty0; ty < ty1; ++ty)
+        for (int64_t tx = 0; tx < tw; ++tx) {
+            const std::int32_t* mt = m + ((ty - ty0) * tw + tx) * n;
+            const int64_t oy = 2 * ty, ox = 2 * tx;
+            const bool down = oy + 1 < r1, right = ox + 1 < s.ow;
+            std::int32_t* const o[4] = {
+                out + ((oy - r0) * s.ow + ox) * n, out + ((oy - r0) * s.ow + ox + 1) * n,
+                out + ((oy + 1 - r0) * s.ow + ox) * n, out + ((oy + 1 - r0) * s.ow + ox + 1) * n};
+            const int outs = down ? 4 : 2;
+            for (int64_t j = 0; j < n; j += 8) {
+                const int64_t w = std::min<int64_t>(8, n - j);
+                V8 e[16];
+                if (w == 8) {
+                    for (int i = 0; i < 16; ++i) std::memcpy(&e[i], mt + i * step + j, 32);
+                } else {
+                    for (int i = 0; i < 16; ++i) {
+                        e[i] = V8{};
+                        std::memcpy(&e[i], mt + i * step + j, static_cast<std::size_t>(w) * 4);
+                    }
+                }
+                // A^T down the columns, then along the rows (wrapping), / 4 exactly.
+                V8 a[4], b[4];
+                for (int q = 0; q < 4; ++q) {
+                    a[q] = e[q] + e[4 + q] + e[8 + q];
+                    b[q] = e[4 + q] - e[8 + q] - e[12 + q];
+                }
+                const I8 y0 = (I8)(a[0] + a[1] + a[2]) >> 2, y1 = (I8)(a[1] - a[2] - a[3]) >> 2;
+                const I8 y2 = (I8)(b[0] + b[1] + b[2]) >> 2, y3 = (I8)(b[1] - b[2] - b[3]) >> 2;
+                if (w == 8) {
+                    std::memcpy(o[0] + j, &y0, 32);
+                    if (right) std::memcpy(o[1] + j, &y1, 32);
+                    if (down) {
+                        std::memcpy(o[2] + j, &y2, 32);
+                        if (right) std::memcpy(o[3] + j, &y3, 32);
+                    }
+                } else {
+                    std::memcpy(y[0], &y0, 32);
+                    std::memcpy(y[1], &y1, 32);
+                    std::memcpy(y[2], &y2, 32);
+                    std::memcpy(y[3], &y3, 32);
+                    for (int q = 0; q < outs; ++q)
+                        if (right || q % 2 == 0)
+                            std::memcpy(o[q] + j, y[q], static_cast<std::size_t>(w) * 4);
+                }
+            }
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void wino_input_avx2(const QConvShape& s, const std::uint8_t* image,
+                                                     int64_t iy0, int64_t iy1, int64_t ty0,
+                                                     int64_t ty1, std::uint8_t zx, int64_t cs,
+                                                     const std::uint8_t* outside,
+                                                     std::int16_t* v) noexcept {
+    wino_input_body(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+}
+__attribute__((target("avx2"))) void wino_output_avx2(const QConvShape& s, int64_t r0, int64_t r1,
+                                                      int64_t n, const std::int32_t* m,
+                                                      std::int32_t* out) noexcept {
+    wino_output_body(s, r0, r1, n, m, out);
+}
+#endif
+void wino_input_base(const QConvShape& s, const std::uint8_t* image, int64_t iy0, int64_t iy1,
+                     int64_t ty0, int64_t ty1, std::uint8_t zx, int64_t cs,
+                     const std::uint8_t* outside, std::int16_t* v) noexcept {
+    wino_input_body(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+}
+void wino_output_base(const QConvShape& s, int64_t r0, int64_t r1, int64_t n, const std::int32_t* m,
+                      std::int32_t* out) noexcept {
+    wino_output_body(s, r0, r1, n, m, out);
+}
+
+/// Output rows [r0, r1) (r0 even) of image rows [iy0, iy1) by the Winograd form: the sums into
+/// `sums`, then qgemm's epilogue (qgemm_store_s32) into c (ldc) with p. `v`, `m`, `ptrs`,
+/// `outside`: the chunk's transformed input, products, row pointers and a pixel of zx (Plan::wv,
+/// wm, wp, wz).
+void wino_chunk(const QConvShape& s, const PackedQConvW& w, const std::uint8_t* image, int64_t iy0,
+                int64_t iy1, int64_t r0, int64_t r1, std::uint8_t zx, std::int16_t* v,
+                std::int32_t* m, const std::uint8_t** ptrs, std::int32_t* sums,
+                std::uint8_t* outside, void* c, int64_t ldc, const QGemmParams& p) noexcept {
+    const int64_t tw = (s.ow + 1) / 2, ty0 = r0 / 2, ty1 = (r1 + 1) / 2;
+    const int64_t tiles = (ty1 - ty0) * tw, cs = w.wino_k, n = s.m;
+    const bool avx2 = w.wino.front().isa == QIsa::avx2;
+    std::memset(outside, zx, static_cast<std::size_t>(s.c));
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx2)
+        wino_input_avx2(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+    else
+#endif
+        wino_input_base(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+    for (int64_t i = 0; i < 16 * tiles; ++i)
+        ptrs[i] = reinterpret_cast<const std::uint8_t*>(v + i * cs);
+    QGemmParams q;  // the plain s32 products
+    q.out = QGemmOutput::s32;
+    for (int xi = 0; xi < 16; ++xi) {
+        QRowsA a;
+        a.m = tiles;
+        a.seg = cs;
+        a.rows = ptrs + xi * tiles;
+        qgemm_rows(a, w.wino[static_cast<std::size_t>(xi)], m + xi * tiles * n, n, q);
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx2)
+        wino_output_avx2(s, r0, r1, n, m, sums);
+    else
+#endif
+        wino_output_base(s, r0, r1, n, m, sums);
+    qgemm_store_s32(sums, n, (r1 - r0) * s.ow, w.wino.front(), c, ldc, p);
+}
+
 /// Bytes of im2col (or NHWC rows, 1x1) per chunk: a chunk's A stays in L2.
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
@@ -374,6 +570,10 @@ struct Plan {
     /// the dense high bits, each followed by the padding's; a byte per output pixel of the
     /// chunk: whether any of its taps' lists has an element (QRowsA::hi_any).
     std::size_t lo = 0, off = 0, high = 0, any = 0;
+    /// The Winograd form (PackedQConvW::winograd(); rows even): V, M, the sums and the row
+    /// pointers of a chunk (wino_chunk).
+    bool wino = false;
+    std::size_t wv = 0, wm = 0, wsum = 0, wp = 0, wz = 0;
 };
 
 Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
@@ -382,12 +582,30 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     const int64_t a_row = std::max<int64_t>(1, s.pointwise() ? s.c : s.k());
     const int64_t oh = std::max<int64_t>(1, s.oh), ow = std::max<int64_t>(1, s.ow);
     p.rows = std::clamp<int64_t>(kChunkBytes / a_row / ow, 1, oh);
+    p.wino = w.winograd();
+    const int64_t tw = (ow + 1) / 2, th = (oh + 1) / 2;
+    if (p.wino) {
+        // Whole tile rows, M (16 x tiles x m s32) and V (16 x tiles x K s16) of at most about
+        // 768 and 512 KiB; of those counts, the most tile rows whose tiles fill 6-row tiles of
+        // qgemm (a short last one costs a whole tile's set-up) if that keeps half of them.
+        const int64_t most = std::min((int64_t{768} << 10) / (64 * std::max<int64_t>(1, s.m)),
+                                      (int64_t{512} << 10) / (32 * w.wino_k));
+        const int64_t tr_max = std::clamp<int64_t>(most / tw, 1, th);
+        int64_t tr = tr_max;
+        for (int64_t t = tr_max; 2 * t >= tr_max; --t)
+            if (t * tw % 6 == 0) {
+                tr = t;
+                break;
+            }
+        p.rows = 2 * tr;
+    }
     p.slices = (oh + p.rows - 1) / p.rows;
     const int64_t batch = std::max<int64_t>(1, s.batch);
     const int64_t want = (threads + batch - 1) / batch;  // chunks per image to feed the team
     if (p.slices < want) {
-        p.slices = std::min(oh, want);
-        p.rows = (oh + p.slices - 1) / p.slices;
+        const int64_t unit = p.wino ? 2 : 1;
+        p.slices = std::min((oh + unit - 1) / unit, want);
+        p.rows = ((oh + unit - 1) / unit + p.slices - 1) / p.slices * unit;
         p.slices = (oh + p.rows - 1) / p.rows;
     }
     p.in_rows = std::min(s.h, (p.rows - 1) * s.sh + (s.kh - 1) * s.dh + 1);
@@ -420,7 +638,17 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     p.cols = align64(std::max(im2col, p.a7 ? 2 * pointers : pointers));  // a7: the high bits'
     p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
-    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm + p.lo + p.off + p.high + p.any;
+    if (p.wino) {
+        const auto tiles = static_cast<std::size_t>(p.rows / 2 * tw);
+        p.cols = 0;
+        p.wv = align64(16 * tiles * static_cast<std::size_t>(w.wino_k) * 2);
+        p.wm = align64(16 * tiles * static_cast<std::size_t>(s.m) * 4);
+        p.wsum = align64(static_cast<std::size_t>(pix * s.m) * 4);
+        p.wp = align64(16 * tiles * sizeof(const std::uint8_t*));
+        p.wz = align64(static_cast<std::size_t>(s.c));
+    }
+    p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm + p.lo + p.off + p.high + p.any +
+                   p.wv + p.wm + p.wsum + p.wp + p.wz;
     p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
     return p;
 }
@@ -440,14 +668,57 @@ std::size_t out_size(QGemmOutput o) noexcept {
 constexpr int64_t kPairedA7MinK = 256;
 
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa,
-                                bool a7) {
+                                bool a7, bool winograd) {
     PackedQConvW out;
     out.group = s.group;
     out.k = s.k();
     out.mg = s.mg();
     const int64_t cg = s.cg(), khw = s.kh * s.kw, k = out.k, mg = out.mg;
-    std::vector<std::uint8_t> t(static_cast<std::size_t>(std::max<int64_t>(1, mg * k)));
     const auto* src = static_cast<const std::uint8_t*>(w);
+    if (winograd && s.kh == 3 && s.kw == 3 && s.group == 1 && s.m > 0 && s.c > 0) {
+        // g = w as a signed value (u8 w: minus its zero point 128); U = G' g G'^T per (o, c).
+        const auto g_at = [&](int64_t o, int64_t c, int q) -> std::int32_t {
+            const std::uint8_t b = src[(o * s.c + c) * 9 + q];
+            return w_unsigned ? static_cast<std::int32_t>(b) - 128
+                              : static_cast<std::int32_t>(static_cast<std::int8_t>(b));
+        };
+        bool exact = true;
+        for (int64_t o = 0; o < s.m && exact; ++o) {
+            std::int64_t sum = 0;
+            for (int64_t c = 0; c < s.c; ++c)
+                for (int q = 0; q < 9; ++q) sum += std::abs(g_at(o, c, q));
+            exact = sum * 255 < (std::int64_t{1} << 29);
+        }
+        if (exact) {
+            const int64_t cs = (s.c + 15) / 16 * 16;
+            std::vector<std::int16_t> u(static_cast<std::size_t>(16 * s.m * cs), 0);
+            for (int64_t o = 0; o < s.m; ++o)
+                for (int64_t c = 0; c < s.c; ++c) {
+                    std::int32_t g[3][3], t[4][3];
+                    for (int q = 0; q < 9; ++q) g[q / 3][q % 3] = g_at(o, c, q);
+                    for (int j = 0; j < 3; ++j) {  // G' g
+                        t[0][j] = 2 * g[0][j];
+                        t[1][j] = g[0][j] + g[1][j] + g[2][j];
+                        t[2][j] = g[0][j] - g[1][j] + g[2][j];
+                        t[3][j] = 2 * g[2][j];
+                    }
+                    for (int i = 0; i < 4; ++i) {  // (G' g) G'^T
+                        const std::int32_t row[4] = {2 * t[i][0], t[i][0] + t[i][1] + t[i][2],
+                                                     t[i][0] - t[i][1] + t[i][2], 2 * t[i][2]};
+                        for (int j = 0; j < 4; ++j)
+                            u[static_cast<std::size_t>(((i * 4 + j) * s.m + o) * cs + c)] =
+                                static_cast<std::int16_t>(row[j]);
+                    }
+                }
+            out.wino_k = cs;
+            out.wino_unsigned = w_unsigned;
+            for (int xi = 0; xi < 16; ++xi)
+                out.wino.push_back(
+                    pack_qb_s16(u.data() + static_cast<std::size_t>(xi * s.m * cs), cs, s.m, isa));
+            return out;
+        }
+    }
+    std::vector<std::uint8_t> t(static_cast<std::size_t>(std::max<int64_t>(1, mg * k)));
     for (int64_t g = 0; g < s.group; ++g) {
         // [mg, cg, kh, kw] -> [mg, kh, kw, cg]: B stored [N, K] with K in im2col's order.
         for (int64_t o = 0; o < mg; ++o)
@@ -476,6 +747,15 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 std::size_t workspace_bytes) noexcept {
     const int64_t pixels = s.pixels(), hw = s.h * s.w, cg = s.cg(), mg = s.mg();
     if (s.batch == 0 || pixels == 0 || s.m == 0) return true;
+    if (w.winograd() && (s.kh != 3 || s.kw != 3 || s.sh != 1 || s.sw != 1 || s.dh != 1 ||
+                         s.dw != 1 || s.group != 1 || p.a_signed))
+        return false;    // the Winograd form is for this geometry only (pack_qconv_weights)
+    if (w.winograd()) {  // and for the weights' zero point it was packed with
+        const std::int32_t zw = w.wino_unsigned ? 128 : 0;
+        bool same = p.b_zeros != nullptr || p.b_zero == zw;
+        for (int64_t o = 0; p.b_zeros != nullptr && o < s.m; ++o) same = same && p.b_zeros[o] == zw;
+        if (!same) return false;
+    }
     const std::size_t eb = out_size(p.out);
     auto* base = static_cast<unsigned char*>(workspace);
     if (base == nullptr) return false;
@@ -500,6 +780,12 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
         auto* hi_off = reinterpret_cast<std::uint32_t*>(gws + plan.gemm + plan.lo);
         unsigned char* high = gws + plan.gemm + plan.lo + plan.off;
         auto* any = reinterpret_cast<std::uint8_t*>(high + plan.high);
+        unsigned char* wbuf = high + plan.high + plan.any;
+        auto* wv = reinterpret_cast<std::int16_t*>(wbuf);
+        auto* wm = reinterpret_cast<std::int32_t*>(wbuf + plan.wv);
+        auto* wsum = reinterpret_cast<std::int32_t*>(wbuf + plan.wv + plan.wm);
+        auto* wp = reinterpret_cast<const std::uint8_t**>(wbuf + plan.wv + plan.wm + plan.wsum);
+        auto* wz = reinterpret_cast<std::uint8_t*>(wbuf + plan.wv + plan.wm + plan.wsum + plan.wp);
         for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
             const int64_t n = ci / plan.slices, r0 = ci % plan.slices * plan.rows;
             const int64_t r1 = std::min(s.oh, r0 + plan.rows);
@@ -521,7 +807,8 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
             bool widened = false;  // `wide` holds the rows [iy0, iy1) as u16
             int split = 0;         // a7: `lo` holds their low bits; 1: the lists, 2: dense
             for (int64_t g = 0; g < s.group; ++g) {
-                const PackedQB& wg = w.groups[static_cast<std::size_t>(g)];
+                const PackedQB& wg =
+                    plan.wino ? w.wino.front() : w.groups[static_cast<std::size_t>(g)];
                 QGemmParams pg = p;
                 const int64_t off = g * mg;
                 if (p.b_zeros != nullptr) pg.b_zeros = p.b_zeros + off;
@@ -546,7 +833,10 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                                                            s.m + off) * eb
                                             : ctmp;
                 const int64_t ldc = s.y_nhwc ? s.m : mg;
-                if (plan.a7) {
+                if (plan.wino) {
+                    wino_chunk(s, w, image, iy0, iy1, r0, r1, pad, wv, wm, wp, wsum, wz, c, ldc,
+                               pg);
+                } else if (plan.a7) {
                     // B in the form for 7-bit A (one group): qgemm_rows on the rows' low bits,
                     // their high bits as lists where few are set, else dense.
                     if (!qgemm_rows_supported(wg, pg)) {

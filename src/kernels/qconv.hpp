@@ -23,6 +23,14 @@
 //      u8/s8 requantized);
 //   4. C transposed into the group's channels of the NCHW output; for an NHWC y, qgemm stores
 //      C straight into the group's channels of y's pixel rows (ldc = m).
+// Winograd form (PackedQConvW::winograd(): 3x3, stride 1, no dilation, one group, u8 x, on the
+// avx2 family): steps 2-3 become, per chunk (whole rows of 2 x 2 output tiles), the input
+// transform V = B^T (x - zx) B of each 4 x 4 input tile to s16 ([16][tiles][channels]), 16
+// qgemm_rows products V_xi U_xi to s32 (U = G' w G'^T packed once by pack_qb_s16, both operands
+// 16-bit: vpmaddwd), the output transform A^T M A / 4 to the exact s32 sums of the direct form,
+// and qgemm's epilogue over them (qgemm_store_s32): 16 products of K = c per 4 output pixels
+// where the direct form has 4 of K = 9c, at a quarter of the byte forms' multiply-adds per
+// instruction. Results are bitwise the direct form's (qconv.cpp states the bounds).
 // com.dsinfer QLinearConvAdd: qgemm's u8/s8 epilogue also adds an 8-bit residual of y's shape
 // (QGemmParams::residual, NCHW or NHWC: QConvShape::r_nhwc), read at each element's position
 // just before the element is stored, so y may be the residual itself when both have one order.
@@ -74,12 +82,21 @@ struct QConvShape {
 struct PackedQConvW {
     std::int64_t group = 1, k = 0, mg = 0;
     std::vector<PackedQB> groups;
+    /// Or, for the Winograd form (3x3, stride 1, dilation 1, one group: see pack_qconv_weights),
+    /// instead of `groups`: the 16 points' U = G' g G'^T, each [wino_k, m] s16 (pack_qb_s16), K
+    /// the channels rounded up to 16 (zero rows past c).
+    std::vector<PackedQB> wino;
+    std::int64_t wino_k = 0;
+    bool wino_unsigned = false;  ///< u8 weights, taken as w - 128 (their zero point must be 128)
     /// The weights are in the avx2 byte form for 7-bit A (PackedQB::a7()): qconv splits the
     /// input's bytes into their low 7 bits and their high bits (see pack_qconv_weights).
     bool a7() const noexcept { return !groups.empty() && groups.front().a7(); }
+    /// The Winograd form (wino).
+    bool winograd() const noexcept { return !wino.empty(); }
     std::uint64_t bytes() const noexcept {
         std::uint64_t b = 0;
         for (const PackedQB& g : groups) b += g.bytes();
+        for (const PackedQB& g : wino) b += g.bytes();
         return b;
     }
 };
@@ -94,8 +111,15 @@ struct PackedQConvW {
 /// point 0 mostly are: 0.6% over ResNet-50 QDQ's convolutions), else as a second pass of 0/1
 /// bytes. The caller asks for it only where qgemm_rows will run: u8 x, no zero-point term of
 /// the weights (qgemm_rows_supported); qconv fails otherwise.
+///
+/// With `winograd` (the caller's choice: a 3x3 kernel of stride 1 and dilation 1, one group, u8
+/// x, no zero-point term of the weights, as for a7) the weights go in the Winograd form instead
+/// (PackedQConvW::wino) where it is exact: F(2x2, 3x3) in 16-bit integers, 4 multiplies per
+/// output pixel and channel pair where the direct form has 9, on the 16-bit layout of the avx2
+/// family (or baseline, for `isa` baseline); exact while each output channel's sum of |w| is at
+/// most 2^29 / 255 (else the other forms). qconv then computes every chunk by it.
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s,
-                                QIsa isa = qgemm_isa(), bool a7 = false);
+                                QIsa isa = qgemm_isa(), bool a7 = false, bool winograd = false);
 
 /// x as DynamicQuantizeConv gives it: float32, quantized with `q` (usable or not) while it is
 /// transposed; `quantize` is DynamicQuantizeLinear's loop for a usable q (bitwise
@@ -118,7 +142,9 @@ std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
 /// points and epilogue; p's per-column pointers
 /// (b_zeros, b_scales, bias, bias_s32) hold one value per output channel (all m). Uses the
 /// calling thread's OpenMP budget. Returns false (y partly written) when the workspace is
-/// smaller than qconv_workspace_bytes and a buffer of qgemm's cannot be allocated.
+/// smaller than qconv_workspace_bytes and a buffer of qgemm's cannot be allocated, and (writing
+/// nothing) for weights in the Winograd form with a geometry, s8 x or weight zero points other
+/// than those they were packed for.
 bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 const PackedQConvW& w, void* y, const QGemmParams& p, void* workspace,
                 std::size_t workspace_bytes) noexcept;

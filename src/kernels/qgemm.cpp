@@ -76,9 +76,9 @@ struct RunCtx {
     /// still in registers (store_inline in qgemm_kernels.inc), none needing row terms: q8,
     /// u8/s8 without a residual (with finite multipliers: TileStore::inline_store); q8_add,
     /// u8/s8 with the fused QLinearAdd of a residual read in place (residual_col 1) and small
-    /// multipliers (add_small); f32, no activation or Relu; none: every tile goes through
+    /// multipliers (add_small); f32, no activation or Relu; s32; none: every tile goes through
     /// store_tile.
-    enum class Inline : unsigned char { none, q8, q8_add, f32 } inline_store;
+    enum class Inline : unsigned char { none, q8, q8_add, f32, s32 } inline_store;
 };
 
 /// Where one tile's result goes (see store_tile in qgemm_kernels.inc).
@@ -117,6 +117,8 @@ struct Family {
                        std::uint32_t* acc) noexcept;
     /// qgemm_rows' loop (A read in place: u8, or u16 for the 16-bit families).
     void (*run_rows)(const QRowsA& a, const RunCtx& r) noexcept;
+    /// qgemm_store_s32's loop (the epilogue of given sums).
+    void (*store_rows)(const std::int32_t* s, int64_t lds, int64_t m, const RunCtx& r) noexcept;
 };
 
 /// How many panels ahead the tiles prefetch B.
@@ -240,11 +242,12 @@ using namespace avx2_dots;
 
 namespace baseline {
 typedef std::uint32_t VU4 __attribute__((vector_size(16)));
-/// vpmaddwd's arithmetic in portable vector code: a holds (u16 lo, u16 hi) pairs, b (s16 lo,
-/// s16 hi) pairs; acc + a.lo * b.lo + a.hi * b.hi per lane, in wrapping 32-bit arithmetic.
+/// vpmaddwd's arithmetic in portable vector code: a and b hold (s16 lo, s16 hi) pairs (A's u8
+/// values widened, or the signed values of qconv's Winograd transform); acc + a.lo * b.lo +
+/// a.hi * b.hi per lane, in wrapping 32-bit arithmetic.
 inline VU4 dot2(VU4 acc, VU4 a, VU4 b) noexcept {
     typedef std::int32_t VI4 __attribute__((vector_size(16)));
-    const VU4 alo = a & 0xffffu, ahi = a >> 16;
+    const VU4 alo = (VU4)(((VI4)(a << 16)) >> 16), ahi = (VU4)(((VI4)a) >> 16);
     const VU4 blo = (VU4)(((VI4)(b << 16)) >> 16), bhi = (VU4)(((VI4)b) >> 16);
     return acc + alo * blo + ahi * bhi;
 }
@@ -567,6 +570,34 @@ void pair_groups(const std::int32_t* vals, int64_t kc, int64_t nr, std::uint16_t
 
 }  // namespace
 
+namespace {
+
+/// A PackedQB of k x n for family f with its fields set and its lanes (uninitialized) and
+/// column sums allocated.
+PackedQB packed_shell(const Family& f, QIsa isa, int64_t k, int64_t n, bool b_unsigned) {
+    PackedQB out;
+    out.k = k;
+    out.n = n;
+    out.kp = std::max<int64_t>(4, (k + 3) / 4 * 4);  // K = 0: one zero group (sums of 0)
+    out.nr = f.nr;
+    out.kc = f.kc;
+    out.group = f.group;
+    out.isa = isa;
+    out.b_unsigned = b_unsigned;
+    out.panels = (n + f.nr - 1) / f.nr;
+    auto* lane =
+        aligned_new<std::uint32_t>(static_cast<std::size_t>(out.kp / f.group * out.panels * f.nr));
+    out.data =
+        std::shared_ptr<std::int8_t>(reinterpret_cast<std::int8_t*>(lane), [](std::int8_t* p) {
+            AlignedDelete<std::uint32_t>{}(reinterpret_cast<std::uint32_t*>(p));
+        });
+    auto* sums = aligned_new<std::int32_t>(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
+    out.colsum = std::shared_ptr<std::int32_t>(sums, AlignedDelete<std::int32_t>{});
+    return out;
+}
+
+}  // namespace
+
 PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool transposed, QIsa isa,
                  QBForm form) {
     if (static_cast<int>(isa) > static_cast<int>(qgemm_isa())) isa = qgemm_isa();
@@ -587,26 +618,10 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     const bool a7 = false, a7_pairs = false, bytes = false, paired = false;
     const Family& f = family(isa);
 #endif
-    PackedQB out;
-    out.k = k;
-    out.n = n;
-    out.kp = std::max<int64_t>(4, (k + 3) / 4 * 4);  // K = 0: one zero group (sums of 0)
-    out.nr = f.nr;
-    out.kc = f.kc;
-    out.group = f.group;
-    out.isa = isa;
-    out.b_unsigned = b_unsigned;
-    out.panels = (n + f.nr - 1) / f.nr;
+    PackedQB out = packed_shell(f, isa, k, n, b_unsigned);
     const int64_t kp = out.kp, nr = f.nr, panels = out.panels, g = f.group;
-    const auto lanes = static_cast<std::size_t>(kp / g * panels * nr);
-    auto* lane = aligned_new<std::uint32_t>(lanes);
-    out.data = std::shared_ptr<std::int8_t>(reinterpret_cast<std::int8_t*>(lane),
-                                            [](std::int8_t* p) {
-                                                AlignedDelete<std::uint32_t>{}(
-                                                    reinterpret_cast<std::uint32_t*>(p));
-                                            });
-    auto* sums = aligned_new<std::int32_t>(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
-    out.colsum = std::shared_ptr<std::int32_t>(sums, AlignedDelete<std::int32_t>{});
+    auto* lane = reinterpret_cast<std::uint32_t*>(out.data.get());
+    std::int32_t* sums = out.colsum.get();
     const auto* src = static_cast<const std::uint8_t*>(bsrc);
     const std::uint8_t flip = b_unsigned ? 0x80 : 0x00;
     // B as stored, as a signed value (u8 shifted by -128); 0 past K.
@@ -733,6 +748,40 @@ PackedQB pack_qb(const void* bsrc, bool b_unsigned, int64_t k, int64_t n, bool t
     return out;
 }
 
+PackedQB pack_qb_s16(const std::int16_t* b, int64_t k, int64_t n, QIsa isa) {
+    if (static_cast<int>(isa) > static_cast<int>(qgemm_isa())) isa = qgemm_isa();
+    isa = supported_at_most(isa);
+#if DSINFER_QGEMM_X86
+    if (isa != QIsa::baseline) isa = QIsa::avx2;  // the 16-bit layout: avx2's or baseline's
+#endif
+    const Family& f = family(isa);
+    PackedQB out = packed_shell(f, isa, k, n, false);
+    const int64_t kp = out.kp, nr = f.nr, panels = out.panels;
+    auto* lane = reinterpret_cast<std::uint32_t*>(out.data.get());
+    std::int32_t* sums = out.colsum.get();
+    auto at = [&](int64_t kk, int64_t j) -> std::uint32_t {
+        return kk < k && j < n ? static_cast<std::uint16_t>(b[j * k + kk]) : 0u;
+    };
+    for (int64_t j = 0; j < n; ++j) {
+        std::uint32_t t = 0;
+        for (int64_t kk = 0; kk < k; ++kk) t += static_cast<std::uint32_t>(b[j * k + kk]);
+        sums[j] = static_cast<std::int32_t>(t);
+    }
+    // As pack_qb's 16-bit form: block kb, panel pi at lane (kb / 2) * panels * nr + pi * (kc /
+    // 2) * nr, a lane per column and pair of rows.
+    for (int64_t kb = 0; kb < kp; kb += f.kc) {
+        const int64_t kc = std::min(f.kc, kp - kb);
+        for (int64_t pi = 0; pi < panels; ++pi) {
+            std::uint32_t* dst = lane + (kb / 2) * panels * nr + pi * (kc / 2) * nr;
+            for (int64_t gg = 0; gg < kc / 2; ++gg)
+                for (int64_t j = 0; j < nr; ++j)
+                    dst[gg * nr + j] =
+                        at(kb + 2 * gg, pi * nr + j) | at(kb + 2 * gg + 1, pi * nr + j) << 16;
+        }
+    }
+    return out;
+}
+
 std::size_t qgemm_workspace_bytes(int64_t m, const PackedQB& b, int64_t threads) noexcept {
     if (m <= 0 || b.n <= 0) return 0;
     return layout_bytes(split_for(family_of(b), m, b, std::max<int64_t>(threads, 1))) +
@@ -784,6 +833,8 @@ RunCtx make_ctx(const PackedQB& b, const QGemmParams& p, void* c, int64_t ldc) n
         else if (p.out == QGemmOutput::f32 &&
                  (p.act.kind == Activation::none || p.act.kind == Activation::relu))
             r.inline_store = RunCtx::Inline::f32;
+        else if (p.out == QGemmOutput::s32)
+            r.inline_store = RunCtx::Inline::s32;
     }
     return r;
 }
@@ -799,6 +850,18 @@ void qgemm_rows(const QRowsA& a, const PackedQB& b, void* c, int64_t ldc,
     if (a.m <= 0 || b.n <= 0) return;
     const RunCtx r = make_ctx(b, p, c, ldc);
     family_of(b).run_rows(a, r);
+}
+
+void qgemm_store_s32(const std::int32_t* s, int64_t lds, int64_t m, const PackedQB& b, void* c,
+                     int64_t ldc, const QGemmParams& p) noexcept {
+    if (m <= 0 || b.n <= 0) return;
+    QGemmParams q = p;  // the sums are final: no zero-point terms
+    q.a_signed = false;
+    q.a_zero = 0;
+    q.b_zeros = nullptr;
+    q.b_zero = b.b_unsigned ? 128 : 0;
+    const RunCtx r = make_ctx(b, q, c, ldc);
+    family_of(b).store_rows(s, lds, m, r);
 }
 
 bool qgemm_packed(int64_t m, const void* a, int64_t lda, const PackedQB& b, void* c, int64_t ldc,

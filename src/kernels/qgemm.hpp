@@ -217,6 +217,14 @@ struct PackedQB {
 PackedQB pack_qb(const void* b, bool b_unsigned, std::int64_t k, std::int64_t n, bool transposed,
                  QIsa isa = qgemm_isa(), QBForm form = QBForm::automatic);
 
+/// Packs 16-bit B (n x k, row-major: B^T, as pack_qb's `transposed`) in the 16-bit layout of
+/// the avx2 family (capped at qgemm_isa() and the CPU; a VNNI family gives avx2) or the
+/// baseline one: what qgemm_rows reads with A of s16 values (qconv's Winograd transform: both
+/// families multiply s16 by s16 in pairs, vpmaddwd, exact in s32 while no pair is -32768 *
+/// -32768). No zero point (b_unsigned false); colsum holds the columns' wrapping sums. Throws
+/// std::bad_alloc when memory runs out.
+PackedQB pack_qb_s16(const std::int16_t* b, std::int64_t k, std::int64_t n, QIsa isa = qgemm_isa());
+
 /// What qgemm_packed stores.
 enum class QGemmOutput { s32, f32, u8, s8 };
 
@@ -299,6 +307,13 @@ struct QRowsA {
     const std::uint8_t* hi_any = nullptr;
 };
 
+/// C[m, N] (leading dimension ldc) from given s32 sums s (row i at s + i * lds, N = b.n values)
+/// through the epilogue qgemm_rows would apply to them with `p` (bias_s32, dequantization or
+/// requantization, activation, residual; the same code, so bitwise the same results): b gives
+/// N and the family; p's zero points are not applied (the sums are final). On the calling
+/// thread, allocating nothing.
+void qgemm_store_s32(const std::int32_t* s, std::int64_t lds, std::int64_t m, const PackedQB& b,
+                     void* c, std::int64_t ldc, const QGemmParams& p) noexcept;
 /// Bytes per element of A that qgemm_rows reads with `b`: 1 (u8) or 2 (u16, the 16-bit families).
 inline int qgemm_rows_elem_bytes(const PackedQB& b) noexcept { return b.group == 4 ? 1 : 2; }
 

@@ -89,18 +89,19 @@ StatusOr<std::shared_ptr<const PackedQB>> packed_qb_form(WeightStore& store,
 StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(WeightStore& store,
                                                                 WeightStore::Source source,
                                                                 const void* w, bool w_unsigned,
-                                                                const QConvShape& s, bool a7) {
+                                                                const QConvShape& s, bool a7,
+                                                                bool winograd) {
     const QIsa isa = qgemm_isa();
     const std::string layout = (s.group == 1 ? std::string("qconv.packed_w")
                                              : "qconv.packed_w.g" + std::to_string(s.group)) +
-                               (a7 ? ".a7" : "");
+                               (a7 ? ".a7" : "") + (winograd ? ".wino" : "");
     return store.get<PackedQConvW>(source, WeightKind::packed, layout, qisa_name(isa),
                                    [&]() -> StatusOr<WeightBuild<PackedQConvW>> {
                                        if (w == nullptr)
                                            return Status(ErrorCode::internal,
                                                          "conv weights gone before they were packed");
                                        auto p = std::make_shared<const PackedQConvW>(
-                                           pack_qconv_weights(w, w_unsigned, s, isa, a7));
+                                           pack_qconv_weights(w, w_unsigned, s, isa, a7, winograd));
                                        return WeightBuild<PackedQConvW>{p, p->bytes()};
                                    });
 }

@@ -62,11 +62,10 @@ struct QConvShape;
 
 /// The 8-bit OIHW convolution weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` (its
 /// m, c, group, kh, kw matter) packed for qconv at qgemm_isa(), with `a7` in the avx2 byte form
-/// for 7-bit A where it applies (pack_qconv_weights).
-StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(WeightStore& store,
-                                                                WeightStore::Source source,
-                                                                const void* w, bool w_unsigned,
-                                                                const QConvShape& s,
-                                                                bool a7 = false);
+/// for 7-bit A where it applies, with `winograd` in the Winograd form where it is exact
+/// (pack_qconv_weights).
+StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(
+    WeightStore& store, WeightStore::Source source, const void* w, bool w_unsigned,
+    const QConvShape& s, bool a7 = false, bool winograd = false);
 
 }  // namespace dsinfer::detail

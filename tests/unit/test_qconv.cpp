@@ -530,8 +530,9 @@ TEST_CASE(
     "[fast][qconv]") {
     // u8 x of a constant zero point below 128, W without a zero-point term (s8 of 0 or none, u8
     // of 128), one group, channels a multiple of 4: on the avx2 family W is packed in the byte
-    // form for 7-bit A (algorithm "...-avx2-a7", "-a7p" paired from K = 256 on: 288, 576 and
-    // 4608 here) and x's bytes are split into their low 7 bits
+    // form for 7-bit A (algorithm "...-avx2-a7", "-a7p" paired from K = 256 on: 288, 512 and
+    // 4608 here; 3x3 convolutions of stride 1 go in the Winograd form instead, "-wino") and
+    // x's bytes are split into their low 7 bits
     // and their high bits, as lists per pixel where at most 1 in 16 bytes have one, else dense;
     // per chunk of output rows (the wide image: its top quarter all high, its chunks below
     // sparse). Other families (VNNI, baseline) run these cases in their own forms.
@@ -543,6 +544,9 @@ TEST_CASE(
         shape(2, 64, 5, 5, 70, 1, 1, 0, 1, 1),    // 1x1: one segment
         shape(1, 512, 4, 3, 20, 3, 1, 1, 1, 1),   // K = 4608: segments across K blocks
         shape(1, 64, 40, 300, 6, 3, 1, 1, 1, 1),  // several chunks an image
+        shape(1, 512, 4, 3, 20, 1, 1, 0, 1, 1),   // 1x1, K = 512: paired
+        shape(1, 512, 7, 6, 20, 3, 2, 1, 1, 1),   // stride 2, K = 4608: the a7 form's segments
+                                                  // across K blocks
     };
     std::uint32_t seed = 1700;
     for (std::size_t si = 0; si < shapes.size(); ++si)
@@ -562,12 +566,20 @@ TEST_CASE(
             k.bias_scale = 3000.f;
             const std::string algorithm = check_case(k, seed++);
             INFO(describe(k) << ": " << algorithm);
+            // 3x3 of stride 1 undilated: the Winograd form instead (its own tests:
+            // test_qconv_winograd.cpp), on the avx2 family.
+            const bool wino = k.kh == 3 && k.stride == 1 && k.dil == 1;
             if (algorithm.find("-avx2") != std::string::npos) {
-                CHECK(algorithm.find("-a7") != std::string::npos);
+                CHECK((algorithm.find("-wino") != std::string::npos) == wino);
+                CHECK((algorithm.find("-a7") != std::string::npos) == !wino);
                 // Two groups a step (paired_a7) from K = 256 on (qconv.cpp kPairedA7MinK).
-                CHECK((algorithm.find("-a7p") != std::string::npos) == (k.c * k.kh * k.kw >= 256));
-            } else
+                if (!wino)
+                    CHECK((algorithm.find("-a7p") != std::string::npos) ==
+                          (k.c * k.kh * k.kw >= 256));
+            } else {
                 CHECK(algorithm.find("-a7") == std::string::npos);
+                CHECK(algorithm.find("-wino") == std::string::npos);
+            }
         }
     // Not in the form: a zero point of 128 and more, s8 x, a weight zero-point term (3, or u8 W
     // without a zero point: 0), cg % 4.

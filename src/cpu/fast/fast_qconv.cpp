@@ -215,6 +215,10 @@ public:
                 conv_bytes -= zb;
             }
         }
+        if (packed_->winograd() && p.a_signed)
+            return Status::error(ErrorCode::internal,
+                                 "INT8 convolution: W was packed in the Winograd form for u8 x, "
+                                 "and this run's x is s8");
         if (packed_->a7() && !qgemm_rows_supported(packed_->groups.front(), p))
             return Status::error(ErrorCode::internal,
                                  "INT8 convolution: W was packed for u8 x without a zero-point "
@@ -242,7 +246,10 @@ public:
         std::string name = "dsinfer:qconv-";
         if (s.pointwise()) name += "1x1-";
         if (x_nhwc_) name += "nhwc-";
-        name += qisa_name(packed_->groups.empty() ? qgemm_isa() : packed_->groups.front().isa);
+        name += qisa_name(packed_->winograd()       ? packed_->wino.front().isa
+                          : packed_->groups.empty() ? qgemm_isa()
+                                                    : packed_->groups.front().isa);
+        if (packed_->winograd()) name += "-wino";  // F(2x2, 3x3) in 16-bit integers
         if (packed_->a7())  // a byte form for 7-bit A (pack_qconv_weights): "p" when paired
             name += packed_->groups.front().a7_pairs() ? "-a7p" : "-a7";
         return name;
@@ -329,29 +336,41 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
     // The avx2 byte form for 7-bit A (pack_qconv_weights) where qgemm_rows is sure to run: u8
     // x of a constant zero point below 128 (or none: a ReLU's output mostly has few values of
     // 128 and more), W's zero points constant and 0 as packed (s8 0, u8 128), or none.
-    bool a7 = kind != QConvKind::dynamic_quantize_conv;
-    {
-        const Value* xv = ctx.input_value(0);
-        a7 = a7 && xv != nullptr && xv->dtype == DType::u8;
-        if (a7 && ctx.has_input(in.x_zero)) {
-            const Tensor* z = ctx.constant_input(in.x_zero);
-            a7 = z != nullptr && z->dtype() == DType::u8 && z->num_elements() == 1 &&
-                 z->data<std::uint8_t>()[0] < 128;
-        }
-        // (u8 W without a zero point has 0: a zero-point term as packed)
-        a7 = a7 && (w->dtype() == DType::i8 || ctx.has_input(in.w_zero));
-        if (a7 && ctx.has_input(in.w_zero)) {
-            const Tensor* z = ctx.constant_input(in.w_zero);
-            a7 = z != nullptr && z->dtype() == w->dtype();
-            for (int64_t i = 0; a7 && i < z->num_elements(); ++i)
-                a7 = w->dtype() == DType::u8 ? z->data<std::uint8_t>()[i] == 128
-                                             : z->data<std::int8_t>()[i] == 0;
-        }
+    // W's zero points constant and 0 as packed (s8 0, u8 128), or none of s8 W (u8 W without a
+    // zero point has 0: a zero-point term as packed).
+    bool w_zero_packed = w->dtype() == DType::i8 || ctx.has_input(in.w_zero);
+    if (w_zero_packed && ctx.has_input(in.w_zero)) {
+        const Tensor* z = ctx.constant_input(in.w_zero);
+        w_zero_packed = z != nullptr && z->dtype() == w->dtype();
+        for (int64_t i = 0; w_zero_packed && i < z->num_elements(); ++i)
+            w_zero_packed = w->dtype() == DType::u8 ? z->data<std::uint8_t>()[i] == 128
+                                                    : z->data<std::int8_t>()[i] == 0;
     }
+    const bool dynamic = kind == QConvKind::dynamic_quantize_conv;
+    const Value* xv = ctx.input_value(0);
+    const bool x_u8 = dynamic || (xv != nullptr && xv->dtype == DType::u8);
+    // The avx2 byte form for 7-bit A (pack_qconv_weights) where qgemm_rows is sure to run: u8
+    // x of a constant zero point below 128 (or none: a ReLU's output mostly has few values of
+    // 128 and more), W's zero points as packed.
+    bool a7 = !dynamic && x_u8 && w_zero_packed;
+    if (a7 && ctx.has_input(in.x_zero)) {
+        const Tensor* z = ctx.constant_input(in.x_zero);
+        a7 = z != nullptr && z->dtype() == DType::u8 && z->num_elements() == 1 &&
+             z->data<std::uint8_t>()[0] < 128;
+    }
+    // The Winograd form (pack_qconv_weights, qconv.cpp): 3x3, stride 1, no dilation, one group,
+    // u8 x (any zero point), W's zero points as packed, on the avx2 family (the VNNI families'
+    // direct products do 64 multiply-adds an instruction where its 16-bit ones do 16 for 36).
+    const auto all_one = [](const std::vector<int64_t>& v) {
+        return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 1; });
+    };
+    const bool winograd = x_u8 && w_zero_packed && s.kh == 3 && s.kw == 3 && s.group == 1 &&
+                          all_one(attrs.strides) && all_one(attrs.dilations) &&
+                          qgemm_isa() == QIsa::avx2;
     const std::shared_ptr<WeightStore> store = ctx.weight_store();
     DSINFER_ASSIGN_OR_RETURN(auto packed,
                              packed_qconv_form(*store, store->source(*w), w->raw_data(),
-                                               w->dtype() == DType::u8, s, a7));
+                                               w->dtype() == DType::u8, s, a7, winograd));
     return make_kernel<QConvKernel>(std::move(fallback), kind, std::move(attrs), act, s,
                                     std::move(packed), release);
 }
