@@ -370,22 +370,23 @@ void split_dense(const std::uint8_t* x, int64_t n, std::uint8_t* lo, std::uint8_
 // sum of |g|), so 4 times it is in s32 and the arithmetic shift by 2 gives it exactly: the
 // epilogue then sees the direct form's exact sums.
 
-/// V's rows of one chunk: [16][tiles][cs] s16 from the NHWC rows [iy0, iy1) of the image, z = x
-/// - zx; pixels outside them read `outside` (c bytes of zx: z = 0), channels past c are 0.
-__attribute__((always_inline)) inline void wino_input_body(const QConvShape& s,
-                                                           const std::uint8_t* image, int64_t iy0,
-                                                           int64_t iy1, int64_t ty0, int64_t ty1,
-                                                           std::uint8_t zx, int64_t cs,
-                                                           const std::uint8_t* outside,
-                                                           std::int16_t* __restrict v) noexcept {
+/// V's rows of one chunk: [16][tiles][cs] s16 for the tile rows [g0, g1) counted over the batch
+/// (th an image; one image's from `x` on, image_stride bytes apart), each tile from that image's
+/// NHWC rows [iy0, iy1) at x (row iy0 first), z = x - zx; pixels outside them read `outside`
+/// (c bytes of zx: z = 0), channels past c are 0.
+__attribute__((always_inline)) inline void wino_input_body(
+    const QConvShape& s, const std::uint8_t* x, int64_t image_stride, int64_t iy0, int64_t iy1,
+    int64_t g0, int64_t g1, int64_t th, std::uint8_t zx, int64_t cs, const std::uint8_t* outside,
+    std::int16_t* __restrict v) noexcept {
     typedef std::int16_t V16 __attribute__((vector_size(32)));
     typedef std::uint8_t B16 __attribute__((vector_size(16)));
-    const int64_t tw = (s.ow + 1) / 2, tiles = (ty1 - ty0) * tw, c = s.c, step = tiles * cs;
+    const int64_t tw = (s.ow + 1) / 2, tiles = (g1 - g0) * tw, c = s.c, step = tiles * cs;
     const V16 z = V16{} + static_cast<std::int16_t>(zx);
     const std::uint8_t* px[4][4];
-    for (int64_t ty = ty0; ty < ty1; ++ty)
+    for (int64_t g = g0; g < g1; ++g)
         for (int64_t tx = 0; tx < tw; ++tx) {
-            const int64_t tile = (ty - ty0) * tw + tx;
+            const int64_t tile = (g - g0) * tw + tx, ty = g % th;
+            const std::uint8_t* const image = x + g / th * image_stride;
             for (int r = 0; r < 4; ++r) {
                 const int64_t iy = 2 * ty - s.pt + r;
                 for (int q = 0; q < 4; ++q) {
@@ -433,25 +434,25 @@ __attribute__((always_inline)) inline void wino_input_body(const QConvShape& s,
         }
 }
 
-/// The chunk's sums: output rows [r0, r1) of S ([(r1 - r0) * ow][n] s32) from M ([16][tiles][n]
-/// s32, tile rows from r0 / 2).
-__attribute__((always_inline)) inline void wino_output_body(const QConvShape& s, int64_t r0,
-                                                            int64_t r1, int64_t n,
+/// The chunk's sums: S [pixels][n] s32 from M ([16][tiles][n] s32) of the tile rows [g0, g1)
+/// counted over the batch (th an image), the pixels counted over the batch from the chunk's
+/// first.
+__attribute__((always_inline)) inline void wino_output_body(const QConvShape& s, int64_t g0,
+                                                            int64_t g1, int64_t th, int64_t n,
                                                             const std::int32_t* __restrict m,
                                                             std::int32_t* __restrict out) noexcept {
     typedef std::uint32_t V8 __attribute__((vector_size(32)));
     typedef std::int32_t I8 __attribute__((vector_size(32)));
-    const int64_t tw = (s.ow + 1) / 2, ty0 = r0 / 2, ty1 = (r1 + 1) / 2;
-    const int64_t tiles = (ty1 - ty0) * tw, step = tiles * n;
+    const int64_t tw = (s.ow + 1) / 2, tiles = (g1 - g0) * tw, step = tiles * n;
+    const int64_t pix0 = (g0 / th * s.oh + 2 * (g0 % th)) * s.ow;
     alignas(32) std::int32_t y[4][8];
-    for (int64_t ty = ty0; ty < ty1; ++ty)
+    for (int64_t g = g0; g < g1; ++g)
         for (int64_t tx = 0; tx < tw; ++tx) {
-            const std::int32_t* mt = m + ((ty - ty0) * tw + tx) * n;
-            const int64_t oy = 2 * ty, ox = 2 * tx;
-            const bool down = oy + 1 < r1, right = ox + 1 < s.ow;
-            std::int32_t* const o[4] = {
-                out + ((oy - r0) * s.ow + ox) * n, out + ((oy - r0) * s.ow + ox + 1) * n,
-                out + ((oy + 1 - r0) * s.ow + ox) * n, out + ((oy + 1 - r0) * s.ow + ox + 1) * n};
+            const std::int32_t* mt = m + ((g - g0) * tw + tx) * n;
+            const int64_t oy = 2 * (g % th), ox = 2 * tx;
+            const bool down = oy + 1 < s.oh, right = ox + 1 < s.ow;
+            std::int32_t* const o0 = out + ((g / th * s.oh + oy) * s.ow + ox - pix0) * n;
+            std::int32_t* const o[4] = {o0, o0 + n, o0 + s.ow * n, o0 + (s.ow + 1) * n};
             const int outs = down ? 4 : 2;
             for (int64_t j = 0; j < n; j += 8) {
                 const int64_t w = std::min<int64_t>(8, n - j);
@@ -493,47 +494,47 @@ __attribute__((always_inline)) inline void wino_output_body(const QConvShape& s,
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) void wino_input_avx2(const QConvShape& s, const std::uint8_t* image,
-                                                     int64_t iy0, int64_t iy1, int64_t ty0,
-                                                     int64_t ty1, std::uint8_t zx, int64_t cs,
+__attribute__((target("avx2"))) void wino_input_avx2(const QConvShape& s, const std::uint8_t* x,
+                                                     int64_t image_stride, int64_t iy0, int64_t iy1,
+                                                     int64_t g0, int64_t g1, int64_t th,
+                                                     std::uint8_t zx, int64_t cs,
                                                      const std::uint8_t* outside,
                                                      std::int16_t* v) noexcept {
-    wino_input_body(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+    wino_input_body(s, x, image_stride, iy0, iy1, g0, g1, th, zx, cs, outside, v);
 }
-__attribute__((target("avx2"))) void wino_output_avx2(const QConvShape& s, int64_t r0, int64_t r1,
-                                                      int64_t n, const std::int32_t* m,
+__attribute__((target("avx2"))) void wino_output_avx2(const QConvShape& s, int64_t g0, int64_t g1,
+                                                      int64_t th, int64_t n, const std::int32_t* m,
                                                       std::int32_t* out) noexcept {
-    wino_output_body(s, r0, r1, n, m, out);
+    wino_output_body(s, g0, g1, th, n, m, out);
 }
 #endif
-void wino_input_base(const QConvShape& s, const std::uint8_t* image, int64_t iy0, int64_t iy1,
-                     int64_t ty0, int64_t ty1, std::uint8_t zx, int64_t cs,
+void wino_input_base(const QConvShape& s, const std::uint8_t* x, int64_t image_stride, int64_t iy0,
+                     int64_t iy1, int64_t g0, int64_t g1, int64_t th, std::uint8_t zx, int64_t cs,
                      const std::uint8_t* outside, std::int16_t* v) noexcept {
-    wino_input_body(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+    wino_input_body(s, x, image_stride, iy0, iy1, g0, g1, th, zx, cs, outside, v);
 }
-void wino_output_base(const QConvShape& s, int64_t r0, int64_t r1, int64_t n, const std::int32_t* m,
-                      std::int32_t* out) noexcept {
-    wino_output_body(s, r0, r1, n, m, out);
+void wino_output_base(const QConvShape& s, int64_t g0, int64_t g1, int64_t th, int64_t n,
+                      const std::int32_t* m, std::int32_t* out) noexcept {
+    wino_output_body(s, g0, g1, th, n, m, out);
 }
 
-/// Output rows [r0, r1) (r0 even) of image rows [iy0, iy1) by the Winograd form: the sums into
-/// `sums`, then qgemm's epilogue (qgemm_store_s32) into c (ldc) with p. `v`, `m`, `ptrs`,
-/// `outside`: the chunk's transformed input, products, row pointers and a pixel of zx (Plan::wv,
-/// wm, wp, wz).
-void wino_chunk(const QConvShape& s, const PackedQConvW& w, const std::uint8_t* image, int64_t iy0,
-                int64_t iy1, int64_t r0, int64_t r1, std::uint8_t zx, std::int16_t* v,
-                std::int32_t* m, const std::uint8_t** ptrs, std::int32_t* sums,
-                std::uint8_t* outside, void* c, int64_t ldc, const QGemmParams& p) noexcept {
-    const int64_t tw = (s.ow + 1) / 2, ty0 = r0 / 2, ty1 = (r1 + 1) / 2;
-    const int64_t tiles = (ty1 - ty0) * tw, cs = w.wino_k, n = s.m;
+/// The exact sums (the direct form's) of the tile rows [g0, g1) counted over the batch (th an
+/// image) by the Winograd form into `sums` ([pixels][m], from the chunk's first pixel), the input
+/// as wino_input_body reads it. `v`, `m`, `ptrs`, `outside`: the chunk's transformed input,
+/// products, row pointers and a pixel of zx (Plan::wv, wm, wp, wz).
+void wino_chunk(const QConvShape& s, const PackedQConvW& w, const std::uint8_t* x,
+                int64_t image_stride, int64_t iy0, int64_t iy1, int64_t g0, int64_t g1, int64_t th,
+                std::uint8_t zx, std::int16_t* v, std::int32_t* m, const std::uint8_t** ptrs,
+                std::int32_t* sums, std::uint8_t* outside) noexcept {
+    const int64_t tiles = (g1 - g0) * ((s.ow + 1) / 2), cs = w.wino_k, n = s.m;
     const bool avx2 = w.wino.front().isa == QIsa::avx2;
     std::memset(outside, zx, static_cast<std::size_t>(s.c));
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx2)
-        wino_input_avx2(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+        wino_input_avx2(s, x, image_stride, iy0, iy1, g0, g1, th, zx, cs, outside, v);
     else
 #endif
-        wino_input_base(s, image, iy0, iy1, ty0, ty1, zx, cs, outside, v);
+        wino_input_base(s, x, image_stride, iy0, iy1, g0, g1, th, zx, cs, outside, v);
     for (int64_t i = 0; i < 16 * tiles; ++i)
         ptrs[i] = reinterpret_cast<const std::uint8_t*>(v + i * cs);
     QGemmParams q;  // the plain s32 products
@@ -547,11 +548,10 @@ void wino_chunk(const QConvShape& s, const PackedQConvW& w, const std::uint8_t* 
     }
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx2)
-        wino_output_avx2(s, r0, r1, n, m, sums);
+        wino_output_avx2(s, g0, g1, th, n, m, sums);
     else
 #endif
-        wino_output_base(s, r0, r1, n, m, sums);
-    qgemm_store_s32(sums, n, (r1 - r0) * s.ow, w.wino.front(), c, ldc, p);
+        wino_output_base(s, g0, g1, th, n, m, sums);
 }
 
 /// Bytes of im2col (or NHWC rows, 1x1) per chunk: a chunk's A stays in L2.
@@ -570,9 +570,12 @@ struct Plan {
     /// the dense high bits, each followed by the padding's; a byte per output pixel of the
     /// chunk: whether any of its taps' lists has an element (QRowsA::hi_any).
     std::size_t lo = 0, off = 0, high = 0, any = 0;
-    /// The Winograd form (PackedQConvW::winograd(); rows even): V, M, the sums and the row
-    /// pointers of a chunk (wino_chunk).
-    bool wino = false;
+    /// The Winograd form (PackedQConvW::winograd(); rows even): V, M, the sums, the row
+    /// pointers and a pixel of zx of a chunk (wino_chunk). With x and y channels last
+    /// (`wglobal`) chunks are instead `wtr` tile rows counted over the batch (images may share
+    /// one: a 7x7 image has 16 tiles), `wchunks` of them.
+    bool wino = false, wglobal = false;
+    int64_t wtr = 0, wchunks = 0;
     std::size_t wv = 0, wm = 0, wsum = 0, wp = 0, wz = 0;
 };
 
@@ -584,23 +587,26 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     p.rows = std::clamp<int64_t>(kChunkBytes / a_row / ow, 1, oh);
     p.wino = w.winograd();
     const int64_t tw = (ow + 1) / 2, th = (oh + 1) / 2;
-    if (p.wino) {
-        // Whole tile rows, M (16 x tiles x m s32) and V (16 x tiles x K s16) of at most about
-        // 768 and 512 KiB; of those counts, the most tile rows whose tiles fill 6-row tiles of
-        // qgemm (a short last one costs a whole tile's set-up) if that keeps half of them.
+    // The Winograd form: whole tile rows, M (16 x tiles x m s32) and V (16 x tiles x K s16) of
+    // at most about 768 and 512 KiB; of those counts, the most tile rows whose tiles fill 6-row
+    // tiles of qgemm (a short last one costs a whole tile's set-up) if that keeps half of them.
+    const auto wino_rows = [&](int64_t rows_max) {
         const int64_t most = std::min((int64_t{768} << 10) / (64 * std::max<int64_t>(1, s.m)),
                                       (int64_t{512} << 10) / (32 * w.wino_k));
-        const int64_t tr_max = std::clamp<int64_t>(most / tw, 1, th);
-        int64_t tr = tr_max;
+        const int64_t tr_max = std::clamp<int64_t>(most / tw, 1, rows_max);
         for (int64_t t = tr_max; 2 * t >= tr_max; --t)
-            if (t * tw % 6 == 0) {
-                tr = t;
-                break;
-            }
-        p.rows = 2 * tr;
+            if (t * tw % 6 == 0) return t;
+        return tr_max;
+    };
+    const int64_t batch = std::max<int64_t>(1, s.batch);
+    p.wglobal = p.wino && s.x_nhwc && s.y_nhwc;
+    if (p.wglobal) {  // at least a chunk a thread
+        p.wtr = wino_rows(std::max<int64_t>(1, (batch * th + threads - 1) / threads));
+        p.wchunks = (batch * th + p.wtr - 1) / p.wtr;
+    } else if (p.wino) {
+        p.rows = 2 * wino_rows(th);
     }
     p.slices = (oh + p.rows - 1) / p.rows;
-    const int64_t batch = std::max<int64_t>(1, s.batch);
     const int64_t want = (threads + batch - 1) / batch;  // chunks per image to feed the team
     if (p.slices < want) {
         const int64_t unit = p.wino ? 2 : 1;
@@ -609,7 +615,7 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
         p.slices = (oh + p.rows - 1) / p.rows;
     }
     p.in_rows = std::min(s.h, (p.rows - 1) * s.sh + (s.kh - 1) * s.dh + 1);
-    p.team = std::max<int64_t>(1, std::min(threads, batch * p.slices));
+    p.team = std::max<int64_t>(1, std::min(threads, p.wglobal ? p.wchunks : batch * p.slices));
     const int64_t pix = p.rows * ow;
     const std::size_t in_bytes =
         static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * s.w * s.c);
@@ -639,11 +645,11 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     p.ctmp = s.y_nhwc ? 0 : align64(static_cast<std::size_t>(pix * s.mg()) * out_bytes);
     p.gemm = w.groups.empty() ? 0 : align64(qgemm_workspace_bytes(pix, w.groups[0], 1));
     if (p.wino) {
-        const auto tiles = static_cast<std::size_t>(p.rows / 2 * tw);
+        const auto tiles = static_cast<std::size_t>((p.wglobal ? p.wtr : p.rows / 2) * tw);
         p.cols = 0;
         p.wv = align64(16 * tiles * static_cast<std::size_t>(w.wino_k) * 2);
         p.wm = align64(16 * tiles * static_cast<std::size_t>(s.m) * 4);
-        p.wsum = align64(static_cast<std::size_t>(pix * s.m) * 4);
+        p.wsum = align64(4 * tiles * static_cast<std::size_t>(s.m) * 4);
         p.wp = align64(16 * tiles * sizeof(const std::uint8_t*));
         p.wz = align64(static_cast<std::size_t>(s.c));
     }
@@ -786,6 +792,42 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
         auto* wsum = reinterpret_cast<std::int32_t*>(wbuf + plan.wv + plan.wm);
         auto* wp = reinterpret_cast<const std::uint8_t**>(wbuf + plan.wv + plan.wm + plan.wsum);
         auto* wz = reinterpret_cast<std::uint8_t*>(wbuf + plan.wv + plan.wm + plan.wsum + plan.wp);
+        if (plan.wglobal) {  // the Winograd form's chunks over the batch (x, y channels last)
+            const int64_t th = (s.oh + 1) / 2, rows_all = s.batch * th;
+            for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < plan.wchunks;) {
+                const int64_t g0 = ci * plan.wtr, g1 = std::min(rows_all, g0 + plan.wtr);
+                wino_chunk(s, w, static_cast<const std::uint8_t*>(x), hw * s.c, 0, s.h, g0, g1, th,
+                           pad, wv, wm, wp, wsum, wz);
+                // Stored image by image (a residual's offsets are per image).
+                const int64_t pix0 = g0 / th * pixels + 2 * (g0 % th) * s.ow;
+                for (int64_t n = g0 / th; n <= (g1 - 1) / th; ++n) {
+                    const int64_t a = std::max(pix0, n * pixels);
+                    const int64_t b =
+                        std::min((n + 1) * pixels,
+                                 (g1 - 1) / th == n
+                                     ? n * pixels + std::min(s.oh, 2 * ((g1 - 1) % th + 1)) * s.ow
+                                     : (n + 1) * pixels);
+                    QGemmParams pg = p;
+                    if (p.residual != nullptr) {
+                        const auto* rbase = static_cast<const unsigned char*>(p.residual);
+                        if (s.r_nhwc) {
+                            pg.residual = rbase + a * s.m;
+                            pg.residual_row = s.m;
+                            pg.residual_col = 1;
+                        } else {
+                            pg.residual = rbase + n * s.m * pixels + (a - n * pixels);
+                            pg.residual_row = 1;
+                            pg.residual_col = pixels;
+                        }
+                    }
+                    qgemm_store_s32(
+                        wsum + (a - pix0) * s.m, s.m, b - a, w.wino.front(),
+                        static_cast<unsigned char*>(y) + static_cast<std::size_t>(a * s.m) * eb,
+                        s.m, pg);
+                }
+            }
+            return;
+        }
         for (int64_t ci; (ci = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
             const int64_t n = ci / plan.slices, r0 = ci % plan.slices * plan.rows;
             const int64_t r1 = std::min(s.oh, r0 + plan.rows);
@@ -834,8 +876,9 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                                             : ctmp;
                 const int64_t ldc = s.y_nhwc ? s.m : mg;
                 if (plan.wino) {
-                    wino_chunk(s, w, image, iy0, iy1, r0, r1, pad, wv, wm, wp, wsum, wz, c, ldc,
-                               pg);
+                    wino_chunk(s, w, image, 0, iy0, iy1, r0 / 2, (r1 + 1) / 2, (s.oh + 1) / 2, pad,
+                               wv, wm, wp, wsum, wz);
+                    qgemm_store_s32(wsum, s.m, rows, wg, c, ldc, pg);
                 } else if (plan.a7) {
                     // B in the form for 7-bit A (one group): qgemm_rows on the rows' low bits,
                     // their high bits as lists where few are set, else dense.

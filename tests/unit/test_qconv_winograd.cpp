@@ -113,7 +113,8 @@ std::vector<std::uint8_t> run(const QConvShape& s, const std::vector<std::uint8_
     std::vector<std::uint8_t> y = y0;
     y.resize(static_cast<std::size_t>(s.batch * s.m * s.oh * s.ow) * esize);
     QGemmParams q = p;
-    if (q.residual != nullptr) q.residual = y.data();  // in place, as ResNet's joins run
+    if (q.residual != nullptr && q.residual == y0.data())
+        q.residual = y.data();  // in place, as ResNet's joins run
     std::vector<unsigned char> ws(
         dsinfer::detail::qconv_workspace_bytes(s, w, esize, dsinfer::detail::max_threads()));
     REQUIRE(dsinfer::detail::qconv(s, x.data(), nullptr, w, y.data(), q, ws.data(), ws.size()));
@@ -181,7 +182,8 @@ void check_case(const WCase& k, std::uint32_t seed) {
                         CHECK(bad == 0);
                         // u8, s8 requantized (per-channel scales, int32 bias, Relu), f32, and
                         // the fused QLinearAdd of a residual: as the direct form, bitwise.
-                        for (int out = 0; out < 4; ++out) {
+                        // (4: the residual in the other memory order than y's)
+                        for (int out = 0; out < 5; ++out) {
                             INFO("output kind " << out);
                             QGemmParams q = p;
                             q.out = out == 1   ? QGemmOutput::s8
@@ -193,19 +195,25 @@ void check_case(const WCase& k, std::uint32_t seed) {
                             q.y_scale = 0.3f;
                             q.y_zero = out == 1 ? -7 : 100;
                             if (out == 0) q.act.kind = dsinfer::detail::Activation::relu;
-                            std::vector<std::uint8_t> y0;
-                            if (out == 3) {
+                            std::vector<std::uint8_t> y0, r;
+                            QConvShape sr = s;
+                            if (out >= 3) {
                                 y0 = random_bytes(static_cast<std::size_t>(k.n * k.m * s.oh * s.ow),
                                                   seed + 3);
                                 q.residual = y0.data();  // (run: y itself)
-                                q.residual_row = y_nhwc ? k.m : 1;
-                                q.residual_col = y_nhwc ? 1 : s.oh * s.ow;
+                                if (out == 4) {          // apart, in the other order
+                                    r = random_bytes(y0.size(), seed + 4);
+                                    q.residual = r.data();
+                                    sr.r_nhwc = !s.y_nhwc;
+                                }
+                                q.residual_row = sr.r_nhwc ? k.m : 1;
+                                q.residual_col = sr.r_nhwc ? 1 : s.oh * s.ow;
                                 q.add = dsinfer::detail::qlinear_add_params(q.y_scale, 0.4f, 0.6f,
                                                                             q.y_zero, 120, 125);
                             }
                             const std::size_t e = out == 2 ? 4 : 1;
-                            const auto a = run(s, x, wino, q, e, y0, threads);
-                            const auto b = run(s, x, direct, q, e, y0, threads);
+                            const auto a = run(sr, x, wino, q, e, y0, threads);
+                            const auto b = run(sr, x, direct, q, e, y0, threads);
                             CHECK(a == b);
                         }
                     }
