@@ -24,7 +24,8 @@
 //   4. C transposed into the group's channels of the NCHW output; for an NHWC y, qgemm stores
 //      C straight into the group's channels of y's pixel rows (ldc = m).
 // Winograd form (PackedQConvW::winograd(): 3x3, stride 1, no dilation, one group, u8 x, on the
-// avx2 family): steps 2-3 become, per chunk (whole rows of 2 x 2 output tiles), the input
+// avx2 family): steps 2-3 become, per chunk (whole rows of 2 x 2 output tiles, counted over the
+// batch when x and y are channels last, so that small images share a chunk), the input
 // transform V = B^T (x - zx) B of each 4 x 4 input tile to s16 ([16][tiles][channels]), 16
 // qgemm_rows products V_xi U_xi to s32 (U = G' w G'^T packed once by pack_qb_s16, both operands
 // 16-bit: vpmaddwd), the output transform A^T M A / 4 to the exact s32 sums of the direct form,

@@ -15,7 +15,9 @@
 // layout negotiation agrees it with their other ends) with any pads, strides, dilations and
 // groups, against a
 // constant W packed once per (weights, ISA family) through the engine's WeightStore
-// (packed_qconv_form) and then released. Everything else the reference kernel
+// (packed_qconv_form) and then released; on the avx2 family 3x3 convolutions of stride 1,
+// undilated, one group, u8 x, W's zero points as packed, in the Winograd form (pack_qconv_weights:
+// F(2x2, 3x3) in 16-bit integers, exact). Everything else the reference kernel
 // (src/cpu/reference/quant.cpp) runs: it is every kernel's prepare (shapes, dtypes, errors)
 // and the oracle; results are bitwise equal to it for any thread count.
 //
