@@ -674,7 +674,7 @@ std::size_t out_size(QGemmOutput o) noexcept {
 constexpr int64_t kPairedA7MinK = 256;
 
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa,
-                                bool a7, bool winograd) {
+                                bool a7, bool winograd, const std::int32_t* w_zero) {
     PackedQConvW out;
     out.group = s.group;
     out.k = s.k();
@@ -682,11 +682,15 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
     const int64_t cg = s.cg(), khw = s.kh * s.kw, k = out.k, mg = out.mg;
     const auto* src = static_cast<const std::uint8_t*>(w);
     if (winograd && s.kh == 3 && s.kw == 3 && s.group == 1 && s.m > 0 && s.c > 0) {
-        // g = w as a signed value (u8 w: minus its zero point 128); U = G' g G'^T per (o, c).
+        // g = w minus its output channel's zero point (|g| <= 255); U = G' g G'^T per (o, c),
+        // at most 9 * 255 in magnitude.
+        std::vector<std::int32_t> zw(static_cast<std::size_t>(s.m), w_unsigned ? 128 : 0);
+        if (w_zero != nullptr) std::copy_n(w_zero, s.m, zw.begin());
         const auto g_at = [&](int64_t o, int64_t c, int q) -> std::int32_t {
             const std::uint8_t b = src[(o * s.c + c) * 9 + q];
-            return w_unsigned ? static_cast<std::int32_t>(b) - 128
-                              : static_cast<std::int32_t>(static_cast<std::int8_t>(b));
+            return (w_unsigned ? static_cast<std::int32_t>(b)
+                               : static_cast<std::int32_t>(static_cast<std::int8_t>(b))) -
+                   zw[static_cast<std::size_t>(o)];
         };
         bool exact = true;
         for (int64_t o = 0; o < s.m && exact; ++o) {
@@ -717,7 +721,7 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
                     }
                 }
             out.wino_k = cs;
-            out.wino_unsigned = w_unsigned;
+            out.wino_zero = std::move(zw);
             for (int xi = 0; xi < 16; ++xi)
                 out.wino.push_back(
                     pack_qb_s16(u.data() + static_cast<std::size_t>(xi * s.m * cs), cs, s.m, isa));
@@ -756,10 +760,11 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
     if (w.winograd() && (s.kh != 3 || s.kw != 3 || s.sh != 1 || s.sw != 1 || s.dh != 1 ||
                          s.dw != 1 || s.group != 1 || p.a_signed))
         return false;    // the Winograd form is for this geometry only (pack_qconv_weights)
-    if (w.winograd()) {  // and for the weights' zero point it was packed with
-        const std::int32_t zw = w.wino_unsigned ? 128 : 0;
-        bool same = p.b_zeros != nullptr || p.b_zero == zw;
-        for (int64_t o = 0; p.b_zeros != nullptr && o < s.m; ++o) same = same && p.b_zeros[o] == zw;
+    if (w.winograd()) {  // and for the weights' zero points it was packed with
+        bool same = w.wino_zero.size() == static_cast<std::size_t>(s.m);
+        for (int64_t o = 0; same && o < s.m; ++o)
+            same = (p.b_zeros != nullptr ? p.b_zeros[o] : p.b_zero) ==
+                   w.wino_zero[static_cast<std::size_t>(o)];
         if (!same) return false;
     }
     const std::size_t eb = out_size(p.out);

@@ -88,7 +88,9 @@ struct PackedQConvW {
     /// the channels rounded up to 16 (zero rows past c).
     std::vector<PackedQB> wino;
     std::int64_t wino_k = 0;
-    bool wino_unsigned = false;  ///< u8 weights, taken as w - 128 (their zero point must be 128)
+    /// Per output channel, the weights' zero point subtracted before the transform (a run's
+    /// zero points must be these).
+    std::vector<std::int32_t> wino_zero;
     /// The weights are in the avx2 byte form for 7-bit A (PackedQB::a7()): qconv splits the
     /// input's bytes into their low 7 bits and their high bits (see pack_qconv_weights).
     bool a7() const noexcept { return !groups.empty() && groups.front().a7(); }
@@ -114,13 +116,24 @@ struct PackedQConvW {
 /// the weights (qgemm_rows_supported); qconv fails otherwise.
 ///
 /// With `winograd` (the caller's choice: a 3x3 kernel of stride 1 and dilation 1, one group, u8
-/// x, no zero-point term of the weights, as for a7) the weights go in the Winograd form instead
-/// (PackedQConvW::wino) where it is exact: F(2x2, 3x3) in 16-bit integers, 4 multiplies per
-/// output pixel and channel pair where the direct form has 9, on the 16-bit layout of the avx2
-/// family (or baseline, for `isa` baseline); exact while each output channel's sum of |w| is at
-/// most 2^29 / 255 (else the other forms). qconv then computes every chunk by it.
+/// x, the weights' zero points constant) the weights go in the Winograd form instead
+/// (PackedQConvW::wino) where it is exact: F(2x2, 3x3) in 16-bit integers on w minus its zero
+/// point, 4 multiplies per output pixel and channel pair where the direct form has 9, on the
+/// 16-bit layout of the avx2 family (or baseline, for `isa` baseline); exact while each output
+/// channel's sum of |w - zw| is at most 2^29 / 255 (else the other forms). `w_zero`: the zero
+/// points, one per output channel (s.m); null: those the direct forms pack without a term (128
+/// for u8 w, 0 for s8). qconv then computes every chunk by it, for runs with those zero points.
+/// The fewest input channels for which the INT8 convolution's callers ask for the Winograd
+/// form: its K is the channels rounded up to 16 (3 channels run 16) and its transforms cost per
+/// pixel what few channels' products do. unet_convint (tools/make_models.py, 1024x1024, 2
+/// threads, AVX2 Zen 3, ds-profiler) against the direct 16-bit form: 3 channels 2.31x the time,
+/// 16 channels 0.95-1.03x, 32 0.86-1.04x, 48 and more 0.48-0.83x (the 1024-channel 16x16 one
+/// 1.06x).
+constexpr std::int64_t kWinogradMinChannels = 32;
+
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s,
-                                QIsa isa = qgemm_isa(), bool a7 = false, bool winograd = false);
+                                QIsa isa = qgemm_isa(), bool a7 = false, bool winograd = false,
+                                const std::int32_t* w_zero = nullptr);
 
 /// x as DynamicQuantizeConv gives it: float32, quantized with `q` (usable or not) while it is
 /// transposed; `quantize` is DynamicQuantizeLinear's loop for a usable q (bitwise

@@ -86,22 +86,29 @@ StatusOr<std::shared_ptr<const PackedQB>> packed_qb_form(WeightStore& store,
                                });
 }
 
-StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(WeightStore& store,
-                                                                WeightStore::Source source,
-                                                                const void* w, bool w_unsigned,
-                                                                const QConvShape& s, bool a7,
-                                                                bool winograd) {
+StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(
+    WeightStore& store, WeightStore::Source source, const void* w, bool w_unsigned,
+    const QConvShape& s, bool a7, bool winograd, const std::int32_t* w_zero) {
     const QIsa isa = qgemm_isa();
-    const std::string layout = (s.group == 1 ? std::string("qconv.packed_w")
-                                             : "qconv.packed_w.g" + std::to_string(s.group)) +
-                               (a7 ? ".a7" : "") + (winograd ? ".wino" : "");
+    std::string layout = (s.group == 1 ? std::string("qconv.packed_w")
+                                       : "qconv.packed_w.g" + std::to_string(s.group)) +
+                         (a7 ? ".a7" : "") + (winograd ? ".wino" : "");
+    if (winograd && w_zero != nullptr) {  // the form holds w minus these: one form per set
+        std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the zero points
+        for (std::int64_t o = 0; o < s.m; ++o) {
+            h ^= static_cast<std::uint32_t>(w_zero[o]);
+            h *= 1099511628211ull;
+        }
+        layout += ".z" + std::to_string(h);
+    }
     return store.get<PackedQConvW>(source, WeightKind::packed, layout, qisa_name(isa),
                                    [&]() -> StatusOr<WeightBuild<PackedQConvW>> {
                                        if (w == nullptr)
                                            return Status(ErrorCode::internal,
                                                          "conv weights gone before they were packed");
-                                       auto p = std::make_shared<const PackedQConvW>(
-                                           pack_qconv_weights(w, w_unsigned, s, isa, a7, winograd));
+                                       auto p =
+                                           std::make_shared<const PackedQConvW>(pack_qconv_weights(
+                                               w, w_unsigned, s, isa, a7, winograd, w_zero));
                                        return WeightBuild<PackedQConvW>{p, p->bytes()};
                                    });
 }

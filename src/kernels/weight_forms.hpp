@@ -62,10 +62,11 @@ struct QConvShape;
 
 /// The 8-bit OIHW convolution weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` (its
 /// m, c, group, kh, kw matter) packed for qconv at qgemm_isa(), with `a7` in the avx2 byte form
-/// for 7-bit A where it applies, with `winograd` in the Winograd form where it is exact
-/// (pack_qconv_weights).
+/// for 7-bit A where it applies, with `winograd` in the Winograd form where it is exact, for
+/// the weights' zero points `w_zero` (s.m of them, or null: pack_qconv_weights).
 StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(
     WeightStore& store, WeightStore::Source source, const void* w, bool w_unsigned,
-    const QConvShape& s, bool a7 = false, bool winograd = false);
+    const QConvShape& s, bool a7 = false, bool winograd = false,
+    const std::int32_t* w_zero = nullptr);
 
 }  // namespace dsinfer::detail

@@ -7,17 +7,16 @@
 // saturate the output; 1 and 2 threads. Bad inputs are typed errors naming the node.
 // Runs once per ISA level ([fast]: DSINFER_TEST_ISA, tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <dsinfer/dsinfer.hpp>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <dsinfer/dsinfer.hpp>
-
+#include "kernels/qconv.hpp"
 #include "unit/engine_models.hpp"
 
 using namespace dsinfer;
@@ -568,7 +567,8 @@ TEST_CASE(
             INFO(describe(k) << ": " << algorithm);
             // 3x3 of stride 1 undilated: the Winograd form instead (its own tests:
             // test_qconv_winograd.cpp), on the avx2 family.
-            const bool wino = k.kh == 3 && k.stride == 1 && k.dil == 1;
+            const bool wino = k.kh == 3 && k.stride == 1 && k.dil == 1 &&
+                              k.c >= dsinfer::detail::kWinogradMinChannels;
             if (algorithm.find("-avx2") != std::string::npos) {
                 CHECK((algorithm.find("-wino") != std::string::npos) == wino);
                 CHECK((algorithm.find("-a7") != std::string::npos) == !wino);
@@ -581,9 +581,9 @@ TEST_CASE(
                 CHECK(algorithm.find("-wino") == std::string::npos);
             }
         }
-    // Not in the form: a zero point of 128 and more, s8 x, a weight zero-point term (3, or u8 W
-    // without a zero point: 0), cg % 4.
-    ConvCase k = shape(1, 16, 6, 7, 9, 3, 1, 1, 1, 1);
+    // Not in the byte form: a zero point of 128 and more, s8 x, a weight zero-point term (3, or
+    // u8 W without a zero point: 0), cg % 4.
+    ConvCase k = shape(1, 32, 6, 7, 9, 3, 1, 1, 1, 1);
     k.x_high_permille = 8;
     k.w_zero_kind = 0;
     for (int variant = 0; variant < 5; ++variant) {
@@ -599,6 +599,11 @@ TEST_CASE(
         const std::string algorithm = check_case(v, seed++);
         INFO(describe(v) << ": " << algorithm);
         CHECK(algorithm.find("-a7") == std::string::npos);
+        // The Winograd form takes any constant zero points of W (subtracted before the
+        // transform: a zero point of 3, u8 W's 0) and of u8 x; not s8 x, nor 6 channels.
+        if (algorithm.find("-avx2") != std::string::npos)
+            CHECK((algorithm.find("-wino") != std::string::npos) ==
+                  (!v.x_signed && v.c >= dsinfer::detail::kWinogradMinChannels));
     }
 }
 

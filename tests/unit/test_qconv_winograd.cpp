@@ -4,8 +4,10 @@
 // family (whose own tests compare it with the reference kernels). On every 16-bit family the
 // run covers (baseline and avx2), 1 and 2 threads, NCHW and NHWC x and y, odd and 1x1 images,
 // asymmetric pads, channels that are not multiples of 16 or that cross a K block, zero points
-// of x at 0, mid-range and 255, s8 weights and u8 weights of zero point 128, and the magnitude
-// bound under which the form is exact (and beyond which the weights are not packed in it).
+// of x at 0, mid-range and 255, s8 weights and u8 weights of zero point 128 (packed without a
+// zero-point term), u8 and s8 weights of other zero points (one, or one per output channel:
+// subtracted before the transform), and the magnitude bound under which the form is exact (and
+// beyond which the weights are not packed in it).
 // Runs once per ISA level ([fast]: DSINFER_TEST_ISA, tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -63,9 +65,11 @@ QConvShape shape_of(const WCase& k, bool x_nhwc, bool y_nhwc) {
     return s;
 }
 
-/// y's exact s32 sums (NCHW): sum over c and taps of (x - zx) (w - zw), padding contributing 0.
+/// y's exact s32 sums (NCHW): sum over c and taps of (x - zx) (w - zw[o]), padding
+/// contributing 0; zw empty: 128 for u8 w, 0 for s8.
 std::vector<std::int32_t> naive(const QConvShape& s, const std::vector<std::uint8_t>& x_nchw,
-                                const std::vector<std::uint8_t>& w, bool w_unsigned, int zx) {
+                                const std::vector<std::uint8_t>& w, bool w_unsigned, int zx,
+                                const std::vector<std::int32_t>& zw = {}) {
     std::vector<std::int32_t> y(static_cast<std::size_t>(s.batch * s.m * s.oh * s.ow));
     for (int64_t n = 0; n < s.batch; ++n)
         for (int64_t o = 0; o < s.m; ++o)
@@ -79,7 +83,10 @@ std::vector<std::int32_t> naive(const QConvShape& s, const std::vector<std::uint
                                 if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
                                 const std::uint8_t wb =
                                     w[static_cast<std::size_t>(((o * s.c + c) * 3 + i) * 3 + j)];
-                                const int g = w_unsigned ? wb - 128 : static_cast<std::int8_t>(wb);
+                                const int z = !zw.empty()  ? zw[static_cast<std::size_t>(o)]
+                                              : w_unsigned ? 128
+                                                           : 0;
+                                const int g = (w_unsigned ? wb : static_cast<std::int8_t>(wb)) - z;
                                 sum += static_cast<std::int64_t>(
                                            x_nchw[static_cast<std::size_t>(
                                                ((n * s.c + c) * s.h + iy) * s.w + ix)] -
@@ -133,10 +140,26 @@ void check_case(const WCase& k, std::uint32_t seed) {
     INFO("x [" << k.n << "," << k.c << "," << k.h << "," << k.w << "] m " << k.m << " pads " << k.pt
                << " " << k.pl << " " << k.pb << " " << k.pr);
     const auto x_nchw = random_bytes(static_cast<std::size_t>(k.n * k.c * k.h * k.w), seed);
-    for (int variant = 0; variant < 3; ++variant) {
-        const bool w_unsigned = variant == 1;
-        const int zx = variant == 0 ? 0 : variant == 1 ? 131 : 255;
-        INFO("w " << (w_unsigned ? "u8 (zero point 128)" : "s8") << ", x zero point " << zx);
+    // 0: s8 w; 1: u8 w of zero point 128 (both packed without a zero-point term); 2: s8 w;
+    // 3: u8 w of one other zero point (ONNX Runtime's dynamic quantization); 4: u8 w, a zero
+    // point per output channel from 0 to 255; 5: s8 w, per channel from -128 to 127.
+    for (int variant = 0; variant < 6; ++variant) {
+        const bool w_unsigned = variant == 1 || variant == 3 || variant == 4;
+        const int zx = variant == 0 ? 0 : variant == 1 || variant == 4 ? 131 : 255;
+        std::vector<std::int32_t> zw;  // empty: as packed (128 for u8, 0 for s8)
+        if (variant >= 3) {
+            std::mt19937 r(seed + 5);
+            for (int64_t o = 0; o < k.m; ++o)
+                zw.push_back(variant == 3   ? 119
+                             : variant == 4 ? static_cast<std::int32_t>(r() % 256)
+                                            : static_cast<std::int32_t>(r() % 256) - 128);
+            zw[0] = variant == 4 ? 255 : variant == 5 ? -128 : zw[0];  // |w - zw| up to 255
+        }
+        INFO("w " << (w_unsigned ? "u8" : "s8") << ", zero point "
+                  << (variant == 3   ? "119"
+                      : variant >= 4 ? "per channel"
+                                     : "as packed")
+                  << ", x zero point " << zx);
         auto w = random_bytes(static_cast<std::size_t>(k.m * k.c * 9), seed + 1);
         if (w.size() >= 2) {  // the extremes somewhere
             w[0] = w_unsigned ? 0 : 0x80;
@@ -147,11 +170,12 @@ void check_case(const WCase& k, std::uint32_t seed) {
                 INFO("x " << (x_nhwc ? "NHWC" : "NCHW") << ", y " << (y_nhwc ? "NHWC" : "NCHW"));
                 const QConvShape s = shape_of(k, x_nhwc, y_nhwc);
                 const auto x = x_nhwc ? to_nhwc(x_nchw, k.n, k.c, k.h * k.w, 1) : x_nchw;
-                auto want32 = naive(s, x_nchw, w, w_unsigned, zx);
+                auto want32 = naive(s, x_nchw, w, w_unsigned, zx, zw);
                 for (QIsa isa : wino_isas()) {
                     INFO("family " << dsinfer::detail::qisa_name(isa));
-                    const PackedQConvW wino = dsinfer::detail::pack_qconv_weights(
-                        w.data(), w_unsigned, s, isa, false, true);
+                    const PackedQConvW wino =
+                        dsinfer::detail::pack_qconv_weights(w.data(), w_unsigned, s, isa, false,
+                                                            true, zw.empty() ? nullptr : zw.data());
                     REQUIRE(wino.winograd());
                     CHECK(wino.wino.front().isa == isa);
                     const PackedQConvW direct = dsinfer::detail::pack_qconv_weights(
@@ -160,6 +184,7 @@ void check_case(const WCase& k, std::uint32_t seed) {
                     QGemmParams p;
                     p.a_zero = zx;
                     p.b_zero = w_unsigned ? 128 : 0;
+                    if (!zw.empty()) p.b_zeros = zw.data();  // the direct form: a term
                     std::vector<float> scales(static_cast<std::size_t>(k.m));
                     std::vector<std::int32_t> bias(static_cast<std::size_t>(k.m));
                     std::mt19937 r(seed + 2);
@@ -244,32 +269,48 @@ TEST_CASE("qconv's Winograd form is exact at its bound and not packed past it", 
     // Each output channel's sum of |w| times 255 must stay below 2^29 (the sums times 4 in s32):
     // 1800 channels of -128 weights give 528,768,000 (packed; x all 255 makes the sums
     // -528,768,000, times 4 within 1% of -2^31), 1830 pass it (the direct form instead).
-    for (QIsa isa : wino_isas()) {
-        INFO("family " << dsinfer::detail::qisa_name(isa));
-        for (int64_t c : {1800, 1830}) {
-            WCase k{1, c, 4, 4, 2, 1, 1, 1, 1};
-            const QConvShape s = shape_of(k, true, true);
-            const std::vector<std::uint8_t> w(static_cast<std::size_t>(k.m * c * 9), 0x80);
-            const PackedQConvW packed =
-                dsinfer::detail::pack_qconv_weights(w.data(), false, s, isa, false, true);
-            CHECK(packed.winograd() == (c == 1800));
-            if (!packed.winograd()) continue;
-            const std::vector<std::uint8_t> x_nchw(static_cast<std::size_t>(c * 16), 255);
-            QGemmParams p;
-            p.out = QGemmOutput::s32;
-            const auto got = run(s, to_nhwc(x_nchw, 1, c, 16, 1), packed, p, 4, {}, 2);
-            const auto want = naive(s, x_nchw, w, false, 0);
-            REQUIRE(want[5] == -128 * 255 * 9 * 1800);  // an inner pixel: all nine taps
-            std::vector<std::int32_t> g(want.size());
-            std::memcpy(g.data(), got.data(), got.size());
-            const auto want_nhwc = [&](int64_t o, int64_t px) {
-                return want[static_cast<std::size_t>(o * 16 + px)];
-            };
-            int64_t bad = 0;
-            for (int64_t px = 0; px < 16; ++px)
-                for (int64_t o = 0; o < 2; ++o)
-                    bad += g[static_cast<std::size_t>(px * 2 + o)] != want_nhwc(o, px);
-            CHECK(bad == 0);
+    // u8 weights 0 of zero point 255 (|w - zw| = 255, the most any zero point allows): 917
+    // channels give 917 * 9 * 255 * 255 = 536,651,325 (packed; the sums times 4 within 0.05% of
+    // -2^31), 918 pass 2^29.
+    struct Bound {
+        bool w_unsigned;
+        std::uint8_t w;
+        std::int32_t zw;
+        int64_t packed_c, past_c;
+    };
+    for (const Bound& bd : {Bound{false, 0x80, 0, 1800, 1830}, Bound{true, 0, 255, 917, 918}})
+        for (QIsa isa : wino_isas()) {
+            INFO("family " << dsinfer::detail::qisa_name(isa) << ", w " << int{bd.w}
+                           << " zero point " << bd.zw);
+            for (int64_t c : {bd.packed_c, bd.past_c}) {
+                WCase k{1, c, 4, 4, 2, 1, 1, 1, 1};
+                const QConvShape s = shape_of(k, true, true);
+                const std::vector<std::uint8_t> w(static_cast<std::size_t>(k.m * c * 9), bd.w);
+                const std::vector<std::int32_t> zw(static_cast<std::size_t>(k.m), bd.zw);
+                const PackedQConvW packed = dsinfer::detail::pack_qconv_weights(
+                    w.data(), bd.w_unsigned, s, isa, false, true, zw.data());
+                CHECK(packed.winograd() == (c == bd.packed_c));
+                if (!packed.winograd()) continue;
+                const std::vector<std::uint8_t> x_nchw(static_cast<std::size_t>(c * 16), 255);
+                QGemmParams p;
+                p.out = QGemmOutput::s32;
+                p.b_zero = bd.zw;
+                const auto got = run(s, to_nhwc(x_nchw, 1, c, 16, 1), packed, p, 4, {}, 2);
+                const auto want = naive(s, x_nchw, w, bd.w_unsigned, 0, zw);
+                // an inner pixel: all nine taps
+                REQUIRE(want[5] ==
+                        (int{bd.w_unsigned ? bd.w : static_cast<std::int8_t>(bd.w)} - bd.zw) * 255 *
+                            9 * c);
+                std::vector<std::int32_t> g(want.size());
+                std::memcpy(g.data(), got.data(), got.size());
+                const auto want_nhwc = [&](int64_t o, int64_t px) {
+                    return want[static_cast<std::size_t>(o * 16 + px)];
+                };
+                int64_t bad = 0;
+                for (int64_t px = 0; px < 16; ++px)
+                    for (int64_t o = 0; o < 2; ++o)
+                        bad += g[static_cast<std::size_t>(px * 2 + o)] != want_nhwc(o, px);
+                CHECK(bad == 0);
+            }
         }
-    }
 }

@@ -16,7 +16,7 @@
 // groups, against a
 // constant W packed once per (weights, ISA family) through the engine's WeightStore
 // (packed_qconv_form) and then released; on the avx2 family 3x3 convolutions of stride 1,
-// undilated, one group, u8 x, W's zero points as packed, in the Winograd form (pack_qconv_weights:
+// undilated, one group, u8 x, W's zero points constant, in the Winograd form (pack_qconv_weights:
 // F(2x2, 3x3) in 16-bit integers, exact). Everything else the reference kernel
 // (src/cpu/reference/quant.cpp) runs: it is every kernel's prepare (shapes, dtypes, errors)
 // and the oracle; results are bitwise equal to it for any thread count.
@@ -217,10 +217,18 @@ public:
                 conv_bytes -= zb;
             }
         }
-        if (packed_->winograd() && p.a_signed)
-            return Status::error(ErrorCode::internal,
-                                 "INT8 convolution: W was packed in the Winograd form for u8 x, "
-                                 "and this run's x is s8");
+        if (packed_->winograd()) {
+            if (p.a_signed)
+                return Status::error(ErrorCode::internal,
+                                     "INT8 convolution: W was packed in the Winograd form for u8 "
+                                     "x, and this run's x is s8");
+            for (int64_t o = 0; o < s.m; ++o)
+                if ((p.b_zeros != nullptr ? p.b_zeros[o] : p.b_zero) !=
+                    packed_->wino_zero[static_cast<std::size_t>(o)])
+                    return Status::error(ErrorCode::internal,
+                                         "INT8 convolution: W was packed in the Winograd form "
+                                         "for other zero points of W than this run's");
+        }
         if (packed_->a7() && !qgemm_rows_supported(packed_->groups.front(), p))
             return Status::error(ErrorCode::internal,
                                  "INT8 convolution: W was packed for u8 x without a zero-point "
@@ -361,18 +369,34 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
              z->data<std::uint8_t>()[0] < 128;
     }
     // The Winograd form (pack_qconv_weights, qconv.cpp): 3x3, stride 1, no dilation, one group,
-    // u8 x (any zero point), W's zero points as packed, on the avx2 family (the VNNI families'
-    // direct products do 64 multiply-adds an instruction where its 16-bit ones do 16 for 36).
+    // at least kWinogradMinChannels channels, u8 x (any zero point), W's zero points constant (any
+    // value: the form holds w minus them; ONNX Runtime's dynamic quantization writes u8 W of zero
+    // points like 119 or 131), on the avx2 family (the VNNI families' direct products do 64
+    // multiply-adds an instruction where its 16-bit ones do 16 for 36).
     const auto all_one = [](const std::vector<int64_t>& v) {
         return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 1; });
     };
-    const bool winograd = x_u8 && w_zero_packed && s.kh == 3 && s.kw == 3 && s.group == 1 &&
-                          all_one(attrs.strides) && all_one(attrs.dilations) &&
-                          qgemm_isa() == QIsa::avx2;
+    std::vector<std::int32_t> w_zeros(static_cast<std::size_t>(s.m), 0);  // absent: 0
+    bool w_zero_const = true;
+    if (ctx.has_input(in.w_zero)) {
+        const Tensor* z = ctx.constant_input(in.w_zero);
+        w_zero_const = z != nullptr && z->dtype() == w->dtype() &&
+                       (z->num_elements() == 1 || z->num_elements() == s.m);
+        for (int64_t o = 0; w_zero_const && o < s.m; ++o) {
+            const int64_t i = z->num_elements() == 1 ? 0 : o;
+            w_zeros[static_cast<std::size_t>(o)] = w->dtype() == DType::u8
+                                                       ? std::int32_t{z->data<std::uint8_t>()[i]}
+                                                       : std::int32_t{z->data<std::int8_t>()[i]};
+        }
+    }
+    const bool winograd = x_u8 && w_zero_const && s.kh == 3 && s.kw == 3 && s.group == 1 &&
+                          s.c >= kWinogradMinChannels && all_one(attrs.strides) &&
+                          all_one(attrs.dilations) && qgemm_isa() == QIsa::avx2;
     const std::shared_ptr<WeightStore> store = ctx.weight_store();
-    DSINFER_ASSIGN_OR_RETURN(auto packed,
-                             packed_qconv_form(*store, store->source(*w), w->raw_data(),
-                                               w->dtype() == DType::u8, s, a7, winograd));
+    DSINFER_ASSIGN_OR_RETURN(
+        auto packed,
+        packed_qconv_form(*store, store->source(*w), w->raw_data(), w->dtype() == DType::u8, s, a7,
+                          winograd, winograd ? w_zeros.data() : nullptr));
     return make_kernel<QConvKernel>(std::move(fallback), kind, std::move(attrs), act, s,
                                     std::move(packed), release);
 }
