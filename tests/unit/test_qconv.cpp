@@ -607,6 +607,55 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("qconv: one W under two zero points gets a Winograd form for each", "[fast][qconv]") {
+    // The form holds W minus its zero points, so its weight-store form is keyed by them: two
+    // ConvIntegers sharing W with zero points 119 and 131 must not share one packing.
+    Graph g;
+    g.name = "qconv_shared_w";
+    g.opset_imports = {{"", 17}};
+    const ValueId x =
+        g.add_value("x", DType::u8, SymbolicShape::from(Shape::make({2, 32, 6, 7}).value()));
+    g.inputs.push_back(x);
+    const ValueId w = g.add_initializer("W", int8_tensor({16, 32, 3, 3}, false, 77));
+    const ValueId xz = g.add_initializer("x_zp", int8_scalar(false, 3));
+    for (int i = 0; i < 2; ++i) {
+        const std::string n = std::to_string(i);
+        const ValueId wz = g.add_initializer("w_zp" + n, int8_scalar(false, i == 0 ? 119 : 131));
+        const ValueId y = g.add_value("y" + n);
+        Node& node = g.add_node("ConvInteger", {x, w, xz, wz}, {y}, "conv" + n);
+        node.attributes = {{"kernel_shape", attr_ints({3, 3})}, {"pads", attr_ints({1, 1, 1, 1})}};
+        g.outputs.push_back(y);
+        g.values[static_cast<std::size_t>(y)].dtype = DType::i32;
+    }
+    REQUIRE(g.sort_topologically().is_ok());
+    ConvCase k = shape(2, 32, 6, 7, 16, 3, 1, 1, 1, 1);
+    const Tensor xv = conv_input(k, 78);
+    const auto outputs = [&](const std::vector<std::string>& backends, int threads,
+                             std::vector<std::string>* algorithms) {
+        EngineOptions o;
+        o.backends = backends;
+        o.num_threads = threads;
+        o.optimization_level = 0;
+        const InferenceEngine e = InferenceEngine::compile(g, o);
+        if (algorithms != nullptr)
+            for (const NodeDescription& d : e.node_descriptions())
+                algorithms->push_back(d.algorithm);
+        return e.run({{"x", xv}});
+    };
+    const auto want = outputs({"reference"}, 1, nullptr);
+    for (int threads : {1, 2}) {
+        std::vector<std::string> algorithms;
+        const auto got = outputs({"cpu"}, threads, &algorithms);
+        REQUIRE(got.size() == 2);
+        for (std::size_t o = 0; o < 2; ++o) require_same_bits(got[o].tensor, want[o].tensor);
+        REQUIRE(algorithms.size() == 2);
+        for (const std::string& a : algorithms) {
+            INFO(a);
+            if (a.find("-avx2") != std::string::npos) CHECK(a.find("-wino") != std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("qconv: bad zero points, scales and biases are typed errors naming the node",
           "[fast][qconv]") {
     const ConvCase k = shape(1, 4, 5, 5, 6, 3, 1, 1, 1, 1);
