@@ -79,6 +79,14 @@ struct QConvShape {
     }
 };
 
+/// The fewest input channels for which the INT8 convolution's callers ask for the Winograd
+/// form (pack_qconv_weights): its K is the channels rounded up to 16 (3 channels run 16) and
+/// its transforms cost per pixel what few channels' products do. unet_convint
+/// (tools/make_models.py, 1024x1024, 2 threads, AVX2 Zen 3, ds-profiler, one sitting) against
+/// the direct 16-bit form: 3 channels 2.31x the time, 16 channels 0.95-1.03x, 32 0.86-1.04x, 48
+/// and more 0.48-0.92x (two nodes at 1.06x and 1.08x).
+constexpr std::int64_t kWinogradMinChannels = 32;
+
 /// The weights of every group packed for qgemm_packed (B = W_g^T, K ordered kh, kw, c).
 struct PackedQConvW {
     std::int64_t group = 1, k = 0, mg = 0;
@@ -123,14 +131,6 @@ struct PackedQConvW {
 /// channel's sum of |w - zw| is at most 2^29 / 255 (else the other forms). `w_zero`: the zero
 /// points, one per output channel (s.m); null: those the direct forms pack without a term (128
 /// for u8 w, 0 for s8). qconv then computes every chunk by it, for runs with those zero points.
-/// The fewest input channels for which the INT8 convolution's callers ask for the Winograd
-/// form: its K is the channels rounded up to 16 (3 channels run 16) and its transforms cost per
-/// pixel what few channels' products do. unet_convint (tools/make_models.py, 1024x1024, 2
-/// threads, AVX2 Zen 3, ds-profiler) against the direct 16-bit form: 3 channels 2.31x the time,
-/// 16 channels 0.95-1.03x, 32 0.86-1.04x, 48 and more 0.48-0.83x (the 1024-channel 16x16 one
-/// 1.06x).
-constexpr std::int64_t kWinogradMinChannels = 32;
-
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s,
                                 QIsa isa = qgemm_isa(), bool a7 = false, bool winograd = false,
                                 const std::int32_t* w_zero = nullptr);
