@@ -10,16 +10,15 @@
 //     threads identical.
 // Runs once per ISA level ([fast]: DSINFER_TEST_ISA, tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <dsinfer/dsinfer.hpp>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <dsinfer/dsinfer.hpp>
 
 #include "unit/engine_models.hpp"
 #include "unit/model_builder.hpp"
@@ -352,6 +351,51 @@ TEST_CASE("qlinear: fast MaxPool on uint8 / int8 equals the reference bitwise", 
             INFO((u ? "u8 " : "s8 ") << Shape::make(c.dims).value().to_string());
             check_fast("MaxPool", {{q8_tensor(c.dims, u, 31), false}}, c.attrs, "");
         }
+}
+
+TEST_CASE("qlinear: fast MaxPool on float32 equals the reference bitwise, NaN and infinities",
+          "[fast][qlinear]") {
+    // 2 wide and stride 2 (a U-Net's pools) has a loop of its own over the windows inside the
+    // row; odd widths, leading and trailing pads and ceil_mode put windows at both edges. NaN,
+    // -inf and +inf in both places of a window: a NaN wins (of several NaN payloads in one
+    // window the fast loop, vertical first, may keep another than the reference: one payload).
+    struct PoolCase {
+        std::vector<int64_t> dims;
+        Attrs attrs;
+    };
+    const PoolCase cases[] = {
+        {{1, 3, 8, 34}, {{"kernel_shape", attr_ints({2, 2})}, {"strides", attr_ints({2, 2})}}},
+        {{2, 2, 7, 37},
+         {{"kernel_shape", attr_ints({2, 2})},
+          {"strides", attr_ints({2, 2})},
+          {"ceil_mode", attr_i(1)}}},
+        {{1, 2, 6, 21},
+         {{"kernel_shape", attr_ints({2, 2})},
+          {"strides", attr_ints({2, 2})},
+          {"pads", attr_ints({1, 1, 0, 1})}}},
+        {{1, 2, 6, 3}, {{"kernel_shape", attr_ints({2, 2})}, {"strides", attr_ints({2, 2})}}},
+        {{1, 2, 9, 10},
+         {{"kernel_shape", attr_ints({3, 3})},
+          {"strides", attr_ints({2, 2})},
+          {"pads", attr_ints({1, 1, 1, 1})}}},
+    };
+    for (const PoolCase& c : cases) {
+        INFO(Shape::make(c.dims).value().to_string());
+        Tensor x = Tensor::empty(DType::f32, Shape::make(c.dims).value());
+        std::mt19937 r(41);
+        const std::uint32_t nan_bits = 0x7fc00abcu;
+        float na;
+        std::memcpy(&na, &nan_bits, 4);
+        const float inf = std::numeric_limits<float>::infinity();
+        for (auto& v : x.span<float>()) {
+            const auto k = r() % 40;
+            v = k <= 1   ? na
+                : k == 2 ? -inf
+                : k == 3 ? inf
+                         : static_cast<float>(static_cast<int>(r() % 2001) - 1000) * 1e-2f;
+        }
+        check_fast("MaxPool", {{x, false}}, c.attrs, "");
+    }
 }
 
 TEST_CASE("qlinear: QLinear ops load from an ONNX model importing com.microsoft", "[qlinear]") {
