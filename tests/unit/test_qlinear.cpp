@@ -338,13 +338,24 @@ TEST_CASE("qlinear: fast MaxPool on uint8 / int8 equals the reference bitwise", 
     };
     const PoolCase cases[] = {
         {{2, 64, 112, 112},  // ResNet-50's stem pool
-         {{"kernel_shape", attr_ints({3, 3})}, {"strides", attr_ints({2, 2})},
+         {{"kernel_shape", attr_ints({3, 3})},
+          {"strides", attr_ints({2, 2})},
           {"pads", attr_ints({1, 1, 1, 1})}}},
-        {{1, 3, 13, 11}, {{"kernel_shape", attr_ints({3, 2})}, {"strides", attr_ints({2, 3})},
-                          {"pads", attr_ints({1, 0, 2, 1})}, {"ceil_mode", attr_i(1)}}},
+        {{1, 3, 13, 11},
+         {{"kernel_shape", attr_ints({3, 2})},
+          {"strides", attr_ints({2, 3})},
+          {"pads", attr_ints({1, 0, 2, 1})},
+          {"ceil_mode", attr_i(1)}}},
         {{2, 2, 9, 10}, {{"kernel_shape", attr_ints({2, 3})}, {"dilations", attr_ints({2, 2})}}},
         {{1, 4, 7, 7}, {{"kernel_shape", attr_ints({3, 3})}, {"auto_pad", attr_s("SAME_UPPER")}}},
         {{3, 1, 5, 6}, {{"kernel_shape", attr_ints({5, 6})}, {"pads", attr_ints({4, 5, 4, 5})}}},
+        // 2 wide, stride 2: the loop over the windows inside the row, and the edges
+        {{1, 3, 8, 34}, {{"kernel_shape", attr_ints({2, 2})}, {"strides", attr_ints({2, 2})}}},
+        {{1, 2, 7, 21},
+         {{"kernel_shape", attr_ints({2, 2})},
+          {"strides", attr_ints({2, 2})},
+          {"pads", attr_ints({1, 1, 0, 1})},
+          {"ceil_mode", attr_i(1)}}},
     };
     for (bool u : {true, false})
         for (const PoolCase& c : cases) {
