@@ -5,6 +5,8 @@
 #include <new>
 #include <string>
 
+#include "runtime/fnv.hpp"
+
 namespace dsinfer::detail {
 
 namespace {
@@ -126,15 +128,10 @@ void PagedKvCache::release(std::vector<std::int32_t>& table) {
 std::uint64_t PagedKvCache::key_of(std::uint64_t parent_key,
                                    const std::int64_t* tokens) const noexcept {
     // FNV-1a over the parent key and the tokens, then a final mix; never 0 (0 means "none").
-    std::uint64_t h = 1469598103934665603ull ^ parent_key;
-    auto mix = [&](std::uint64_t x) {
-        for (int i = 0; i < 8; ++i) {
-            h ^= (x >> (8 * i)) & 0xff;
-            h *= 1099511628211ull;
-        }
-    };
-    mix(parent_key);
-    for (std::int64_t i = 0; i < cfg_.block_tokens; ++i) mix(static_cast<std::uint64_t>(tokens[i]));
+    std::uint64_t h = kFnvOffset ^ parent_key;
+    fnv_mix(h, parent_key);
+    for (std::int64_t i = 0; i < cfg_.block_tokens; ++i)
+        fnv_mix(h, static_cast<std::uint64_t>(tokens[i]));
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;

@@ -5,6 +5,7 @@
 
 #include "kernels/qconv.hpp"
 #include "kernels/qgemm.hpp"
+#include "runtime/fnv.hpp"
 
 namespace dsinfer::detail {
 
@@ -94,11 +95,9 @@ StatusOr<std::shared_ptr<const PackedQConvW>> packed_qconv_form(
                                        : "qconv.packed_w.g" + std::to_string(s.group)) +
                          (a7 ? ".a7" : "") + (winograd ? ".wino" : "");
     if (winograd && w_zero != nullptr) {  // the form holds w minus these: one form per set
-        std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the zero points
-        for (std::int64_t o = 0; o < s.m; ++o) {
-            h ^= static_cast<std::uint32_t>(w_zero[o]);
-            h *= 1099511628211ull;
-        }
+        std::uint64_t h = kFnvOffset;
+        for (std::int64_t o = 0; o < s.m; ++o)
+            fnv_mix(h, static_cast<std::uint64_t>(static_cast<std::int64_t>(w_zero[o])));
         layout += ".z" + std::to_string(h);
     }
     return store.get<PackedQConvW>(source, WeightKind::packed, layout, qisa_name(isa),

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/fnv.hpp"
+
 namespace dsinfer::serving::detail {
 namespace {
 
@@ -62,14 +64,6 @@ std::string dim_symbol(const IOInfo& io, int axis) {
     if (!io.shape.known || io.shape.rank() <= axis) return {};
     const Dim& d = io.shape.dims[static_cast<std::size_t>(axis)];
     return d.is_static() ? std::string() : d.symbol;
-}
-
-constexpr std::uint64_t kFnvOffset = 1469598103934665603ull;
-void mix(std::uint64_t& h, std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-        h ^= (v >> (8 * i)) & 0xffu;
-        h *= 1099511628211ull;
-    }
 }
 
 /// Elements of one row of `t` past its first `skip` dims.
@@ -214,18 +208,19 @@ Status EngineBatcher::prepare(std::vector<NamedTensor>& inputs, const RequestOpt
     so.cancel = options.cancel;
     if (!batchable_) return Status::ok();
     r.rows = r.args[0].shape()[0];
-    std::uint64_t key = kFnvOffset;
+    std::uint64_t key = dsinfer::detail::kFnvOffset;
     for (std::size_t i = 0; i < r.args.size(); ++i) {
         const Shape& s = r.args[i].shape();
-        mix(key, static_cast<std::uint64_t>(s.rank()));
+        dsinfer::detail::fnv_mix(key, static_cast<std::uint64_t>(s.rank()));
         for (int d = 1; d < s.rank(); ++d)
-            mix(key, pad_ && d == 1 && padded_input_[i] ? ~std::uint64_t{0}
-                                                        : static_cast<std::uint64_t>(s[d]));
+            dsinfer::detail::fnv_mix(key, pad_ && d == 1 && padded_input_[i]
+                                              ? ~std::uint64_t{0}
+                                              : static_cast<std::uint64_t>(s[d]));
     }
     if (pad_) {
         r.seq = r.args[static_cast<std::size_t>(mask_input_)].shape()[1];
         const int64_t b = hooks_.options.pad_bucket;
-        mix(key, b > 0 ? static_cast<std::uint64_t>((r.seq + b - 1) / b) : 0);
+        dsinfer::detail::fnv_mix(key, b > 0 ? static_cast<std::uint64_t>((r.seq + b - 1) / b) : 0);
     }
     so.batch_key = key;
     // A request larger than a batch runs as a batch of its own.

@@ -343,19 +343,28 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
     if (kind == QConvKind::dynamic_quantize_conv) {
         DSINFER_ASSIGN_OR_RETURN(act, activation_from_attributes(ctx));
     }
-    // The avx2 byte form for 7-bit A (pack_qconv_weights) where qgemm_rows is sure to run: u8
-    // x of a constant zero point below 128 (or none: a ReLU's output mostly has few values of
-    // 128 and more), W's zero points constant and 0 as packed (s8 0, u8 128), or none.
+    // W's zero points per output channel when they are constants of W's type (1 or M of them),
+    // or absent (0).
+    std::vector<std::int32_t> w_zeros(static_cast<std::size_t>(s.m), 0);
+    bool w_zero_const = true;
+    if (ctx.has_input(in.w_zero)) {
+        const Tensor* z = ctx.constant_input(in.w_zero);
+        w_zero_const = z != nullptr && z->dtype() == w->dtype() &&
+                       (z->num_elements() == 1 || z->num_elements() == s.m);
+        for (int64_t o = 0; w_zero_const && o < s.m; ++o) {
+            const int64_t i = z->num_elements() == 1 ? 0 : o;
+            w_zeros[static_cast<std::size_t>(o)] = w->dtype() == DType::u8
+                                                       ? std::int32_t{z->data<std::uint8_t>()[i]}
+                                                       : std::int32_t{z->data<std::int8_t>()[i]};
+        }
+    }
     // W's zero points constant and 0 as packed (s8 0, u8 128), or none of s8 W (u8 W without a
     // zero point has 0: a zero-point term as packed).
-    bool w_zero_packed = w->dtype() == DType::i8 || ctx.has_input(in.w_zero);
-    if (w_zero_packed && ctx.has_input(in.w_zero)) {
-        const Tensor* z = ctx.constant_input(in.w_zero);
-        w_zero_packed = z != nullptr && z->dtype() == w->dtype();
-        for (int64_t i = 0; w_zero_packed && i < z->num_elements(); ++i)
-            w_zero_packed = w->dtype() == DType::u8 ? z->data<std::uint8_t>()[i] == 128
-                                                    : z->data<std::int8_t>()[i] == 0;
-    }
+    const std::int32_t packed_zero = w->dtype() == DType::u8 ? 128 : 0;
+    const bool w_zero_packed = w_zero_const &&
+                               (w->dtype() == DType::i8 || ctx.has_input(in.w_zero)) &&
+                               std::all_of(w_zeros.begin(), w_zeros.end(),
+                                           [&](std::int32_t z) { return z == packed_zero; });
     const bool dynamic = kind == QConvKind::dynamic_quantize_conv;
     const Value* xv = ctx.input_value(0);
     const bool x_u8 = dynamic || (xv != nullptr && xv->dtype == DType::u8);
@@ -376,19 +385,6 @@ StatusOr<std::unique_ptr<Kernel>> make_qconv(const KernelCreateContext& ctx, QCo
     const auto all_one = [](const std::vector<int64_t>& v) {
         return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 1; });
     };
-    std::vector<std::int32_t> w_zeros(static_cast<std::size_t>(s.m), 0);  // absent: 0
-    bool w_zero_const = true;
-    if (ctx.has_input(in.w_zero)) {
-        const Tensor* z = ctx.constant_input(in.w_zero);
-        w_zero_const = z != nullptr && z->dtype() == w->dtype() &&
-                       (z->num_elements() == 1 || z->num_elements() == s.m);
-        for (int64_t o = 0; w_zero_const && o < s.m; ++o) {
-            const int64_t i = z->num_elements() == 1 ? 0 : o;
-            w_zeros[static_cast<std::size_t>(o)] = w->dtype() == DType::u8
-                                                       ? std::int32_t{z->data<std::uint8_t>()[i]}
-                                                       : std::int32_t{z->data<std::int8_t>()[i]};
-        }
-    }
     const bool winograd = x_u8 && w_zero_const && s.kh == 3 && s.kw == 3 && s.group == 1 &&
                           s.c >= kWinogradMinChannels && all_one(attrs.strides) &&
                           all_one(attrs.dilations) && qgemm_isa() == QIsa::avx2;

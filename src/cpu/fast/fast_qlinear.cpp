@@ -433,25 +433,8 @@ private:
                         max_into(col, in + iy * iw, iw);
                     }
                     const int64_t kw = g.k[1], sx = g.stride[1], dx = g.dil[1];
-                    // 2 wide, stride 2 (U-Nets' pools): the outputs whose pair lies inside the
-                    // row in one branch-free loop the compiler vectorizes (the window's first
-                    // value, then the second taken as the loop below takes it).
-                    int64_t lo = 0, hi = 0;
-                    if (kw == 2 && sx == 2 && dx == 1) {
-                        lo = std::min(ow, (g.pb[1] + 1) / 2);
-                        hi = std::max(lo, std::min(ow, (iw + g.pb[1]) / 2));
-                        const Q* c0 = col - g.pb[1];
-                        Q* o = out + oy * ow;
-                        for (int64_t ox = lo; ox < hi; ++ox) {
-                            const Q a = c0[2 * ox], b = c0[2 * ox + 1];
-                            o[ox] = take(b, a) ? b : a;
-                        }
-                    }
-                    for (int64_t ox = 0; ox < ow; ++ox) {
-                        if (ox == lo && hi > lo) {
-                            ox = hi - 1;
-                            continue;
-                        }
+                    // Output ox's window by the general loop (any geometry, edges checked).
+                    const auto window = [&](int64_t ox) {
                         const int64_t ix0 = ox * sx - g.pb[1];
                         Q best = lowest;
                         if (ix0 >= 0 && ix0 + (kw - 1) * dx < iw) {  // inside: no checks
@@ -464,7 +447,23 @@ private:
                             }
                         }
                         out[oy * ow + ox] = best;
+                    };
+                    // 2 wide, stride 2 (U-Nets' pools): the outputs [lo, hi) whose pair lies
+                    // inside the row in one branch-free loop the compiler vectorizes (the
+                    // window's first value, then the second taken as `window` takes it).
+                    int64_t lo = 0, hi = 0;
+                    if (kw == 2 && sx == 2 && dx == 1) {
+                        lo = std::min(ow, (g.pb[1] + 1) / 2);
+                        hi = std::max(lo, std::min(ow, (iw + g.pb[1]) / 2));
+                        const Q* c0 = col - g.pb[1];
+                        Q* o = out + oy * ow;
+                        for (int64_t ox = lo; ox < hi; ++ox) {
+                            const Q a = c0[2 * ox], b = c0[2 * ox + 1];
+                            o[ox] = take(b, a) ? b : a;
+                        }
                     }
+                    for (int64_t ox = 0; ox < lo; ++ox) window(ox);
+                    for (int64_t ox = hi; ox < ow; ++ox) window(ox);
                 }
             }
         });
