@@ -417,7 +417,8 @@ Status CompiledGraph::infer_node(std::size_t ni) {
             const auto vi = static_cast<std::size_t>(id);
             if (!shape_fixed_[vi]) return f;
             const bool load_known = !probe_data_[0][vi].is_null() && !probe_data_[1][vi].is_null();
-            if (((asked >> k) & 1u) != 0 && !load_known) asked_run_data = true;
+            // Inputs from 63 on share bit 63 (PrepareContext), which set asked_run_data above.
+            if (k < 63 && ((asked >> k) & 1u) != 0 && !load_known) asked_run_data = true;
         }
         f.shapes = true;
         f.prepare = !asked_run_data;

@@ -326,14 +326,16 @@ TEST_CASE("device constants: a device kernel's own copy is the executor's, and s
         // store: the same one.
         auto [cg, uploads] = compile_on(two_readers(w, "Add", "KeepAdd"), store, g_device);
         CHECK(uploads == 1);
-        auto dev = forms_of(store->forms(), "W", "cuda:0");
+        const auto forms = store->forms();  // forms_of points into it
+        auto dev = forms_of(forms, "W", "cuda:0");
         REQUIRE(dev.size() == 1);
         CHECK(dev[0]->holders == 2);  // the kernel and the graph
         check_run(*cg, w);
         CHECK(seen("first") == seen("second"));
     }
     // The store still owns it (until dropped).
-    auto dev = forms_of(store->forms(), "W", "cuda:0");
+    auto held = store->forms();
+    auto dev = forms_of(held, "W", "cuda:0");
     REQUIRE(dev.size() == 1);
     CHECK(dev[0]->holders == 0);
     CHECK(store->drop() == 24);
