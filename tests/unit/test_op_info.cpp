@@ -606,8 +606,11 @@ TEST_CASE("op metadata: weights, channel axes and channel flow", "[op_info]") {
     CHECK_FALSE(mm->is_weight(0));
     CHECK(mm->axes_of(cn, 1).out_channel == -1);
     CHECK(mm->axes_of(cn, 1).in_channel == -2);
-    Node& by_weight = t.node("MatMul", {x, w});
-    Node& by_activation = t.node("MatMul", {x, t.in("y", DType::f32, "8,4")});
+    // By index: a reference from node() lasts only until the next node is added.
+    t.node("MatMul", {x, w});
+    t.node("MatMul", {x, t.in("y", DType::f32, "8,4")});
+    const Node& by_weight = t.g.nodes[t.g.nodes.size() - 2];
+    const Node& by_activation = t.g.nodes.back();
     CHECK(detail::effective_channel_flow(mm, t.g, by_weight) == ChannelFlow::produces);
     CHECK(detail::effective_channel_flow(mm, t.g, by_activation) == ChannelFlow::opaque);
 
