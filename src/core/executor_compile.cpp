@@ -409,16 +409,14 @@ Status CompiledGraph::infer_node(std::size_t ni) {
         if (nodes_[ni].on_device || !nodes_[ni].subgraphs.empty()) return f;
         for (int i = 0; i < c.num_outputs(); ++i)
             if (c.has_output(i) && (!c.output_spec(i).set || c.output_spec(i).dynamic)) return f;
-        const std::uint64_t asked = ContextAccess::data_queried(c);
-        bool asked_run_data = (asked >> 63) != 0;
+        bool asked_run_data = false;
         for (std::size_t k = 0; k < n.inputs.size(); ++k) {
             const ValueId id = n.inputs[k];
             if (id == kNoValue || g.value(id).initializer) continue;
             const auto vi = static_cast<std::size_t>(id);
             if (!shape_fixed_[vi]) return f;
             const bool load_known = !probe_data_[0][vi].is_null() && !probe_data_[1][vi].is_null();
-            // Inputs from 63 on share bit 63 (PrepareContext), which set asked_run_data above.
-            if (k < 63 && ((asked >> k) & 1u) != 0 && !load_known) asked_run_data = true;
+            if (ContextAccess::data_queried(c, k) && !load_known) asked_run_data = true;
         }
         f.shapes = true;
         f.prepare = !asked_run_data;

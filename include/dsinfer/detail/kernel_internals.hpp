@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -43,10 +44,13 @@ struct ContextAccess {
     // PrepareContext
     /// The inputs, to take back after prepare (no copy).
     static std::vector<Tensor>& inputs(PrepareContext& c) noexcept { return c.inputs_; }
-    /// The inputs whose has_data() prepare asked (bit i; bit 63 also stands for every input
-    /// past 62). The executor skips prepare on planned runs only for nodes that asked about
-    /// no input whose values can change within a shape class (docs/ARCHITECTURE.md).
-    static std::uint64_t data_queried(const PrepareContext& c) noexcept { return c.data_queried_; }
+    /// Whether prepare asked has_data() of input i (inputs from 63 on share one bit: true for
+    /// each of them when it asked of any). The executor skips prepare on planned runs only for
+    /// nodes that asked about no input whose values can change within a shape class
+    /// (docs/ARCHITECTURE.md).
+    static bool data_queried(const PrepareContext& c, std::size_t i) noexcept {
+        return ((c.data_queried_ >> (i < 63 ? i : 63)) & 1u) != 0;
+    }
     /// What prepare passed to set_state.
     static const std::shared_ptr<const void>& state(const PrepareContext& c) noexcept {
         return c.state_;
