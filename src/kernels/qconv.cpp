@@ -148,9 +148,9 @@ void transpose_blocks(const void* src, int64_t lds, void* dst, int64_t ldd, int6
 }
 
 /// `pix` consecutive pixels of the c planes of x (float32, plane stride lds) quantized as fx
-/// says into nhwc [pix, c].
+/// says into nhwc [pix, c] (a pixel every ldd bytes, ldd >= c).
 void quantize_to_nhwc(const float* x, int64_t c, int64_t lds, int64_t pix,
-                      const QConvFloatInput& fx, std::uint8_t* nhwc) noexcept {
+                      const QConvFloatInput& fx, std::uint8_t* nhwc, int64_t ldd) noexcept {
     constexpr int64_t kPix = 256, kCh = 64;
     alignas(64) std::uint8_t tmp[kCh * kPix];
     const DynamicQuantParams& q = fx.q;
@@ -162,9 +162,55 @@ void quantize_to_nhwc(const float* x, int64_t c, int64_t lds, int64_t pix,
                 if (q.usable) fx.quantize(x + (c0 + ci) * lds + p0, pn, q, tmp + ci * kPix);
                 else std::memset(tmp + ci * kPix, q.zero_point, static_cast<std::size_t>(pn));
             }
-            transpose8(tmp, kPix, nhwc + p0 * c + c0, c, cn, pn);
+            transpose8(tmp, kPix, nhwc + p0 * ldd + c0, ldd, cn, pn);
         }
     }
+}
+
+/// `pix` consecutive pixels of an image of x (geometry s: s.c channels, u8 NCHW or NHWC, or
+/// float NCHW through fx), the first at `first` (n * s.c * hw + the pixel's index in its
+/// image), to nhwc [pix, c] with the channels from s.c on set to `pad` (qconv_packed_channels).
+void pad_channels(const QConvShape& s, const void* x, const QConvFloatInput* fx, int64_t first,
+                  int64_t pix, int64_t c, std::uint8_t pad, std::uint8_t* nhwc) noexcept {
+    const int64_t c_in = s.c, hw = s.h * s.w;
+    if (fx != nullptr || s.x_nhwc) {
+        const int64_t n = first / (c_in * hw), at = first % (c_in * hw);
+        if (fx != nullptr) {
+            quantize_to_nhwc(fx->x + first, c_in, hw, pix, *fx, nhwc, c);
+        } else {
+            const auto* src = static_cast<const std::uint8_t*>(x) + (n * hw + at) * c_in;
+            for (int64_t i = 0; i < pix; ++i)
+                std::memcpy(nhwc + i * c, src + i * c_in, static_cast<std::size_t>(c_in));
+        }
+        for (int64_t i = 0; i < pix; ++i)
+            std::memset(nhwc + i * c + c_in, pad, static_cast<std::size_t>(c - c_in));
+        return;
+    }
+    const auto* src = static_cast<const std::uint8_t*>(x) + first;
+    int64_t i = 0;
+#if DSINFER_QCONV_SSE2
+    if (c == 4) {
+        // Per 16 pixels: (p0, p1) and (p2, pad) byte pairs, then pairs of pairs: 4 pixels a
+        // vector (absent planes read as the pad).
+        const __m128i z = _mm_set1_epi8(static_cast<char>(pad));
+        const auto plane = [&](int64_t q, int64_t at) {
+            return q < c_in ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + q * hw + at))
+                            : z;
+        };
+        for (; i + 16 <= pix; i += 16) {
+            const __m128i p0 = plane(0, i), p1 = plane(1, i), p2 = plane(2, i), p3 = plane(3, i);
+            const __m128i a_lo = _mm_unpacklo_epi8(p0, p1), a_hi = _mm_unpackhi_epi8(p0, p1);
+            const __m128i b_lo = _mm_unpacklo_epi8(p2, p3), b_hi = _mm_unpackhi_epi8(p2, p3);
+            auto* d = reinterpret_cast<__m128i*>(nhwc + i * 4);
+            _mm_storeu_si128(d, _mm_unpacklo_epi16(a_lo, b_lo));
+            _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));
+            _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));
+            _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));
+        }
+    }
+#endif
+    for (; i < pix; ++i)
+        for (int64_t q = 0; q < c; ++q) nhwc[i * c + q] = q < c_in ? src[q * hw + i] : pad;
 }
 
 /// n bytes from src to d for the short runs of im2col (a 7x7 window row of 3 channels is 21
@@ -299,6 +345,38 @@ QRowsA row_pointers(const QConvShape& s, const std::uint8_t* nhwc, int64_t eb, i
     a.m = pixels;
     a.segments = taps;
     a.seg = cg;
+    a.rows = rows;
+    return a;
+}
+
+/// qgemm_rows' A for output rows [r0, r1) with each kernel row's taps one run of kw * c bytes
+/// (one group, no dilation along x): x's rows [iy0, ...) in `padded`, rows of `run_w` pixels
+/// with s.pl pixels of the zero point before each row's first and enough after its last
+/// (run_width). In `buf`: a run of kw * c bytes of the zero point `pad`, then [kh][pixels]
+/// pointers to each pixel's kernel rows (the zero-point run where a row falls in the padding).
+QRowsA run_pointers(const QConvShape& s, const std::uint8_t* padded, int64_t run_w, int64_t iy0,
+                    int64_t r0, int64_t r1, std::uint8_t pad, std::uint8_t* buf) noexcept {
+    const int64_t run = s.kw * s.c;
+    std::memset(buf, pad, static_cast<std::size_t>(run));
+    const std::uint8_t* zero_run = buf;
+    auto** rows =
+        reinterpret_cast<const std::uint8_t**>(buf + align64(static_cast<std::size_t>(run)));
+    const std::uint8_t** out = rows;
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t oy = r0; oy < r1; ++oy, out += s.ow) {
+            const int64_t iy = oy * s.sh - s.pt + i * s.dh;
+            if (iy < 0 || iy >= s.h) {
+                std::fill(out, out + s.ow, zero_run);
+                continue;
+            }
+            // Output column ox's window starts at ox * sw - pl, padded index ox * sw.
+            const std::uint8_t* at = padded + (iy - iy0) * run_w * s.c;
+            for (int64_t ox = 0; ox < s.ow; ++ox) out[ox] = at + ox * s.sw * s.c;
+        }
+    QRowsA a;
+    a.m = (r1 - r0) * s.ow;
+    a.segments = s.kh;
+    a.seg = run;
     a.rows = rows;
     return a;
 }
@@ -579,8 +657,8 @@ struct Plan {
     std::size_t wv = 0, wm = 0, wsum = 0, wp = 0, wz = 0;
 };
 
-Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
-              int64_t threads) noexcept {
+Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes, int64_t threads,
+              int64_t run_w = 0) noexcept {
     Plan p;
     const int64_t a_row = std::max<int64_t>(1, s.pointwise() ? s.c : s.k());
     const int64_t oh = std::max<int64_t>(1, s.oh), ow = std::max<int64_t>(1, s.ow);
@@ -653,10 +731,40 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
         p.wp = align64(16 * tiles * sizeof(const std::uint8_t*));
         p.wz = align64(static_cast<std::size_t>(s.c));
     }
+    if (run_w > 0) {  // run_pointers: rows of run_w pixels, a zero-point run, kh pointers a pixel
+        p.nhwc = align64(static_cast<std::size_t>(std::max<int64_t>(0, p.in_rows) * run_w * s.c));
+        p.cols = std::max(p.cols,
+                          align64(static_cast<std::size_t>(s.kw * s.c)) +
+                              static_cast<std::size_t>(pix * s.kh) * sizeof(const std::uint8_t*));
+    }
     p.per_thread = p.nhwc + p.wide + p.cols + p.ctmp + p.gemm + p.lo + p.off + p.high + p.any +
                    p.wv + p.wm + p.wsum + p.wp + p.wz;
     p.total = 64 + static_cast<std::size_t>(p.team) * p.per_thread;
     return p;
+}
+
+/// Weights packed for more channels than x has (qconv_packed_channels): the products run on
+/// x's rows copied with the channels padded by the zero point.
+bool pads_channels(const QConvShape& s, const PackedQConvW& w) noexcept {
+    return w.c > s.c && s.group == 1 && !w.winograd();
+}
+
+/// With pads_channels and no dilation along x, the pixels a row of the chunks' padded copy
+/// has (run_pointers: each kernel row's taps one run, never past a row's ends), else 0.
+int64_t run_width(const QConvShape& s, const PackedQConvW& w) noexcept {
+    if (!pads_channels(s, w) || s.dw != 1) return 0;
+    return std::max(s.pl + s.w, (std::max<int64_t>(1, s.ow) - 1) * s.sw + s.kw);
+}
+
+/// The geometry the products run: s, or with pads_channels the padded channels, x in the
+/// chunks' own NHWC copy.
+QConvShape run_shape(const QConvShape& s, const PackedQConvW& w) noexcept {
+    QConvShape r = s;
+    if (pads_channels(s, w)) {
+        r.c = w.c;
+        r.x_nhwc = false;
+    }
+    return r;
 }
 
 std::size_t out_size(QGemmOutput o) noexcept {
@@ -673,10 +781,34 @@ std::size_t out_size(QGemmOutput o) noexcept {
 /// 512 at 28x28) 0.93x, K 256 1.02-1.04x, K 576 (3x3 64) 1.01-1.03x, K 512-4608 1.05-1.14x.
 constexpr int64_t kPairedA7MinK = 256;
 
+std::int64_t qconv_packed_channels(const QConvShape& s, QIsa isa) noexcept {
+    return isa == QIsa::avx512_vnni && s.group == 1 && s.c > 0 && s.c < 4 ? 4 : s.c;
+}
+
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa,
                                 bool a7, bool winograd, const std::int32_t* w_zero) {
+    if (const int64_t cp = qconv_packed_channels(s, isa); cp > s.c && !winograd) {
+        // The added channels' weights: each output channel's zero point (no term of their own;
+        // x's added channels hold its zero point too).
+        const int64_t khw = s.kh * s.kw;
+        const auto* src = static_cast<const std::uint8_t*>(w);
+        std::vector<std::uint8_t> wp(static_cast<std::size_t>(s.m * cp * khw));
+        for (int64_t o = 0; o < s.m; ++o) {
+            const auto z = static_cast<std::uint8_t>(w_zero != nullptr ? w_zero[o]
+                                                     : w_unsigned      ? 128
+                                                                       : 0);
+            for (int64_t c = 0; c < cp; ++c)
+                for (int64_t q = 0; q < khw; ++q)
+                    wp[static_cast<std::size_t>((o * cp + c) * khw + q)] =
+                        c < s.c ? src[(o * s.c + c) * khw + q] : z;
+        }
+        QConvShape sp = s;
+        sp.c = cp;
+        return pack_qconv_weights(wp.data(), w_unsigned, sp, isa, a7, false, w_zero);
+    }
     PackedQConvW out;
     out.group = s.group;
+    out.c = s.c;
     out.k = s.k();
     out.mg = s.mg();
     const int64_t cg = s.cg(), khw = s.kh * s.kw, k = out.k, mg = out.mg;
@@ -749,12 +881,14 @@ PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape
 
 std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
                                   std::size_t out_bytes, int64_t threads) noexcept {
-    return plan_for(s, w, out_bytes, std::max<int64_t>(1, threads)).total;
+    return plan_for(run_shape(s, w), w, out_bytes, std::max<int64_t>(1, threads), run_width(s, w))
+        .total;
 }
 
-bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
-                const PackedQConvW& w, void* y, const QGemmParams& p, void* workspace,
-                std::size_t workspace_bytes) noexcept {
+bool qconv(const QConvShape& s_in, const void* x, const QConvFloatInput* fx, const PackedQConvW& w,
+           void* y, const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
+    const bool cpad = pads_channels(s_in, w);
+    const QConvShape s = run_shape(s_in, w);
     const int64_t pixels = s.pixels(), hw = s.h * s.w, cg = s.cg(), mg = s.mg();
     if (s.batch == 0 || pixels == 0 || s.m == 0) return true;
     if (w.winograd() && (s.kh != 3 || s.kw != 3 || s.sh != 1 || s.sw != 1 || s.dh != 1 ||
@@ -773,8 +907,12 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
     base += (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
     // The calling thread's budget, or fewer threads when the workspace was sized for fewer.
     int64_t threads = max_threads();
-    Plan plan = plan_for(s, w, eb, threads);
-    while (plan.total > workspace_bytes && threads > 1) plan = plan_for(s, w, eb, --threads);
+    // pads_channels: x's rows padded left and right too where qgemm_rows reads each kernel
+    // row as one run (run_pointers).
+    const int64_t run_w =
+        cpad && qgemm_rows_supported(w.groups.front(), p) ? run_width(s_in, w) : 0;
+    Plan plan = plan_for(s, w, eb, threads, run_w);
+    while (plan.total > workspace_bytes && threads > 1) plan = plan_for(s, w, eb, --threads, run_w);
     if (plan.total > workspace_bytes) return false;
     const auto pad = static_cast<std::uint8_t>(p.a_zero);
     const int64_t chunks = s.batch * plan.slices;
@@ -843,10 +981,23 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 std::clamp<int64_t>((r1 - 1) * s.sh - s.pt + (s.kh - 1) * s.dh + 1, iy0, s.h);
             const int64_t pix_in = (iy1 - iy0) * s.w;
             const std::uint8_t* image = nhwc;  // the rows [iy0, iy1) in NHWC
-            if (s.x_nhwc)
+            if (run_w > 0) {
+                // Each row between s.pl and the rest of run_w pixels of the zero point.
+                const std::size_t row = static_cast<std::size_t>(run_w * s.c);
+                for (int64_t iy = iy0; iy < iy1; ++iy) {
+                    std::uint8_t* d = nhwc + static_cast<std::size_t>(iy - iy0) * row;
+                    std::memset(d, pad, static_cast<std::size_t>(s.pl * s.c));
+                    pad_channels(s_in, x, fx, n * s_in.c * hw + iy * s.w, s.w, s.c, pad,
+                                 d + s.pl * s.c);
+                    std::memset(d + (s.pl + s.w) * s.c, pad,
+                                static_cast<std::size_t>((run_w - s.pl - s.w) * s.c));
+                }
+            } else if (cpad) {
+                pad_channels(s_in, x, fx, n * s_in.c * hw + iy0 * s.w, pix_in, s.c, pad, nhwc);
+            } else if (s.x_nhwc)
                 image = static_cast<const std::uint8_t*>(x) + (n * hw + iy0 * s.w) * s.c;
             else if (fx != nullptr)
-                quantize_to_nhwc(fx->x + n * s.c * hw + iy0 * s.w, s.c, hw, pix_in, *fx, nhwc);
+                quantize_to_nhwc(fx->x + n * s.c * hw + iy0 * s.w, s.c, hw, pix_in, *fx, nhwc, s.c);
             else
                 transpose_blocks(static_cast<const std::uint8_t*>(x) + n * s.c * hw + iy0 * s.w,
                                  hw, nhwc, s.c, s.c, pix_in, 1);
@@ -935,6 +1086,9 @@ bool qconv(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                         a.hi_rows = hr;
                     }
                     qgemm_rows(a, wg, c, ldc, pg);
+                } else if (run_w > 0) {
+                    qgemm_rows(run_pointers(s, image, run_w, iy0, r0, r1, pad, cols), wg, c, ldc,
+                               pg);
                 } else if (cg % wg.group == 0 && qgemm_rows_supported(wg, pg)) {
                     // A in place: each pixel's kernel taps point into the image (or at a row
                     // of the zero point), no im2col or packing. The 16-bit families read the

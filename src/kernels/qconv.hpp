@@ -90,6 +90,10 @@ constexpr std::int64_t kWinogradMinChannels = 32;
 /// The weights of every group packed for qgemm_packed (B = W_g^T, K ordered kh, kw, c).
 struct PackedQConvW {
     std::int64_t group = 1, k = 0, mg = 0;
+    /// The input channels the weights were packed for: the shape's, or more
+    /// (qconv_packed_channels: qconv then gives the products x with its channels padded by the
+    /// zero point).
+    std::int64_t c = 0;
     std::vector<PackedQB> groups;
     /// Or, for the Winograd form (3x3, stride 1, dilation 1, one group: see pack_qconv_weights),
     /// instead of `groups`: the 16 points' U = G' g G'^T, each [wino_k, m] s16 (pack_qb_s16), K
@@ -112,8 +116,21 @@ struct PackedQConvW {
     }
 };
 
+/// The input channels pack_qconv_weights packs the weights of `s` for on `isa`: s.c, or 4 for
+/// one group of 1 to 3 channels (an RGB stem) on the avx512_vnni family. qconv then copies x's
+/// rows with each pixel one group of 4 bytes (the channels, then x's zero point, whose
+/// products are 0) and, where qgemm_rows reads A in place, with zero-point pixels left and
+/// right of each row so that each kernel row is one run (run_pointers): no im2col copy or
+/// packing pass, for a third more products at 3 channels (K 196 for 147). ResNet-50's 7x7
+/// stride 2 stem at 224x224, batch 8 (bench_qconv impl 0, 1 thread, AVX-512 VNNI Zen 4, medians
+/// of 3 in 3 alternating rounds): 8.01-8.04 ms -> 7.01-7.04 ms; in ResNet-50 QDQ b8 on 2
+/// threads (ds-profiler) 3.84 -> 3.34 ms. With a tap a segment instead of a kernel row, 11.3-
+/// 11.8 ms. Not measured on the avx_vnni family, which keeps the im2col path.
+std::int64_t qconv_packed_channels(const QConvShape& s, QIsa isa) noexcept;
+
 /// Packs OIHW weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` for `isa` (as
-/// pack_qb). Throws std::bad_alloc when memory runs out.
+/// pack_qb), for qconv_packed_channels(s, isa) input channels (the added ones' weights are
+/// the zero point). Throws std::bad_alloc when memory runs out.
 /// On the avx2 family the weights go in the 16-bit form, or with `a7` (one group, channels a
 /// multiple of 4, at most 65,535) in a byte form for 7-bit A (QBForm::paired_a7 for K of at
 /// least 256, else bytes_a7: measured per K, qconv.cpp kPairedA7MinK): qconv then

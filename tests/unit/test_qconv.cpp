@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "kernels/qconv.hpp"
+#include "kernels/qgemm.hpp"
+#include "runtime/parallel.hpp"
 #include "unit/engine_models.hpp"
 
 using namespace dsinfer;
@@ -412,14 +414,19 @@ void check_dyn(const DynCase& d, std::uint32_t seed) {
 TEST_CASE("qconv: ConvInteger and QLinearConv equal the reference bitwise on odd shapes",
           "[fast][qconv]") {
     std::vector<ConvCase> shapes{
-        shape(1, 5, 7, 6, 9, 1, 1, 0, 1, 1),     // 1x1 (A is the NHWC image)
-        shape(3, 6, 9, 8, 17, 3, 1, 1, 1, 1),    // 3x3 pad 1, batch 3
-        shape(1, 16, 11, 10, 33, 3, 2, 1, 1, 1), // stride 2
-        shape(1, 7, 12, 13, 5, 3, 1, 2, 2, 1),   // dilation 2
-        shape(3, 6, 8, 9, 10, 3, 1, 1, 1, 2),    // groups 2
-        shape(1, 8, 9, 9, 8, 3, 1, 1, 1, 8),     // depthwise
-        shape(2, 20, 8, 8, 12, 1, 2, 0, 1, 1),   // 1x1 stride 2 (im2col)
-        shape(1, 3, 5, 5, 1, 5, 1, 0, 1, 1),     // one output channel, 5x5
+        shape(1, 5, 7, 6, 9, 1, 1, 0, 1, 1),      // 1x1 (A is the NHWC image)
+        shape(3, 6, 9, 8, 17, 3, 1, 1, 1, 1),     // 3x3 pad 1, batch 3
+        shape(1, 16, 11, 10, 33, 3, 2, 1, 1, 1),  // stride 2
+        shape(1, 7, 12, 13, 5, 3, 1, 2, 2, 1),    // dilation 2
+        shape(3, 6, 8, 9, 10, 3, 1, 1, 1, 2),     // groups 2
+        shape(1, 8, 9, 9, 8, 3, 1, 1, 1, 8),      // depthwise
+        shape(2, 20, 8, 8, 12, 1, 2, 0, 1, 1),    // 1x1 stride 2 (im2col)
+        shape(1, 3, 5, 5, 1, 5, 1, 0, 1, 1),      // one output channel, 5x5
+        // 1 to 3 channels (padded to 4 on avx512_vnni, qconv_packed_channels): an RGB
+        // stem (7x7 stride 2 pad 3, odd sizes), 1 channel, 2 channels dilated
+        shape(2, 3, 15, 13, 10, 7, 2, 3, 1, 1),
+        shape(1, 1, 9, 8, 7, 3, 1, 1, 1, 1),
+        shape(1, 2, 11, 10, 5, 3, 1, 2, 2, 1),
     };
     ConvCase asym = shape(1, 5, 6, 7, 6, 3, 1, 0, 1, 1);
     asym.pads = {0, 1, 2, 0};
@@ -504,6 +511,12 @@ TEST_CASE("qconv: A read in place (u8 x, s8 weights of zero point 0) equals the 
         shape(1, 512, 4, 3, 20, 3, 1, 1, 1, 1),   // K = 4608, segments across blocks
         shape(2, 6, 9, 8, 11, 3, 1, 1, 1, 1),     // cg 6: in place on the 16-bit families only
         shape(1, 4, 8, 7, 10, 3, 2, 1, 1, 2),     // groups 2 of cg 2 (16-bit families only)
+        // 1 to 3 channels: on avx512_vnni padded to 4, each kernel row one run of the
+        // padded rows (run_pointers): a stem at 7x7 stride 2 pad 3 (windows past both ends of
+        // a row, rows past the image), a kernel wider than the image, stride 3 with no pads
+        shape(2, 3, 17, 15, 40, 7, 2, 3, 1, 1),
+        shape(1, 2, 5, 4, 9, 7, 1, 3, 1, 1),
+        shape(1, 1, 13, 14, 33, 4, 3, 0, 1, 1),
     };
     ConvCase asym = shape(1, 8, 6, 7, 6, 3, 1, 0, 1, 1);
     asym.pads = {0, 1, 2, 0};
@@ -711,9 +724,10 @@ TEST_CASE("qconv: bad zero points, scales and biases are typed errors naming the
 TEST_CASE("qconv: the fused DynamicQuantizeConv equals the unfused graph bitwise",
           "[fast][qconv]") {
     const std::vector<ConvCase> shapes{
-        shape(1, 5, 7, 6, 9, 1, 1, 0, 1, 1),   shape(3, 6, 9, 8, 17, 3, 1, 1, 1, 1),
+        shape(1, 5, 7, 6, 9, 1, 1, 0, 1, 1),     shape(3, 6, 9, 8, 17, 3, 1, 1, 1, 1),
         shape(1, 16, 11, 10, 33, 3, 2, 1, 1, 1), shape(1, 7, 12, 13, 5, 3, 1, 2, 2, 1),
-        shape(2, 6, 8, 9, 10, 3, 1, 1, 1, 2),  shape(1, 8, 9, 9, 8, 3, 1, 1, 1, 8)};
+        shape(2, 6, 8, 9, 10, 3, 1, 1, 1, 2),    shape(1, 8, 9, 9, 8, 3, 1, 1, 1, 8),
+        shape(2, 3, 15, 13, 10, 7, 2, 3, 1, 1)};  // 3 channels (padded on avx512_vnni)
     std::uint32_t seed = 500;
     for (std::size_t si = 0; si < shapes.size(); ++si)
         for (int variant = 0; variant < 4; ++variant) {
@@ -738,4 +752,107 @@ TEST_CASE("qconv: the fused DynamicQuantizeConv equals the unfused graph bitwise
     shared.conv = shapes[0];
     shared.shared = true;
     check_dyn(shared, seed++);
+}
+
+TEST_CASE("qconv: 1 to 3 channels padded to 4 read NCHW and NHWC x alike, exactly",
+          "[fast][qconv]") {
+    // qconv_packed_channels: on the avx512_vnni family the weights of 1 to 3 input channels are
+    // packed for 4 and qconv pads x's pixels with its zero point (each kernel row one run of
+    // the chunk's padded rows where qgemm_rows reads A in place: s8 w of zero point 0). The s32
+    // sums against a scalar convolution written here, for x NCHW and NHWC, y NCHW and NHWC, 1
+    // and 2 threads, with and without a weight zero-point term (the im2col path).
+    namespace d = dsinfer::detail;
+    struct Geo {
+        int64_t n, c, h, w, m, k, stride, pad, dil;
+    };
+    for (const Geo& g : {Geo{2, 3, 23, 21, 20, 7, 2, 3, 1}, Geo{1, 1, 9, 7, 5, 3, 1, 1, 2},
+                         Geo{3, 2, 6, 5, 33, 5, 1, 2, 1}}) {
+        for (int wz : {0, 3}) {  // 3: a term of the weights' zero point (no A in place)
+            INFO("x [" << g.n << "," << g.c << "," << g.h << "," << g.w << "] m " << g.m << " k "
+                       << g.k << " s " << g.stride << " p " << g.pad << " d " << g.dil << " wz "
+                       << wz);
+            d::QConvShape s;
+            s.batch = g.n;
+            s.c = g.c;
+            s.h = g.h;
+            s.w = g.w;
+            s.m = g.m;
+            s.kh = s.kw = g.k;
+            s.sh = s.sw = g.stride;
+            s.dh = s.dw = g.dil;
+            s.pt = s.pl = g.pad;
+            s.oh = (g.h + 2 * g.pad - g.dil * (g.k - 1) - 1) / g.stride + 1;
+            s.ow = (g.w + 2 * g.pad - g.dil * (g.k - 1) - 1) / g.stride + 1;
+            std::mt19937 r(static_cast<std::uint32_t>(g.c * 100 + g.k + wz));
+            std::vector<std::uint8_t> x(static_cast<std::size_t>(g.n * g.c * g.h * g.w)),
+                w(static_cast<std::size_t>(g.m * g.c * g.k * g.k));
+            for (auto& v : x) v = static_cast<std::uint8_t>(r());
+            for (auto& v : w) v = static_cast<std::uint8_t>(r());
+            x[0] = 255;
+            w[0] = 0x80;  // -128
+            const int zx = 131;
+            std::vector<std::int32_t> want(static_cast<std::size_t>(g.n * g.m * s.oh * s.ow));
+            for (int64_t n = 0; n < g.n; ++n)
+                for (int64_t o = 0; o < g.m; ++o)
+                    for (int64_t oy = 0; oy < s.oh; ++oy)
+                        for (int64_t ox = 0; ox < s.ow; ++ox) {
+                            std::int64_t sum = 0;
+                            for (int64_t c = 0; c < g.c; ++c)
+                                for (int64_t i = 0; i < g.k; ++i)
+                                    for (int64_t j = 0; j < g.k; ++j) {
+                                        const int64_t iy = oy * g.stride - g.pad + i * g.dil;
+                                        const int64_t ix = ox * g.stride - g.pad + j * g.dil;
+                                        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                                        const int xv = x[static_cast<std::size_t>(
+                                            ((n * g.c + c) * g.h + iy) * g.w + ix)];
+                                        const int wv =
+                                            static_cast<std::int8_t>(w[static_cast<std::size_t>(
+                                                ((o * g.c + c) * g.k + i) * g.k + j)]);
+                                        sum += static_cast<std::int64_t>(xv - zx) * (wv - wz);
+                                    }
+                            want[static_cast<std::size_t>(((n * g.m + o) * s.oh + oy) * s.ow +
+                                                          ox)] = static_cast<std::int32_t>(sum);
+                        }
+            const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s);
+            CHECK(packed.c == (d::qgemm_isa() == d::QIsa::avx512_vnni ? 4 : g.c));
+            d::QGemmParams p;
+            p.out = d::QGemmOutput::s32;
+            p.a_zero = zx;
+            p.b_zero = wz;
+            const int64_t hw = g.h * g.w, opix = s.oh * s.ow;
+            for (bool x_nhwc : {false, true})
+                for (bool y_nhwc : {false, true})
+                    for (int threads : {1, 2}) {
+                        INFO("x " << (x_nhwc ? "NHWC" : "NCHW") << ", y "
+                                  << (y_nhwc ? "NHWC" : "NCHW") << ", threads " << threads);
+                        d::ThreadBudget budget(threads);
+                        d::QConvShape sl = s;
+                        sl.x_nhwc = x_nhwc;
+                        sl.y_nhwc = y_nhwc;
+                        std::vector<std::uint8_t> xl = x;
+                        if (x_nhwc)
+                            for (int64_t n = 0; n < g.n; ++n)
+                                for (int64_t c = 0; c < g.c; ++c)
+                                    for (int64_t q = 0; q < hw; ++q)
+                                        xl[static_cast<std::size_t>((n * hw + q) * g.c + c)] =
+                                            x[static_cast<std::size_t>((n * g.c + c) * hw + q)];
+                        std::vector<std::int32_t> y(want.size(), -1);
+                        std::vector<unsigned char> ws(
+                            d::qconv_workspace_bytes(sl, packed, 4, d::max_threads()));
+                        REQUIRE(d::qconv(sl, xl.data(), nullptr, packed, y.data(), p, ws.data(),
+                                         ws.size()));
+                        int64_t bad = 0;
+                        for (int64_t n = 0; n < g.n; ++n)
+                            for (int64_t o = 0; o < g.m; ++o)
+                                for (int64_t q = 0; q < opix; ++q) {
+                                    const std::size_t at =
+                                        static_cast<std::size_t>(y_nhwc ? (n * opix + q) * g.m + o
+                                                                        : (n * g.m + o) * opix + q);
+                                    bad += y[at] !=
+                                           want[static_cast<std::size_t>((n * g.m + o) * opix + q)];
+                                }
+                        CHECK(bad == 0);
+                    }
+        }
+    }
 }
