@@ -691,8 +691,10 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
     // Each row of A is `segments` runs of `seg` elements, each run at its own place in a pool (as
     // a convolution's taps point into the image; u8 for the VNNI families, the same pool widened
     // to u16 for the 16-bit ones); the same A written out contiguously is what qgemm_packed gets.
-    // s32 against a 64-bit reference; the f32 (bias, Relu), u8 and s8 (requantized) and u8 +
-    // residual (the fused QLinearAdd) epilogues bitwise against qgemm_packed. Shapes: rows that do
+    // s32 against a 64-bit reference; the f32 (bias, Relu), u8 and s8 (requantized) and u8 and
+    // s8 + residual (the fused QLinearAdd; apart, and in place) epilogues bitwise against
+    // qgemm_packed (one segment of K 16-768 on AVX-512: rows_overlap's stores interleaved
+    // with the next tile's products, groups that do not divide in quarters). Shapes: rows that do
     // not fill a tile, row blocks, partial panels, K blocks crossed inside a segment (seg 512 x 3
     // against KC 768 on AVX-512), a short last tile split with the one before it (1 or 2 rows at
     // any K: 13 and 14 rows at K 64 -> 7 + 6 and 7 + 7 on AVX-512; up to 5 where B's panel slice
@@ -706,7 +708,8 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
     const Shape shapes[] = {
         {1, 1, 4, 1},      {5, 3, 4, 31},     {12, 9, 64, 64},  {13, 1, 64, 33}, {37, 9, 16, 100},
         {400, 1, 256, 70}, {29, 3, 512, 40},  {200, 9, 96, 64}, {17, 2, 64, 40}, {14, 1, 64, 33},
-        {49, 9, 512, 64},  {197, 9, 512, 40}, {7, 5, 2, 20},    {9, 3, 6, 17}};
+        {49, 9, 512, 64},  {197, 9, 512, 40}, {7, 5, 2, 20},    {9, 3, 6, 17},   {30, 1, 16, 64},
+        {21, 1, 36, 64},   {24, 1, 768, 32}};
     int tested = 0;
     for (QIsa isa : qisas()) {
         const bool vnni = isa == QIsa::avx512_vnni || isa == QIsa::avx_vnni;
@@ -777,32 +780,41 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
                 }
                 p.a_scale = 0.02f;
                 p.b_scales = scales.data();
-                for (int form = 0; form < 4; ++form) {
+                // 3: u8 + residual; 4: s8 + residual; 5: u8 + residual in place (C is the
+                // residual, as QLinearConvAdd runs)
+                for (int form = 0; form < 6; ++form) {
                     INFO("form " << form);
                     QGemmParams q = p;
                     std::vector<uint8_t> residual(static_cast<std::size_t>(m * n));
                     for (auto& v : residual) v = static_cast<uint8_t>(byte(rng));
+                    const bool s8 = form == 2 || form == 4;
                     if (form == 0) {
                         q.out = QGemmOutput::f32;
                         q.bias = bias.data();
                         q.act.kind = Activation::relu;
                     } else {
-                        q.out = form == 2 ? QGemmOutput::s8 : QGemmOutput::u8;
+                        q.out = s8 ? QGemmOutput::s8 : QGemmOutput::u8;
                         q.bias_s32 = bias32.data();
                         q.y_scale = 0.7f;
-                        q.y_zero = form == 2 ? -7 : 120;
-                        if (form == 3) {
+                        q.y_zero = s8 ? -7 : 120;
+                        if (form >= 3) {
                             q.residual = residual.data();
                             q.residual_row = n;
                             q.residual_col = 1;
-                            q.add = dsinfer::detail::qlinear_add_params(q.y_scale, 0.4f, 0.6f,
-                                                                        q.y_zero, 125, 130);
+                            q.add = dsinfer::detail::qlinear_add_params(
+                                q.y_scale, 0.4f, 0.6f, q.y_zero, s8 ? -3 : 125, s8 ? 4 : 130);
                         }
                     }
                     const std::size_t bytes =
                         static_cast<std::size_t>(m * n) * (q.out == QGemmOutput::f32 ? 4u : 1u);
                     std::vector<unsigned char> got(bytes), want(bytes);
+                    if (form == 5) {  // got and want start as the residual, each its own
+                        got.assign(residual.begin(), residual.end());
+                        want = got;
+                        q.residual = got.data();
+                    }
                     dsinfer::detail::qgemm_rows(ra, packed, got.data(), n, q);
+                    if (form == 5) q.residual = want.data();
                     REQUIRE(
                         dsinfer::detail::qgemm_packed(m, a.data(), k, packed, want.data(), n, q));
                     CHECK(got == want);
