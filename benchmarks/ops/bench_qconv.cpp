@@ -16,11 +16,12 @@
 // convolutions after the first: x of zero point 0 holding ReLU-like bytes (half of them 0, the
 // rest about exponential with mean 20: 2% of 64 or more, 0.08% of 128 or more), s8 weights of
 // zero point 0 (normal, each output channel's largest magnitude 127), packed in avx2's byte form
-// for 7-bit A where the family is avx2 (the label says "a7"); 7 = impl 5 with the weights in the
-// Winograd form (3x3 stride 1 only; "wino": F(2x2, 3x3) in 16-bit integers, what qconv runs for
-// those on avx2; 7 against 5 is what it gains). Pads are k / 2. The GOPS counter
-// counts 2 operations per multiply-add. Compare rows of one run, with interleaved repetitions and
-// medians, e.g.
+// for 7-bit A where the family is avx2 (the label says "a7"), impl 6's residual and sum of zero
+// point 0 (a ReLU output added, the sum's ReLU folded into its range); 7 = impl 5 with the weights
+// in the Winograd form (3x3 stride 1 only; "wino": F(2x2, 3x3) in 16-bit integers, what qconv runs
+// for those on avx2; 7 against 5 is what it gains). Pads are k / 2. The GOPS counter counts 2
+// operations per multiply-add. Compare rows of one run, with interleaved repetitions and medians,
+// e.g.
 //   bench_qconv --benchmark_filter='threads:2' --benchmark_repetitions=3
 //               --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -116,7 +117,10 @@ void BM_Qconv(benchmark::State& state) {
             const auto r = bytes(n * m * out * out, 4);
             std::memcpy(y.data(), r.data(), r.size());
             p.residual = y.data();
-            p.add = d::qlinear_add_params(p.y_scale, 0.4f, 0.6f, p.y_zero, 120, 125);
+            // impl 6: the residual and the sum of zero point 0, as ResNet-50 QDQ's joins have
+            // where the residual is a block's ReLU output (13 of its 16)
+            p.add = impl == 6 ? d::qlinear_add_params(p.y_scale, 0.4f, 0.6f, p.y_zero, 0, 0)
+                              : d::qlinear_add_params(p.y_scale, 0.4f, 0.6f, p.y_zero, 120, 125);
         }
         std::vector<unsigned char> ws(d::qconv_workspace_bytes(
             s, packed, requantized ? 1 : 4, d::max_threads()));

@@ -781,8 +781,9 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
                 p.a_scale = 0.02f;
                 p.b_scales = scales.data();
                 // 3: u8 + residual; 4: s8 + residual; 5: u8 + residual in place (C is the
-                // residual, as QLinearConvAdd runs)
-                for (int form = 0; form < 6; ++form) {
+                // residual, as QLinearConvAdd runs); 6, 7: 3 and 5 with the residual's and the
+                // sum's zero points 0 (ResNet's joins after a ReLU: rows_overlap's own path)
+                for (int form = 0; form < 8; ++form) {
                     INFO("form " << form);
                     QGemmParams q = p;
                     std::vector<uint8_t> residual(static_cast<std::size_t>(m * n));
@@ -801,20 +802,27 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
                             q.residual = residual.data();
                             q.residual_row = n;
                             q.residual_col = 1;
-                            q.add = dsinfer::detail::qlinear_add_params(
-                                q.y_scale, 0.4f, 0.6f, q.y_zero, s8 ? -3 : 125, s8 ? 4 : 130);
+                            const bool zeros = form >= 6;
+                            q.add =
+                                dsinfer::detail::qlinear_add_params(q.y_scale, 0.4f, 0.6f, q.y_zero,
+                                                                    s8      ? -3
+                                                                    : zeros ? 0
+                                                                            : 125,
+                                                                    s8      ? 4
+                                                                    : zeros ? 0
+                                                                            : 130);
                         }
                     }
                     const std::size_t bytes =
                         static_cast<std::size_t>(m * n) * (q.out == QGemmOutput::f32 ? 4u : 1u);
                     std::vector<unsigned char> got(bytes), want(bytes);
-                    if (form == 5) {  // got and want start as the residual, each its own
+                    if (form == 5 || form == 7) {  // got and want start as the residual
                         got.assign(residual.begin(), residual.end());
                         want = got;
                         q.residual = got.data();
                     }
                     dsinfer::detail::qgemm_rows(ra, packed, got.data(), n, q);
-                    if (form == 5) q.residual = want.data();
+                    if (form == 5 || form == 7) q.residual = want.data();
                     REQUIRE(
                         dsinfer::detail::qgemm_packed(m, a.data(), k, packed, want.data(), n, q));
                     CHECK(got == want);
