@@ -20,6 +20,7 @@
 #include "kernels/qgemm.hpp"
 #include "runtime/parallel.hpp"
 #include "unit/engine_models.hpp"
+#include "unit/qconv_sums.hpp"
 
 using namespace dsinfer;
 using namespace dsinfer::test;
@@ -759,8 +760,8 @@ TEST_CASE("qconv: 1 to 3 channels padded to 4 read NCHW and NHWC x alike, exactl
     // qconv_packed_channels: on the avx512_vnni family the weights of 1 to 3 input channels are
     // packed for 4 and qconv pads x's pixels with its zero point (each kernel row one run of
     // the chunk's padded rows where qgemm_rows reads A in place: s8 w of zero point 0). The s32
-    // sums against a scalar convolution written here, for x NCHW and NHWC, y NCHW and NHWC, 1
-    // and 2 threads, with and without a weight zero-point term (the im2col path).
+    // sums against a scalar convolution (unit/qconv_sums.hpp), for x NCHW and NHWC, y NCHW and
+    // NHWC, 1 and 2 threads, with and without a weight zero-point term (the im2col path).
     namespace d = dsinfer::detail;
     struct Geo {
         int64_t n, c, h, w, m, k, stride, pad, dil;
@@ -791,28 +792,8 @@ TEST_CASE("qconv: 1 to 3 channels padded to 4 read NCHW and NHWC x alike, exactl
             x[0] = 255;
             w[0] = 0x80;  // -128
             const int zx = 131;
-            std::vector<std::int32_t> want(static_cast<std::size_t>(g.n * g.m * s.oh * s.ow));
-            for (int64_t n = 0; n < g.n; ++n)
-                for (int64_t o = 0; o < g.m; ++o)
-                    for (int64_t oy = 0; oy < s.oh; ++oy)
-                        for (int64_t ox = 0; ox < s.ow; ++ox) {
-                            std::int64_t sum = 0;
-                            for (int64_t c = 0; c < g.c; ++c)
-                                for (int64_t i = 0; i < g.k; ++i)
-                                    for (int64_t j = 0; j < g.k; ++j) {
-                                        const int64_t iy = oy * g.stride - g.pad + i * g.dil;
-                                        const int64_t ix = ox * g.stride - g.pad + j * g.dil;
-                                        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-                                        const int xv = x[static_cast<std::size_t>(
-                                            ((n * g.c + c) * g.h + iy) * g.w + ix)];
-                                        const int wv =
-                                            static_cast<std::int8_t>(w[static_cast<std::size_t>(
-                                                ((o * g.c + c) * g.k + i) * g.k + j)]);
-                                        sum += static_cast<std::int64_t>(xv - zx) * (wv - wz);
-                                    }
-                            want[static_cast<std::size_t>(((n * g.m + o) * s.oh + oy) * s.ow +
-                                                          ox)] = static_cast<std::int32_t>(sum);
-                        }
+            const auto want = qconv_sums(
+                s, x, w, false, zx, std::vector<std::int32_t>(static_cast<std::size_t>(g.m), wz));
             const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s);
             CHECK(packed.c == (d::qgemm_isa() == d::QIsa::avx512_vnni ? 4 : g.c));
             d::QGemmParams p;

@@ -1,5 +1,5 @@
 // The INT8 convolution's Winograd form (src/kernels/qconv.cpp, PackedQConvW::wino: F(2x2, 3x3)
-// in 16-bit integers): its s32 sums against a scalar convolution written here, and its
+// in 16-bit integers): its s32 sums against a scalar convolution (unit/qconv_sums.hpp), and its
 // requantized, dequantized and residual outputs BITWISE against the direct form of the same
 // family (whose own tests compare it with the reference kernels). On every 16-bit family the
 // run covers (baseline and avx2), 1 and 2 threads, NCHW and NHWC x and y, odd and 1x1 images,
@@ -20,6 +20,7 @@
 #include "kernels/qgemm.hpp"
 #include "ops/qlinear.hpp"
 #include "runtime/parallel.hpp"
+#include "unit/qconv_sums.hpp"
 
 namespace {
 
@@ -63,40 +64,6 @@ QConvShape shape_of(const WCase& k, bool x_nhwc, bool y_nhwc) {
     s.y_nhwc = y_nhwc;
     s.r_nhwc = y_nhwc;
     return s;
-}
-
-/// y's exact s32 sums (NCHW): sum over c and taps of (x - zx) (w - zw[o]), padding
-/// contributing 0; zw empty: 128 for u8 w, 0 for s8.
-std::vector<std::int32_t> naive(const QConvShape& s, const std::vector<std::uint8_t>& x_nchw,
-                                const std::vector<std::uint8_t>& w, bool w_unsigned, int zx,
-                                const std::vector<std::int32_t>& zw = {}) {
-    std::vector<std::int32_t> y(static_cast<std::size_t>(s.batch * s.m * s.oh * s.ow));
-    for (int64_t n = 0; n < s.batch; ++n)
-        for (int64_t o = 0; o < s.m; ++o)
-            for (int64_t oy = 0; oy < s.oh; ++oy)
-                for (int64_t ox = 0; ox < s.ow; ++ox) {
-                    std::int64_t sum = 0;
-                    for (int64_t c = 0; c < s.c; ++c)
-                        for (int64_t i = 0; i < 3; ++i)
-                            for (int64_t j = 0; j < 3; ++j) {
-                                const int64_t iy = oy - s.pt + i, ix = ox - s.pl + j;
-                                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                                const std::uint8_t wb =
-                                    w[static_cast<std::size_t>(((o * s.c + c) * 3 + i) * 3 + j)];
-                                const int z = !zw.empty()  ? zw[static_cast<std::size_t>(o)]
-                                              : w_unsigned ? 128
-                                                           : 0;
-                                const int g = (w_unsigned ? wb : static_cast<std::int8_t>(wb)) - z;
-                                sum += static_cast<std::int64_t>(
-                                           x_nchw[static_cast<std::size_t>(
-                                               ((n * s.c + c) * s.h + iy) * s.w + ix)] -
-                                           zx) *
-                                       g;
-                            }
-                    y[static_cast<std::size_t>(((n * s.m + o) * s.oh + oy) * s.ow + ox)] =
-                        static_cast<std::int32_t>(sum);
-                }
-    return y;
 }
 
 /// NCHW -> NHWC of `e`-byte elements (or back, with c and hw swapped).
@@ -170,7 +137,7 @@ void check_case(const WCase& k, std::uint32_t seed) {
                 INFO("x " << (x_nhwc ? "NHWC" : "NCHW") << ", y " << (y_nhwc ? "NHWC" : "NCHW"));
                 const QConvShape s = shape_of(k, x_nhwc, y_nhwc);
                 const auto x = x_nhwc ? to_nhwc(x_nchw, k.n, k.c, k.h * k.w, 1) : x_nchw;
-                auto want32 = naive(s, x_nchw, w, w_unsigned, zx, zw);
+                auto want32 = dsinfer::test::qconv_sums(s, x_nchw, w, w_unsigned, zx, zw);
                 for (QIsa isa : wino_isas()) {
                     INFO("family " << dsinfer::detail::qisa_name(isa));
                     const PackedQConvW wino =
@@ -296,7 +263,7 @@ TEST_CASE("qconv's Winograd form is exact at its bound and not packed past it", 
                 p.out = QGemmOutput::s32;
                 p.b_zero = bd.zw;
                 const auto got = run(s, to_nhwc(x_nchw, 1, c, 16, 1), packed, p, 4, {}, 2);
-                const auto want = naive(s, x_nchw, w, bd.w_unsigned, 0, zw);
+                const auto want = dsinfer::test::qconv_sums(s, x_nchw, w, bd.w_unsigned, 0, zw);
                 // an inner pixel: all nine taps
                 REQUIRE(want[5] ==
                         (int{bd.w_unsigned ? bd.w : static_cast<std::int8_t>(bd.w)} - bd.zw) * 255 *
