@@ -187,7 +187,8 @@ void shapes(benchmark::internal::Benchmark* b) {
             b->Args({n, 512, 7, 2048, 1, 1, impl, Threads});
         }
     // The 3x3 convolutions of ResNet-50's stages as a QDQ ResNet runs them (channels last), and
-    // the 1x1 2048 -> 512 at 7x7 (49 rows an image: four 12-row tiles and a short one).
+    // the 1x1 2048 -> 512 at 7x7 (49 rows an image: four 12-row tiles and a short one), the 1x1
+    // reductions and the first stage transition.
     for (int64_t n : {1, 8})
         for (int64_t impl : {3, 5, 7}) {
             b->Args({n, 64, 56, 64, 3, 1, impl, Threads});
@@ -199,6 +200,9 @@ void shapes(benchmark::internal::Benchmark* b) {
             b->Args({n, 256, 56, 64, 1, 1, impl, Threads});
             b->Args({n, 64, 56, 64, 1, 1, impl, Threads});
             b->Args({n, 128, 28, 512, 1, 1, impl, Threads});
+            // A stage's first 1x1 reduction and its stride-2 projection (56x56 -> 28x28).
+            b->Args({n, 256, 56, 128, 1, 1, impl, Threads});
+            b->Args({n, 256, 56, 512, 1, 2, impl, Threads});
         }
 }
 

@@ -5,6 +5,7 @@
 #include "kernels/qconv.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include <tmmintrin.h>
 #define DSINFER_QCONV_SSE2 1
 #else
 #define DSINFER_QCONV_SSE2 0
@@ -167,9 +169,44 @@ void quantize_to_nhwc(const float* x, int64_t c, int64_t lds, int64_t pix,
     }
 }
 
+#if DSINFER_QCONV_SSE2
+/// 16 pixels of 3 planes (p[q] + i) to 48 bytes of 3-byte pixels at d: each output vector
+/// gathers its bytes from the 3 planes by pshufb (SSSE3: the avx512_vnni family's
+/// qconv_packed_shape is the only caller's reason for 3-channel pixels).
+__attribute__((target("ssse3"))) void interleave3(const std::uint8_t* const (&p)[3], int64_t n,
+                                                  std::uint8_t* d) noexcept {
+    alignas(16) static const auto masks = [] {
+        std::array<std::array<std::int8_t, 16>, 9> m{};
+        for (int v = 0; v < 3; ++v)      // output vector
+            for (int q = 0; q < 3; ++q)  // plane
+                for (int b = 0; b < 16; ++b) {
+                    const int o = 16 * v + b;
+                    m[static_cast<std::size_t>(v * 3 + q)][static_cast<std::size_t>(b)] =
+                        static_cast<std::int8_t>(o % 3 == q ? o / 3 : -128);
+                }
+        return m;
+    }();
+    for (int64_t i = 0; i + 16 <= n; i += 16, d += 48) {
+        const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + i));
+        const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[1] + i));
+        const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[2] + i));
+        for (int v = 0; v < 3; ++v) {
+            const auto mask = [&](int q) {
+                return _mm_load_si128(reinterpret_cast<const __m128i*>(masks[v * 3 + q].data()));
+            };
+            const __m128i o = _mm_or_si128(
+                _mm_or_si128(_mm_shuffle_epi8(x0, mask(0)), _mm_shuffle_epi8(x1, mask(1))),
+                _mm_shuffle_epi8(x2, mask(2)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * v), o);
+        }
+    }
+}
+#endif
+
 /// `pix` consecutive pixels of an image of x (geometry s: s.c channels, u8 NCHW or NHWC, or
 /// float NCHW through fx), the first at `first` (n * s.c * hw + the pixel's index in its
-/// image), to nhwc [pix, c] with the channels from s.c on set to `pad` (qconv_packed_channels).
+/// image), to nhwc [pix, c] with the channels from s.c on set to `pad` (qconv_packed_shape:
+/// c is s.c or 4).
 void pad_channels(const QConvShape& s, const void* x, const QConvFloatInput* fx, int64_t first,
                   int64_t pix, int64_t c, std::uint8_t pad, std::uint8_t* nhwc) noexcept {
     const int64_t c_in = s.c, hw = s.h * s.w;
@@ -179,8 +216,11 @@ void pad_channels(const QConvShape& s, const void* x, const QConvFloatInput* fx,
             quantize_to_nhwc(fx->x + first, c_in, hw, pix, *fx, nhwc, c);
         } else {
             const auto* src = static_cast<const std::uint8_t*>(x) + (n * hw + at) * c_in;
-            for (int64_t i = 0; i < pix; ++i)
-                std::memcpy(nhwc + i * c, src + i * c_in, static_cast<std::size_t>(c_in));
+            if (c == c_in)
+                std::memcpy(nhwc, src, static_cast<std::size_t>(pix * c));
+            else
+                for (int64_t i = 0; i < pix; ++i)
+                    std::memcpy(nhwc + i * c, src + i * c_in, static_cast<std::size_t>(c_in));
         }
         for (int64_t i = 0; i < pix; ++i)
             std::memset(nhwc + i * c + c_in, pad, static_cast<std::size_t>(c - c_in));
@@ -188,8 +228,25 @@ void pad_channels(const QConvShape& s, const void* x, const QConvFloatInput* fx,
     }
     const auto* src = static_cast<const std::uint8_t*>(x) + first;
     int64_t i = 0;
+    if (c == 1) {  // one plane: its bytes
+        std::memcpy(nhwc, src, static_cast<std::size_t>(pix));
+        return;
+    }
 #if DSINFER_QCONV_SSE2
-    if (c == 4) {
+    static const bool ssse3 = __builtin_cpu_supports("ssse3");
+    if (c == 3 && c_in == 3 && ssse3) {
+        const std::uint8_t* const planes[3] = {src, src + hw, src + 2 * hw};
+        interleave3(planes, pix, nhwc);
+        i = pix / 16 * 16;
+    } else if (c == 2 && c_in == 2) {
+        for (; i + 16 <= pix; i += 16) {
+            const __m128i p0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+            const __m128i p1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + hw + i));
+            auto* d = reinterpret_cast<__m128i*>(nhwc + i * 2);
+            _mm_storeu_si128(d, _mm_unpacklo_epi8(p0, p1));
+            _mm_storeu_si128(d + 1, _mm_unpackhi_epi8(p0, p1));
+        }
+    } else if (c == 4) {
         // Per 16 pixels: (p0, p1) and (p2, pad) byte pairs, then pairs of pairs: 4 pixels a
         // vector (absent planes read as the pad).
         const __m128i z = _mm_set1_epi8(static_cast<char>(pad));
@@ -743,25 +800,26 @@ Plan plan_for(const QConvShape& s, const PackedQConvW& w, std::size_t out_bytes,
     return p;
 }
 
-/// Weights packed for more channels than x has (qconv_packed_channels): the products run on
-/// x's rows copied with the channels padded by the zero point.
-bool pads_channels(const QConvShape& s, const PackedQConvW& w) noexcept {
-    return w.c > s.c && s.group == 1 && !w.winograd();
+/// Weights packed for a padded geometry (qconv_packed_shape): the products run on x's rows
+/// copied with the channels padded by the zero point, or read with each kernel row widened.
+bool pads_input(const QConvShape& s, const PackedQConvW& w) noexcept {
+    return (w.c > s.c || w.kw > s.kw) && s.group == 1 && !w.winograd();
 }
 
-/// With pads_channels and no dilation along x, the pixels a row of the chunks' padded copy
-/// has (run_pointers: each kernel row's taps one run, never past a row's ends), else 0.
+/// With pads_input and no dilation along x, the pixels a row of the chunks' padded copy has
+/// (run_pointers: each kernel row's taps one run, never past a row's ends), else 0.
 int64_t run_width(const QConvShape& s, const PackedQConvW& w) noexcept {
-    if (!pads_channels(s, w) || s.dw != 1) return 0;
-    return std::max(s.pl + s.w, (std::max<int64_t>(1, s.ow) - 1) * s.sw + s.kw);
+    if (!pads_input(s, w) || s.dw != 1) return 0;
+    return std::max(s.pl + s.w, (std::max<int64_t>(1, s.ow) - 1) * s.sw + w.kw);
 }
 
-/// The geometry the products run: s, or with pads_channels the padded channels, x in the
-/// chunks' own NHWC copy.
+/// The geometry the products run: s, or with pads_input the padded one, x in the chunks' own
+/// NHWC copy.
 QConvShape run_shape(const QConvShape& s, const PackedQConvW& w) noexcept {
     QConvShape r = s;
-    if (pads_channels(s, w)) {
+    if (pads_input(s, w)) {
         r.c = w.c;
+        r.kw = w.kw;
         r.x_nhwc = false;
     }
     return r;
@@ -781,34 +839,45 @@ std::size_t out_size(QGemmOutput o) noexcept {
 /// 512 at 28x28) 0.93x, K 256 1.02-1.04x, K 576 (3x3 64) 1.01-1.03x, K 512-4608 1.05-1.14x.
 constexpr int64_t kPairedA7MinK = 256;
 
-std::int64_t qconv_packed_channels(const QConvShape& s, QIsa isa) noexcept {
-    return isa == QIsa::avx512_vnni && s.group == 1 && s.c > 0 && s.c < 4 ? 4 : s.c;
+QConvShape qconv_packed_shape(const QConvShape& s, QIsa isa) noexcept {
+    QConvShape r = s;
+    if (isa != QIsa::avx512_vnni || s.group != 1 || s.c <= 0 || s.c >= 4 || s.kw <= 0) return r;
+    int64_t kw = s.kw;  // the fewest taps from kw on that fill whole groups of 4 bytes
+    while (kw * s.c % 4 != 0) ++kw;
+    if (kw * s.c < s.kw * 4)
+        r.kw = kw;
+    else
+        r.c = 4;
+    return r;
 }
 
 PackedQConvW pack_qconv_weights(const void* w, bool w_unsigned, const QConvShape& s, QIsa isa,
                                 bool a7, bool winograd, const std::int32_t* w_zero) {
-    if (const int64_t cp = qconv_packed_channels(s, isa); cp > s.c && !winograd) {
-        // The added channels' weights: each output channel's zero point (no term of their own;
-        // x's added channels hold its zero point too).
-        const int64_t khw = s.kh * s.kw;
+    if (const QConvShape sp = qconv_packed_shape(s, isa);
+        (sp.c > s.c || sp.kw > s.kw) && !winograd) {
+        // The added channels' weights: each output channel's zero point (no term of their
+        // own: x's added channels hold its zero point); the added taps': 0 as packed (qconv
+        // gives them x's zero point where qgemm_rows does not run).
+        const int64_t cp = sp.c, kwp = sp.kw;
         const auto* src = static_cast<const std::uint8_t*>(w);
-        std::vector<std::uint8_t> wp(static_cast<std::size_t>(s.m * cp * khw));
+        const auto none = static_cast<std::uint8_t>(w_unsigned ? 128 : 0);
+        std::vector<std::uint8_t> wp(static_cast<std::size_t>(s.m * cp * s.kh * kwp));
         for (int64_t o = 0; o < s.m; ++o) {
-            const auto z = static_cast<std::uint8_t>(w_zero != nullptr ? w_zero[o]
-                                                     : w_unsigned      ? 128
-                                                                       : 0);
+            const auto z = w_zero != nullptr ? static_cast<std::uint8_t>(w_zero[o]) : none;
             for (int64_t c = 0; c < cp; ++c)
-                for (int64_t q = 0; q < khw; ++q)
-                    wp[static_cast<std::size_t>((o * cp + c) * khw + q)] =
-                        c < s.c ? src[(o * s.c + c) * khw + q] : z;
+                for (int64_t i = 0; i < s.kh; ++i)
+                    for (int64_t j = 0; j < kwp; ++j)
+                        wp[static_cast<std::size_t>(((o * cp + c) * s.kh + i) * kwp + j)] =
+                            c >= s.c    ? z
+                            : j >= s.kw ? none
+                                        : src[((o * s.c + c) * s.kh + i) * s.kw + j];
         }
-        QConvShape sp = s;
-        sp.c = cp;
         return pack_qconv_weights(wp.data(), w_unsigned, sp, isa, a7, false, w_zero);
     }
     PackedQConvW out;
     out.group = s.group;
     out.c = s.c;
+    out.kw = s.kw;
     out.k = s.k();
     out.mg = s.mg();
     const int64_t cg = s.cg(), khw = s.kh * s.kw, k = out.k, mg = out.mg;
@@ -887,7 +956,7 @@ std::size_t qconv_workspace_bytes(const QConvShape& s, const PackedQConvW& w,
 
 bool qconv(const QConvShape& s_in, const void* x, const QConvFloatInput* fx, const PackedQConvW& w,
            void* y, const QGemmParams& p, void* workspace, std::size_t workspace_bytes) noexcept {
-    const bool cpad = pads_channels(s_in, w);
+    const bool cpad = pads_input(s_in, w);
     const QConvShape s = run_shape(s_in, w);
     const int64_t pixels = s.pixels(), hw = s.h * s.w, cg = s.cg(), mg = s.mg();
     if (s.batch == 0 || pixels == 0 || s.m == 0) return true;
@@ -907,8 +976,8 @@ bool qconv(const QConvShape& s_in, const void* x, const QConvFloatInput* fx, con
     base += (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
     // The calling thread's budget, or fewer threads when the workspace was sized for fewer.
     int64_t threads = max_threads();
-    // pads_channels: x's rows padded left and right too where qgemm_rows reads each kernel
-    // row as one run (run_pointers).
+    // pads_input: x's rows padded left and right too where qgemm_rows reads each kernel row
+    // as one run (run_pointers).
     const int64_t run_w =
         cpad && qgemm_rows_supported(w.groups.front(), p) ? run_width(s_in, w) : 0;
     Plan plan = plan_for(s, w, eb, threads, run_w);
@@ -1108,6 +1177,14 @@ bool qconv(const QConvShape& s_in, const void* x, const QConvFloatInput* fx, con
                         im2col_rows(s, image, iy0, r0, r1, g, pad, cols);
                         a = cols;
                         lda = s.k();
+                        if (s.kw > s_in.kw) {
+                            // Widened kernel rows (qconv_packed_shape): the added taps x's
+                            // zero point, whose products are 0 whatever the weights' zero
+                            // point (the added taps' weights are 0 as packed).
+                            const auto tail = static_cast<std::size_t>((s.kw - s_in.kw) * s.c);
+                            for (int64_t q = 0; q < rows * s.kh; ++q)
+                                std::memset(cols + q * s.kw * s.c + s_in.kw * s.c, pad, tail);
+                        }
                     }
                     if (!qgemm_packed(rows, a, lda, wg, c, ldc, pg, gws, plan.gemm)) {
                         failed.store(true, std::memory_order_relaxed);

@@ -90,10 +90,10 @@ constexpr std::int64_t kWinogradMinChannels = 32;
 /// The weights of every group packed for qgemm_packed (B = W_g^T, K ordered kh, kw, c).
 struct PackedQConvW {
     std::int64_t group = 1, k = 0, mg = 0;
-    /// The input channels the weights were packed for: the shape's, or more
-    /// (qconv_packed_channels: qconv then gives the products x with its channels padded by the
-    /// zero point).
-    std::int64_t c = 0;
+    /// The input channels and kernel taps a row the weights were packed for: the shape's, or
+    /// more (qconv_packed_shape: qconv then gives the products x with its channels padded by
+    /// the zero point, or with each kernel row's window widened on the right).
+    std::int64_t c = 0, kw = 0;
     std::vector<PackedQB> groups;
     /// Or, for the Winograd form (3x3, stride 1, dilation 1, one group: see pack_qconv_weights),
     /// instead of `groups`: the 16 points' U = G' g G'^T, each [wino_k, m] s16 (pack_qb_s16), K
@@ -116,29 +116,38 @@ struct PackedQConvW {
     }
 };
 
-/// The input channels pack_qconv_weights packs the weights of `s` for on `isa`: s.c, or 4 for
-/// one group of 1 to 3 channels (an RGB stem) on the avx512_vnni family. qconv then copies x's
-/// rows with each pixel one group of 4 bytes (the channels, then x's zero point, whose
-/// products are 0) and, where qgemm_rows reads A in place, with zero-point pixels left and
-/// right of each row so that each kernel row is one run (run_pointers): no im2col copy or
-/// packing pass, for a third more products at 3 channels (K 196 for 147). ResNet-50's 7x7
-/// stride 2 stem at 224x224, batch 8 (bench_qconv impl 0, 1 thread, AVX-512 VNNI Zen 4, medians
-/// of 3 in 3 alternating rounds): 8.01-8.04 ms -> 7.01-7.04 ms; in ResNet-50 QDQ b8 on 2
-/// threads (ds-profiler) 3.84 -> 3.34 ms. With a tap a segment instead of a kernel row, 11.3-
-/// 11.8 ms. Not measured on the avx_vnni family, which keeps the im2col path.
-std::int64_t qconv_packed_channels(const QConvShape& s, QIsa isa) noexcept;
+/// The geometry pack_qconv_weights packs the weights of `s` for on `isa`: s, or for one group
+/// of 1 to 3 channels (an RGB stem) on the avx512_vnni family the one of two padded forms
+/// whose kernel row has fewer bytes (the first on a tie), each making a kernel row whole
+/// groups of 4 bytes, so that qconv can copy x's rows with zero-point pixels left and right
+/// and, where qgemm_rows reads A in place, give it each kernel row as one run of those rows
+/// (run_pointers: no im2col copy or packing pass):
+/// - the channels padded to 4 (c 4): each pixel one group (the channels, then x's zero point,
+///   whose products are 0); 3x3 kernels of 3 channels, 1x1 kernels;
+/// - the kernel rows widened on the right by taps of weights 0 (s8; u8: 128) until kw * c is a
+///   multiple of 4 (kw 8 for 7 taps of 3 channels: K 168 for 147, where the padded channels
+///   make 196). Where qgemm_rows reads A in place (no zero-point term of the weights) the
+///   added taps read x's next pixels or the zero-point margin, whose products with those
+///   weights are 0; elsewhere qconv gives them x's zero point.
+/// ResNet-50's 7x7 stride 2 stem at 224x224, batch 8 (bench_qconv impl 0, 1 thread, AVX-512
+/// VNNI Zen 4, medians of 3 in 3 alternating rounds), im2col -> channels padded: 8.01-8.04 ms
+/// -> 7.01-7.04 ms (with a tap a segment instead of a kernel row, 11.3-11.8 ms); channels
+/// padded -> kernel rows widened: 7.47-7.70 -> 6.79-7.28 ms. In ResNet-50 QDQ b8 on 2 threads
+/// (ds-profiler): 3.84 -> 3.34 ms, then 3.36-3.64 -> 2.95-3.28 ms (3 alternating profiles).
+/// Not measured on the avx_vnni family, which keeps the im2col path.
+QConvShape qconv_packed_shape(const QConvShape& s, QIsa isa) noexcept;
 
 /// Packs OIHW weights `w` (s8, or u8 when `w_unsigned`) of geometry `s` for `isa` (as
-/// pack_qb), for qconv_packed_channels(s, isa) input channels (the added ones' weights are
-/// the zero point). Throws std::bad_alloc when memory runs out.
-/// On the avx2 family the weights go in the 16-bit form, or with `a7` (one group, channels a
-/// multiple of 4, at most 65,535) in a byte form for 7-bit A (QBForm::paired_a7 for K of at
-/// least 256, else bytes_a7: measured per K, qconv.cpp kPairedA7MinK): qconv then
-/// gives qgemm_rows the input's low 7 bits and, apart, its high bits, as per-pixel lists of the
-/// channels that have one when they are at most 1 in 16 of the bytes (ReLU outputs of zero
-/// point 0 mostly are: 0.6% over ResNet-50 QDQ's convolutions), else as a second pass of 0/1
-/// bytes. The caller asks for it only where qgemm_rows will run: u8 x, no zero-point term of
-/// the weights (qgemm_rows_supported); qconv fails otherwise.
+/// pack_qb), for the geometry qconv_packed_shape(s, isa) (the added channels' weights are the
+/// zero point, `w_zero`'s or without it 128 for u8 w and 0 for s8; the added taps' 128 or 0).
+/// Throws std::bad_alloc when memory runs out. On the avx2 family the weights go in the 16-bit
+/// form, or with `a7` (one group, channels a multiple of 4, at most 65,535) in a byte form for
+/// 7-bit A (QBForm::paired_a7 for K of at least 256, else bytes_a7: measured per K, qconv.cpp
+/// kPairedA7MinK): qconv then gives qgemm_rows the input's low 7 bits and, apart, its high bits, as
+/// per-pixel lists of the channels that have one when they are at most 1 in 16 of the bytes (ReLU
+/// outputs of zero point 0 mostly are: 0.6% over ResNet-50 QDQ's convolutions), else as a second
+/// pass of 0/1 bytes. The caller asks for it only where qgemm_rows will run: u8 x, no zero-point
+/// term of the weights (qgemm_rows_supported); qconv fails otherwise.
 ///
 /// With `winograd` (the caller's choice: a 3x3 kernel of stride 1 and dilation 1, one group, u8
 /// x, the weights' zero points constant) the weights go in the Winograd form instead

@@ -423,7 +423,7 @@ TEST_CASE("qconv: ConvInteger and QLinearConv equal the reference bitwise on odd
         shape(1, 8, 9, 9, 8, 3, 1, 1, 1, 8),      // depthwise
         shape(2, 20, 8, 8, 12, 1, 2, 0, 1, 1),    // 1x1 stride 2 (im2col)
         shape(1, 3, 5, 5, 1, 5, 1, 0, 1, 1),      // one output channel, 5x5
-        // 1 to 3 channels (padded to 4 on avx512_vnni, qconv_packed_channels): an RGB
+        // 1 to 3 channels (padded on avx512_vnni, qconv_packed_shape): an RGB
         // stem (7x7 stride 2 pad 3, odd sizes), 1 channel, 2 channels dilated
         shape(2, 3, 15, 13, 10, 7, 2, 3, 1, 1),
         shape(1, 1, 9, 8, 7, 3, 1, 1, 1, 1),
@@ -512,12 +512,15 @@ TEST_CASE("qconv: A read in place (u8 x, s8 weights of zero point 0) equals the 
         shape(1, 512, 4, 3, 20, 3, 1, 1, 1, 1),   // K = 4608, segments across blocks
         shape(2, 6, 9, 8, 11, 3, 1, 1, 1, 1),     // cg 6: in place on the 16-bit families only
         shape(1, 4, 8, 7, 10, 3, 2, 1, 1, 2),     // groups 2 of cg 2 (16-bit families only)
-        // 1 to 3 channels: on avx512_vnni padded to 4, each kernel row one run of the
-        // padded rows (run_pointers): a stem at 7x7 stride 2 pad 3 (windows past both ends of
-        // a row, rows past the image), a kernel wider than the image, stride 3 with no pads
+        // 1 to 3 channels: on avx512_vnni in a padded geometry (qconv_packed_shape: here each
+        // kernel row widened), each kernel row one run of the padded rows (run_pointers): a
+        // stem at 7x7 stride 2 pad 3 (windows past both ends of a row, rows past the image), a
+        // kernel wider than the image, stride 3 with no pads, a 3x3 of 3 channels (padded
+        // to 4)
         shape(2, 3, 17, 15, 40, 7, 2, 3, 1, 1),
         shape(1, 2, 5, 4, 9, 7, 1, 3, 1, 1),
-        shape(1, 1, 13, 14, 33, 4, 3, 0, 1, 1),
+        shape(1, 1, 13, 14, 33, 3, 3, 0, 1, 1),
+        shape(1, 3, 9, 19, 12, 3, 1, 1, 1, 1),
     };
     ConvCase asym = shape(1, 8, 6, 7, 6, 3, 1, 0, 1, 1);
     asym.pads = {0, 1, 2, 0};
@@ -755,19 +758,24 @@ TEST_CASE("qconv: the fused DynamicQuantizeConv equals the unfused graph bitwise
     check_dyn(shared, seed++);
 }
 
-TEST_CASE("qconv: 1 to 3 channels padded to 4 read NCHW and NHWC x alike, exactly",
+TEST_CASE("qconv: 1 to 3 channels in a padded geometry read NCHW and NHWC x alike, exactly",
           "[fast][qconv]") {
-    // qconv_packed_channels: on the avx512_vnni family the weights of 1 to 3 input channels are
-    // packed for 4 and qconv pads x's pixels with its zero point (each kernel row one run of
-    // the chunk's padded rows where qgemm_rows reads A in place: s8 w of zero point 0). The s32
-    // sums against a scalar convolution (unit/qconv_sums.hpp), for x NCHW and NHWC, y NCHW and
-    // NHWC, 1 and 2 threads, with and without a weight zero-point term (the im2col path).
+    // qconv_packed_shape: on the avx512_vnni family the weights of 1 to 3 input channels are
+    // packed for 4 channels or for kernel rows widened to whole groups of 4 bytes, and qconv
+    // copies x's rows (each kernel row one run of the chunk's padded rows where qgemm_rows reads
+    // A in place: s8 w of zero point 0). The s32 sums against a scalar convolution
+    // (unit/qconv_sums.hpp), for x NCHW and NHWC, y NCHW and NHWC, 1 and 2 threads, with and
+    // without a weight zero-point term (the im2col path, the widened taps given x's zero point).
     namespace d = dsinfer::detail;
     struct Geo {
         int64_t n, c, h, w, m, k, stride, pad, dil;
+        int64_t pc, pkw;  // the geometry packed on avx512_vnni
     };
-    for (const Geo& g : {Geo{2, 3, 23, 21, 20, 7, 2, 3, 1}, Geo{1, 1, 9, 7, 5, 3, 1, 1, 2},
-                         Geo{3, 2, 6, 5, 33, 5, 1, 2, 1}}) {
+    for (const Geo& g : {Geo{2, 3, 23, 21, 20, 7, 2, 3, 1, 3, 8},  // RGB stem: 7 taps -> 8
+                         Geo{1, 1, 9, 7, 5, 3, 1, 1, 2, 1, 4},     // dilated: no runs
+                         Geo{3, 2, 6, 19, 33, 5, 1, 2, 1, 2, 6},
+                         Geo{1, 3, 10, 18, 7, 3, 1, 1, 1, 4, 3},    // a tie: the channels
+                         Geo{2, 3, 8, 17, 6, 1, 1, 0, 1, 4, 1}}) {  // 1x1
         for (int wz : {0, 3}) {  // 3: a term of the weights' zero point (no A in place)
             INFO("x [" << g.n << "," << g.c << "," << g.h << "," << g.w << "] m " << g.m << " k "
                        << g.k << " s " << g.stride << " p " << g.pad << " d " << g.dil << " wz "
@@ -795,7 +803,11 @@ TEST_CASE("qconv: 1 to 3 channels padded to 4 read NCHW and NHWC x alike, exactl
             const auto want = qconv_sums(
                 s, x, w, false, zx, std::vector<std::int32_t>(static_cast<std::size_t>(g.m), wz));
             const d::PackedQConvW packed = d::pack_qconv_weights(w.data(), false, s);
-            CHECK(packed.c == (d::qgemm_isa() == d::QIsa::avx512_vnni ? 4 : g.c));
+            const bool vnni512 = d::qgemm_isa() == d::QIsa::avx512_vnni;
+            CHECK(packed.c == (vnni512 ? g.pc : g.c));
+            CHECK(packed.kw == (vnni512 ? g.pkw : g.k));
+            const d::QConvShape sp = d::qconv_packed_shape(s, d::qgemm_isa());
+            CHECK((sp.c == packed.c && sp.kw == packed.kw));
             d::QGemmParams p;
             p.out = d::QGemmOutput::s32;
             p.a_zero = zx;

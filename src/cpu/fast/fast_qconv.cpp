@@ -260,8 +260,10 @@ public:
                           : packed_->groups.empty() ? qgemm_isa()
                                                     : packed_->groups.front().isa);
         if (packed_->winograd()) name += "-wino";  // F(2x2, 3x3) in 16-bit integers
-        if (packed_->c > wshape_.c)                // x's channels padded (qconv_packed_channels)
+        if (packed_->c > wshape_.c)                // x's channels padded (qconv_packed_shape)
             name += "-c" + std::to_string(packed_->c);
+        if (packed_->kw > wshape_.kw)  // the kernel rows widened (qconv_packed_shape)
+            name += "-kw" + std::to_string(packed_->kw);
         if (packed_->a7())  // a byte form for 7-bit A (pack_qconv_weights): "p" when paired
             name += packed_->groups.front().a7_pairs() ? "-a7p" : "-a7";
         return name;
