@@ -694,7 +694,10 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
     // s32 against a 64-bit reference; the f32 (bias, Relu), u8 and s8 (requantized) and u8 and
     // s8 + residual (the fused QLinearAdd; apart, and in place) epilogues bitwise against
     // qgemm_packed (one segment of K 16-768 on AVX-512: rows_overlap's stores interleaved
-    // with the next tile's products, groups that do not divide in quarters). Shapes: rows that do
+    // with the next tile's products, groups that do not divide in quarters; and for u8 and s8
+    // without a residual several segments of one K block: 2, 3, 7 and 9 of them, the pairs
+    // stored after the segments that end each quarter, a stem's 7 kernel rows of 24 bytes among
+    // them). Shapes: rows that do
     // not fill a tile, row blocks, partial panels, K blocks crossed inside a segment (seg 512 x 3
     // against KC 768 on AVX-512), a short last tile split with the one before it (1 or 2 rows at
     // any K: 13 and 14 rows at K 64 -> 7 + 6 and 7 + 7 on AVX-512; up to 5 where B's panel slice
@@ -709,7 +712,7 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
         {1, 1, 4, 1},      {5, 3, 4, 31},     {12, 9, 64, 64},  {13, 1, 64, 33}, {37, 9, 16, 100},
         {400, 1, 256, 70}, {29, 3, 512, 40},  {200, 9, 96, 64}, {17, 2, 64, 40}, {14, 1, 64, 33},
         {49, 9, 512, 64},  {197, 9, 512, 40}, {7, 5, 2, 20},    {9, 3, 6, 17},   {30, 1, 16, 64},
-        {21, 1, 36, 64},   {24, 1, 768, 32}};
+        {21, 1, 36, 64},   {24, 1, 768, 32},  {50, 7, 24, 64},  {26, 3, 12, 32}};
     int tested = 0;
     for (QIsa isa : qisas()) {
         const bool vnni = isa == QIsa::avx512_vnni || isa == QIsa::avx_vnni;
