@@ -695,7 +695,8 @@ TEST_CASE("qgemm_rows (A through row pointers) equals the reference and qgemm_pa
     // s8 + residual (the fused QLinearAdd; apart, and in place) epilogues bitwise against
     // qgemm_packed (one segment of K 16-768 on AVX-512: rows_overlap's stores interleaved
     // with the next tile's products, groups that do not divide in quarters; and for u8 and s8
-    // without a residual several segments of one K block: 2, 3, 7 and 9 of them, the pairs
+    // without a residual several segments, each in one K block: 2, 3, 7 and 9 of them (9 x 96
+    // across two K blocks on AVX-512), the pairs
     // stored after the segments that end each quarter, a stem's 7 kernel rows of 24 bytes among
     // them). Shapes: rows that do
     // not fill a tile, row blocks, partial panels, K blocks crossed inside a segment (seg 512 x 3
