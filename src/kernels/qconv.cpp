@@ -222,8 +222,9 @@ void pad_channels(const QConvShape& s, const void* x, const QConvFloatInput* fx,
                 for (int64_t i = 0; i < pix; ++i)
                     std::memcpy(nhwc + i * c, src + i * c_in, static_cast<std::size_t>(c_in));
         }
-        for (int64_t i = 0; i < pix; ++i)
-            std::memset(nhwc + i * c + c_in, pad, static_cast<std::size_t>(c - c_in));
+        if (c > c_in)
+            for (int64_t i = 0; i < pix; ++i)
+                std::memset(nhwc + i * c + c_in, pad, static_cast<std::size_t>(c - c_in));
         return;
     }
     const auto* src = static_cast<const std::uint8_t*>(x) + first;
